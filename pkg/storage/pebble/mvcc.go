@@ -1,0 +1,954 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"k8s.io/klog/v2"
+)
+
+// Key layout inside the Pebble database (see the package documentation).
+const (
+	prefixCurrent = 'c' // c<key>          -> modRev(8) createRev(8) value
+	prefixEvent   = 'e' // e<rev(8, BE)>   -> encoded logEvent
+	prefixMeta    = 'm' // m<name>         -> meta values
+	prefixExpiry  = 'x' // x<expireAt(8, BE)><key> -> "" (TTL index)
+	recordHeader  = 24  // modRev, createRev, expireAt
+)
+
+// createdKey is written at revision 1. It sorts before every resource key.
+const createdKey = "\x00backstop/created"
+
+// compactedKey records each compaction. It sorts before every resource key.
+const compactedKey = "\x00backstop/compacted"
+
+var (
+	metaRevKey     = []byte("mrev")
+	metaCompactKey = []byte("mcompact")
+	metaFormatKey  = []byte("mformat")
+	formatVersion  = []byte("backstop-mvcc-v1")
+)
+
+var (
+	// ErrCompacted is returned for reads and watches at a revision older than
+	// the compacted revision.
+	ErrCompacted = errors.New("mvcc: required revision has been compacted")
+	// ErrFutureRev is returned for reads at a revision newer than the current one.
+	ErrFutureRev = errors.New("mvcc: required revision is a future revision")
+	// ErrClosed is returned by operations on a closed database.
+	ErrClosed = errors.New("mvcc: database is closed")
+)
+
+type eventType uint8
+
+const (
+	eventPut    eventType = 1
+	eventDelete eventType = 2
+)
+
+// keyValue is one stored object as the backend sees it: opaque bytes plus
+// the revisions at which it was created and last modified.
+type keyValue struct {
+	key       string
+	value     []byte
+	createRev int64
+	modRev    int64
+	expireAt  int64 // unix nanoseconds; 0: no TTL
+}
+
+// logEvent is one entry of the revision log: the write made at rev.
+// prev carries the value the key had before, so that old revisions can be
+// reconstructed and delete events carry the deleted object.
+type logEvent struct {
+	rev       int64
+	typ       eventType
+	key       string
+	value     []byte // put only
+	createRev int64  // put only
+	prev      *keyValue
+}
+
+func (e *logEvent) kv() *keyValue {
+	if e.typ != eventPut {
+		return nil
+	}
+	return &keyValue{key: e.key, value: e.value, createRev: e.createRev, modRev: e.rev}
+}
+
+// Options configures a DB.
+type Options struct {
+	// Dir is the directory of the Pebble database. Empty with InMemory set.
+	Dir string
+	// InMemory keeps the database in memory (tests only; nothing is durable).
+	InMemory bool
+	// RecentEvents is how many recent log events are kept in memory to serve
+	// watchers without reading Pebble. Default 8192.
+	RecentEvents int
+	// PebbleOptions lets callers tune Pebble (cache size, FS for fault tests).
+	PebbleOptions *pebble.Options
+}
+
+// DB is the revisioned key-value store shared by every resource of a server:
+// one Pebble database, one revision counter, one revision log.
+type DB struct {
+	pdb      *pebble.DB
+	recentSz int
+
+	// writeMu serializes writers: read-check-write and revision assignment.
+	writeMu sync.Mutex
+	rev     atomic.Int64 // last applied revision
+
+	mu         sync.Mutex
+	durable    int64         // every revision <= durable is synced to the WAL
+	compacted  int64         // revisions <= compacted are gone from the log
+	progress   uint64        // bumped by RequestProgress
+	changed    chan struct{} // closed and replaced whenever the fields above change
+	recent     []*logEvent   // contiguous revisions recentStart .. recentStart+len-1
+	recentHead int64         // revision of recent[0]
+	closed     bool
+	closedCh   chan struct{}
+
+	inflight   sync.WaitGroup // writes applied but not yet synced
+	reaperWake chan struct{}  // a TTL was set: re-check the next expiry
+	reaperDone chan struct{}
+}
+
+// Open opens (creating if needed) the database. A second process opening the
+// same directory fails with a clear error because of Pebble's lock file.
+func Open(opts Options) (*DB, error) {
+	po := &pebble.Options{}
+	if opts.PebbleOptions != nil {
+		po = opts.PebbleOptions.Clone()
+	}
+	if opts.InMemory {
+		po.FS = vfs.NewMem()
+	}
+	po.EnsureDefaults()
+	if po.Logger == nil || po.Logger == pebble.DefaultLogger {
+		po.Logger = quietLogger{}
+	}
+	dir := opts.Dir
+	if opts.InMemory && dir == "" {
+		dir = "mem"
+	}
+	pdb, err := pebble.Open(dir, po)
+	if err != nil {
+		if errors.Is(err, pebble.ErrDBAlreadyExists) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("opening pebble database in %q (is another backstop server using this data directory?): %w", dir, err)
+	}
+	d := &DB{
+		pdb:        pdb,
+		recentSz:   opts.RecentEvents,
+		changed:    make(chan struct{}),
+		closedCh:   make(chan struct{}),
+		reaperWake: make(chan struct{}, 1),
+		reaperDone: make(chan struct{}),
+	}
+	if d.recentSz <= 0 {
+		d.recentSz = 8192
+	}
+	if err := d.load(); err != nil {
+		_ = pdb.Close()
+		return nil, err
+	}
+	if d.rev.Load() == 0 {
+		// Revision 1 records the creation of the database, so that resource
+		// versions start at 1 like etcd's and every revision has a log entry.
+		if _, err := d.write(context.Background(), createdKey, nil, false, -1); err != nil {
+			_ = pdb.Close()
+			return nil, fmt.Errorf("initializing the revision log: %w", err)
+		}
+	}
+	go d.reapExpired()
+	return d, nil
+}
+
+func (d *DB) load() error {
+	format, err := d.getMeta(metaFormatKey)
+	if err != nil {
+		return err
+	}
+	if format == nil {
+		if err := d.pdb.Set(metaFormatKey, formatVersion, pebble.Sync); err != nil {
+			return fmt.Errorf("writing format marker: %w", err)
+		}
+	} else if !bytes.Equal(format, formatVersion) {
+		return fmt.Errorf("unsupported database format %q (want %q)", format, formatVersion)
+	}
+	rev, err := d.getMetaInt(metaRevKey)
+	if err != nil {
+		return err
+	}
+	compacted, err := d.getMetaInt(metaCompactKey)
+	if err != nil {
+		return err
+	}
+	d.rev.Store(rev)
+	d.durable = rev
+	d.compacted = compacted
+	d.recentHead = rev + 1
+	return nil
+}
+
+func (d *DB) getMeta(key []byte) ([]byte, error) {
+	v, closer, err := d.pdb.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
+func (d *DB) getMetaInt(key []byte) (int64, error) {
+	v, err := d.getMeta(key)
+	if err != nil || v == nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("corrupt meta key %s: %d bytes", key, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// Close stops watchers and the TTL reaper, waits for writes in flight and
+// closes Pebble.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.closedCh)
+	d.broadcastLocked()
+	d.mu.Unlock()
+	<-d.reaperDone
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
+	d.inflight.Wait()
+	return d.pdb.Close()
+}
+
+// Rev is the last applied revision.
+func (d *DB) Rev() int64 { return d.rev.Load() }
+
+// CompactedRev is the revision up to which the log has been compacted.
+func (d *DB) CompactedRev() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.compacted
+}
+
+func (d *DB) broadcastLocked() {
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+func currentKey(key string) []byte {
+	b := make([]byte, 1+len(key))
+	b[0] = prefixCurrent
+	copy(b[1:], key)
+	return b
+}
+
+func eventKey(rev int64) []byte {
+	b := make([]byte, 9)
+	b[0] = prefixEvent
+	binary.BigEndian.PutUint64(b[1:], uint64(rev))
+	return b
+}
+
+func int64Bytes(v int64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, uint64(v))
+	return b
+}
+
+func encodeCurrent(value []byte, modRev, createRev, expireAt int64) []byte {
+	b := make([]byte, recordHeader+len(value))
+	binary.BigEndian.PutUint64(b, uint64(modRev))
+	binary.BigEndian.PutUint64(b[8:], uint64(createRev))
+	binary.BigEndian.PutUint64(b[16:], uint64(expireAt))
+	copy(b[recordHeader:], value)
+	return b
+}
+
+func decodeCurrent(key string, raw []byte) (*keyValue, error) {
+	if len(raw) < recordHeader {
+		return nil, fmt.Errorf("corrupt record for key %q: %d bytes", key, len(raw))
+	}
+	return &keyValue{
+		key:       key,
+		modRev:    int64(binary.BigEndian.Uint64(raw)),
+		createRev: int64(binary.BigEndian.Uint64(raw[8:])),
+		expireAt:  int64(binary.BigEndian.Uint64(raw[16:])),
+		value:     bytes.Clone(raw[recordHeader:]),
+	}, nil
+}
+
+func expiryKey(expireAt int64, key string) []byte {
+	b := make([]byte, 9+len(key))
+	b[0] = prefixExpiry
+	binary.BigEndian.PutUint64(b[1:], uint64(expireAt))
+	copy(b[9:], key)
+	return b
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func encodeEvent(e *logEvent) []byte {
+	b := make([]byte, 0, 32+len(e.key)+len(e.value))
+	b = append(b, byte(e.typ))
+	b = appendBytes(b, []byte(e.key))
+	b = appendBytes(b, e.value)
+	b = binary.AppendVarint(b, e.createRev)
+	if e.prev == nil {
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		b = appendBytes(b, e.prev.value)
+		b = binary.AppendVarint(b, e.prev.createRev)
+		b = binary.AppendVarint(b, e.prev.modRev)
+	}
+	return b
+}
+
+type eventReader struct {
+	b   []byte
+	err error
+}
+
+func (r *eventReader) bytes() []byte {
+	if r.err != nil {
+		return nil
+	}
+	n, l := binary.Uvarint(r.b)
+	if l <= 0 || uint64(len(r.b)-l) < n {
+		r.err = errors.New("truncated field")
+		return nil
+	}
+	v := bytes.Clone(r.b[l : l+int(n)])
+	r.b = r.b[l+int(n):]
+	return v
+}
+
+func (r *eventReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, l := binary.Varint(r.b)
+	if l <= 0 {
+		r.err = errors.New("truncated varint")
+		return 0
+	}
+	r.b = r.b[l:]
+	return v
+}
+
+func (r *eventReader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.err = errors.New("truncated byte")
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func decodeEvent(rev int64, raw []byte) (*logEvent, error) {
+	r := &eventReader{b: raw}
+	e := &logEvent{rev: rev}
+	e.typ = eventType(r.byte())
+	e.key = string(r.bytes())
+	e.value = r.bytes()
+	e.createRev = r.varint()
+	if r.byte() == 1 {
+		e.prev = &keyValue{key: e.key}
+		e.prev.value = r.bytes()
+		e.prev.createRev = r.varint()
+		e.prev.modRev = r.varint()
+	}
+	if r.err == nil && e.typ != eventPut && e.typ != eventDelete {
+		r.err = fmt.Errorf("unknown event type %d", e.typ)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("corrupt log event at revision %d: %w", rev, r.err)
+	}
+	return e, nil
+}
+
+// txnResult is the outcome of a conditional write.
+type txnResult struct {
+	succeeded bool
+	rev       int64     // revision of the write, or current revision if it failed
+	current   *keyValue // on failure: the current value of the key (nil if absent)
+}
+
+// write applies one conditional put or delete. expectedModRev is the
+// modification revision the key must have (0: the key must not exist);
+// a negative value means unconditional. The write is acknowledged (returns)
+// only after its WAL record is synced.
+func (d *DB) write(ctx context.Context, key string, value []byte, del bool, expectedModRev int64) (txnResult, error) {
+	return d.writeTTL(ctx, key, value, del, expectedModRev, 0)
+}
+
+// writeTTL is write with a time to live: a put with ttl > 0 is deleted (with
+// a normal delete event) once ttl has passed, unless it is overwritten first.
+func (d *DB) writeTTL(ctx context.Context, key string, value []byte, del bool, expectedModRev int64, ttl time.Duration) (txnResult, error) {
+	d.writeMu.Lock()
+	if d.isClosed() {
+		d.writeMu.Unlock()
+		return txnResult{}, ErrClosed
+	}
+	cur, err := d.getCurrent(d.pdb, key)
+	if err != nil {
+		d.writeMu.Unlock()
+		return txnResult{}, err
+	}
+	curRev := int64(0)
+	if cur != nil {
+		curRev = cur.modRev
+	}
+	if expectedModRev >= 0 && curRev != expectedModRev {
+		rev := d.rev.Load()
+		d.writeMu.Unlock()
+		if err := d.waitDurable(ctx, rev); err != nil {
+			return txnResult{}, err
+		}
+		return txnResult{succeeded: false, rev: rev, current: cur}, nil
+	}
+	if del && cur == nil {
+		// Unconditional delete of an absent key: nothing to do.
+		rev := d.rev.Load()
+		d.writeMu.Unlock()
+		return txnResult{succeeded: false, rev: rev}, nil
+	}
+	d.inflight.Add(1)
+	defer d.inflight.Done()
+	newRev := d.rev.Load() + 1
+	ev := &logEvent{rev: newRev, key: key, prev: cur}
+	batch := d.pdb.NewBatch()
+	if cur != nil && cur.expireAt != 0 {
+		_ = batch.Delete(expiryKey(cur.expireAt, key), nil)
+	}
+	if del {
+		ev.typ = eventDelete
+		_ = batch.Delete(currentKey(key), nil)
+	} else {
+		ev.typ = eventPut
+		ev.value = value
+		ev.createRev = newRev
+		if cur != nil {
+			ev.createRev = cur.createRev
+		}
+		var expireAt int64
+		if ttl > 0 {
+			expireAt = time.Now().Add(ttl).UnixNano()
+			_ = batch.Set(expiryKey(expireAt, key), nil, nil)
+			d.wakeReaper()
+		}
+		_ = batch.Set(currentKey(key), encodeCurrent(value, newRev, ev.createRev, expireAt), nil)
+	}
+	_ = batch.Set(eventKey(newRev), encodeEvent(ev), nil)
+	_ = batch.Set(metaRevKey, int64Bytes(newRev), nil)
+	if err := d.pdb.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
+		d.writeMu.Unlock()
+		// The batch was not applied; nothing is half-written.
+		_ = batch.Close()
+		return txnResult{}, fmt.Errorf("writing revision %d: %w", newRev, err)
+	}
+	d.rev.Store(newRev)
+	d.appendRecent(ev)
+	d.writeMu.Unlock()
+
+	if err := batch.SyncWait(); err != nil {
+		return txnResult{}, fmt.Errorf("syncing revision %d: %w", newRev, err)
+	}
+	_ = batch.Close()
+	d.markDurable(newRev)
+	return txnResult{succeeded: true, rev: newRev}, nil
+}
+
+func (d *DB) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+func (d *DB) appendRecent(ev *logEvent) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.recent) == 0 {
+		d.recentHead = ev.rev
+	}
+	if len(d.recent) >= d.recentSz {
+		drop := len(d.recent) - d.recentSz + 1
+		clear(d.recent[:drop])
+		d.recent = d.recent[drop:]
+		d.recentHead += int64(drop)
+	}
+	d.recent = append(d.recent, ev)
+}
+
+func (d *DB) markDurable(rev int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if rev > d.durable {
+		d.durable = rev
+		d.broadcastLocked()
+	}
+}
+
+// waitDurable blocks until every revision <= rev is synced. Writers sync
+// their own batches; a reader that observed a not-yet-synced revision waits
+// for that writer (at most one WAL sync).
+func (d *DB) waitDurable(ctx context.Context, rev int64) error {
+	for {
+		d.mu.Lock()
+		durable, ch, closed := d.durable, d.changed, d.closed
+		d.mu.Unlock()
+		if durable >= rev {
+			return nil
+		}
+		if closed {
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (d *DB) getCurrent(r pebble.Reader, key string) (*keyValue, error) {
+	raw, closer, err := r.Get(currentKey(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading key %q: %w", key, err)
+	}
+	defer closer.Close()
+	return decodeCurrent(key, raw)
+}
+
+// view is a consistent point-in-time read of the database.
+type view struct {
+	snap      *pebble.Snapshot
+	rev       int64
+	compacted int64
+}
+
+func (d *DB) openView(ctx context.Context) (*view, error) {
+	if d.isClosed() {
+		return nil, ErrClosed
+	}
+	snap := d.pdb.NewSnapshot()
+	v := &view{snap: snap}
+	var err error
+	if v.rev, err = readMetaInt(snap, metaRevKey); err == nil {
+		v.compacted, err = readMetaInt(snap, metaCompactKey)
+	}
+	if err != nil {
+		_ = snap.Close()
+		return nil, err
+	}
+	// Serve only durable data: wait for the sync of what this view sees.
+	if err := d.waitDurable(ctx, v.rev); err != nil {
+		_ = snap.Close()
+		return nil, err
+	}
+	return v, nil
+}
+
+func (v *view) close() { _ = v.snap.Close() }
+
+func readMetaInt(r pebble.Reader, key []byte) (int64, error) {
+	raw, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", key, err)
+	}
+	defer closer.Close()
+	if len(raw) != 8 {
+		return 0, fmt.Errorf("corrupt meta key %s", key)
+	}
+	return int64(binary.BigEndian.Uint64(raw)), nil
+}
+
+// rangeResult is the answer to a range read.
+type rangeResult struct {
+	kvs   []*keyValue
+	count int64 // keys in [start,end) at the revision, whatever the limit
+	more  bool
+	rev   int64 // the revision the read was served at
+}
+
+// rangeOptions controls a range read.
+type rangeOptions struct {
+	rev       int64 // 0: current
+	limit     int64 // 0: no limit
+	countOnly bool
+	keysOnly  bool
+}
+
+// Range reads keys in [start, end) (end "" means the single key start) at a
+// revision. Old revisions are reconstructed from the current state by undoing
+// the log events written after them.
+func (d *DB) Range(ctx context.Context, start, end string, opts rangeOptions) (rangeResult, error) {
+	v, err := d.openView(ctx)
+	if err != nil {
+		return rangeResult{}, err
+	}
+	defer v.close()
+	return v.rangeRead(start, end, opts)
+}
+
+func (v *view) rangeRead(start, end string, opts rangeOptions) (rangeResult, error) {
+	if end == "" {
+		end = start + "\x00"
+	}
+	res := rangeResult{rev: v.rev}
+	if opts.rev > v.rev {
+		return res, ErrFutureRev
+	}
+	if opts.rev > 0 && opts.rev < v.compacted {
+		return res, ErrCompacted
+	}
+	var overlay map[string]*keyValue
+	var overlayKeys []string
+	if opts.rev > 0 && opts.rev < v.rev {
+		res.rev = opts.rev
+		var err error
+		overlay, err = v.undoOverlay(start, end, opts.rev)
+		if err != nil {
+			return res, err
+		}
+		overlayKeys = make([]string, 0, len(overlay))
+		for k := range overlay {
+			overlayKeys = append(overlayKeys, k)
+		}
+		sort.Strings(overlayKeys)
+	}
+	iter, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: currentKey(start), UpperBound: currentKey(end)})
+	if err != nil {
+		return res, fmt.Errorf("opening iterator: %w", err)
+	}
+	defer iter.Close()
+
+	emit := func(kv *keyValue) {
+		res.count++
+		if opts.countOnly {
+			return
+		}
+		if opts.limit > 0 && int64(len(res.kvs)) >= opts.limit {
+			res.more = true
+			return
+		}
+		res.kvs = append(res.kvs, kv)
+	}
+	oi := 0
+	valid := iter.First()
+	for valid || oi < len(overlayKeys) {
+		var curKey string
+		if valid {
+			curKey = string(iter.Key()[1:])
+		}
+		if oi < len(overlayKeys) && (!valid || overlayKeys[oi] <= curKey) {
+			k := overlayKeys[oi]
+			oi++
+			if kv := overlay[k]; kv != nil {
+				emit(kv)
+			}
+			if valid && k == curKey {
+				valid = iter.Next()
+			}
+			continue
+		}
+		if opts.countOnly || (opts.limit > 0 && int64(len(res.kvs)) >= opts.limit) {
+			res.count++
+			res.more = res.more || !opts.countOnly
+			valid = iter.Next()
+			continue
+		}
+		raw, err := iter.ValueAndErr()
+		if err != nil {
+			return res, fmt.Errorf("reading key %q: %w", curKey, err)
+		}
+		kv, err := decodeCurrent(curKey, raw)
+		if err != nil {
+			return res, err
+		}
+		if opts.keysOnly {
+			kv.value = nil
+		}
+		emit(kv)
+		valid = iter.Next()
+	}
+	if err := iter.Error(); err != nil {
+		return res, fmt.Errorf("iterating: %w", err)
+	}
+	return res, nil
+}
+
+// undoOverlay returns, for every key in [start,end) written after rev, the
+// value it had at rev (nil: absent).
+func (v *view) undoOverlay(start, end string, rev int64) (map[string]*keyValue, error) {
+	overlay := map[string]*keyValue{}
+	iter, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: eventKey(rev + 1), UpperBound: eventKey(v.rev + 1)})
+	if err != nil {
+		return nil, fmt.Errorf("opening log iterator: %w", err)
+	}
+	defer iter.Close()
+	for valid := iter.First(); valid; valid = iter.Next() {
+		evRev := int64(binary.BigEndian.Uint64(iter.Key()[1:]))
+		raw, err := iter.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("reading log event %d: %w", evRev, err)
+		}
+		ev, err := decodeEvent(evRev, raw)
+		if err != nil {
+			return nil, err
+		}
+		if ev.key < start || ev.key >= end {
+			continue
+		}
+		if _, seen := overlay[ev.key]; !seen {
+			overlay[ev.key] = ev.prev
+		}
+	}
+	return overlay, iter.Error()
+}
+
+// readEvents returns log events with revisions in [from, to], at most max.
+func (d *DB) readEvents(from, to int64, max int) ([]*logEvent, error) {
+	d.mu.Lock()
+	if from >= d.recentHead && len(d.recent) > 0 {
+		out := make([]*logEvent, 0, min(max, int(to-from+1)))
+		for r := from; r <= to && len(out) < max; r++ {
+			idx := r - d.recentHead
+			if idx >= int64(len(d.recent)) {
+				break
+			}
+			out = append(out, d.recent[idx])
+		}
+		d.mu.Unlock()
+		return out, nil
+	}
+	d.mu.Unlock()
+	iter, err := d.pdb.NewIter(&pebble.IterOptions{LowerBound: eventKey(from), UpperBound: eventKey(to + 1)})
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	var out []*logEvent
+	for valid := iter.First(); valid && len(out) < max; valid = iter.Next() {
+		rev := int64(binary.BigEndian.Uint64(iter.Key()[1:]))
+		raw, err := iter.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		ev, err := decodeEvent(rev, raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, iter.Error()
+}
+
+// Compact drops log events at or below rev; reads and watches older than rev
+// then fail with ErrCompacted. Compacting to an older revision than the
+// current compaction is a no-op.
+func (d *DB) Compact(rev int64) error {
+	// Like etcd's compactor (which records compact_rev_key), a compaction is
+	// itself a write: it takes a revision and appears in the log.
+	if _, err := d.write(context.Background(), compactedKey, int64Bytes(rev), false, -1); err != nil {
+		return fmt.Errorf("recording compaction to revision %d: %w", rev, err)
+	}
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
+	if d.isClosed() {
+		return ErrClosed
+	}
+	if rev > d.rev.Load() {
+		return ErrFutureRev
+	}
+	d.mu.Lock()
+	old := d.compacted
+	d.mu.Unlock()
+	if rev <= old {
+		return nil
+	}
+	batch := d.pdb.NewBatch()
+	defer batch.Close()
+	_ = batch.DeleteRange(eventKey(0), eventKey(rev+1), nil)
+	_ = batch.Set(metaCompactKey, int64Bytes(rev), nil)
+	if err := batch.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("compacting to revision %d: %w", rev, err)
+	}
+	d.mu.Lock()
+	d.compacted = rev
+	d.broadcastLocked()
+	d.mu.Unlock()
+	return nil
+}
+
+// RequestProgress asks every watcher to report its progress (a bookmark at the
+// current revision) once it has delivered everything up to it.
+func (d *DB) RequestProgress() {
+	d.mu.Lock()
+	d.progress++
+	d.broadcastLocked()
+	d.mu.Unlock()
+}
+
+// sizeOf counts the keys in [start,end) and sums their stored value sizes.
+func (d *DB) sizeOf(ctx context.Context, start, end string) (count, size int64, err error) {
+	v, err := d.openView(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer v.close()
+	iter, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: currentKey(start), UpperBound: currentKey(end)})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer iter.Close()
+	for valid := iter.First(); valid; valid = iter.Next() {
+		count++
+		size += int64(len(iter.Value())) - recordHeader
+	}
+	return count, size, iter.Error()
+}
+
+// quietLogger routes Pebble's informational logs to klog at high verbosity
+// and keeps errors visible.
+type quietLogger struct{}
+
+func (quietLogger) Infof(format string, args ...interface{}) {
+	klog.V(6).Infof("pebble: "+format, args...)
+}
+func (quietLogger) Errorf(format string, args ...interface{}) {
+	klog.Errorf("pebble: "+format, args...)
+}
+func (quietLogger) Fatalf(format string, args ...interface{}) {
+	klog.Fatalf("pebble: "+format, args...)
+}
+
+func (d *DB) wakeReaper() {
+	select {
+	case d.reaperWake <- struct{}{}:
+	default:
+	}
+}
+
+// reapExpired deletes keys whose TTL has passed, as ordinary delete events.
+func (d *DB) reapExpired() {
+	defer close(d.reaperDone)
+	for {
+		wait := time.Second
+		next, err := d.nextExpiry()
+		if err != nil && !errors.Is(err, pebble.ErrClosed) {
+			klog.ErrorS(err, "Reading the TTL index failed")
+		}
+		if next != 0 {
+			if until := time.Until(time.Unix(0, next)); until <= 0 {
+				if err := d.reapDue(); err != nil && !errors.Is(err, ErrClosed) {
+					klog.ErrorS(err, "Deleting expired keys failed")
+				} else {
+					continue
+				}
+			} else if until < wait {
+				wait = until
+			}
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-d.closedCh:
+			timer.Stop()
+			return
+		case <-d.reaperWake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+func (d *DB) nextExpiry() (int64, error) {
+	if d.isClosed() {
+		return 0, ErrClosed
+	}
+	iter, err := d.pdb.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixExpiry}, UpperBound: []byte{prefixExpiry + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer iter.Close()
+	if !iter.First() {
+		return 0, iter.Error()
+	}
+	return int64(binary.BigEndian.Uint64(iter.Key()[1:9])), nil
+}
+
+func (d *DB) reapDue() error {
+	type due struct {
+		key      string
+		expireAt int64
+	}
+	now := time.Now().UnixNano()
+	iter, err := d.pdb.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixExpiry}, UpperBound: expiryKey(now+1, "")})
+	if err != nil {
+		return err
+	}
+	var todo []due
+	for valid := iter.First(); valid && len(todo) < 1000; valid = iter.Next() {
+		k := iter.Key()
+		todo = append(todo, due{key: string(k[9:]), expireAt: int64(binary.BigEndian.Uint64(k[1:9]))})
+	}
+	if err := iter.Close(); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for _, e := range todo {
+		cur, err := d.getCurrent(d.pdb, e.key)
+		if err != nil {
+			return err
+		}
+		if cur == nil || cur.expireAt != e.expireAt {
+			// A stale index entry (cannot happen with atomic batches, but
+			// never loop on one).
+			if err := d.pdb.Delete(expiryKey(e.expireAt, e.key), pebble.Sync); err != nil {
+				return err
+			}
+			continue
+		}
+		// Conditional on the revision read: a concurrent overwrite wins.
+		if _, err := d.write(ctx, e.key, nil, true, cur.modRev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
