@@ -50,9 +50,13 @@ func (d *DB) watchLog(ctx context.Context, key string, prefix bool, startRev int
 		progressDue := false
 		for {
 			d.mu.Lock()
-			durable, compacted, progress, changed, closed := d.durable, d.compacted, d.progress, d.changed, d.closed
+			durable, compacted, progress, changed, closed, failed := d.durable, d.compacted, d.progress, d.changed, d.closed, d.failed
 			d.mu.Unlock()
 			if closed {
+				return
+			}
+			if failed != nil && cursor >= durable {
+				send(watchResponse{err: d.usable()})
 				return
 			}
 			if cursor < compacted {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -116,6 +117,7 @@ type DB struct {
 	recentHead int64         // revision of recent[0]
 	closed     bool
 	closedCh   chan struct{}
+	failed     error // a WAL sync failed: the database refuses further work
 
 	inflight   sync.WaitGroup // writes applied but not yet synced
 	reaperWake chan struct{}  // a TTL was set: re-check the next expiry
@@ -142,10 +144,10 @@ func Open(opts Options) (*DB, error) {
 	}
 	pdb, err := pebble.Open(dir, po)
 	if err != nil {
-		if errors.Is(err, pebble.ErrDBAlreadyExists) {
-			return nil, err
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("opening pebble database in %q: the directory is locked by another process (is another backstop server using this data directory?): %w", dir, err)
 		}
-		return nil, fmt.Errorf("opening pebble database in %q (is another backstop server using this data directory?): %w", dir, err)
+		return nil, fmt.Errorf("opening pebble database in %q: %w", dir, err)
 	}
 	d := &DB{
 		pdb:        pdb,
@@ -416,9 +418,9 @@ func (d *DB) write(ctx context.Context, key string, value []byte, del bool, expe
 // a normal delete event) once ttl has passed, unless it is overwritten first.
 func (d *DB) writeTTL(ctx context.Context, key string, value []byte, del bool, expectedModRev int64, ttl time.Duration) (txnResult, error) {
 	d.writeMu.Lock()
-	if d.isClosed() {
+	if err := d.usable(); err != nil {
 		d.writeMu.Unlock()
-		return txnResult{}, ErrClosed
+		return txnResult{}, err
 	}
 	cur, err := d.getCurrent(d.pdb, key)
 	if err != nil {
@@ -482,11 +484,39 @@ func (d *DB) writeTTL(ctx context.Context, key string, value []byte, del bool, e
 	d.writeMu.Unlock()
 
 	if err := batch.SyncWait(); err != nil {
-		return txnResult{}, fmt.Errorf("syncing revision %d: %w", newRev, err)
+		// The record may or may not be on disk; it is never reported as
+		// written, and since nothing after it can be made durable either,
+		// the database stops serving until it is reopened (which replays
+		// exactly the records that reached the disk).
+		err = fmt.Errorf("syncing revision %d to the write-ahead log: %w", newRev, err)
+		d.fail(err)
+		return txnResult{}, err
 	}
 	_ = batch.Close()
 	d.markDurable(newRev)
 	return txnResult{succeeded: true, rev: newRev}, nil
+}
+
+func (d *DB) fail(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failed == nil {
+		d.failed = err
+		d.broadcastLocked()
+	}
+}
+
+// usable returns why the database cannot serve, if it cannot.
+func (d *DB) usable() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.failed != nil {
+		return fmt.Errorf("storage failed, restart the server to recover: %w", d.failed)
+	}
+	return nil
 }
 
 func (d *DB) isClosed() bool {
@@ -525,13 +555,13 @@ func (d *DB) markDurable(rev int64) {
 func (d *DB) waitDurable(ctx context.Context, rev int64) error {
 	for {
 		d.mu.Lock()
-		durable, ch, closed := d.durable, d.changed, d.closed
+		durable, ch := d.durable, d.changed
 		d.mu.Unlock()
 		if durable >= rev {
 			return nil
 		}
-		if closed {
-			return ErrClosed
+		if err := d.usable(); err != nil {
+			return err
 		}
 		select {
 		case <-ch:
@@ -561,8 +591,8 @@ type view struct {
 }
 
 func (d *DB) openView(ctx context.Context) (*view, error) {
-	if d.isClosed() {
-		return nil, ErrClosed
+	if err := d.usable(); err != nil {
+		return nil, err
 	}
 	snap := d.pdb.NewSnapshot()
 	v := &view{snap: snap}

@@ -123,10 +123,7 @@ func (s *store) CompactRevision() int64 { return s.db.CompactedRev() }
 
 // ReadinessCheck implements storage.Interface.
 func (s *store) ReadinessCheck() error {
-	if s.db.isClosed() {
-		return ErrClosed
-	}
-	return nil
+	return s.db.usable()
 }
 
 // RequestWatchProgress implements storage.Interface: every watch reports a

@@ -66,36 +66,49 @@ func withProgressNotify(d time.Duration) setupOption {
 }
 func withObserver(obs ListObserver) setupOption { return func(o *setupOptions) { o.observer = obs } }
 
-// testSetup opens a real on-disk Pebble database in a temporary directory and
-// returns the raw store on it.
-func testSetup(t testing.TB, opts ...setupOption) (context.Context, *store, *Backend) {
-	o := setupOptions{
+func defaultSetupOptions() setupOptions {
+	return setupOptions{
 		codec:          apitesting.TestCodec(codecs, examplev1.SchemeGroupVersion),
 		resourcePrefix: "/pods/",
 		transformer:    storagetesting.NewPrefixTransformer([]byte(defaultTestPrefix), false),
 	}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	backend, err := NewBackend(BackendOptions{Dir: t.TempDir(), ProgressNotifyInterval: o.progressNotifyInterval})
+}
+
+// newPodStore opens a real on-disk Pebble database in dir and returns the raw
+// store of example.Pod objects on it.
+func newPodStore(dir string, o setupOptions) (*store, *Backend, error) {
+	backend, err := NewBackend(BackendOptions{Dir: dir, ProgressNotifyInterval: o.progressNotifyInterval})
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	t.Cleanup(func() { _ = backend.Close() })
 	versioner := storage.APIObjectVersioner{}
-	// Like the etcd3 test setup: the corrupt-object wrappers belong to the
-	// factory (Backend.NewStore), not to the raw store under test.
-	transformer, decoder := o.transformer, NewDefaultDecoder(o.codec, versioner)
 	interval := o.progressNotifyInterval
 	if interval == 0 {
 		interval = 10 * time.Minute
 	}
+	// Like the etcd3 test setup: the corrupt-object wrappers belong to the
+	// factory (Backend.NewStore), not to the raw store under test.
 	s, err := newStore(backend.DB(), o.codec, func() runtime.Object { return &example.Pod{} },
 		func() runtime.Object { return &example.PodList{} }, o.prefix, o.resourcePrefix,
-		schema.GroupResource{Resource: "pods"}, transformer, decoder, versioner, interval, o.observer)
+		schema.GroupResource{Resource: "pods"}, o.transformer, NewDefaultDecoder(o.codec, versioner), versioner, interval, o.observer)
+	if err != nil {
+		_ = backend.Close()
+		return nil, nil, err
+	}
+	return s, backend, nil
+}
+
+// testSetup returns a store on a fresh database in a temporary directory.
+func testSetup(t testing.TB, opts ...setupOption) (context.Context, *store, *Backend) {
+	o := defaultSetupOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s, backend, err := newPodStore(t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = backend.Close() })
 	return context.Background(), s, backend
 }
 
