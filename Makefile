@@ -17,9 +17,11 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
-# Every test: formatting, vet, then the unit, conformance and crash tests.
+# Every test: formatting, vet, the unit, conformance and crash tests, then the
+# storage tests again under the race detector.
 test: fmt-check vet
 	$(GO) test -count=1 -timeout 30m $(PKGS)
+	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
 
 # Pebble vs etcd3 benchmarks against a real etcd on loopback (docs/benchmarks.md).
 bench:
