@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"k8s.io/klog/v2"
 )
@@ -130,6 +131,18 @@ func Open(opts Options) (*DB, error) {
 	po := &pebble.Options{}
 	if opts.PebbleOptions != nil {
 		po = opts.PebbleOptions.Clone()
+	}
+	if po.CacheSize == 0 {
+		// Keep the working set of a typical server (tens of thousands of
+		// objects) in memory; Pebble's 8 MiB default makes lists read disk.
+		po.CacheSize = 128 << 20
+	}
+	// Bloom filters make the existence check before each write (create,
+	// update) skip sstables that cannot hold the key.
+	for i := range po.Levels {
+		if po.Levels[i].FilterPolicy == nil {
+			po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		}
 	}
 	if opts.InMemory {
 		po.FS = vfs.NewMem()
