@@ -44,31 +44,34 @@ func createPod(ctx context.Context, t *testing.T, s *store, name string) *exampl
 // error for that key on Get and List (abort on the first error, the upstream
 // default), never a panic; other keys stay readable.
 func TestUndecodableValue(t *testing.T) {
-	cases := map[string][]byte{
-		"garbage after the transformer prefix": encodeCurrent([]byte(defaultTestPrefix+"{not json"), 5, 5, 0),
-		"value without the transformer prefix": encodeCurrent([]byte("plain"), 5, 5, 0),
-		"truncated record header":              []byte{1, 2, 3},
+	cases := map[string]struct {
+		raw  []byte
+		want string // what the error must say
+	}{
+		"garbage after the transformer prefix": {encodeCurrent([]byte(defaultTestPrefix+"{not json"), 5, 5, 0), "json"},
+		"value without the transformer prefix": {encodeCurrent([]byte("plain"), 5, 5, 0), "expected prefix"},
+		"truncated record header":              {[]byte{1, 2, 3}, `corrupt record for key "/pods/ns/bad"`},
 	}
-	for name, raw := range cases {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx, s, b := testSetup(t)
 			createPod(ctx, t, s, "good")
 			createPod(ctx, t, s, "bad")
-			overwriteRaw(t, b.DB(), "/pods/ns/bad", raw)
+			overwriteRaw(t, b.DB(), "/pods/ns/bad", tc.raw)
 
 			err := s.Get(ctx, "/pods/ns/bad", storage.GetOptions{}, &example.Pod{})
 			if err == nil {
 				t.Fatal("Get of a corrupt value succeeded")
 			}
-			if !strings.Contains(err.Error(), "bad") && !strings.Contains(err.Error(), "corrupt") && !strings.Contains(err.Error(), "prefix") && !strings.Contains(err.Error(), "invalid") {
-				t.Errorf("Get error does not say what is wrong: %v", err)
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Get error does not say what is wrong (want %q): %v", tc.want, err)
 			}
 			if err := s.Get(ctx, "/pods/ns/good", storage.GetOptions{}, &example.Pod{}); err != nil {
 				t.Errorf("Get of an intact neighbour failed: %v", err)
 			}
 			err = s.GetList(ctx, "/pods/", storage.ListOptions{Recursive: true, Predicate: storage.Everything}, &example.PodList{})
-			if err == nil {
-				t.Fatal("List over a corrupt value succeeded")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("List over a corrupt value: want an error saying %q, got %v", tc.want, err)
 			}
 		})
 	}
