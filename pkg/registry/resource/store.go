@@ -1,0 +1,129 @@
+package resource
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// Definition describes one resource for NewStore.
+type Definition struct {
+	// Resource and Singular name the resource ("backups", "backup").
+	Resource, Singular schema.GroupResource
+	NewFunc            func() runtime.Object
+	NewListFunc        func() runtime.Object
+	// Strategy is the resource's strategy (embedding Strategy).
+	Strategy interface {
+		rest.RESTCreateStrategy
+		rest.RESTUpdateStrategy
+		rest.RESTDeleteStrategy
+		rest.ResetFieldsStrategy
+	}
+	// StatusStrategy, if set, adds the status subresource.
+	StatusStrategy interface {
+		rest.RESTUpdateStrategy
+		rest.ResetFieldsStrategy
+	}
+	Table      rest.TableConvertor
+	ShortNames []string
+	Categories []string
+	// AttrFunc adds field selectors beyond metadata.name/namespace.
+	AttrFunc func(obj runtime.Object) (labelSet map[string]string, fieldSet map[string]string, err error)
+}
+
+// REST is the main resource's REST storage.
+type REST struct {
+	*genericregistry.Store
+	shortNames, categories []string
+}
+
+var (
+	_ rest.ShortNamesProvider  = &REST{}
+	_ rest.CategoriesProvider  = &REST{}
+	_ rest.StandardStorage     = &REST{}
+	_ rest.Patcher             = &StatusREST{}
+	_ rest.ResetFieldsStrategy = Strategy{}
+)
+
+// ShortNames is what `kubectl get <shortname>` accepts.
+func (r *REST) ShortNames() []string { return r.shortNames }
+
+// Categories groups resources for `kubectl get <category>`.
+func (r *REST) Categories() []string { return r.categories }
+
+// StatusREST is the status subresource: get and update of the status only.
+type StatusREST struct {
+	store *genericregistry.Store
+}
+
+// New returns an empty object.
+func (r *StatusREST) New() runtime.Object { return r.store.New() }
+
+// Destroy does nothing: the main store owns the storage.
+func (r *StatusREST) Destroy() {}
+
+// Get returns the object.
+func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	return r.store.Get(ctx, name, options)
+}
+
+// Update changes the status of the object.
+func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	// Subresources never create.
+	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+}
+
+// GetResetFields returns the fields the status subresource leaves alone.
+func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return r.store.GetResetFields()
+}
+
+// ConvertToTable renders the object like the main resource.
+func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	return r.store.ConvertToTable(ctx, object, tableOptions)
+}
+
+// NewStore builds the genericregistry.Store of a resource (and its status
+// subresource when the definition has a StatusStrategy).
+func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *StatusREST, error) {
+	store := &genericregistry.Store{
+		NewFunc:                   d.NewFunc,
+		NewListFunc:               d.NewListFunc,
+		DefaultQualifiedResource:  d.Resource,
+		SingularQualifiedResource: d.Singular,
+		CreateStrategy:            d.Strategy,
+		UpdateStrategy:            d.Strategy,
+		DeleteStrategy:            d.Strategy,
+		ResetFieldsStrategy:       d.Strategy,
+		TableConvertor:            d.Table,
+	}
+	options := &generic.StoreOptions{RESTOptions: optsGetter}
+	if d.AttrFunc != nil {
+		options.AttrFunc = func(obj runtime.Object) (labels.Set, fields.Set, error) {
+			l, f, err := d.AttrFunc(obj)
+			return labels.Set(l), fields.Set(f), err
+		}
+	}
+	if err := store.CompleteWithOptions(options); err != nil {
+		return nil, nil, fmt.Errorf("building the store of %s: %w", d.Resource, err)
+	}
+	main := &REST{Store: store, shortNames: d.ShortNames, categories: d.Categories}
+	if d.StatusStrategy == nil {
+		return main, nil, nil
+	}
+	statusStore := *store
+	statusStore.CreateStrategy = nil
+	statusStore.DeleteStrategy = nil
+	statusStore.UpdateStrategy = d.StatusStrategy
+	statusStore.ResetFieldsStrategy = d.StatusStrategy
+	return main, &StatusREST{store: &statusStore}, nil
+}

@@ -1,0 +1,123 @@
+// Package backup is the registry of velero.io Backups: defaults, validation
+// and kubectl columns (strategy.go) and the REST storage (storage.go).
+package backup
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+)
+
+// Defaults Velero's server applies to a new backup.
+const (
+	DefaultTTL                  = 720 * time.Hour
+	DefaultCSISnapshotTimeout   = 10 * time.Minute
+	DefaultItemOperationTimeout = 4 * time.Hour
+)
+
+// DefaultLocationFunc returns the name of the default BackupStorageLocation
+// of a namespace, or "" when there is none.
+type DefaultLocationFunc func(ctx context.Context, namespace string) (string, error)
+
+// Strategy is the Backup strategy.
+type Strategy struct {
+	resource.Strategy
+	defaultLocation DefaultLocationFunc
+}
+
+// NewStrategy returns the Backup strategy; defaultLocation may be nil.
+func NewStrategy(typer runtime.ObjectTyper, defaultLocation DefaultLocationFunc) Strategy {
+	return Strategy{Strategy: resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String()), defaultLocation: defaultLocation}
+}
+
+// PrepareForCreate clears the status and applies Velero's defaults.
+func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.Strategy.PrepareForCreate(ctx, obj)
+	b := obj.(*velero.Backup)
+	ApplyDefaults(&b.Spec)
+	if b.Spec.StorageLocation == "" && s.defaultLocation != nil {
+		// An error here leaves the location empty; the backup engine then
+		// fails the backup with a clear reason rather than the create failing.
+		if name, err := s.defaultLocation(ctx, b.Namespace); err == nil {
+			b.Spec.StorageLocation = name
+		}
+	}
+	if b.Spec.StorageLocation != "" && len(validation.IsValidLabelValue(b.Spec.StorageLocation)) == 0 {
+		if b.Labels == nil {
+			b.Labels = map[string]string{}
+		}
+		b.Labels[velerov1.StorageLocationLabel] = b.Spec.StorageLocation
+	}
+}
+
+// ApplyDefaults sets the defaults Velero's server applies to a backup spec.
+func ApplyDefaults(spec *velero.BackupSpec) {
+	if spec.TTL.Duration == 0 {
+		spec.TTL = metav1.Duration{Duration: DefaultTTL}
+	}
+	if spec.CSISnapshotTimeout.Duration == 0 {
+		spec.CSISnapshotTimeout = metav1.Duration{Duration: DefaultCSISnapshotTimeout}
+	}
+	if spec.ItemOperationTimeout.Duration == 0 {
+		spec.ItemOperationTimeout = metav1.Duration{Duration: DefaultItemOperationTimeout}
+	}
+}
+
+// Validate checks the metadata and the spec.
+func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	b := obj.(*velero.Backup)
+	errs := s.Strategy.Validate(ctx, obj)
+	return append(errs, velerovalidation.ValidateBackupSpec(&b.Spec, field.NewPath("spec"))...)
+}
+
+// ValidateUpdate checks the update: the spec keeps its rules, and once a
+// backup has been cancelled it cannot be un-cancelled.
+func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	b, oldB := obj.(*velero.Backup), old.(*velero.Backup)
+	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
+	errs = append(errs, velerovalidation.ValidateBackupSpec(&b.Spec, field.NewPath("spec"))...)
+	if oldB.Spec.Cancel && !b.Spec.Cancel {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "cancel"), "a cancelled backup cannot be un-cancelled"))
+	}
+	return errs
+}
+
+// Table renders backups like `velero backup get`.
+var Table = resource.NewTableConvertor(
+	resource.Column{Name: "Status", Type: "string", Description: "Phase of the backup", Cell: func(o runtime.Object) any {
+		return string(o.(*velero.Backup).Status.Phase)
+	}},
+	resource.Column{Name: "Errors", Type: "integer", Description: "Errors during the backup", Cell: func(o runtime.Object) any {
+		return int64(o.(*velero.Backup).Status.Errors)
+	}},
+	resource.Column{Name: "Warnings", Type: "integer", Description: "Warnings during the backup", Cell: func(o runtime.Object) any {
+		return int64(o.(*velero.Backup).Status.Warnings)
+	}},
+	resource.Column{Name: "Created", Type: "string", Description: "When the backup was created", Cell: func(o runtime.Object) any {
+		return o.(*velero.Backup).CreationTimestamp.UTC().Format("2006-01-02 15:04:05 -0700 MST")
+	}},
+	resource.Column{Name: "Expires", Type: "string", Description: "Time left until the backup expires", Cell: func(o runtime.Object) any {
+		return resource.Until(o.(*velero.Backup).Status.Expiration)
+	}},
+	resource.Column{Name: "Storage Location", Type: "string", Description: "Backup storage location", Cell: func(o runtime.Object) any {
+		return o.(*velero.Backup).Spec.StorageLocation
+	}},
+	resource.Column{Name: "Selector", Type: "string", Description: "Label selector of the backup", Cell: func(o runtime.Object) any {
+		return resource.Selector(o.(*velero.Backup).Spec.LabelSelector)
+	}},
+	resource.Column{Name: "Queue Position", Type: "integer", Priority: 1, Description: "Position in the backup queue while Queued", Cell: func(o runtime.Object) any {
+		return int64(o.(*velero.Backup).Status.QueuePosition)
+	}},
+	resource.Column{Name: "Cancel", Type: "boolean", Priority: 1, Description: "Cancellation requested", Cell: func(o runtime.Object) any {
+		return o.(*velero.Backup).Spec.Cancel
+	}},
+)

@@ -1,0 +1,49 @@
+// Package backupstoragelocation is the registry of velero.io BackupStorageLocations: validation and kubectl columns (strategy.go) and the REST storage (storage.go).
+package backupstoragelocation
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+)
+
+// Strategy is the BackupStorageLocation strategy.
+type Strategy struct{ resource.Strategy }
+
+// NewStrategy returns the BackupStorageLocation strategy.
+func NewStrategy(typer runtime.ObjectTyper) Strategy {
+	return Strategy{resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())}
+}
+
+// Validate checks the metadata and the spec.
+func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	o := obj.(*velero.BackupStorageLocation)
+	return append(s.Strategy.Validate(ctx, obj), validateSpec(o)...)
+}
+
+// ValidateUpdate checks the metadata update and the new spec.
+func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	o := obj.(*velero.BackupStorageLocation)
+	return append(s.Strategy.ValidateUpdate(ctx, obj, old), validateSpec(o)...)
+}
+
+func validateSpec(o *velero.BackupStorageLocation) field.ErrorList {
+	return velerovalidation.ValidateBackupStorageLocationSpec(&o.Spec, field.NewPath("spec"))
+}
+
+// Table renders backupstoragelocations for kubectl get.
+var Table = resource.NewTableConvertor(
+	resource.Column{Name: "Phase", Type: "string", Description: "Available or Unavailable", Cell: func(o runtime.Object) any { return string(o.(*velero.BackupStorageLocation).Status.Phase) }},
+	resource.Column{Name: "Last Validated", Type: "string", Description: "Time since the location was last validated", Cell: func(o runtime.Object) any {
+		return resource.SinceP(o.(*velero.BackupStorageLocation).Status.LastValidationTime)
+	}},
+	resource.AgeColumn,
+	resource.Column{Name: "Default", Type: "boolean", Description: "Default backup storage location", Cell: func(o runtime.Object) any { return o.(*velero.BackupStorageLocation).Spec.Default }},
+	resource.Column{Name: "Provider", Type: "string", Priority: 1, Description: "Object storage provider", Cell: func(o runtime.Object) any { return string(o.(*velero.BackupStorageLocation).Spec.Provider) }},
+)

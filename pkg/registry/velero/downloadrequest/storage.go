@@ -1,0 +1,25 @@
+package downloadrequest
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+)
+
+// NewREST returns the storage of downloadrequests and of their status subresource.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error) {
+	strategy := NewStrategy(scheme)
+	return resource.NewStore(optsGetter, resource.Definition{
+		Resource:       velero.Resource("downloadrequests"),
+		Singular:       velero.Resource("downloadrequest"),
+		NewFunc:        func() runtime.Object { return &velero.DownloadRequest{} },
+		NewListFunc:    func() runtime.Object { return &velero.DownloadRequestList{} },
+		Strategy:       strategy,
+		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
+		Table:          Table,
+		ShortNames:     []string{},
+		Categories:     []string{"velero"},
+	})
+}
