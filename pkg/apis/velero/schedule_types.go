@@ -17,7 +17,6 @@ limitations under the License.
 package velero
 
 import (
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -119,4 +118,3 @@ type ScheduleList struct {
 
 	Items []Schedule `json:"items"`
 }
-

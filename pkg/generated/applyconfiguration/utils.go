@@ -19,10 +19,12 @@ limitations under the License.
 package applyconfiguration
 
 import (
-	v1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	v1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	v1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	internal "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/internal"
-	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/oadp/v1alpha1"
+	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/kubevirtbackup/v1alpha1"
+	applyconfigurationoadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/velero/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,35 +35,55 @@ import (
 // apply configuration type exists for the given GroupVersionKind.
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
-	// Group=oadp.openshift.io, Version=v1alpha1
-	case v1alpha1.SchemeGroupVersion.WithKind("DataMoverDataDownloads"):
-		return &oadpv1alpha1.DataMoverDataDownloadsApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("DataMoverDataUploads"):
-		return &oadpv1alpha1.DataMoverDataUploadsApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("FileSystemPodVolumeBackups"):
-		return &oadpv1alpha1.FileSystemPodVolumeBackupsApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("FileSystemPodVolumeRestores"):
-		return &oadpv1alpha1.FileSystemPodVolumeRestoresApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("NonAdminBackup"):
-		return &oadpv1alpha1.NonAdminBackupApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupSpec"):
-		return &oadpv1alpha1.NonAdminBackupSpecApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStatus"):
-		return &oadpv1alpha1.NonAdminBackupStatusApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("NonAdminRestore"):
-		return &oadpv1alpha1.NonAdminRestoreApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("NonAdminRestoreSpec"):
-		return &oadpv1alpha1.NonAdminRestoreSpecApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("NonAdminRestoreStatus"):
-		return &oadpv1alpha1.NonAdminRestoreStatusApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("QueueInfo"):
-		return &oadpv1alpha1.QueueInfoApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("VeleroBackup"):
-		return &oadpv1alpha1.VeleroBackupApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("VeleroDeleteBackupRequest"):
-		return &oadpv1alpha1.VeleroDeleteBackupRequestApplyConfiguration{}
-	case v1alpha1.SchemeGroupVersion.WithKind("VeleroRestore"):
-		return &oadpv1alpha1.VeleroRestoreApplyConfiguration{}
+	// Group=backup.kubevirt.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("BackupCheckpoint"):
+		return &kubevirtbackupv1alpha1.BackupCheckpointApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("BackupProgress"):
+		return &kubevirtbackupv1alpha1.BackupProgressApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("BackupVolumeInfo"):
+		return &kubevirtbackupv1alpha1.BackupVolumeInfoApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackup"):
+		return &kubevirtbackupv1alpha1.VirtualMachineBackupApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackupSpec"):
+		return &kubevirtbackupv1alpha1.VirtualMachineBackupSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackupStatus"):
+		return &kubevirtbackupv1alpha1.VirtualMachineBackupStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackupTracker"):
+		return &kubevirtbackupv1alpha1.VirtualMachineBackupTrackerApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackupTrackerSpec"):
+		return &kubevirtbackupv1alpha1.VirtualMachineBackupTrackerSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackupTrackerStatus"):
+		return &kubevirtbackupv1alpha1.VirtualMachineBackupTrackerStatusApplyConfiguration{}
+
+		// Group=oadp.openshift.io, Version=v1alpha1
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("DataMoverDataDownloads"):
+		return &applyconfigurationoadpv1alpha1.DataMoverDataDownloadsApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("DataMoverDataUploads"):
+		return &applyconfigurationoadpv1alpha1.DataMoverDataUploadsApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("FileSystemPodVolumeBackups"):
+		return &applyconfigurationoadpv1alpha1.FileSystemPodVolumeBackupsApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("FileSystemPodVolumeRestores"):
+		return &applyconfigurationoadpv1alpha1.FileSystemPodVolumeRestoresApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackup"):
+		return &applyconfigurationoadpv1alpha1.NonAdminBackupApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupSpec"):
+		return &applyconfigurationoadpv1alpha1.NonAdminBackupSpecApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStatus"):
+		return &applyconfigurationoadpv1alpha1.NonAdminBackupStatusApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestore"):
+		return &applyconfigurationoadpv1alpha1.NonAdminRestoreApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestoreSpec"):
+		return &applyconfigurationoadpv1alpha1.NonAdminRestoreSpecApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestoreStatus"):
+		return &applyconfigurationoadpv1alpha1.NonAdminRestoreStatusApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("QueueInfo"):
+		return &applyconfigurationoadpv1alpha1.QueueInfoApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroBackup"):
+		return &applyconfigurationoadpv1alpha1.VeleroBackupApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroDeleteBackupRequest"):
+		return &applyconfigurationoadpv1alpha1.VeleroDeleteBackupRequestApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroRestore"):
+		return &applyconfigurationoadpv1alpha1.VeleroRestoreApplyConfiguration{}
 
 		// Group=velero.io, Version=v1
 	case v1.SchemeGroupVersion.WithKind("Backup"):

@@ -245,3 +245,7 @@ func SpecEqual(a, b runtime.Object) bool {
 	}
 	return apiequality.Semantic.DeepEqual(fa.Interface(), fb.Interface())
 }
+
+// DeepEqual reports whether a and b are semantically equal (quantities and
+// times compared by value).
+func DeepEqual(a, b any) bool { return apiequality.Semantic.DeepEqual(a, b) }

@@ -177,3 +177,7 @@ func WithCacher(s storage.Interface, config *storagebackend.ConfigForResource, r
 		})
 	}, nil
 }
+
+// Healthy returns nil while the database serves reads and writes, and the
+// error that stopped it otherwise (e.g. a failed WAL sync).
+func (b *Backend) Healthy() error { return b.db.usable() }

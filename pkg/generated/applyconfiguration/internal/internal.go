@@ -39,6 +39,26 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.backstop-io.backstop.pkg.apis.kubevirtbackup.v1alpha1.VirtualMachineBackup
+  scalar: untyped
+  list:
+    elementType:
+      namedType: __untyped_atomic_
+    elementRelationship: atomic
+  map:
+    elementType:
+      namedType: __untyped_deduced_
+    elementRelationship: separable
+- name: com.github.backstop-io.backstop.pkg.apis.kubevirtbackup.v1alpha1.VirtualMachineBackupTracker
+  scalar: untyped
+  list:
+    elementType:
+      namedType: __untyped_atomic_
+    elementRelationship: atomic
+  map:
+    elementType:
+      namedType: __untyped_deduced_
+    elementRelationship: separable
 - name: com.github.backstop-io.backstop.pkg.apis.oadp.v1alpha1.NonAdminBackup
   scalar: untyped
   list:

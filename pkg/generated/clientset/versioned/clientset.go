@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 	http "net/http"
 
+	backupv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/velero/v1"
 	discovery "k8s.io/client-go/discovery"
@@ -31,6 +32,7 @@ import (
 
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
+	BackupV1alpha1() backupv1alpha1.BackupV1alpha1Interface
 	OadpV1alpha1() oadpv1alpha1.OadpV1alpha1Interface
 	VeleroV1() velerov1.VeleroV1Interface
 }
@@ -38,8 +40,14 @@ type Interface interface {
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
-	oadpV1alpha1 *oadpv1alpha1.OadpV1alpha1Client
-	veleroV1     *velerov1.VeleroV1Client
+	backupV1alpha1 *backupv1alpha1.BackupV1alpha1Client
+	oadpV1alpha1   *oadpv1alpha1.OadpV1alpha1Client
+	veleroV1       *velerov1.VeleroV1Client
+}
+
+// BackupV1alpha1 retrieves the BackupV1alpha1Client
+func (c *Clientset) BackupV1alpha1() backupv1alpha1.BackupV1alpha1Interface {
+	return c.backupV1alpha1
 }
 
 // OadpV1alpha1 retrieves the OadpV1alpha1Client
@@ -96,6 +104,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 
 	var cs Clientset
 	var err error
+	cs.backupV1alpha1, err = backupv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.oadpV1alpha1, err = oadpv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -125,6 +137,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 // New creates a new Clientset for the given RESTClient.
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
+	cs.backupV1alpha1 = backupv1alpha1.New(c)
 	cs.oadpV1alpha1 = oadpv1alpha1.New(c)
 	cs.veleroV1 = velerov1.New(c)
 

@@ -26,6 +26,7 @@ import (
 
 	versioned "github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	internalinterfaces "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/internalinterfaces"
+	kubevirtbackup "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup"
 	oadp "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/oadp"
 	velero "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -326,8 +327,13 @@ type SharedInformerFactory interface {
 	// client.
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
+	Backup() kubevirtbackup.Interface
 	Oadp() oadp.Interface
 	Velero() velero.Interface
+}
+
+func (f *sharedInformerFactory) Backup() kubevirtbackup.Interface {
+	return kubevirtbackup.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Oadp() oadp.Interface {

@@ -21,7 +21,8 @@ package externalversions
 import (
 	fmt "fmt"
 
-	v1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	v1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	v1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
@@ -53,10 +54,16 @@ func (f *genericInformer) Lister() cache.GenericLister {
 // TODO extend this to unknown resources with a client pool
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
-	// Group=oadp.openshift.io, Version=v1alpha1
-	case v1alpha1.SchemeGroupVersion.WithResource("nonadminbackups"):
+	// Group=backup.kubevirt.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("virtualmachinebackups"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Backup().V1alpha1().VirtualMachineBackups().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("virtualmachinebackuptrackers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Backup().V1alpha1().VirtualMachineBackupTrackers().Informer()}, nil
+
+		// Group=oadp.openshift.io, Version=v1alpha1
+	case oadpv1alpha1.SchemeGroupVersion.WithResource("nonadminbackups"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminBackups().Informer()}, nil
-	case v1alpha1.SchemeGroupVersion.WithResource("nonadminrestores"):
+	case oadpv1alpha1.SchemeGroupVersion.WithResource("nonadminrestores"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminRestores().Informer()}, nil
 
 		// Group=velero.io, Version=v1

@@ -21,6 +21,8 @@ package fake
 import (
 	applyconfiguration "github.com/backstop-io/backstop/pkg/generated/applyconfiguration"
 	clientset "github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	backupv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/kubevirtbackup/v1alpha1"
+	fakebackupv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/kubevirtbackup/v1alpha1/fake"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/oadp/v1alpha1"
 	fakeoadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/oadp/v1alpha1/fake"
 	velerov1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/velero/v1"
@@ -137,6 +139,11 @@ var (
 	_ clientset.Interface = &Clientset{}
 	_ testing.FakeClient  = &Clientset{}
 )
+
+// BackupV1alpha1 retrieves the BackupV1alpha1Client
+func (c *Clientset) BackupV1alpha1() backupv1alpha1.BackupV1alpha1Interface {
+	return &fakebackupv1alpha1.FakeBackupV1alpha1{Fake: &c.Fake}
+}
 
 // OadpV1alpha1 retrieves the OadpV1alpha1Client
 func (c *Clientset) OadpV1alpha1() oadpv1alpha1.OadpV1alpha1Interface {

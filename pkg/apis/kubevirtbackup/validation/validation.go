@@ -1,0 +1,103 @@
+// Package validation holds the rules of the backup.kubevirt.io API and the
+// normalization of the design document's spellings into upstream's.
+package validation
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+)
+
+// API groups and kinds a backup source may name.
+const (
+	VirtualMachineGroup = "kubevirt.io"
+	VirtualMachineKind  = "VirtualMachine"
+	TrackerKind         = "VirtualMachineBackupTracker"
+)
+
+// NormalizeBackupSpec moves the seed's spellings into the upstream fields:
+// backupTracker into source, mode into its canonical case.
+func NormalizeBackupSpec(spec *kubevirtbackup.VirtualMachineBackupSpec) {
+	if spec.BackupTracker != nil && *spec.BackupTracker != "" && spec.Source.Name == "" && spec.Source.Kind == "" {
+		group := kubevirtbackup.GroupName
+		spec.Source = corev1.TypedLocalObjectReference{APIGroup: &group, Kind: TrackerKind, Name: *spec.BackupTracker}
+	}
+	if spec.Mode != nil {
+		switch strings.ToLower(string(*spec.Mode)) {
+		case "push":
+			m := kubevirtbackup.PushMode
+			spec.Mode = &m
+		case "pull":
+			m := kubevirtbackup.PullMode
+			spec.Mode = &m
+		}
+	}
+}
+
+// ValidateBackupSpec checks a (normalized) VirtualMachineBackup spec.
+func ValidateBackupSpec(spec *kubevirtbackup.VirtualMachineBackupSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	src := fldPath.Child("source")
+	switch {
+	case spec.Source.Name == "" && spec.Source.Kind == "":
+		errs = append(errs, field.Required(src, "a source is required: a VirtualMachine (apiGroup kubevirt.io) or a VirtualMachineBackupTracker (apiGroup backup.kubevirt.io, or spec.backupTracker)"))
+	case spec.Source.Name == "":
+		errs = append(errs, field.Required(src.Child("name"), "the name of the source is required"))
+	default:
+		group := ""
+		if spec.Source.APIGroup != nil {
+			group = *spec.Source.APIGroup
+		}
+		switch {
+		case group == VirtualMachineGroup && spec.Source.Kind == VirtualMachineKind:
+		case group == kubevirtbackup.GroupName && spec.Source.Kind == TrackerKind:
+		case group == "":
+			errs = append(errs, field.Required(src.Child("apiGroup"), "apiGroup is required: kubevirt.io for a VirtualMachine, backup.kubevirt.io for a VirtualMachineBackupTracker"))
+		default:
+			errs = append(errs, field.Invalid(src.Child("kind"), spec.Source.Kind,
+				"kind must be VirtualMachine for apiGroup kubevirt.io or VirtualMachineBackupTracker for apiGroup backup.kubevirt.io"))
+		}
+	}
+	if spec.BackupTracker != nil && *spec.BackupTracker != "" &&
+		(spec.Source.Kind != TrackerKind || spec.Source.Name != *spec.BackupTracker) {
+		errs = append(errs, field.Invalid(fldPath.Child("backupTracker"), *spec.BackupTracker,
+			"must name the same tracker as source when both are set"))
+	}
+	mode := kubevirtbackup.PushMode
+	if spec.Mode != nil {
+		mode = *spec.Mode
+	}
+	switch mode {
+	case kubevirtbackup.PushMode:
+		if spec.PvcName == nil || *spec.PvcName == "" {
+			errs = append(errs, field.Required(fldPath.Child("pvcName"), "pvcName is required in push mode"))
+		}
+	case kubevirtbackup.PullMode:
+		errs = append(errs, field.NotSupported(fldPath.Child("mode"), string(mode), []string{string(kubevirtbackup.PushMode)}))
+	default:
+		errs = append(errs, field.NotSupported(fldPath.Child("mode"), string(mode), []string{string(kubevirtbackup.PushMode), string(kubevirtbackup.PullMode)}))
+	}
+	if spec.TTLDuration != nil && spec.TTLDuration.Duration < 0 {
+		errs = append(errs, field.Invalid(fldPath.Child("ttlDuration"), spec.TTLDuration.Duration.String(), "must not be negative"))
+	}
+	return errs
+}
+
+// ValidateTrackerSpec checks a VirtualMachineBackupTracker spec.
+func ValidateTrackerSpec(spec *kubevirtbackup.VirtualMachineBackupTrackerSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	src := fldPath.Child("source")
+	if spec.Source.APIGroup == nil || *spec.Source.APIGroup != VirtualMachineGroup {
+		errs = append(errs, field.Invalid(src.Child("apiGroup"), spec.Source.APIGroup, "apiGroup must be kubevirt.io"))
+	}
+	if spec.Source.Kind != VirtualMachineKind {
+		errs = append(errs, field.Invalid(src.Child("kind"), spec.Source.Kind, "kind must be VirtualMachine"))
+	}
+	if spec.Source.Name == "" {
+		errs = append(errs, field.Required(src.Child("name"), "the name of the VirtualMachine is required"))
+	}
+	return errs
+}

@@ -1,0 +1,202 @@
+// Package apiserver wires the Backstop API server: the scheme of the three
+// API groups it serves, the REST storage of every resource on the embedded
+// Pebble backend, standalone authentication and authorization, and the
+// post-start hooks that run the engines.
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
+
+	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
+	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
+	"github.com/backstop-io/backstop/pkg/registry/velero/backuprepository"
+	"github.com/backstop-io/backstop/pkg/registry/velero/backupstoragelocation"
+	"github.com/backstop-io/backstop/pkg/registry/velero/deletebackuprequest"
+	"github.com/backstop-io/backstop/pkg/registry/velero/downloadrequest"
+	"github.com/backstop-io/backstop/pkg/registry/velero/podvolumebackup"
+	"github.com/backstop-io/backstop/pkg/registry/velero/podvolumerestore"
+	"github.com/backstop-io/backstop/pkg/registry/velero/restore"
+	"github.com/backstop-io/backstop/pkg/registry/velero/schedule"
+	"github.com/backstop-io/backstop/pkg/registry/velero/serverstatusrequest"
+	"github.com/backstop-io/backstop/pkg/registry/velero/volumesnapshotlocation"
+	"github.com/backstop-io/backstop/pkg/storage/pebble"
+)
+
+// Config is the whole configuration of a Backstop server.
+type Config struct {
+	GenericConfig *genericapiserver.RecommendedConfig
+	Extra         ExtraConfig
+}
+
+// ExtraConfig is what Backstop adds to the generic server configuration.
+type ExtraConfig struct {
+	Scheme *runtime.Scheme
+	Codecs serializer.CodecFactory
+	// Backend is the opened Pebble database every resource persists in.
+	Backend *pebble.Backend
+	// GarbageCollection: a garbage collector (kube-controller-manager)
+	// processes ownerReferences and deletion propagation (aggregated mode).
+	GarbageCollection bool
+}
+
+// Server is a running Backstop API server.
+type Server struct {
+	GenericAPIServer *genericapiserver.GenericAPIServer
+}
+
+// CompletedConfig is a Config with defaults filled in.
+type CompletedConfig struct {
+	generic genericapiserver.CompletedConfig
+	extra   ExtraConfig
+}
+
+// Complete fills in defaults.
+func (c *Config) Complete() CompletedConfig {
+	c.GenericConfig.RESTOptionsGetter = &pebbleRESTOptionsGetter{
+		backend: c.Extra.Backend, scheme: c.Extra.Scheme, codecs: c.Extra.Codecs,
+		garbageCollection: c.Extra.GarbageCollection,
+	}
+	c.GenericConfig.AddReadyzChecks(healthz.NamedCheck("pebble", func(*http.Request) error {
+		return c.Extra.Backend.Healthy()
+	}))
+	return CompletedConfig{generic: c.GenericConfig.Complete(), extra: c.Extra}
+}
+
+// New builds the server with every API group installed.
+func (c CompletedConfig) New() (*Server, error) {
+	gs, err := c.generic.New("backstop-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, fmt.Errorf("creating the generic API server: %w", err)
+	}
+	s := &Server{GenericAPIServer: gs}
+	groups, err := c.apiGroups()
+	if err != nil {
+		return nil, err
+	}
+	for i := range groups {
+		if err := gs.InstallAPIGroup(&groups[i]); err != nil {
+			return nil, fmt.Errorf("installing API group %s: %w", groups[i].PrioritizedVersions[0].Group, err)
+		}
+	}
+	return s, nil
+}
+
+// storageSet collects the REST storage of one group version.
+type storageSet map[string]rest.Storage
+
+func (s storageSet) add(name string, main *resource.REST, status *resource.StatusREST, err error) error {
+	if err != nil {
+		return err
+	}
+	s[name] = main
+	if status != nil {
+		s[name+"/status"] = status
+	}
+	return nil
+}
+
+func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, error) {
+	scheme, codecs, getter := c.extra.Scheme, c.extra.Codecs, c.generic.RESTOptionsGetter
+
+	veleroV1 := storageSet{}
+	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter)
+	if err := veleroV1.add("backupstoragelocations", bslREST, bslStatus, err); err != nil {
+		return nil, err
+	}
+	defaultLocation := defaultLocationFrom(bslREST)
+	for _, r := range []struct {
+		name string
+		new  func(*runtime.Scheme, generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error)
+	}{
+		{"schedules", schedule.NewREST},
+		{"restores", restore.NewREST},
+		{"deletebackuprequests", deletebackuprequest.NewREST},
+		{"downloadrequests", downloadrequest.NewREST},
+		{"serverstatusrequests", serverstatusrequest.NewREST},
+		{"podvolumebackups", podvolumebackup.NewREST},
+		{"podvolumerestores", podvolumerestore.NewREST},
+		{"backuprepositories", backuprepository.NewREST},
+		{"volumesnapshotlocations", volumesnapshotlocation.NewREST},
+	} {
+		main, status, err := r.new(scheme, getter)
+		if err := veleroV1.add(r.name, main, status, err); err != nil {
+			return nil, err
+		}
+	}
+	backupREST, backupStatus, err := backup.NewREST(scheme, getter, defaultLocation)
+	if err := veleroV1.add("backups", backupREST, backupStatus, err); err != nil {
+		return nil, err
+	}
+
+	oadpV1alpha1 := storageSet{}
+	main, status, err := nonadminbackup.NewREST(scheme, getter)
+	if err := oadpV1alpha1.add("nonadminbackups", main, status, err); err != nil {
+		return nil, err
+	}
+	main, status, err = nonadminrestore.NewREST(scheme, getter)
+	if err := oadpV1alpha1.add("nonadminrestores", main, status, err); err != nil {
+		return nil, err
+	}
+
+	vmV1alpha1 := storageSet{}
+	main, status, err = virtualmachinebackup.NewREST(scheme, getter)
+	if err := vmV1alpha1.add("virtualmachinebackups", main, status, err); err != nil {
+		return nil, err
+	}
+	main, status, err = virtualmachinebackuptracker.NewREST(scheme, getter)
+	if err := vmV1alpha1.add("virtualmachinebackuptrackers", main, status, err); err != nil {
+		return nil, err
+	}
+
+	group := func(name, version string, storage storageSet) genericapiserver.APIGroupInfo {
+		info := genericapiserver.NewDefaultAPIGroupInfo(name, scheme, metav1.ParameterCodec, codecs)
+		info.VersionedResourcesStorageMap[version] = storage
+		return info
+	}
+	return []genericapiserver.APIGroupInfo{
+		group(velero.GroupName, velerov1.SchemeGroupVersion.Version, veleroV1),
+		group(oadp.GroupName, oadpv1alpha1.SchemeGroupVersion.Version, oadpV1alpha1),
+		group(kubevirtbackup.GroupName, kubevirtbackupv1alpha1.SchemeGroupVersion.Version, vmV1alpha1),
+	}, nil
+}
+
+// defaultLocationFrom finds the default BackupStorageLocation of a
+// namespace by listing the locations in-process.
+func defaultLocationFrom(bsls rest.Lister) backup.DefaultLocationFunc {
+	return func(ctx context.Context, namespace string) (string, error) {
+		ctx = genericrequest.WithNamespace(ctx, namespace)
+		obj, err := bsls.List(ctx, &metainternalversion.ListOptions{})
+		if err != nil {
+			return "", fmt.Errorf("listing backup storage locations: %w", err)
+		}
+		list := obj.(*velero.BackupStorageLocationList)
+		for _, l := range list.Items {
+			if l.Spec.Default {
+				return l.Name, nil
+			}
+		}
+		return "", nil
+	}
+}

@@ -1,0 +1,64 @@
+package apiserver
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/request/union"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	authorizerunion "k8s.io/apiserver/pkg/authorization/union"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+)
+
+// healthPaths may be read without credentials, so that probes work; every
+// other path needs an authenticated user. This is the anonymous-with-paths
+// behaviour kube-apiserver offers through its authentication configuration.
+var healthPaths = []string{"/healthz", "/livez", "/readyz"}
+
+func isHealthPath(p string) bool {
+	for _, h := range healthPaths {
+		if p == h || strings.HasPrefix(p, h+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// StandaloneAuthenticator authenticates client certificates signed by the
+// server's CA (user = CN, groups = O), and lets anonymous requests reach the
+// health endpoints only. Everything else without a valid certificate is 401.
+func StandaloneAuthenticator(clientCA dynamiccertificates.CAContentProvider) authenticator.Request {
+	certs := x509request.NewDynamic(clientCA.VerifyOptions, x509request.CommonNameUserConversion)
+	health := authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		if !isHealthPath(req.URL.Path) {
+			return nil, false, nil
+		}
+		return &authenticator.Response{User: &user.DefaultInfo{
+			Name:   user.Anonymous,
+			Groups: []string{user.AllUnauthenticated},
+		}}, true, nil
+	})
+	return union.New(certs, health)
+}
+
+// StandaloneAuthorizer allows everything to system:masters, the health
+// endpoints to anyone, and refuses every other request with 403.
+func StandaloneAuthorizer() (authorizer.Authorizer, error) {
+	return authorizerunion.New(
+		authorizerunion.NamedAuthorizer{AuthorizerName: "system-masters", Authorizer: authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)},
+		authorizerunion.NamedAuthorizer{AuthorizerName: "health", Authorizer: authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+			if !a.IsResourceRequest() && a.GetVerb() == "get" && isHealthPath(a.GetPath()) {
+				return authorizer.DecisionAllow, "health endpoints are public", nil
+			}
+			return authorizer.DecisionNoOpinion, "", nil
+		})},
+		authorizerunion.NamedAuthorizer{AuthorizerName: "deny", Authorizer: authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+			return authorizer.DecisionDeny, "only members of system:masters may use a standalone Backstop server", nil
+		})},
+	)
+}

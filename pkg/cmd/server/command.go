@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/backstop-io/backstop/pkg/standalone/pki"
+)
+
+// NewCommand returns the backstop-apiserver command with its subcommands.
+func NewCommand(ctx context.Context) *cobra.Command {
+	o := NewOptions()
+	cmd := &cobra.Command{
+		Use:   "backstop-apiserver",
+		Short: "Backstop: the Velero, OADP non-admin and KubeVirt backup APIs with their engines",
+		Long: `backstop-apiserver serves velero.io/v1, oadp.openshift.io/v1alpha1 and
+backup.kubevirt.io/v1alpha1 from its own embedded storage.
+
+Standalone (the default) it needs nothing else: it creates a CA and a serving
+certificate under --data-dir on first start and writes admin.kubeconfig there.`,
+		SilenceUsage: true,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(c.Context())
+		},
+	}
+	cmd.SetContext(ctx)
+	o.AddFlags(cmd.Flags())
+	cmd.AddCommand(newKubeconfigCommand())
+	return cmd
+}
+
+func newKubeconfigCommand() *cobra.Command {
+	var dataDir, user, server string
+	var groups []string
+	cmd := &cobra.Command{
+		Use:   "kubeconfig",
+		Short: "Print a kubeconfig for a user and groups, signed by the standalone server's CA",
+		RunE: func(c *cobra.Command, _ []string) error {
+			if user == "" {
+				return fmt.Errorf("--user is required")
+			}
+			dir := pki.New(dataDir)
+			if _, err := os.Stat(dir.CAFile()); err != nil {
+				return fmt.Errorf("no CA under %s (start the server once with this --data-dir first): %w", dataDir, err)
+			}
+			ca, err := dir.EnsureCA()
+			if err != nil {
+				return err
+			}
+			out, err := ca.Kubeconfig(server, user, groups)
+			if err != nil {
+				return err
+			}
+			_, err = c.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&dataDir, "data-dir", "data", "the server's data directory")
+	fs.StringVar(&user, "user", "", "user name (certificate CN)")
+	fs.StringSliceVar(&groups, "group", nil, "group (certificate O); repeatable")
+	fs.StringVar(&server, "server", "https://127.0.0.1:8443", "server URL written into the kubeconfig")
+	return cmd
+}

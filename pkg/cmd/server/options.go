@@ -1,0 +1,244 @@
+// Package server is the backstop-apiserver command: its flags, the
+// configuration they produce, and the run loop. It also holds the
+// `kubeconfig` subcommand that issues client kubeconfigs signed by the
+// standalone server's CA.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	"github.com/backstop-io/backstop/pkg/apiserver"
+	backstopopenapi "github.com/backstop-io/backstop/pkg/generated/openapi"
+	"github.com/backstop-io/backstop/pkg/standalone/pki"
+	"github.com/backstop-io/backstop/pkg/storage/pebble"
+)
+
+// Runtime modes.
+const (
+	// ModeStandalone: client-certificate authentication against the
+	// server's own CA, authorization by the server itself, no cluster needed.
+	ModeStandalone = "standalone"
+	// ModeAggregated: behind kube-apiserver through an APIService, with
+	// delegated authentication and authorization.
+	ModeAggregated = "aggregated"
+)
+
+// Options are the flags of backstop-apiserver.
+type Options struct {
+	Mode    string
+	DataDir string
+	// TLSSANs are extra host names / IPs for the generated serving certificate.
+	TLSSANs []string
+	// CompactionInterval: how often storage history older than one interval is dropped.
+	CompactionInterval time.Duration
+	// WatchCache serves watches and lists from the apiserver's watch cache.
+	WatchCache bool
+
+	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
+	Audit          *genericoptions.AuditOptions
+	Features       *genericoptions.FeatureOptions
+	Authentication *genericoptions.DelegatingAuthenticationOptions
+	Authorization  *genericoptions.DelegatingAuthorizationOptions
+}
+
+// NewOptions returns the defaults: standalone on https://127.0.0.1:8443
+// with data under ./data.
+func NewOptions() *Options {
+	o := &Options{
+		Mode:               ModeStandalone,
+		DataDir:            "data",
+		CompactionInterval: 5 * time.Minute,
+		WatchCache:         true,
+		SecureServing:      genericoptions.NewSecureServingOptions().WithLoopback(),
+		Audit:              genericoptions.NewAuditOptions(),
+		Features:           genericoptions.NewFeatureOptions(),
+		Authentication:     genericoptions.NewDelegatingAuthenticationOptions(),
+		Authorization:      genericoptions.NewDelegatingAuthorizationOptions(),
+	}
+	o.SecureServing.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
+	o.SecureServing.BindPort = 8443
+	return o
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Mode, "mode", o.Mode, "standalone (own CA, client certificates, no cluster needed) or aggregated (behind kube-apiserver, delegated authentication and authorization)")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory holding the database (pebble/), the standalone PKI (pki/) and admin.kubeconfig")
+	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
+	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
+	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "serve watches and lists from the watch cache in front of the storage")
+	o.SecureServing.AddFlags(fs)
+	o.Audit.AddFlags(fs)
+	o.Features.AddFlags(fs)
+	o.Authentication.AddFlags(fs)
+	o.Authorization.AddFlags(fs)
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Mode != ModeStandalone && o.Mode != ModeAggregated {
+		errs = append(errs, fmt.Errorf("--mode must be %q or %q, not %q", ModeStandalone, ModeAggregated, o.Mode))
+	}
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	if o.CompactionInterval < 0 {
+		errs = append(errs, errors.New("--storage-compaction-interval must not be negative"))
+	}
+	errs = append(errs, o.SecureServing.Validate()...)
+	errs = append(errs, o.Audit.Validate()...)
+	errs = append(errs, o.Features.Validate()...)
+	if o.Mode == ModeAggregated {
+		errs = append(errs, o.Authentication.Validate()...)
+		errs = append(errs, o.Authorization.Validate()...)
+	}
+	return errors.Join(errs...)
+}
+
+// AdminKubeconfigPath is where a standalone server writes the kubeconfig of
+// its administrator.
+func AdminKubeconfigPath(dataDir string) string { return filepath.Join(dataDir, "admin.kubeconfig") }
+
+// Run starts the server and blocks until ctx is done.
+func (o *Options) Run(ctx context.Context) error {
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating the data directory: %w", err)
+	}
+	backend, err := pebble.NewBackend(pebble.BackendOptions{
+		Dir:                filepath.Join(o.DataDir, "pebble"),
+		CompactionInterval: o.CompactionInterval,
+		WatchCache:         o.WatchCache,
+	})
+	if err != nil {
+		return fmt.Errorf("opening the storage in %s: %w", o.DataDir, err)
+	}
+	defer func() {
+		if err := backend.Close(); err != nil {
+			klog.ErrorS(err, "Closing the storage")
+		}
+	}()
+
+	scheme := apiserver.NewScheme()
+	codecs := apiserver.NewCodecs(scheme)
+	cfg := genericapiserver.NewRecommendedConfig(codecs)
+	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.FeatureGate = utilfeature.DefaultFeatureGate
+	namer := openapi.NewDefinitionNamer(scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(backstopopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "Backstop"
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(backstopopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "Backstop"
+
+	var ca *pki.CA
+	if o.Mode == ModeStandalone {
+		if ca, err = o.standaloneServing(); err != nil {
+			return err
+		}
+		// Priority and fairness needs a kube-apiserver's flowcontrol API.
+		o.Features.EnablePriorityAndFairness = false
+	}
+	if o.SecureServing.BindPort == 0 && o.SecureServing.Listener == nil {
+		// Port 0: pick a free port now, so the kubeconfig can name it.
+		addr := net.JoinHostPort(o.SecureServing.BindAddress.String(), "0")
+		if o.SecureServing.Listener, o.SecureServing.BindPort, err = genericoptions.CreateListener("tcp", addr, net.ListenConfig{}); err != nil {
+			return fmt.Errorf("listening on %s: %w", addr, err)
+		}
+	}
+	if err := o.SecureServing.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
+		return fmt.Errorf("configuring serving: %w", err)
+	}
+	if err := o.Audit.ApplyTo(&cfg.Config); err != nil {
+		return fmt.Errorf("configuring audit: %w", err)
+	}
+	if err := o.Features.ApplyTo(&cfg.Config, nil, nil); err != nil {
+		return fmt.Errorf("configuring features: %w", err)
+	}
+	switch o.Mode {
+	case ModeStandalone:
+		clientCA, err := dynamiccertificates.NewStaticCAContent("backstop-ca", ca.CertPEM)
+		if err != nil {
+			return fmt.Errorf("loading the client CA: %w", err)
+		}
+		cfg.SecureServing.ClientCA = clientCA
+		cfg.Authentication.Authenticator = apiserver.StandaloneAuthenticator(clientCA)
+		if cfg.Authorization.Authorizer, err = apiserver.StandaloneAuthorizer(); err != nil {
+			return fmt.Errorf("building the authorizer: %w", err)
+		}
+	case ModeAggregated:
+		if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, cfg.OpenAPIConfig); err != nil {
+			return fmt.Errorf("configuring delegated authentication: %w", err)
+		}
+		if err := o.Authorization.ApplyTo(&cfg.Authorization); err != nil {
+			return fmt.Errorf("configuring delegated authorization: %w", err)
+		}
+	}
+
+	config := &apiserver.Config{GenericConfig: cfg, Extra: apiserver.ExtraConfig{
+		Scheme: scheme, Codecs: codecs, Backend: backend, GarbageCollection: o.Mode == ModeAggregated,
+	}}
+	server, err := config.Complete().New()
+	if err != nil {
+		return err
+	}
+	if ca != nil {
+		path, err := pki.WriteAdminKubeconfig(o.DataDir, ca, o.serverURL())
+		if err != nil {
+			return fmt.Errorf("writing the admin kubeconfig: %w", err)
+		}
+		klog.InfoS("Standalone server", "url", o.serverURL(), "kubeconfig", path)
+	}
+	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}
+
+// standaloneServing makes sure the CA and serving certificate exist under
+// the data directory and points serving at them.
+func (o *Options) standaloneServing() (*pki.CA, error) {
+	dir := pki.New(o.DataDir)
+	ca, err := dir.EnsureCA()
+	if err != nil {
+		return nil, fmt.Errorf("standalone CA: %w", err)
+	}
+	hosts := append([]string{}, o.TLSSANs...)
+	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() {
+		hosts = append(hosts, ip.String())
+	}
+	if host, err := os.Hostname(); err == nil && host != "" {
+		hosts = append(hosts, host)
+	}
+	certFile, keyFile, err := dir.EnsureServing(ca, hosts)
+	if err != nil {
+		return nil, fmt.Errorf("standalone serving certificate: %w", err)
+	}
+	o.SecureServing.ServerCert.CertKey.CertFile = certFile
+	o.SecureServing.ServerCert.CertKey.KeyFile = keyFile
+	return ca, nil
+}
+
+// serverURL is the address clients on this machine use.
+func (o *Options) serverURL() string {
+	host := "127.0.0.1"
+	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() {
+		host = ip.String()
+	}
+	u := url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(o.SecureServing.BindPort))}
+	return u.String()
+}

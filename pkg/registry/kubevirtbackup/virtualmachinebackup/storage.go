@@ -1,0 +1,25 @@
+package virtualmachinebackup
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+
+	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+)
+
+// NewREST returns the storage of VirtualMachineBackups and their status.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error) {
+	strategy := NewStrategy(scheme)
+	return resource.NewStore(optsGetter, resource.Definition{
+		Resource:       kubevirtbackup.Resource("virtualmachinebackups"),
+		Singular:       kubevirtbackup.Resource("virtualmachinebackup"),
+		NewFunc:        func() runtime.Object { return &kubevirtbackup.VirtualMachineBackup{} },
+		NewListFunc:    func() runtime.Object { return &kubevirtbackup.VirtualMachineBackupList{} },
+		Strategy:       strategy,
+		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
+		Table:          Table,
+		ShortNames:     []string{"vmbackup", "vmbackups"},
+		Categories:     []string{"kubevirt"},
+	})
+}

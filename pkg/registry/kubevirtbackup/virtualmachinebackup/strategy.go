@@ -1,0 +1,114 @@
+// Package virtualmachinebackup is the registry of backup.kubevirt.io
+// VirtualMachineBackups: normalization of the seed's spellings, validation
+// (spec immutable after creation) and kubectl columns (strategy.go) and the
+// REST storage (storage.go).
+package virtualmachinebackup
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	vmvalidation "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/validation"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+)
+
+// Strategy is the VirtualMachineBackup strategy.
+type Strategy struct{ resource.Strategy }
+
+// NewStrategy returns the VirtualMachineBackup strategy.
+func NewStrategy(typer runtime.ObjectTyper) Strategy {
+	return Strategy{resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String())}
+}
+
+// PrepareForCreate clears the status and normalizes the spec.
+func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.Strategy.PrepareForCreate(ctx, obj)
+	vmvalidation.NormalizeBackupSpec(&obj.(*kubevirtbackup.VirtualMachineBackup).Spec)
+}
+
+// PrepareForUpdate normalizes the new spec so that re-sending the seed's
+// spelling is not mistaken for a change.
+func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	vmvalidation.NormalizeBackupSpec(&obj.(*kubevirtbackup.VirtualMachineBackup).Spec)
+	s.Strategy.PrepareForUpdate(ctx, obj, old)
+}
+
+// Validate checks the metadata and the spec.
+func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	b := obj.(*kubevirtbackup.VirtualMachineBackup)
+	return append(s.Strategy.Validate(ctx, obj), vmvalidation.ValidateBackupSpec(&b.Spec, field.NewPath("spec"))...)
+}
+
+// ValidateUpdate refuses any change of the spec.
+func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	b, oldB := obj.(*kubevirtbackup.VirtualMachineBackup), old.(*kubevirtbackup.VirtualMachineBackup)
+	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
+	if !resource.DeepEqual(b.Spec, oldB.Spec) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec"), "spec is immutable after creation"))
+	}
+	return errs
+}
+
+// Phase summarizes the conditions: Failed, Complete, the Progressing
+// reason, or Pending.
+func Phase(b *kubevirtbackup.VirtualMachineBackup) string {
+	if b.Status == nil {
+		return "Pending"
+	}
+	for _, t := range []kubevirtbackup.ConditionType{kubevirtbackup.ConditionFailed, kubevirtbackup.ConditionComplete} {
+		if c := findCondition(b.Status.Conditions, string(t)); c != nil && c.Status == metav1.ConditionTrue {
+			return string(t)
+		}
+	}
+	if c := findCondition(b.Status.Conditions, string(kubevirtbackup.ConditionProgressing)); c != nil {
+		if c.Reason != "" {
+			return c.Reason
+		}
+		return string(kubevirtbackup.ConditionProgressing)
+	}
+	return "Pending"
+}
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// Table renders VirtualMachineBackups.
+var Table = resource.NewTableConvertor(
+	resource.Column{Name: "Type", Type: "string", Description: "Full or Incremental", Cell: func(o runtime.Object) any {
+		if st := o.(*kubevirtbackup.VirtualMachineBackup).Status; st != nil {
+			return string(st.Type)
+		}
+		return ""
+	}},
+	resource.Column{Name: "Phase", Type: "string", Description: "Summary of the conditions", Cell: func(o runtime.Object) any {
+		return Phase(o.(*kubevirtbackup.VirtualMachineBackup))
+	}},
+	resource.Column{Name: "Checkpoint", Type: "string", Description: "Checkpoint created by the backup", Cell: func(o runtime.Object) any {
+		if st := o.(*kubevirtbackup.VirtualMachineBackup).Status; st != nil && st.CheckpointName != nil {
+			return *st.CheckpointName
+		}
+		return ""
+	}},
+	resource.AgeColumn,
+	resource.Column{Name: "Source", Type: "string", Priority: 1, Description: "VirtualMachine or tracker backed up", Cell: func(o runtime.Object) any {
+		src := o.(*kubevirtbackup.VirtualMachineBackup).Spec.Source
+		return src.Kind + "/" + src.Name
+	}},
+	resource.Column{Name: "PVC", Type: "string", Priority: 1, Description: "Push-mode target", Cell: func(o runtime.Object) any {
+		if p := o.(*kubevirtbackup.VirtualMachineBackup).Spec.PvcName; p != nil {
+			return *p
+		}
+		return ""
+	}},
+)

@@ -1,0 +1,25 @@
+package virtualmachinebackuptracker
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+
+	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+)
+
+// NewREST returns the storage of VirtualMachineBackupTrackers and their status.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error) {
+	strategy := NewStrategy(scheme)
+	return resource.NewStore(optsGetter, resource.Definition{
+		Resource:       kubevirtbackup.Resource("virtualmachinebackuptrackers"),
+		Singular:       kubevirtbackup.Resource("virtualmachinebackuptracker"),
+		NewFunc:        func() runtime.Object { return &kubevirtbackup.VirtualMachineBackupTracker{} },
+		NewListFunc:    func() runtime.Object { return &kubevirtbackup.VirtualMachineBackupTrackerList{} },
+		Strategy:       strategy,
+		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
+		Table:          Table,
+		ShortNames:     []string{"vmbackuptracker"},
+		Categories:     []string{"kubevirt"},
+	})
+}

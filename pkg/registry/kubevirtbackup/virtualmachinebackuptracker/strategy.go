@@ -1,0 +1,54 @@
+// Package virtualmachinebackuptracker is the registry of backup.kubevirt.io
+// VirtualMachineBackupTrackers: validation (spec immutable after creation)
+// and kubectl columns (strategy.go) and the REST storage (storage.go).
+package virtualmachinebackuptracker
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	vmvalidation "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/validation"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+)
+
+// Strategy is the VirtualMachineBackupTracker strategy.
+type Strategy struct{ resource.Strategy }
+
+// NewStrategy returns the VirtualMachineBackupTracker strategy.
+func NewStrategy(typer runtime.ObjectTyper) Strategy {
+	return Strategy{resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String())}
+}
+
+// Validate checks the metadata and the spec.
+func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	t := obj.(*kubevirtbackup.VirtualMachineBackupTracker)
+	return append(s.Strategy.Validate(ctx, obj), vmvalidation.ValidateTrackerSpec(&t.Spec, field.NewPath("spec"))...)
+}
+
+// ValidateUpdate refuses any change of the spec.
+func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	t, oldT := obj.(*kubevirtbackup.VirtualMachineBackupTracker), old.(*kubevirtbackup.VirtualMachineBackupTracker)
+	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
+	if !resource.DeepEqual(t.Spec, oldT.Spec) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec"), "spec is immutable after creation"))
+	}
+	return errs
+}
+
+// Table renders VirtualMachineBackupTrackers.
+var Table = resource.NewTableConvertor(
+	resource.Column{Name: "VM", Type: "string", Description: "VirtualMachine tracked", Cell: func(o runtime.Object) any {
+		return o.(*kubevirtbackup.VirtualMachineBackupTracker).Spec.Source.Name
+	}},
+	resource.Column{Name: "Latest Checkpoint", Type: "string", Description: "Checkpoint of the latest backup", Cell: func(o runtime.Object) any {
+		if st := o.(*kubevirtbackup.VirtualMachineBackupTracker).Status; st != nil && st.LatestCheckpoint != nil {
+			return st.LatestCheckpoint.Name
+		}
+		return "<none>"
+	}},
+	resource.AgeColumn,
+)

@@ -1,0 +1,57 @@
+// Package nonadminbackup is the registry of oadp.openshift.io
+// NonAdminBackups: validation and kubectl columns (strategy.go) and the REST
+// storage (storage.go).
+package nonadminbackup
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+)
+
+// Strategy is the NonAdminBackup strategy.
+type Strategy struct{ resource.Strategy }
+
+// NewStrategy returns the NonAdminBackup strategy.
+func NewStrategy(typer runtime.ObjectTyper) Strategy {
+	return Strategy{resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())}
+}
+
+// Validate checks the metadata and the spec.
+func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	o := obj.(*oadp.NonAdminBackup)
+	return append(s.Strategy.Validate(ctx, obj), oadpvalidation.ValidateNonAdminBackupSpec(o.Namespace, &o.Spec, field.NewPath("spec"))...)
+}
+
+// ValidateUpdate checks the update. The backup spec cannot change once the
+// NonAdminBackup exists (its Velero backup was made from it); only
+// deleteBackup may be set.
+func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	o, oldO := obj.(*oadp.NonAdminBackup), old.(*oadp.NonAdminBackup)
+	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
+	errs = append(errs, oadpvalidation.ValidateNonAdminBackupSpec(o.Namespace, &o.Spec, field.NewPath("spec"))...)
+	if !resource.DeepEqual(o.Spec.BackupSpec, oldO.Spec.BackupSpec) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "backupSpec"), "is immutable after creation"))
+	}
+	return errs
+}
+
+// Table renders NonAdminBackups like the OADP CRD's printer columns.
+var Table = resource.NewTableConvertor(
+	resource.Column{Name: "Request-Phase", Type: "string", Description: "Phase of the NonAdminBackup", Cell: func(o runtime.Object) any {
+		return string(o.(*oadp.NonAdminBackup).Status.Phase)
+	}},
+	resource.Column{Name: "Velero-Phase", Type: "string", Description: "Phase of the Velero backup", Cell: func(o runtime.Object) any {
+		if vb := o.(*oadp.NonAdminBackup).Status.VeleroBackup; vb != nil && vb.Status != nil {
+			return string(vb.Status.Phase)
+		}
+		return ""
+	}},
+	resource.AgeColumn,
+)
