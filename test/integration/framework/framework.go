@@ -1,0 +1,313 @@
+// Package framework starts the real backstop-apiserver binary for
+// integration tests: on a free loopback port, with a temporary data
+// directory, and hands tests a generated clientset, a dynamic client, the
+// admin kubeconfig and a kubectl runner. Later engines' tests use it too.
+//
+// Binaries come from $BACKSTOP_BIN_DIR (make test builds them once into
+// _output/bin); without it they are built into the test's cache on first use.
+package framework
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+)
+
+// Server is one running backstop-apiserver process.
+type Server struct {
+	t       testing.TB
+	DataDir string
+	Port    int
+	args    []string
+
+	// KubeconfigPath is the admin kubeconfig (user in system:masters).
+	KubeconfigPath string
+	Config         *rest.Config
+	Clientset      versioned.Interface
+	Dynamic        dynamic.Interface
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *os.File
+}
+
+// Options change how the server is started.
+type Options struct {
+	// Args are extra flags for backstop-apiserver.
+	Args []string
+	// DataDir reuses a data directory (default: a new temporary one).
+	DataDir string
+}
+
+// Start starts a server and stops it (SIGTERM) when the test ends.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	dataDir := opts.DataDir
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	s := &Server{t: t, DataDir: dataDir, Port: freePort(t), args: opts.Args}
+	s.start()
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			s.dumpLog()
+		}
+	})
+	return s
+}
+
+// URL is the server's address.
+func (s *Server) URL() string { return "https://127.0.0.1:" + strconv.Itoa(s.Port) }
+
+func (s *Server) start() {
+	t := s.t
+	t.Helper()
+	bin := Binary(t, "backstop-apiserver")
+	logFile, err := os.OpenFile(filepath.Join(s.DataDir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatalf("opening the server log: %v", err)
+	}
+	s.log = logFile
+	args := append([]string{
+		"--data-dir", s.DataDir,
+		"--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(s.Port),
+	}, s.args...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	s.cmd = cmd
+	s.exited = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	s.KubeconfigPath = filepath.Join(s.DataDir, "admin.kubeconfig")
+	if err := s.waitReady(90 * time.Second); err != nil {
+		s.dumpLog()
+		t.Fatalf("server did not become ready: %v", err)
+	}
+}
+
+// waitReady polls /readyz with the admin credentials until it answers ok.
+func (s *Server) waitReady(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-s.exited:
+			return false, fmt.Errorf("the server exited: %v", s.cmd.ProcessState)
+		default:
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", s.KubeconfigPath)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		if cfg.Host != s.URL() {
+			last = fmt.Errorf("kubeconfig names %s, want %s", cfg.Host, s.URL())
+			return false, nil
+		}
+		cs, err := versioned.NewForConfig(cfg)
+		if err != nil {
+			return false, err
+		}
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			last = fmt.Errorf("readyz: %w: %s", err, body)
+			return false, nil
+		}
+		s.Config = cfg
+		s.Clientset = cs
+		s.Dynamic, err = dynamic.NewForConfig(cfg)
+		return err == nil, err
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%w (last: %v)", err, last)
+	}
+	return err
+}
+
+// Stop ends the server with SIGTERM and waits for it.
+func (s *Server) Stop() { s.stop(syscall.SIGTERM) }
+
+// Kill ends the server with SIGKILL, as a crash would.
+func (s *Server) Kill() { s.stop(syscall.SIGKILL) }
+
+func (s *Server) stop(sig syscall.Signal) {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(sig)
+	select {
+	case <-s.exited:
+	case <-time.After(60 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.cmd = nil
+	_ = s.log.Close()
+}
+
+// Restart stops the server (SIGKILL when kill is set) and starts it again
+// on the same port and data directory.
+func (s *Server) Restart(kill bool) {
+	s.t.Helper()
+	if kill {
+		s.Kill()
+	} else {
+		s.Stop()
+	}
+	s.start()
+}
+
+func (s *Server) dumpLog() {
+	data, err := os.ReadFile(filepath.Join(s.DataDir, "server.log"))
+	if err != nil {
+		return
+	}
+	lines := strings.Split(string(data), "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	s.t.Logf("last lines of the server log:\n%s", strings.Join(lines, "\n"))
+}
+
+// Kubectl runs kubectl against the server with the admin kubeconfig and
+// returns its stdout; stdin may be nil.
+func (s *Server) Kubectl(stdin []byte, args ...string) (string, error) {
+	return s.KubectlAs(s.KubeconfigPath, stdin, args...)
+}
+
+// KubectlAs runs kubectl with the given kubeconfig.
+func (s *Server) KubectlAs(kubeconfig string, stdin []byte, args ...string) (string, error) {
+	s.t.Helper()
+	cmd := exec.Command(Binary(s.t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// IssueKubeconfig writes a kubeconfig for user and groups (signed by the
+// server's CA, through the `kubeconfig` subcommand) and returns its path.
+func (s *Server) IssueKubeconfig(user string, groups ...string) string {
+	s.t.Helper()
+	args := []string{"kubeconfig", "--data-dir", s.DataDir, "--user", user, "--server", s.URL()}
+	for _, g := range groups {
+		args = append(args, "--group", g)
+	}
+	out, err := exec.Command(Binary(s.t, "backstop-apiserver"), args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			s.t.Fatalf("backstop-apiserver kubeconfig: %v: %s", err, ee.Stderr)
+		}
+		s.t.Fatalf("backstop-apiserver kubeconfig: %v", err)
+	}
+	path := filepath.Join(s.t.TempDir(), user+".kubeconfig")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		s.t.Fatal(err)
+	}
+	return path
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+var (
+	buildMu  sync.Mutex
+	binaries = map[string]string{}
+)
+
+// packages of the binaries tests may ask for.
+var binaryPackages = map[string]string{
+	"backstop-apiserver": "./cmd/backstop-apiserver",
+	"kubectl":            "./hack/tools/kubectl",
+}
+
+// Binary returns the path of a binary: from $BACKSTOP_BIN_DIR when set,
+// else built once per test process into a temporary directory.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := binaries[name]; ok {
+		return p
+	}
+	if dir := os.Getenv("BACKSTOP_BIN_DIR"); dir != "" {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("BACKSTOP_BIN_DIR is set but %s is missing: %v", p, err)
+		}
+		binaries[name] = p
+		return p
+	}
+	pkg, ok := binaryPackages[name]
+	if !ok {
+		t.Fatalf("no binary %q: set BACKSTOP_BIN_DIR to a directory holding it (make test does)", name)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(os.TempDir(), fmt.Sprintf("backstop-test-bin-%d", os.Getpid()), name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", name, err, b)
+	}
+	binaries[name] = out
+	return out
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
