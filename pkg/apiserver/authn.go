@@ -46,14 +46,34 @@ func StandaloneAuthenticator(clientCA dynamiccertificates.CAContentProvider) aut
 	return union.New(certs, health)
 }
 
+// discoveryPaths are what kube-apiserver's system:discovery role lets every
+// authenticated user read: API discovery, OpenAPI and the version.
+var discoveryPaths = []string{"/api", "/apis", "/openapi", "/version"}
+
+func isDiscoveryPath(p string) bool {
+	for _, d := range discoveryPaths {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // StandaloneAuthorizer allows everything to system:masters, the health
-// endpoints to anyone, and refuses every other request with 403.
+// endpoints to anyone, discovery to authenticated users (as kube-apiserver's
+// system:discovery role does), and refuses every other request with 403.
 func StandaloneAuthorizer() (authorizer.Authorizer, error) {
 	return authorizerunion.New(
 		authorizerunion.NamedAuthorizer{AuthorizerName: "system-masters", Authorizer: authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)},
-		authorizerunion.NamedAuthorizer{AuthorizerName: "health", Authorizer: authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-			if !a.IsResourceRequest() && a.GetVerb() == "get" && isHealthPath(a.GetPath()) {
+		authorizerunion.NamedAuthorizer{AuthorizerName: "public-paths", Authorizer: authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+			if a.IsResourceRequest() || a.GetVerb() != "get" {
+				return authorizer.DecisionNoOpinion, "", nil
+			}
+			if isHealthPath(a.GetPath()) {
 				return authorizer.DecisionAllow, "health endpoints are public", nil
+			}
+			if isDiscoveryPath(a.GetPath()) && a.GetUser() != nil && a.GetUser().GetName() != user.Anonymous {
+				return authorizer.DecisionAllow, "discovery is open to authenticated users", nil
 			}
 			return authorizer.DecisionNoOpinion, "", nil
 		})},

@@ -130,6 +130,8 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			last = fmt.Errorf("kubeconfig names %s, want %s", cfg.Host, s.URL())
 			return false, nil
 		}
+		// Tests issue many requests in a row: no client-side throttling.
+		cfg.QPS, cfg.Burst = 1000, 1000
 		cs, err := versioned.NewForConfig(cfg)
 		if err != nil {
 			return false, err
