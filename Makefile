@@ -1,15 +1,35 @@
-# Backstop: see README.md. `make test` is what CI runs (.ci/run).
+# Backstop: see README.md. `make run` installs what is needed and starts the
+# server; `make test` runs every test (what CI runs, .ci/run).
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 PKGS ?= ./...
+BIN := $(CURDIR)/_output/bin
+DATA_DIR ?= data
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0-dev)
+LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 
-.PHONY: all build test vet fmt-check bench run setup
+.PHONY: all build tools test unit vet fmt-check verify-codegen codegen bench run setup
 
 all: build
 
+# Installs what the build, the server and the tests need (hack/setup.sh).
+setup:
+	bash hack/setup.sh
+
 build:
-	$(GO) build $(PKGS)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/backstop-apiserver ./cmd/backstop-apiserver
+
+# The clients the tests drive the server with: kubectl (k8s.io/kubectl at the
+# client-go version of go.mod) and the velero CLI (v1.18.0, module proxy).
+tools:
+	$(GO) build -o $(BIN)/kubectl ./hack/tools/kubectl
+	bash hack/install-velero.sh
+
+# Standalone server on https://127.0.0.1:8443, data under ./data; then
+#   kubectl --kubeconfig data/admin.kubeconfig get backups -A
+run: setup build
+	$(BIN)/backstop-apiserver --data-dir $(DATA_DIR)
 
 vet:
 	$(GO) vet $(PKGS)
@@ -17,20 +37,19 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
-# Every test: formatting, vet, the unit, conformance and crash tests, then the
-# storage tests again under the race detector.
-test: fmt-check vet
-	$(GO) test -count=1 -timeout 30m $(PKGS)
+codegen:
+	bash hack/update-codegen.sh
+
+verify-codegen:
+	bash hack/verify-codegen.sh
+
+# Every test: formatting, vet, generated code, then unit, conformance, crash
+# and integration tests against the real binaries, then the storage tests
+# again under the race detector.
+test: setup fmt-check vet verify-codegen build tools
+	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m $(PKGS)
 	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
 
 # Pebble vs etcd3 benchmarks against a real etcd on loopback (docs/benchmarks.md).
 bench:
 	bash hack/bench.sh
-
-setup:
-	bash hack/setup.sh
-
-# The API server lands with the API server issue; until then there is nothing to run.
-run:
-	@echo "backstop-apiserver is not built yet: only the storage layer (pkg/storage/pebble) exists. Run 'make test'." >&2
-	@exit 1

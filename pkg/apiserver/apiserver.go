@@ -100,6 +100,9 @@ func (c CompletedConfig) New() (*Server, error) {
 			return nil, fmt.Errorf("installing API group %s: %w", groups[i].PrioritizedVersions[0].Group, err)
 		}
 	}
+	if err := gs.AddPostStartHook("backstop-engines", startEngines); err != nil {
+		return nil, fmt.Errorf("registering the engines: %w", err)
+	}
 	return s, nil
 }
 

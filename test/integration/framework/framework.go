@@ -262,6 +262,12 @@ var binaryPackages = map[string]string{
 	"kubectl":            "./hack/tools/kubectl",
 }
 
+// binaryScripts install binaries built from outside this module into
+// _output/bin.
+var binaryScripts = map[string]string{
+	"velero": "hack/install-velero.sh",
+}
+
 // Binary returns the path of a binary: from $BACKSTOP_BIN_DIR when set,
 // else built once per test process into a temporary directory.
 func Binary(t testing.TB, name string) string {
@@ -279,13 +285,22 @@ func Binary(t testing.TB, name string) string {
 		binaries[name] = p
 		return p
 	}
-	pkg, ok := binaryPackages[name]
-	if !ok {
-		t.Fatalf("no binary %q: set BACKSTOP_BIN_DIR to a directory holding it (make test does)", name)
-	}
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if script, ok := binaryScripts[name]; ok {
+		cmd := exec.Command("bash", script)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("installing %s: %v\n%s", name, err, b)
+		}
+		binaries[name] = filepath.Join(root, "_output", "bin", name)
+		return binaries[name]
+	}
+	pkg, ok := binaryPackages[name]
+	if !ok {
+		t.Fatalf("no binary %q: set BACKSTOP_BIN_DIR to a directory holding it (make test does)", name)
 	}
 	out := filepath.Join(os.TempDir(), fmt.Sprintf("backstop-test-bin-%d", os.Getpid()), name)
 	cmd := exec.Command("go", "build", "-o", out, pkg)

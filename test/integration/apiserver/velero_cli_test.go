@@ -1,0 +1,116 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// veleroCLI runs the real velero CLI (v1.18.0) against the server.
+func veleroCLI(t *testing.T, s *framework.Server, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, framework.Binary(t, "velero"), append([]string{"--kubeconfig", s.KubeconfigPath, "-n", ns}, args...)...)
+	// The CLI keeps its client config under $HOME/.config/velero.
+	cmd.Env = append(cmd.Environ(), "HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("velero %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String() + stderr.String()
+}
+
+func requireContains(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s: output lacks %q:\n%s", what, w, out)
+		}
+	}
+}
+
+// TestVeleroCLI: the unmodified velero CLI works against the server.
+func TestVeleroCLI(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	if _, err := s.Kubectl(nil, "create", "-f", examples(t, "backupstoragelocation.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	requireContains(t, "velero version", veleroCLI(t, s, "version"), "Client:", "Version: v1.18.0", "Server:")
+
+	requireContains(t, "backup create", veleroCLI(t, s, "backup", "create", "b1", "--include-namespaces", "shop", "--ttl", "24h"),
+		`Backup request "b1" submitted successfully`)
+	b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "b1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.TTL.Duration != 24*time.Hour || b.Spec.StorageLocation != "local" || len(b.Spec.IncludedNamespaces) != 1 {
+		t.Errorf("backup made by the CLI: ttl %v location %q namespaces %v", b.Spec.TTL, b.Spec.StorageLocation, b.Spec.IncludedNamespaces)
+	}
+	requireContains(t, "backup get", veleroCLI(t, s, "backup", "get"), "NAME", "b1", "local")
+	requireContains(t, "backup describe", veleroCLI(t, s, "backup", "describe", "b1"), "Name:", "b1", "Included:", "shop", "TTL:", "24h0m0s")
+	requireContains(t, "backup delete", veleroCLI(t, s, "backup", "delete", "b1", "--confirm"), "Request to delete backup \"b1\" submitted successfully")
+	dbrs, err := s.Clientset.VeleroV1().DeleteBackupRequests(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dbrs.Items) != 1 || dbrs.Items[0].Spec.BackupName != "b1" {
+		t.Errorf("delete backup requests after velero backup delete: %+v", dbrs.Items)
+	}
+
+	requireContains(t, "schedule create", veleroCLI(t, s, "schedule", "create", "s1", "--schedule", "0 1 * * *", "--include-namespaces", "shop", "--skip-immediately"),
+		`Schedule "s1" created successfully`)
+	sched, err := s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "s1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sched.Spec.SkipImmediately == nil || !*sched.Spec.SkipImmediately || sched.Spec.Schedule != "0 1 * * *" {
+		t.Errorf("schedule made by the CLI: %+v", sched.Spec)
+	}
+	requireContains(t, "schedule get", veleroCLI(t, s, "schedule", "get"), "NAME", "s1", "0 1 * * *")
+	veleroCLI(t, s, "schedule", "pause", "s1")
+	if sched, err = s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "s1", metav1.GetOptions{}); err != nil || !sched.Spec.Paused {
+		t.Errorf("after velero schedule pause: paused=%v err=%v", sched.Spec.Paused, err)
+	}
+	veleroCLI(t, s, "schedule", "unpause", "s1", "--skip-immediately=false")
+	if sched, err = s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "s1", metav1.GetOptions{}); err != nil || sched.Spec.Paused {
+		t.Errorf("after velero schedule unpause: paused=%v err=%v", sched.Spec.Paused, err)
+	}
+
+	requireContains(t, "restore create", veleroCLI(t, s, "restore", "create", "r1", "--from-backup", "b1"), `Restore request "r1" submitted successfully`)
+	requireContains(t, "restore get", veleroCLI(t, s, "restore", "get"), "NAME", "r1", "b1")
+}
+
+// TestServerStatusRequest: a new request is answered with the server version.
+func TestServerStatusRequest(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := s.Clientset.VeleroV1().ServerStatusRequests(ns).Create(ctx, &velerov1.ServerStatusRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		req, err = s.Clientset.VeleroV1().ServerStatusRequests(ns).Get(ctx, req.Name, metav1.GetOptions{})
+		return err == nil && req.Status.Phase == velerov1.ServerStatusRequestPhaseProcessed, err
+	})
+	if err != nil {
+		t.Fatalf("request not processed: %v (status %+v)", err, req.Status)
+	}
+	if req.Status.ServerVersion == "" || req.Status.ProcessedTimestamp == nil {
+		t.Errorf("processed request lacks version or timestamp: %+v", req.Status)
+	}
+}
