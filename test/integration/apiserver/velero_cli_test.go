@@ -70,7 +70,7 @@ func TestVeleroCLI(t *testing.T) {
 		t.Errorf("delete backup requests after velero backup delete: %+v", dbrs.Items)
 	}
 
-	requireContains(t, "schedule create", veleroCLI(t, s, "schedule", "create", "s1", "--schedule", "0 1 * * *", "--include-namespaces", "shop", "--skip-immediately"),
+	requireContains(t, "schedule create", veleroCLI(t, s, "schedule", "create", "s1", "--schedule", "0 1 * * *", "--include-namespaces", "shop", "--skip-immediately=true"),
 		`Schedule "s1" created successfully`)
 	sched, err := s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "s1", metav1.GetOptions{})
 	if err != nil {
