@@ -22,8 +22,7 @@ build:
 
 # The clients the tests drive the server with: kubectl (k8s.io/kubectl at the
 # client-go version of go.mod) and the velero CLI (v1.18.0, module proxy).
-tools:
-	$(GO) build -o $(BIN)/kubectl ./hack/tools/kubectl
+tools: setup
 	bash hack/install-velero.sh
 
 # Standalone server on https://127.0.0.1:8443, data under ./data; then
@@ -46,7 +45,7 @@ verify-codegen:
 # Every test: formatting, vet, generated code, then unit, conformance, crash
 # and integration tests against the real binaries, then the storage tests
 # again under the race detector.
-test: setup fmt-check vet verify-codegen build tools
+test: fmt-check vet verify-codegen build tools
 	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m $(PKGS)
 	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
 

@@ -22,6 +22,7 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
@@ -57,6 +58,8 @@ type Options struct {
 	Features       *genericoptions.FeatureOptions
 	Authentication *genericoptions.DelegatingAuthenticationOptions
 	Authorization  *genericoptions.DelegatingAuthorizationOptions
+	// CoreAPI is the host cluster's API (aggregated mode only).
+	CoreAPI *genericoptions.CoreAPIOptions
 }
 
 // NewOptions returns the defaults: standalone on https://127.0.0.1:8443
@@ -72,6 +75,7 @@ func NewOptions() *Options {
 		Features:           genericoptions.NewFeatureOptions(),
 		Authentication:     genericoptions.NewDelegatingAuthenticationOptions(),
 		Authorization:      genericoptions.NewDelegatingAuthorizationOptions(),
+		CoreAPI:            genericoptions.NewCoreAPIOptions(),
 	}
 	o.SecureServing.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
 	o.SecureServing.BindPort = 8443
@@ -90,6 +94,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Features.AddFlags(fs)
 	o.Authentication.AddFlags(fs)
 	o.Authorization.AddFlags(fs)
+	o.CoreAPI.AddFlags(fs)
 }
 
 // Validate checks the flags.
@@ -110,6 +115,7 @@ func (o *Options) Validate() error {
 	if o.Mode == ModeAggregated {
 		errs = append(errs, o.Authentication.Validate()...)
 		errs = append(errs, o.Authorization.Validate()...)
+		errs = append(errs, o.CoreAPI.Validate()...)
 	}
 	return errors.Join(errs...)
 }
@@ -155,6 +161,8 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		// Priority and fairness needs a kube-apiserver's flowcontrol API.
 		o.Features.EnablePriorityAndFairness = false
+	} else if err := o.aggregatedServing(); err != nil {
+		return err
 	}
 	if o.SecureServing.BindPort == 0 && o.SecureServing.Listener == nil {
 		// Port 0: pick a free port now, so the kubeconfig can name it.
@@ -169,7 +177,16 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := o.Audit.ApplyTo(&cfg.Config); err != nil {
 		return fmt.Errorf("configuring audit: %w", err)
 	}
-	if err := o.Features.ApplyTo(&cfg.Config, nil, nil); err != nil {
+	var kubeClient kubernetes.Interface
+	if o.Mode == ModeAggregated {
+		if err := o.CoreAPI.ApplyTo(cfg); err != nil {
+			return fmt.Errorf("configuring the host cluster client: %w", err)
+		}
+		if kubeClient, err = kubernetes.NewForConfig(cfg.ClientConfig); err != nil {
+			return fmt.Errorf("host cluster client: %w", err)
+		}
+	}
+	if err := o.Features.ApplyTo(&cfg.Config, kubeClient, cfg.SharedInformerFactory); err != nil {
 		return fmt.Errorf("configuring features: %w", err)
 	}
 	switch o.Mode {
@@ -231,6 +248,24 @@ func (o *Options) standaloneServing() (*pki.CA, error) {
 	o.SecureServing.ServerCert.CertKey.CertFile = certFile
 	o.SecureServing.ServerCert.CertKey.KeyFile = keyFile
 	return ca, nil
+}
+
+// aggregatedServing generates a self-signed serving certificate under the
+// data directory when none is given (--tls-cert-file), as sample-apiserver
+// does; the APIService then either skips TLS verification or carries the
+// certificate's CA in caBundle.
+func (o *Options) aggregatedServing() error {
+	if o.SecureServing.ServerCert.CertKey.CertFile != "" {
+		return nil
+	}
+	if o.SecureServing.ServerCert.CertDirectory == "" || o.SecureServing.ServerCert.CertDirectory == "apiserver.local.config/certificates" {
+		o.SecureServing.ServerCert.CertDirectory = filepath.Join(o.DataDir, "serving")
+	}
+	alternates := append([]string{"backstop-apiserver", "backstop-apiserver.backstop-system", "backstop-apiserver.backstop-system.svc"}, o.TLSSANs...)
+	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", alternates, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return fmt.Errorf("creating a self-signed serving certificate: %w", err)
+	}
+	return nil
 }
 
 // serverURL is the address clients on this machine use.
