@@ -6,13 +6,22 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // the json logging format
 
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
 )
 
+func init() {
+	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
+}
+
 // NewCommand returns the backstop-apiserver command with its subcommands.
 func NewCommand(ctx context.Context) *cobra.Command {
 	o := NewOptions()
+	logging := logsapi.NewLoggingConfiguration()
 	cmd := &cobra.Command{
 		Use:   "backstop-apiserver",
 		Short: "Backstop: the Velero, OADP non-admin and KubeVirt backup APIs with their engines",
@@ -23,6 +32,10 @@ Standalone (the default) it needs nothing else: it creates a CA and a serving
 certificate under --data-dir on first start and writes admin.kubeconfig there.`,
 		SilenceUsage: true,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// --logging-format=json gives structured logs.
+			if err := logsapi.ValidateAndApply(logging, utilfeature.DefaultFeatureGate); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -31,6 +44,7 @@ certificate under --data-dir on first start and writes admin.kubeconfig there.`,
 	}
 	cmd.SetContext(ctx)
 	o.AddFlags(cmd.Flags())
+	logsapi.AddFlags(logging, cmd.Flags())
 	cmd.AddCommand(newKubeconfigCommand())
 	return cmd
 }

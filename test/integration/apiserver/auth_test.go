@@ -43,6 +43,13 @@ func TestStandaloneAuth(t *testing.T) {
 	if r := do(t, s, s.Config, http.MethodGet, "/metrics", "", nil); !strings.Contains(r.body, "apiserver_request_total") {
 		t.Errorf("/metrics has no apiserver_request_total")
 	}
+	// OpenAPI v2 and v3 are published with the Backstop additions.
+	for _, path := range []string{"/openapi/v2", "/openapi/v3/apis/velero.io/v1"} {
+		r := do(t, s, s.Config, http.MethodGet, path, "", nil)
+		if r.code != http.StatusOK || !strings.Contains(r.body, "FinalizingCancelled") || !strings.Contains(r.body, `"x-kubernetes-group-version-kind"`) {
+			t.Errorf("GET %s: %d, %d bytes, lacking the Backup schema with spec.cancel", path, r.code, len(r.body))
+		}
+	}
 
 	// A user outside system:masters is authenticated but refused.
 	alice := s.IssueKubeconfig("alice", "tenants")

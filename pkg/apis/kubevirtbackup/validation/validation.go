@@ -101,3 +101,40 @@ func ValidateTrackerSpec(spec *kubevirtbackup.VirtualMachineBackupTrackerSpec, f
 	}
 	return errs
 }
+
+// NormalizeBackupStatus makes status.type and status.backupType agree: a
+// client (engine or vendor) may write either spelling, in any case.
+func NormalizeBackupStatus(st *kubevirtbackup.VirtualMachineBackupStatus) {
+	if st == nil {
+		return
+	}
+	t := st.Type
+	if t == "" {
+		t = st.BackupType
+	}
+	switch strings.ToLower(string(t)) {
+	case "full":
+		t = kubevirtbackup.Full
+	case "incremental":
+		t = kubevirtbackup.Incremental
+	}
+	st.Type, st.BackupType = t, t
+}
+
+// NormalizeCheckpoint fills a checkpoint's disks from its volumes (the
+// upstream spelling) or its volumes from its disks (the seed's).
+func NormalizeCheckpoint(cp *kubevirtbackup.BackupCheckpoint) {
+	if cp == nil {
+		return
+	}
+	switch {
+	case len(cp.Disks) == 0 && len(cp.Volumes) > 0:
+		for _, v := range cp.Volumes {
+			cp.Disks = append(cp.Disks, v.VolumeName)
+		}
+	case len(cp.Volumes) == 0 && len(cp.Disks) > 0:
+		for _, d := range cp.Disks {
+			cp.Volumes = append(cp.Volumes, kubevirtbackup.BackupVolumeInfo{VolumeName: d})
+		}
+	}
+}

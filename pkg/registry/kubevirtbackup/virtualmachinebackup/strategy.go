@@ -54,6 +54,16 @@ func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) f
 	return errs
 }
 
+// StatusStrategy is the strategy of the status subresource: it keeps
+// status.type and status.backupType in agreement.
+type StatusStrategy struct{ resource.StatusStrategy }
+
+// PrepareForUpdate keeps the spec and normalizes the status.
+func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.StatusStrategy.PrepareForUpdate(ctx, obj, old)
+	vmvalidation.NormalizeBackupStatus(obj.(*kubevirtbackup.VirtualMachineBackup).Status)
+}
+
 // Phase summarizes the conditions: Failed, Complete, the Progressing
 // reason, or Pending.
 func Phase(b *kubevirtbackup.VirtualMachineBackup) string {

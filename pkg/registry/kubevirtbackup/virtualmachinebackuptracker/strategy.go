@@ -39,6 +39,18 @@ func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) f
 	return errs
 }
 
+// StatusStrategy is the strategy of the status subresource: the latest
+// checkpoint lists its disks in both spellings (volumes and disks).
+type StatusStrategy struct{ resource.StatusStrategy }
+
+// PrepareForUpdate keeps the spec and normalizes the checkpoint.
+func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.StatusStrategy.PrepareForUpdate(ctx, obj, old)
+	if st := obj.(*kubevirtbackup.VirtualMachineBackupTracker).Status; st != nil {
+		vmvalidation.NormalizeCheckpoint(st.LatestCheckpoint)
+	}
+}
+
 // Table renders VirtualMachineBackupTrackers.
 var Table = resource.NewTableConvertor(
 	resource.Column{Name: "VM", Type: "string", Description: "VirtualMachine tracked", Cell: func(o runtime.Object) any {

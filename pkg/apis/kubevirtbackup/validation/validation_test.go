@@ -1,0 +1,109 @@
+package validation
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+)
+
+var vm = corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "vm1"}
+
+func TestNormalizeAndValidateBackupSpec(t *testing.T) {
+	tracker := corev1.TypedLocalObjectReference{APIGroup: ptr.To("backup.kubevirt.io"), Kind: "VirtualMachineBackupTracker", Name: "t1"}
+	mode := func(m string) *kubevirtbackup.BackupMode { b := kubevirtbackup.BackupMode(m); return &b }
+	cases := []struct {
+		name       string
+		spec       kubevirtbackup.VirtualMachineBackupSpec
+		wantSource corev1.TypedLocalObjectReference
+		wantMode   *kubevirtbackup.BackupMode
+		wantErrs   []string
+	}{
+		{name: "VM source, default mode", spec: kubevirtbackup.VirtualMachineBackupSpec{Source: vm, PvcName: ptr.To("out")}, wantSource: vm},
+		{name: "seed spelling: backupTracker and lowercase push",
+			spec:       kubevirtbackup.VirtualMachineBackupSpec{BackupTracker: ptr.To("t1"), Mode: mode("push"), PvcName: ptr.To("out")},
+			wantSource: tracker, wantMode: mode("Push")},
+		{name: "backupTracker naming another tracker than source",
+			spec:       kubevirtbackup.VirtualMachineBackupSpec{Source: tracker, BackupTracker: ptr.To("t2"), PvcName: ptr.To("out")},
+			wantSource: tracker, wantErrs: []string{"spec.backupTracker"}},
+		{name: "no source", spec: kubevirtbackup.VirtualMachineBackupSpec{PvcName: ptr.To("out")}, wantErrs: []string{"spec.source"}},
+		{name: "source without apiGroup",
+			spec:       kubevirtbackup.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{Kind: "VirtualMachine", Name: "vm1"}, PvcName: ptr.To("out")},
+			wantSource: corev1.TypedLocalObjectReference{Kind: "VirtualMachine", Name: "vm1"}, wantErrs: []string{"spec.source.apiGroup"}},
+		{name: "wrong kind for the group",
+			spec:       kubevirtbackup.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachineBackupTracker", Name: "x"}, PvcName: ptr.To("out")},
+			wantSource: corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachineBackupTracker", Name: "x"}, wantErrs: []string{"spec.source.kind"}},
+		{name: "push without pvcName", spec: kubevirtbackup.VirtualMachineBackupSpec{Source: vm}, wantSource: vm, wantErrs: []string{"spec.pvcName"}},
+		{name: "pull is refused for now", spec: kubevirtbackup.VirtualMachineBackupSpec{Source: vm, Mode: mode("pull")},
+			wantSource: vm, wantMode: mode("Pull"), wantErrs: []string{"spec.mode"}},
+		{name: "unknown mode", spec: kubevirtbackup.VirtualMachineBackupSpec{Source: vm, Mode: mode("sideways"), PvcName: ptr.To("out")},
+			wantSource: vm, wantMode: mode("sideways"), wantErrs: []string{"spec.mode"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			spec := c.spec
+			NormalizeBackupSpec(&spec)
+			if !reflect.DeepEqual(spec.Source, c.wantSource) {
+				t.Errorf("source %+v, want %+v", spec.Source, c.wantSource)
+			}
+			if c.wantMode != nil && (spec.Mode == nil || *spec.Mode != *c.wantMode) {
+				t.Errorf("mode %v, want %v", spec.Mode, *c.wantMode)
+			}
+			var got []string
+			for _, e := range ValidateBackupSpec(&spec, field.NewPath("spec")) {
+				got = append(got, e.Field)
+			}
+			if strings.Join(got, ",") != strings.Join(c.wantErrs, ",") {
+				t.Errorf("errors at %v, want %v", got, c.wantErrs)
+			}
+		})
+	}
+}
+
+func TestNormalizeBackupStatus(t *testing.T) {
+	for _, c := range []struct{ typ, backupType, want kubevirtbackup.BackupType }{
+		{"Full", "", "Full"},
+		{"", "full", "Full"},
+		{"", "Incremental", "Incremental"},
+		{"incremental", "", "Incremental"},
+		{"", "", ""},
+	} {
+		st := &kubevirtbackup.VirtualMachineBackupStatus{Type: c.typ, BackupType: c.backupType}
+		NormalizeBackupStatus(st)
+		if st.Type != c.want || st.BackupType != c.want {
+			t.Errorf("type %q backupType %q → %q/%q, want %q", c.typ, c.backupType, st.Type, st.BackupType, c.want)
+		}
+	}
+}
+
+func TestNormalizeCheckpoint(t *testing.T) {
+	seed := &kubevirtbackup.BackupCheckpoint{Disks: []string{"rootdisk", "data"}}
+	NormalizeCheckpoint(seed)
+	if len(seed.Volumes) != 2 || seed.Volumes[1].VolumeName != "data" {
+		t.Errorf("volumes from disks: %+v", seed.Volumes)
+	}
+	upstream := &kubevirtbackup.BackupCheckpoint{Volumes: []kubevirtbackup.BackupVolumeInfo{{VolumeName: "rootdisk", DiskTarget: "vda"}}}
+	NormalizeCheckpoint(upstream)
+	if !reflect.DeepEqual(upstream.Disks, []string{"rootdisk"}) {
+		t.Errorf("disks from volumes: %v", upstream.Disks)
+	}
+}
+
+func TestValidateTrackerSpec(t *testing.T) {
+	if errs := ValidateTrackerSpec(&kubevirtbackup.VirtualMachineBackupTrackerSpec{Source: vm}, field.NewPath("spec")); len(errs) != 0 {
+		t.Errorf("valid tracker: %v", errs)
+	}
+	errs := ValidateTrackerSpec(&kubevirtbackup.VirtualMachineBackupTrackerSpec{}, field.NewPath("spec"))
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Field)
+	}
+	if want := "spec.source.apiGroup,spec.source.kind,spec.source.name"; strings.Join(got, ",") != want {
+		t.Errorf("empty tracker: errors at %v, want %s", got, want)
+	}
+}
