@@ -19,12 +19,15 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 
+	"k8s.io/utils/clock"
+
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
@@ -59,6 +62,15 @@ type ExtraConfig struct {
 	// GarbageCollection: a garbage collector (kube-controller-manager)
 	// processes ownerReferences and deletion propagation (aggregated mode).
 	GarbageCollection bool
+	// Namespace is the admin namespace whose Velero objects the engines process.
+	Namespace string
+	// ExternalURL is the base URL clients reach this server at; download
+	// links point there.
+	ExternalURL string
+	// ServingCA is the PEM of the CA clients verify this server with. It is
+	// put into filesystem storage locations, whose files this server serves,
+	// so that the velero CLI trusts the download links.
+	ServingCA []byte
 }
 
 // Server is a running Backstop API server.
@@ -91,7 +103,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, fmt.Errorf("creating the generic API server: %w", err)
 	}
 	s := &Server{GenericAPIServer: gs}
-	groups, err := c.apiGroups()
+	groups, bslREST, err := c.apiGroups()
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +112,14 @@ func (c CompletedConfig) New() (*Server, error) {
 			return nil, fmt.Errorf("installing API group %s: %w", groups[i].PrioritizedVersions[0].Group, err)
 		}
 	}
-	if err := gs.AddPostStartHook("backstop-engines", startEngines); err != nil {
+	signer, err := download.NewSigner()
+	if err != nil {
+		return nil, err
+	}
+	gs.Handler.NonGoRestfulMux.HandlePrefix(download.PathPrefix, &download.Handler{
+		Signer: signer, Locations: locationFrom(bslREST), Clock: clock.RealClock{},
+	})
+	if err := gs.AddPostStartHook("backstop-engines", c.startEngines(signer)); err != nil {
 		return nil, fmt.Errorf("registering the engines: %w", err)
 	}
 	return s, nil
@@ -120,13 +139,13 @@ func (s storageSet) add(name string, main *resource.REST, status *resource.Statu
 	return nil
 }
 
-func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, error) {
+func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource.REST, error) {
 	scheme, codecs, getter := c.extra.Scheme, c.extra.Codecs, c.generic.RESTOptionsGetter
 
 	veleroV1 := storageSet{}
-	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter)
+	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter, c.extra.ServingCA)
 	if err := veleroV1.add("backupstoragelocations", bslREST, bslStatus, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defaultLocation := defaultLocationFrom(bslREST)
 	for _, r := range []struct {
@@ -145,32 +164,32 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, error) {
 	} {
 		main, status, err := r.new(scheme, getter)
 		if err := veleroV1.add(r.name, main, status, err); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	backupREST, backupStatus, err := backup.NewREST(scheme, getter, defaultLocation)
 	if err := veleroV1.add("backups", backupREST, backupStatus, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	oadpV1alpha1 := storageSet{}
 	main, status, err := nonadminbackup.NewREST(scheme, getter)
 	if err := oadpV1alpha1.add("nonadminbackups", main, status, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	main, status, err = nonadminrestore.NewREST(scheme, getter)
 	if err := oadpV1alpha1.add("nonadminrestores", main, status, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	vmV1alpha1 := storageSet{}
 	main, status, err = virtualmachinebackup.NewREST(scheme, getter)
 	if err := vmV1alpha1.add("virtualmachinebackups", main, status, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	main, status, err = virtualmachinebackuptracker.NewREST(scheme, getter)
 	if err := vmV1alpha1.add("virtualmachinebackuptrackers", main, status, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	group := func(name, version string, storage storageSet) genericapiserver.APIGroupInfo {
@@ -182,7 +201,7 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, error) {
 		group(velero.GroupName, velerov1.SchemeGroupVersion.Version, veleroV1),
 		group(oadp.GroupName, oadpv1alpha1.SchemeGroupVersion.Version, oadpV1alpha1),
 		group(kubevirtbackup.GroupName, kubevirtbackupv1alpha1.SchemeGroupVersion.Version, vmV1alpha1),
-	}, nil
+	}, bslREST, nil
 }
 
 // defaultLocationFrom finds the default BackupStorageLocation of a
@@ -201,5 +220,21 @@ func defaultLocationFrom(bsls rest.Lister) backup.DefaultLocationFunc {
 			}
 		}
 		return "", nil
+	}
+}
+
+// locationFrom reads storage locations in-process for the download handler,
+// converted to velero.io/v1 (the objectstore package's types).
+func locationFrom(bsls rest.Getter) download.LocationGetter {
+	return func(ctx context.Context, namespace, name string) (*velerov1.BackupStorageLocation, error) {
+		obj, err := bsls.Get(genericrequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		out := &velerov1.BackupStorageLocation{}
+		if err := velerov1.Convert_velero_BackupStorageLocation_To_v1_BackupStorageLocation(obj.(*velero.BackupStorageLocation), out, nil); err != nil {
+			return nil, fmt.Errorf("converting storage location %s: %w", name, err)
+		}
+		return out, nil
 	}
 }

@@ -13,15 +13,19 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	authorizerunion "k8s.io/apiserver/pkg/authorization/union"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+
+	"github.com/backstop-io/backstop/pkg/engine/download"
 )
 
-// healthPaths may be read without credentials, so that probes work; every
-// other path needs an authenticated user. This is the anonymous-with-paths
-// behaviour kube-apiserver offers through its authentication configuration.
-var healthPaths = []string{"/healthz", "/livez", "/readyz"}
+// publicPaths may be read without credentials: the health endpoints, so
+// that probes work, and download links, which carry their own signature.
+// Every other path needs an authenticated user. This is the
+// anonymous-with-paths behaviour kube-apiserver offers through its
+// authentication configuration.
+var publicPaths = []string{"/healthz", "/livez", "/readyz", strings.TrimSuffix(download.PathPrefix, "/")}
 
-func isHealthPath(p string) bool {
-	for _, h := range healthPaths {
+func isPublicPath(p string) bool {
+	for _, h := range publicPaths {
 		if p == h || strings.HasPrefix(p, h+"/") {
 			return true
 		}
@@ -29,13 +33,23 @@ func isHealthPath(p string) bool {
 	return false
 }
 
+// PublicPaths are the public paths in the form of the delegated
+// authorizer's --authorization-always-allow-paths.
+func PublicPaths() []string {
+	var out []string
+	for _, p := range publicPaths {
+		out = append(out, p, p+"/*")
+	}
+	return out
+}
+
 // StandaloneAuthenticator authenticates client certificates signed by the
 // server's CA (user = CN, groups = O), and lets anonymous requests reach the
-// health endpoints only. Everything else without a valid certificate is 401.
+// public paths only. Everything else without a valid certificate is 401.
 func StandaloneAuthenticator(clientCA dynamiccertificates.CAContentProvider) authenticator.Request {
 	certs := x509request.NewDynamic(clientCA.VerifyOptions, x509request.CommonNameUserConversion)
-	health := authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
-		if !isHealthPath(req.URL.Path) {
+	public := authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		if !isPublicPath(req.URL.Path) {
 			return nil, false, nil
 		}
 		return &authenticator.Response{User: &user.DefaultInfo{
@@ -43,7 +57,7 @@ func StandaloneAuthenticator(clientCA dynamiccertificates.CAContentProvider) aut
 			Groups: []string{user.AllUnauthenticated},
 		}}, true, nil
 	})
-	return union.New(certs, health)
+	return union.New(certs, public)
 }
 
 // discoveryPaths are what kube-apiserver's system:discovery role lets every
@@ -59,8 +73,8 @@ func isDiscoveryPath(p string) bool {
 	return false
 }
 
-// StandaloneAuthorizer allows everything to system:masters, the health
-// endpoints to anyone, discovery to authenticated users (as kube-apiserver's
+// StandaloneAuthorizer allows everything to system:masters, the public
+// paths to anyone, discovery to authenticated users (as kube-apiserver's
 // system:discovery role does), and refuses every other request with 403.
 func StandaloneAuthorizer() (authorizer.Authorizer, error) {
 	return authorizerunion.New(
@@ -69,8 +83,8 @@ func StandaloneAuthorizer() (authorizer.Authorizer, error) {
 			if a.IsResourceRequest() || a.GetVerb() != "get" {
 				return authorizer.DecisionNoOpinion, "", nil
 			}
-			if isHealthPath(a.GetPath()) {
-				return authorizer.DecisionAllow, "health endpoints are public", nil
+			if isPublicPath(a.GetPath()) {
+				return authorizer.DecisionAllow, "health endpoints and download links are public", nil
 			}
 			if isDiscoveryPath(a.GetPath()) && a.GetUser() != nil && a.GetUser().GetName() != user.Anonymous {
 				return authorizer.DecisionAllow, "discovery is open to authenticated users", nil

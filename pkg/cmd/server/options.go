@@ -46,6 +46,11 @@ const (
 type Options struct {
 	Mode    string
 	DataDir string
+	// Namespace is the admin namespace whose Velero objects the engines process.
+	Namespace string
+	// ExternalURL is where clients reach the server (download links point
+	// there); default: the standalone address, or the in-cluster Service.
+	ExternalURL string
 	// TLSSANs are extra host names / IPs for the generated serving certificate.
 	TLSSANs []string
 	// CompactionInterval: how often storage history older than one interval is dropped.
@@ -67,6 +72,7 @@ type Options struct {
 func NewOptions() *Options {
 	o := &Options{
 		Mode:               ModeStandalone,
+		Namespace:          "backstop-system",
 		DataDir:            "data",
 		CompactionInterval: 5 * time.Minute,
 		WatchCache:         true,
@@ -86,6 +92,8 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", o.Mode, "standalone (own CA, client certificates, no cluster needed) or aggregated (behind kube-apiserver, delegated authentication and authorization)")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory holding the database (pebble/), the standalone PKI (pki/) and admin.kubeconfig")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "the admin namespace: Velero objects (backups, schedules, restores, storage locations, ...) are processed there, as Velero processes its install namespace")
+	fs.StringVar(&o.ExternalURL, "external-url", o.ExternalURL, "base URL clients reach this server at, for download links (default: https://<bind-address>:<port> standalone, https://backstop-apiserver.<namespace>.svc aggregated)")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "serve watches and lists from the watch cache in front of the storage")
@@ -102,6 +110,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	if o.Mode != ModeStandalone && o.Mode != ModeAggregated {
 		errs = append(errs, fmt.Errorf("--mode must be %q or %q, not %q", ModeStandalone, ModeAggregated, o.Mode))
+	}
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("--namespace is required"))
 	}
 	if o.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
@@ -201,6 +212,8 @@ func (o *Options) Run(ctx context.Context) error {
 			return fmt.Errorf("building the authorizer: %w", err)
 		}
 	case ModeAggregated:
+		// Download links carry their own signature; the caller has no credentials.
+		o.Authorization.AlwaysAllowPaths = append(o.Authorization.AlwaysAllowPaths, apiserver.PublicPaths()...)
 		if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, cfg.OpenAPIConfig); err != nil {
 			return fmt.Errorf("configuring delegated authentication: %w", err)
 		}
@@ -209,9 +222,25 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 
-	config := &apiserver.Config{GenericConfig: cfg, Extra: apiserver.ExtraConfig{
+	extra := apiserver.ExtraConfig{
 		Scheme: scheme, Codecs: codecs, Backend: backend, GarbageCollection: o.Mode == ModeAggregated,
-	}}
+		Namespace: o.Namespace, ExternalURL: o.ExternalURL,
+	}
+	if ca != nil {
+		extra.ServingCA = ca.CertPEM
+		if extra.ExternalURL == "" {
+			extra.ExternalURL = o.serverURL()
+		}
+	} else {
+		// Aggregated: the self-signed serving certificate is its own CA.
+		if extra.ServingCA, err = os.ReadFile(o.SecureServing.ServerCert.CertKey.CertFile); err != nil {
+			return fmt.Errorf("reading the serving certificate: %w", err)
+		}
+		if extra.ExternalURL == "" {
+			extra.ExternalURL = "https://backstop-apiserver." + o.Namespace + ".svc"
+		}
+	}
+	config := &apiserver.Config{GenericConfig: cfg, Extra: extra}
 	server, err := config.Complete().New()
 	if err != nil {
 		return err

@@ -11,14 +11,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -29,10 +26,9 @@ const TTL = time.Minute
 
 // Controller processes ServerStatusRequests.
 type Controller struct {
+	*reconcile.Loop
 	client  versioned.Interface
 	lister  listers.ServerStatusRequestLister
-	synced  cache.InformerSynced
-	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	clock   clock.Clock
 	version string
 	plugins []velerov1.PluginInfo
@@ -40,58 +36,12 @@ type Controller struct {
 
 // New returns a controller fed by informer.
 func New(client versioned.Interface, informer informers.ServerStatusRequestInformer, clk clock.Clock, version string, plugins []velerov1.PluginInfo) (*Controller, error) {
-	c := &Controller{
-		client:  client,
-		lister:  informer.Lister(),
-		synced:  informer.Informer().HasSynced,
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "serverstatusrequests"}),
-		clock:   clk,
-		version: version,
-		plugins: plugins,
-	}
-	enqueue := func(obj any) {
-		if name, err := cache.DeletionHandlingObjectToName(obj); err == nil {
-			c.queue.Add(name)
-		}
-	}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
-		return nil, fmt.Errorf("watching server status requests: %w", err)
+	c := &Controller{client: client, lister: informer.Lister(), clock: clk, version: version, plugins: plugins}
+	c.Loop = reconcile.NewLoop("serverstatusrequests", c.sync)
+	if err := c.Watch(informer.Informer()); err != nil {
+		return nil, err
 	}
 	return c, nil
-}
-
-// Run processes requests until ctx is done.
-func (c *Controller) Run(ctx context.Context) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced) {
-		return
-	}
-	go wait.UntilWithContext(ctx, c.worker, time.Second)
-	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.next(ctx) {
-	}
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Processing a server status request", "request", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 // sync answers a new request or deletes an expired one.
@@ -113,21 +63,16 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		if _, err := c.client.VeleroV1().ServerStatusRequests(key.Namespace).UpdateStatus(ctx, req, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("marking the request processed: %w", err)
 		}
-		c.queue.AddAfter(key, TTL)
+		c.AddAfter(key, TTL)
 	case velerov1.ServerStatusRequestPhaseProcessed:
 		if req.Status.ProcessedTimestamp == nil {
 			return nil
 		}
 		if left := req.Status.ProcessedTimestamp.Add(TTL).Sub(c.clock.Now()); left > 0 {
-			c.queue.AddAfter(key, left)
+			c.AddAfter(key, left)
 			return nil
 		}
-		err := c.client.VeleroV1().ServerStatusRequests(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &req.UID},
-		})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("deleting the expired request: %w", err)
-		}
+		return reconcile.DeleteIfUnchanged(ctx, c.client.VeleroV1().ServerStatusRequests(key.Namespace).Delete, key.Name, req.UID)
 	}
 	return nil
 }

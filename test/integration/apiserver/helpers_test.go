@@ -2,9 +2,11 @@ package apiserver
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -41,3 +43,5 @@ func do(t *testing.T, s *framework.Server, cfg *rest.Config, method, path, conte
 	b, _ := io.ReadAll(resp.Body)
 	return response{code: resp.StatusCode, body: string(b), warning: resp.Header.Get("Warning")}
 }
+
+func gzipReader(s string) (io.Reader, error) { return gzip.NewReader(strings.NewReader(s)) }

@@ -26,7 +26,13 @@ import (
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
+// ns is the admin namespace, where the engines process Velero objects.
 const ns = "backstop-system"
+
+// engineFreeNS holds the objects of kinds an engine processes in the admin
+// namespace (download and server status requests), so that this test alone
+// writes their status.
+const engineFreeNS = "engine-free"
 
 // typedClient is the method set client-gen generates for every resource.
 type typedClient[T any, L any] interface {
@@ -333,6 +339,7 @@ func TestEveryResourceAndVerb(t *testing.T) {
 	oadp := cs.OadpV1alpha1()
 	kv := cs.BackupV1alpha1()
 	om := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns} }
+	omFree := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: engineFreeNS} }
 	vmRef := corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "vm1"}
 
 	cases := map[string]func(t *testing.T){
@@ -407,22 +414,24 @@ func TestEveryResourceAndVerb(t *testing.T) {
 			invalidAt: "spec.provider",
 		}),
 		"downloadrequests": exercise(resourceCase[velerov1.DownloadRequest, velerov1.DownloadRequestList]{
-			gvk: velerov1.SchemeGroupVersion.WithKind("DownloadRequest"), client: velero.DownloadRequests(ns),
+			gvk: velerov1.SchemeGroupVersion.WithKind("DownloadRequest"), client: velero.DownloadRequests(engineFreeNS),
 			valid: func(n string) *velerov1.DownloadRequest {
-				return &velerov1.DownloadRequest{ObjectMeta: om(n), Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "b1"}}}
+				return &velerov1.DownloadRequest{ObjectMeta: omFree(n), Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "b1"}}}
 			},
 			changeSpec: func(d *velerov1.DownloadRequest) { d.Spec.Target.Name += "x" },
 			spec:       func(d *velerov1.DownloadRequest) any { return d.Spec },
 			status:     func(d *velerov1.DownloadRequest) any { return d.Status },
 			setStatus:  func(d *velerov1.DownloadRequest) { d.Status.Phase = velerov1.DownloadRequestPhaseProcessed },
 			invalid: func(n string) *velerov1.DownloadRequest {
-				return &velerov1.DownloadRequest{ObjectMeta: om(n), Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: "Bogus", Name: "b1"}}}
+				return &velerov1.DownloadRequest{ObjectMeta: omFree(n), Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: "Bogus", Name: "b1"}}}
 			},
 			invalidAt: "spec.target.kind",
 		}),
 		"serverstatusrequests": exercise(resourceCase[velerov1.ServerStatusRequest, velerov1.ServerStatusRequestList]{
-			gvk: velerov1.SchemeGroupVersion.WithKind("ServerStatusRequest"), client: velero.ServerStatusRequests(ns),
-			valid:     func(n string) *velerov1.ServerStatusRequest { return &velerov1.ServerStatusRequest{ObjectMeta: om(n)} },
+			gvk: velerov1.SchemeGroupVersion.WithKind("ServerStatusRequest"), client: velero.ServerStatusRequests(engineFreeNS),
+			valid: func(n string) *velerov1.ServerStatusRequest {
+				return &velerov1.ServerStatusRequest{ObjectMeta: omFree(n)}
+			},
 			spec:      func(r *velerov1.ServerStatusRequest) any { return r.Spec },
 			status:    func(r *velerov1.ServerStatusRequest) any { return r.Status },
 			setStatus: func(r *velerov1.ServerStatusRequest) { r.Status.Phase = velerov1.ServerStatusRequestPhaseProcessed },

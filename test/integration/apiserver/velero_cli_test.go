@@ -2,8 +2,11 @@ package apiserver
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,9 +47,7 @@ func requireContains(t *testing.T, what, out string, wants ...string) {
 func TestVeleroCLI(t *testing.T) {
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
-	if _, err := s.Kubectl(nil, "create", "-f", examples(t, "backupstoragelocation.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	bucket := createFilesystemLocation(t, s, "local")
 
 	requireContains(t, "velero version", veleroCLI(t, s, "version"), "Client:", "Version: v1.18.0", "Server:")
 
@@ -60,7 +61,25 @@ func TestVeleroCLI(t *testing.T) {
 		t.Errorf("backup made by the CLI: ttl %v location %q namespaces %v", b.Spec.TTL, b.Spec.StorageLocation, b.Spec.IncludedNamespaces)
 	}
 	requireContains(t, "backup get", veleroCLI(t, s, "backup", "get"), "NAME", "b1", "local")
-	requireContains(t, "backup describe", veleroCLI(t, s, "backup", "describe", "b1"), "Name:", "b1", "Included:", "shop", "TTL:", "24h0m0s")
+	// describe reads the backup's files through download requests: none
+	// exist yet, which it reports as such rather than as an error.
+	out := veleroCLI(t, s, "backup", "describe", "b1")
+	requireContains(t, "backup describe", out, "Name:", "b1", "Included:", "shop", "TTL:", "24h0m0s")
+	if strings.Contains(out, "<error") {
+		t.Errorf("backup describe reports an error:\n%s", out)
+	}
+	// logs (of a finished backup) are downloaded from the storage location
+	// through a signed link.
+	b.Status.Phase = velerov1.BackupPhaseCompleted
+	if _, err := s.Clientset.VeleroV1().Backups(ns).UpdateStatus(ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	putGzip(t, filepath.Join(bucket, "backups", "b1", "b1-logs.gz"), "level=info msg=\"backup b1 went fine\"\n")
+	requireContains(t, "backup logs", veleroCLI(t, s, "backup", "logs", "b1"), `backup b1 went fine`)
+	// describe of a completed backup reads more of its files, none an error.
+	if out := veleroCLI(t, s, "backup", "describe", "b1", "--details"); strings.Contains(out, "<error") || !strings.Contains(out, "Completed") {
+		t.Errorf("describe of the completed backup:\n%s", out)
+	}
 	requireContains(t, "backup delete", veleroCLI(t, s, "backup", "delete", "b1", "--confirm"), "Request to delete backup \"b1\" submitted successfully")
 	dbrs, err := s.Clientset.VeleroV1().DeleteBackupRequests(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -91,6 +110,41 @@ func TestVeleroCLI(t *testing.T) {
 
 	requireContains(t, "restore create", veleroCLI(t, s, "restore", "create", "r1", "--from-backup", "b1"), `Restore request "r1" submitted successfully`)
 	requireContains(t, "restore get", veleroCLI(t, s, "restore", "get"), "NAME", "r1", "b1")
+}
+
+// createFilesystemLocation creates a default filesystem storage location
+// in the admin namespace and returns its directory.
+func createFilesystemLocation(t *testing.T, s *framework.Server, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	_, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Create(context.Background(), &velerov1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: velerov1.BackupStorageLocationSpec{Provider: "filesystem", Default: true,
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: dir}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the storage location: %v", err)
+	}
+	return dir
+}
+
+// putGzip writes a gzip-compressed file, as backups store logs.
+func putGzip(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write([]byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestServerStatusRequest: a new request is answered with the server version.

@@ -9,8 +9,8 @@ import (
 )
 
 // NewREST returns the storage of backupstoragelocations and of their status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error) {
-	strategy := NewStrategy(scheme)
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, servingCA []byte) (*resource.REST, *resource.StatusREST, error) {
+	strategy := NewStrategy(scheme, servingCA)
 	return resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("backupstoragelocations"),
 		Singular:       velero.Resource("backupstoragelocation"),

@@ -10,15 +10,33 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
+	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
 // Strategy is the BackupStorageLocation strategy.
-type Strategy struct{ resource.Strategy }
+type Strategy struct {
+	resource.Strategy
+	servingCA []byte
+}
 
-// NewStrategy returns the BackupStorageLocation strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	return Strategy{resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())}
+// NewStrategy returns the BackupStorageLocation strategy. servingCA is the
+// PEM of the CA that signs this server's certificate.
+func NewStrategy(typer runtime.ObjectTyper, servingCA []byte) Strategy {
+	return Strategy{Strategy: resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String()), servingCA: servingCA}
+}
+
+// PrepareForCreate clears the status. The files of a filesystem location
+// are served by this server itself (download links), so such a location
+// gets this server's CA as its caCert, which the velero CLI trusts for
+// downloads; a caCert or caCertRef the user set is kept.
+func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.Strategy.PrepareForCreate(ctx, obj)
+	l := obj.(*velero.BackupStorageLocation)
+	if os := l.Spec.ObjectStorage; os != nil && len(s.servingCA) > 0 && objectstore.IsServedByBackstop(l.Spec.Provider) &&
+		len(os.CACert) == 0 && os.CACertRef == nil {
+		os.CACert = append([]byte(nil), s.servingCA...)
+	}
 }
 
 // Validate checks the metadata and the spec.

@@ -1,0 +1,119 @@
+package download
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+	"github.com/backstop-io/backstop/pkg/objectstore"
+)
+
+// TTL is how long a download link, and its processed request, live
+// (Velero: ten minutes).
+const TTL = 10 * time.Minute
+
+// Controller processes DownloadRequests.
+type Controller struct {
+	*reconcile.Loop
+	client   versioned.Interface
+	requests listers.DownloadRequestLister
+	backups  listers.BackupLister
+	restores listers.RestoreLister
+	signer   *Signer
+	baseURL  string
+	clock    clock.Clock
+}
+
+// Informers are what the controller reads.
+type Informers struct {
+	Requests informers.DownloadRequestInformer
+	Backups  informers.BackupInformer
+	Restores informers.RestoreInformer
+}
+
+// New returns the controller; links point at baseURL.
+func New(client versioned.Interface, inf Informers, signer *Signer, baseURL string, clk clock.Clock) (*Controller, error) {
+	c := &Controller{
+		client: client, requests: inf.Requests.Lister(), backups: inf.Backups.Lister(), restores: inf.Restores.Lister(),
+		signer: signer, baseURL: baseURL, clock: clk,
+	}
+	c.Loop = reconcile.NewLoop("downloadrequests", c.sync)
+	if err := c.Watch(inf.Requests.Informer()); err != nil {
+		return nil, err
+	}
+	// The target lookups need synced caches too.
+	c.WaitFor(inf.Backups.Informer(), inf.Restores.Informer())
+	return c, nil
+}
+
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	req, err := c.requests.DownloadRequests(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now := c.clock.Now()
+	switch req.Status.Phase {
+	case "", velerov1.DownloadRequestPhaseNew:
+		location, err := c.locationOf(key.Namespace, req.Spec.Target)
+		if err != nil {
+			return err
+		}
+		expires := now.Add(TTL)
+		req = req.DeepCopy()
+		req.Status.Phase = velerov1.DownloadRequestPhaseProcessed
+		req.Status.DownloadURL = Link(c.signer, c.baseURL, key.Namespace, location, req.Spec.Target.Kind, req.Spec.Target.Name, expires)
+		req.Status.Expiration = &metav1.Time{Time: expires}
+		if _, err := c.client.VeleroV1().DownloadRequests(key.Namespace).UpdateStatus(ctx, req, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("setting the download URL: %w", err)
+		}
+		c.AddAfter(key, TTL)
+	case velerov1.DownloadRequestPhaseProcessed:
+		if req.Status.Expiration == nil {
+			return nil
+		}
+		if left := req.Status.Expiration.Sub(now); left > 0 {
+			c.AddAfter(key, left)
+			return nil
+		}
+		return reconcile.DeleteIfUnchanged(ctx, c.client.VeleroV1().DownloadRequests(key.Namespace).Delete, key.Name, req.UID)
+	}
+	return nil
+}
+
+// locationOf is the storage location holding a target's files: the
+// backup's, or for a restore the location of the backup it restores. ""
+// when the backup is unknown or has no location (the link then answers 404).
+func (c *Controller) locationOf(namespace string, target velerov1.DownloadTarget) (string, error) {
+	backupName := target.Name
+	if objectstore.IsRestoreTarget(target.Kind) {
+		r, err := c.restores.Restores(namespace).Get(target.Name)
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		backupName = r.Spec.BackupName
+	}
+	b, err := c.backups.Backups(namespace).Get(backupName)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return b.Spec.StorageLocation, nil
+}

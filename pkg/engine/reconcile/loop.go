@@ -1,0 +1,115 @@
+// Package reconcile is the loop every engine controller runs: informer
+// events feed object keys into a rate-limited workqueue, and workers call
+// the controller's sync function for each key, retrying with backoff on
+// error.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// SyncFunc brings one object (by key) to its desired state.
+type SyncFunc func(ctx context.Context, key cache.ObjectName) error
+
+// Loop is a workqueue with its workers.
+type Loop struct {
+	name   string
+	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	sync   SyncFunc
+	synced []cache.InformerSynced
+}
+
+// NewLoop returns a loop calling sync; name labels its queue and logs.
+func NewLoop(name string, sync SyncFunc) *Loop {
+	return &Loop{
+		name: name,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name}),
+		sync: sync,
+	}
+}
+
+// Watch enqueues the objects an informer adds or updates.
+func (l *Loop) Watch(informer cache.SharedIndexInformer) error {
+	enqueue := func(obj any) {
+		if name, err := cache.DeletionHandlingObjectToName(obj); err == nil {
+			l.queue.Add(name)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	}); err != nil {
+		return fmt.Errorf("%s: watching: %w", l.name, err)
+	}
+	l.synced = append(l.synced, informer.HasSynced)
+	return nil
+}
+
+// WaitFor makes Run wait for more informers (those the sync function reads
+// through listers) to sync before it starts workers.
+func (l *Loop) WaitFor(informers ...cache.SharedIndexInformer) {
+	for _, i := range informers {
+		l.synced = append(l.synced, i.HasSynced)
+	}
+}
+
+// AddAfter syncs key again after d.
+func (l *Loop) AddAfter(key cache.ObjectName, d time.Duration) { l.queue.AddAfter(key, d) }
+
+// Run starts workers once the informers have synced, until ctx is done.
+func (l *Loop) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer l.queue.ShutDown()
+	logger := klog.FromContext(ctx).WithValues("controller", l.name)
+	ctx = klog.NewContext(ctx, logger)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, l.synced...) {
+		return
+	}
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, l.work, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (l *Loop) work(ctx context.Context) {
+	for l.next(ctx) {
+	}
+}
+
+func (l *Loop) next(ctx context.Context) bool {
+	key, quit := l.queue.Get()
+	if quit {
+		return false
+	}
+	defer l.queue.Done(key)
+	if err := l.sync(ctx, key); err != nil {
+		klog.FromContext(ctx).Error(err, "Sync failed; retrying", "key", key)
+		l.queue.AddRateLimited(key)
+		return true
+	}
+	l.queue.Forget(key)
+	return true
+}
+
+// DeleteIfUnchanged deletes the object name if its UID is still uid (an
+// engine deleting what it saw expire, not a newer object of the same name).
+// An object already gone or replaced is not an error.
+func DeleteIfUnchanged(ctx context.Context, del func(context.Context, string, metav1.DeleteOptions) error, name string, uid types.UID) error {
+	err := del(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+package objectstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+)
+
+// ErrNotFound is returned for a key with no object.
+var ErrNotFound = errors.New("object not found")
+
+// Store is the object store of one location. Keys are slash-separated.
+type Store interface {
+	// Get opens an object; ErrNotFound if there is none.
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// Put stores an object atomically: readers see the old one or the new
+	// one, never a part.
+	Put(ctx context.Context, key string, r io.Reader) error
+	// Delete removes an object; deleting a missing one is not an error.
+	Delete(ctx context.Context, key string) error
+	// List returns the keys under prefix, sorted.
+	List(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Providers Backstop implements.
+const (
+	ProviderFilesystem = "filesystem"
+)
+
+// ForLocation opens the object store of a BackupStorageLocation.
+func ForLocation(bsl *velerov1.BackupStorageLocation) (Store, Layout, error) {
+	if bsl.Spec.ObjectStorage == nil {
+		return nil, Layout{}, fmt.Errorf("backup storage location %s has no objectStorage", bsl.Name)
+	}
+	layout := NewLayout(bsl.Spec.ObjectStorage.Prefix)
+	switch bsl.Spec.Provider {
+	case ProviderFilesystem, "velero.io/" + ProviderFilesystem: // keep in step with IsServedByBackstop
+		fs, err := NewFilesystem(bsl.Spec.ObjectStorage.Bucket)
+		return fs, layout, err
+	default:
+		return nil, Layout{}, fmt.Errorf("backup storage location %s: provider %q is not supported (supported: %s)",
+			bsl.Name, bsl.Spec.Provider, ProviderFilesystem)
+	}
+}
+
+// IsServedByBackstop reports whether the files of a provider's locations
+// are served to clients by the Backstop server itself (download links)
+// rather than by an object store of their own.
+func IsServedByBackstop(provider string) bool {
+	return provider == ProviderFilesystem || provider == "velero.io/"+ProviderFilesystem
+}
