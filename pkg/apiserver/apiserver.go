@@ -64,6 +64,9 @@ type ExtraConfig struct {
 	GarbageCollection bool
 	// Namespace is the admin namespace whose Velero objects the engines process.
 	Namespace string
+	// DataDir, when set, holds the default filesystem storage location
+	// (<DataDir>/backups), created at the first start.
+	DataDir string
 	// ExternalURL is the base URL clients reach this server at; download
 	// links point there.
 	ExternalURL string
@@ -143,18 +146,29 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 	scheme, codecs, getter := c.extra.Scheme, c.extra.Codecs, c.generic.RESTOptionsGetter
 
 	veleroV1 := storageSet{}
-	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter, c.extra.ServingCA)
+	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter, c.extra.Namespace, c.extra.ServingCA)
 	if err := veleroV1.add("backupstoragelocations", bslREST, bslStatus, err); err != nil {
 		return nil, nil, err
 	}
 	defaultLocation := defaultLocationFrom(bslREST)
+	// Processed in the admin namespace only.
 	for _, r := range []struct {
 		name string
-		new  func(*runtime.Scheme, generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error)
+		new  func(*runtime.Scheme, generic.RESTOptionsGetter, string) (*resource.REST, *resource.StatusREST, error)
 	}{
 		{"schedules", schedule.NewREST},
 		{"restores", restore.NewREST},
 		{"deletebackuprequests", deletebackuprequest.NewREST},
+	} {
+		main, status, err := r.new(scheme, getter, c.extra.Namespace)
+		if err := veleroV1.add(r.name, main, status, err); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, r := range []struct {
+		name string
+		new  func(*runtime.Scheme, generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error)
+	}{
 		{"downloadrequests", downloadrequest.NewREST},
 		{"serverstatusrequests", serverstatusrequest.NewREST},
 		{"podvolumebackups", podvolumebackup.NewREST},
@@ -167,7 +181,7 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 			return nil, nil, err
 		}
 	}
-	backupREST, backupStatus, err := backup.NewREST(scheme, getter, defaultLocation)
+	backupREST, backupStatus, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation)
 	if err := veleroV1.add("backups", backupREST, backupStatus, err); err != nil {
 		return nil, nil, err
 	}
@@ -213,13 +227,24 @@ func defaultLocationFrom(bsls rest.Lister) backup.DefaultLocationFunc {
 		if err != nil {
 			return "", fmt.Errorf("listing backup storage locations: %w", err)
 		}
+		// Until the location engine has unmarked older defaults, the newest
+		// location marked default wins (as that engine will decide).
+		var newest *velero.BackupStorageLocation
 		list := obj.(*velero.BackupStorageLocationList)
-		for _, l := range list.Items {
-			if l.Spec.Default {
-				return l.Name, nil
+		for i := range list.Items {
+			l := &list.Items[i]
+			if !l.Spec.Default {
+				continue
+			}
+			if newest == nil || l.CreationTimestamp.After(newest.CreationTimestamp.Time) ||
+				(l.CreationTimestamp.Equal(&newest.CreationTimestamp) && l.Name > newest.Name) {
+				newest = l
 			}
 		}
-		return "", nil
+		if newest == nil {
+			return "", nil
+		}
+		return newest.Name, nil
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/backstop-io/backstop/pkg/engine/download"
+	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
@@ -38,7 +39,17 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		if err != nil {
 			return err
 		}
+		locations, err := location.New(client, velero.BackupStorageLocations(), clock.RealClock{})
+		if err != nil {
+			return err
+		}
+		if c.extra.DataDir != "" {
+			if err := location.EnsureDefault(hookCtx, client, c.extra.Namespace, c.extra.DataDir); err != nil {
+				return err
+			}
+		}
 		factory.Start(hookCtx.Done())
+		go locations.Run(hookCtx, 1)
 		go ssr.Run(hookCtx, 1)
 		go downloads.Run(hookCtx, 2)
 		return nil

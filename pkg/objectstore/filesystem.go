@@ -133,3 +133,21 @@ func (f *Filesystem) List(_ context.Context, prefix string) ([]string, error) {
 	sort.Strings(keys)
 	return keys, nil
 }
+
+// Probe creates the directory if needed and writes, reads back and removes
+// a small file in it.
+func (f *Filesystem) Probe(ctx context.Context) error {
+	if err := os.MkdirAll(f.root, 0o700); err != nil {
+		return fmt.Errorf("creating the directory %s: %w", f.root, err)
+	}
+	const key = ".backstop-probe"
+	if err := f.Put(ctx, key, strings.NewReader("probe")); err != nil {
+		return err
+	}
+	r, err := f.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	_ = r.Close()
+	return f.Delete(ctx, key)
+}

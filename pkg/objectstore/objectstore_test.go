@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,5 +94,25 @@ func TestFilesystem(t *testing.T) {
 	}
 	if _, err := NewFilesystem("relative/dir"); err == nil {
 		t.Errorf("relative root accepted")
+	}
+}
+
+func TestFilesystemProbe(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	fs, _ := NewFilesystem(dir + "/not/yet/there")
+	if err := fs.Probe(ctx); err != nil {
+		t.Errorf("probe of a creatable directory: %v", err)
+	}
+	if keys, _ := fs.List(ctx, ""); len(keys) != 0 {
+		t.Errorf("the probe left %v behind", keys)
+	}
+	// A path under a regular file cannot be a directory.
+	if err := os.WriteFile(dir+"/file", []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := NewFilesystem(dir + "/file/sub")
+	if err := bad.Probe(ctx); err == nil {
+		t.Errorf("probe under a regular file succeeded")
 	}
 }

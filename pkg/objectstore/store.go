@@ -23,6 +23,8 @@ type Store interface {
 	Delete(ctx context.Context, key string) error
 	// List returns the keys under prefix, sorted.
 	List(ctx context.Context, prefix string) ([]string, error)
+	// Probe checks that the store can be written and read now.
+	Probe(ctx context.Context) error
 }
 
 // Providers Backstop implements.

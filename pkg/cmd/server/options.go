@@ -224,7 +224,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 	extra := apiserver.ExtraConfig{
 		Scheme: scheme, Codecs: codecs, Backend: backend, GarbageCollection: o.Mode == ModeAggregated,
-		Namespace: o.Namespace, ExternalURL: o.ExternalURL,
+		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir,
 	}
 	if ca != nil {
 		extra.ServingCA = ca.CertPEM

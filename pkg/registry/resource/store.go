@@ -3,6 +3,11 @@ package resource
 import (
 	"context"
 	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -36,6 +41,10 @@ type Definition struct {
 	Table      rest.TableConvertor
 	ShortNames []string
 	Categories []string
+	// AdminNamespace, if set, is the only namespace objects may be created
+	// in (the namespace whose Velero objects the engines process); creating
+	// one elsewhere is refused with 422 rather than silently ignored.
+	AdminNamespace string
 	// AttrFunc adds field selectors beyond metadata.name/namespace.
 	AttrFunc func(obj runtime.Object) (labelSet map[string]string, fieldSet map[string]string, err error)
 }
@@ -106,6 +115,9 @@ func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *Statu
 		ResetFieldsStrategy:       d.Strategy,
 		TableConvertor:            d.Table,
 	}
+	if d.AdminNamespace != "" {
+		store.BeginCreate = adminNamespaceOnly(d.Resource, d.AdminNamespace)
+	}
 	options := &generic.StoreOptions{RESTOptions: optsGetter}
 	if d.AttrFunc != nil {
 		options.AttrFunc = func(obj runtime.Object) (labels.Set, fields.Set, error) {
@@ -126,4 +138,29 @@ func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *Statu
 	statusStore.UpdateStrategy = d.StatusStrategy
 	statusStore.ResetFieldsStrategy = d.StatusStrategy
 	return main, &StatusREST{store: &statusStore}, nil
+}
+
+// adminNamespaceOnly refuses creating objects outside the admin namespace.
+func adminNamespaceOnly(resource schema.GroupResource, namespace string) genericregistry.BeginCreateFunc {
+	return func(_ context.Context, obj runtime.Object, _ *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, err
+		}
+		if m.GetNamespace() != namespace {
+			return nil, apierrors.NewInvalid(schema.GroupKind{Group: resource.Group, Kind: kindOf(obj)}, m.GetName(), field.ErrorList{
+				field.Invalid(field.NewPath("metadata", "namespace"), m.GetNamespace(),
+					fmt.Sprintf("%s are processed in the admin namespace %q only: create it there", resource, namespace)),
+			})
+		}
+		return func(context.Context, bool) {}, nil
+	}
+}
+
+func kindOf(obj runtime.Object) string {
+	t := reflect.TypeOf(obj)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
 }

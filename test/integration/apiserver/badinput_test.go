@@ -91,3 +91,22 @@ func truncate(s string) string {
 	}
 	return string(bytes.TrimSpace([]byte(s)))
 }
+
+// TestAdminNamespaceOnly: the Velero objects the engines process are
+// refused outside the admin namespace, with the reason.
+func TestAdminNamespaceOnly(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	for _, c := range []struct{ resource, body string }{
+		{"backups", `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"x"}}`},
+		{"schedules", `{"apiVersion":"velero.io/v1","kind":"Schedule","metadata":{"name":"x"},"spec":{"schedule":"@daily"}}`},
+		{"restores", `{"apiVersion":"velero.io/v1","kind":"Restore","metadata":{"name":"x"},"spec":{"backupName":"b"}}`},
+		{"deletebackuprequests", `{"apiVersion":"velero.io/v1","kind":"DeleteBackupRequest","metadata":{"name":"x"},"spec":{"backupName":"b"}}`},
+		{"backupstoragelocations", `{"apiVersion":"velero.io/v1","kind":"BackupStorageLocation","metadata":{"name":"x"},"spec":{"provider":"filesystem","objectStorage":{"bucket":"/tmp/x"}}}`},
+	} {
+		r := do(t, s, s.Config, http.MethodPost, "/apis/velero.io/v1/namespaces/apps/"+c.resource, "application/json", []byte(c.body))
+		if r.code != http.StatusUnprocessableEntity || !strings.Contains(r.body, `"field":"metadata.namespace"`) ||
+			!strings.Contains(r.body, `admin namespace \"backstop-system\"`) {
+			t.Errorf("%s outside the admin namespace: %d %s", c.resource, r.code, truncate(r.body))
+		}
+	}
+}

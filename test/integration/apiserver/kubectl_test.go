@@ -171,7 +171,10 @@ spec:
 
 	// delete.
 	mustKubectl(t, s, "delete", "-f", filepath.Dir(examples(t, "backup.yaml")))
-	if out = mustKubectl(t, s, "get", "backups,schedules,restores,bsl", "-n", ns, "-o", "name"); strings.TrimSpace(out) != "" {
+	if out = mustKubectl(t, s, "get", "backups,schedules,restores", "-n", ns, "-o", "name"); strings.TrimSpace(out) != "" {
 		t.Errorf("objects left after delete:\n%s", out)
+	}
+	if out = mustKubectl(t, s, "get", "bsl", "-n", ns, "-o", "name"); strings.TrimSpace(out) != "backupstoragelocation.velero.io/default" {
+		t.Errorf("storage locations after delete: %q, want only the default one", out)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
@@ -28,11 +29,6 @@ import (
 
 // ns is the admin namespace, where the engines process Velero objects.
 const ns = "backstop-system"
-
-// engineFreeNS holds the objects of kinds an engine processes in the admin
-// namespace (download and server status requests), so that this test alone
-// writes their status.
-const engineFreeNS = "engine-free"
 
 // typedClient is the method set client-gen generates for every resource.
 type typedClient[T any, L any] interface {
@@ -109,12 +105,23 @@ func exercise[T any, L any](c resourceCase[T, L]) func(t *testing.T) {
 			t.Errorf("get returned spec %+v, want %+v", c.spec(got), c.spec(created))
 		}
 
-		// update of the main resource: the status sent is ignored.
-		c.setStatus(got)
-		if c.changeSpec != nil {
-			c.changeSpec(got)
-		}
-		updated, err := cl.Update(ctx, got, metav1.UpdateOptions{})
+		// update of the main resource: the status sent is ignored. Engines
+		// may write the status meanwhile: read, change and write again on
+		// conflict, and compare with the status that was read.
+		var before, updated *T
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := cl.Get(ctx, "obj1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			before = deepCopy(cur)
+			c.setStatus(cur)
+			if c.changeSpec != nil {
+				c.changeSpec(cur)
+			}
+			updated, err = cl.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
 			t.Fatalf("update: %v", err)
 		}
@@ -125,32 +132,50 @@ func exercise[T any, L any](c resourceCase[T, L]) func(t *testing.T) {
 		if g := objMeta(updated).GetGeneration(); g != wantGen {
 			t.Errorf("generation after spec update = %d, want %d", g, wantGen)
 		}
-		if !isZero(c.status(updated)) {
-			t.Errorf("update of the main resource changed the status to %+v", c.status(updated))
+		if !apiequality.Semantic.DeepEqual(c.status(updated), c.status(before)) {
+			t.Errorf("update of the main resource changed the status from %+v to %+v", c.status(before), c.status(updated))
 		}
 		if c.immutable != nil {
-			cp := deepCopy(updated)
-			c.immutable(cp)
-			if _, err := cl.Update(ctx, cp, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur, err := cl.Get(ctx, "obj1", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				c.immutable(cur)
+				_, err = cl.Update(ctx, cur, metav1.UpdateOptions{})
+				return err
+			})
+			if !apierrors.IsInvalid(err) {
 				t.Errorf("update of an immutable spec: got %v, want 422 Invalid", err)
 			}
 		}
 
 		// status subresource: the status changes, the spec and generation do not.
-		withStatus := deepCopy(updated)
-		c.setStatus(withStatus)
-		if c.changeSpec != nil {
-			c.changeSpec(withStatus)
-			c.changeSpec(withStatus)
-		}
-		statusUpdated, err := cl.UpdateStatus(ctx, withStatus, metav1.UpdateOptions{})
+		var specBefore any
+		var statusUpdated *T
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := cl.Get(ctx, "obj1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			specBefore = c.spec(deepCopy(cur))
+			c.setStatus(cur)
+			if c.changeSpec != nil {
+				c.changeSpec(cur)
+				c.changeSpec(cur)
+			}
+			statusUpdated, err = cl.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
 			t.Fatalf("update status: %v", err)
 		}
-		if isZero(c.status(statusUpdated)) {
-			t.Errorf("update status did not set the status")
+		want := deepCopy(statusUpdated)
+		c.setStatus(want)
+		if isZero(c.status(statusUpdated)) || !apiequality.Semantic.DeepEqual(c.status(statusUpdated), c.status(want)) {
+			t.Errorf("update status did not set the status: %+v", c.status(statusUpdated))
 		}
-		if !apiequality.Semantic.DeepEqual(c.spec(statusUpdated), c.spec(updated)) {
+		if !apiequality.Semantic.DeepEqual(c.spec(statusUpdated), specBefore) {
 			t.Errorf("update status changed the spec to %+v", c.spec(statusUpdated))
 		}
 		if g := objMeta(statusUpdated).GetGeneration(); g != wantGen {
@@ -339,7 +364,6 @@ func TestEveryResourceAndVerb(t *testing.T) {
 	oadp := cs.OadpV1alpha1()
 	kv := cs.BackupV1alpha1()
 	om := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns} }
-	omFree := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: engineFreeNS} }
 	vmRef := corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "vm1"}
 
 	cases := map[string]func(t *testing.T){
@@ -414,23 +438,23 @@ func TestEveryResourceAndVerb(t *testing.T) {
 			invalidAt: "spec.provider",
 		}),
 		"downloadrequests": exercise(resourceCase[velerov1.DownloadRequest, velerov1.DownloadRequestList]{
-			gvk: velerov1.SchemeGroupVersion.WithKind("DownloadRequest"), client: velero.DownloadRequests(engineFreeNS),
+			gvk: velerov1.SchemeGroupVersion.WithKind("DownloadRequest"), client: velero.DownloadRequests(ns),
 			valid: func(n string) *velerov1.DownloadRequest {
-				return &velerov1.DownloadRequest{ObjectMeta: omFree(n), Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "b1"}}}
+				return &velerov1.DownloadRequest{ObjectMeta: om(n), Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "b1"}}}
 			},
 			changeSpec: func(d *velerov1.DownloadRequest) { d.Spec.Target.Name += "x" },
 			spec:       func(d *velerov1.DownloadRequest) any { return d.Spec },
 			status:     func(d *velerov1.DownloadRequest) any { return d.Status },
 			setStatus:  func(d *velerov1.DownloadRequest) { d.Status.Phase = velerov1.DownloadRequestPhaseProcessed },
 			invalid: func(n string) *velerov1.DownloadRequest {
-				return &velerov1.DownloadRequest{ObjectMeta: omFree(n), Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: "Bogus", Name: "b1"}}}
+				return &velerov1.DownloadRequest{ObjectMeta: om(n), Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: "Bogus", Name: "b1"}}}
 			},
 			invalidAt: "spec.target.kind",
 		}),
 		"serverstatusrequests": exercise(resourceCase[velerov1.ServerStatusRequest, velerov1.ServerStatusRequestList]{
-			gvk: velerov1.SchemeGroupVersion.WithKind("ServerStatusRequest"), client: velero.ServerStatusRequests(engineFreeNS),
+			gvk: velerov1.SchemeGroupVersion.WithKind("ServerStatusRequest"), client: velero.ServerStatusRequests(ns),
 			valid: func(n string) *velerov1.ServerStatusRequest {
-				return &velerov1.ServerStatusRequest{ObjectMeta: omFree(n)}
+				return &velerov1.ServerStatusRequest{ObjectMeta: om(n)}
 			},
 			spec:      func(r *velerov1.ServerStatusRequest) any { return r.Spec },
 			status:    func(r *velerov1.ServerStatusRequest) any { return r.Status },

@@ -9,7 +9,7 @@ import (
 )
 
 // NewREST returns the storage of backups and of their status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, defaultLocation DefaultLocationFunc) (*resource.REST, *resource.StatusREST, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc) (*resource.REST, *resource.StatusREST, error) {
 	strategy := NewStrategy(scheme, defaultLocation)
 	return resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("backups"),
@@ -19,6 +19,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, defau
 		Strategy:       strategy,
 		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
 		Table:          Table,
+		AdminNamespace: adminNamespace,
 		Categories:     []string{"velero"},
 	})
 }

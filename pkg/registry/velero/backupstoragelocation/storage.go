@@ -9,7 +9,7 @@ import (
 )
 
 // NewREST returns the storage of backupstoragelocations and of their status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, servingCA []byte) (*resource.REST, *resource.StatusREST, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, servingCA []byte) (*resource.REST, *resource.StatusREST, error) {
 	strategy := NewStrategy(scheme, servingCA)
 	return resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("backupstoragelocations"),
@@ -19,6 +19,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, servi
 		Strategy:       strategy,
 		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
 		Table:          Table,
+		AdminNamespace: adminNamespace,
 		ShortNames:     []string{"bsl"},
 		Categories:     []string{"velero"},
 	})

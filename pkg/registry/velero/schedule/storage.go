@@ -9,7 +9,7 @@ import (
 )
 
 // NewREST returns the storage of schedules and of their status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string) (*resource.REST, *resource.StatusREST, error) {
 	strategy := NewStrategy(scheme)
 	return resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("schedules"),
@@ -19,6 +19,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*res
 		Strategy:       strategy,
 		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
 		Table:          Table,
+		AdminNamespace: adminNamespace,
 		ShortNames:     []string{},
 		Categories:     []string{"velero"},
 	})

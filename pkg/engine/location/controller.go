@@ -1,0 +1,176 @@
+// Package location owns the lifecycle of BackupStorageLocations: the
+// default filesystem location created at first start, and the periodic
+// availability check that sets status.phase Available/Unavailable with a
+// message, as Velero's backup storage location controller does.
+package location
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+	"github.com/backstop-io/backstop/pkg/objectstore"
+)
+
+// DefaultValidationFrequency is how often a location is checked when its
+// spec.validationFrequency is unset (Velero: one minute).
+const DefaultValidationFrequency = time.Minute
+
+// DefaultName is the name of the location created at first start.
+const DefaultName = "default"
+
+// markerFile records, in the data directory, that the default location was
+// created once: deleting it later is the user's choice and is respected.
+const markerFile = "default-location-created"
+
+// EnsureDefault creates, at the first start of a data directory, the
+// default location: the filesystem directory <dataDir>/backups.
+func EnsureDefault(ctx context.Context, client versioned.Interface, namespace, dataDir string) error {
+	marker := filepath.Join(dataDir, markerFile)
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
+	dir, err := filepath.Abs(filepath.Join(dataDir, "backups"))
+	if err != nil {
+		return err
+	}
+	_, err = client.VeleroV1().BackupStorageLocations(namespace).Create(ctx, &velerov1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: DefaultName, Namespace: namespace},
+		Spec: velerov1.BackupStorageLocationSpec{
+			Provider: objectstore.ProviderFilesystem,
+			Default:  true,
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{
+				Bucket: dir,
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the default storage location: %w", err)
+	}
+	if err := os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("recording the default storage location: %w", err)
+	}
+	return nil
+}
+
+// Controller checks the availability of storage locations.
+type Controller struct {
+	*reconcile.Loop
+	client versioned.Interface
+	lister listers.BackupStorageLocationLister
+	clock  clock.Clock
+
+	mu sync.Mutex
+	// probed is the generation of each location at its last probe by this
+	// process: a spec change is probed at once, and every location once
+	// after a restart.
+	probed map[cache.ObjectName]int64
+}
+
+// New returns the availability controller.
+func New(client versioned.Interface, informer informers.BackupStorageLocationInformer, clk clock.Clock) (*Controller, error) {
+	c := &Controller{client: client, lister: informer.Lister(), clock: clk, probed: map[cache.ObjectName]int64{}}
+	c.Loop = reconcile.NewLoop("backupstoragelocations", c.sync)
+	if err := c.Watch(informer.Informer()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func frequency(l *velerov1.BackupStorageLocation) time.Duration {
+	if l.Spec.ValidationFrequency != nil && l.Spec.ValidationFrequency.Duration > 0 {
+		return l.Spec.ValidationFrequency.Duration
+	}
+	return DefaultValidationFrequency
+}
+
+// sync probes a location when it is due (never checked, spec changed, or
+// its validation frequency elapsed) and records the outcome.
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	l, err := c.lister.BackupStorageLocations(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if l.Spec.Default {
+		if err := c.demoteOlderDefaults(ctx, l); err != nil {
+			return err
+		}
+	}
+	now := c.clock.Now()
+	freq := frequency(l)
+	c.mu.Lock()
+	gen, seen := c.probed[key]
+	c.mu.Unlock()
+	if last := l.Status.LastValidationTime; last != nil && seen && gen == l.Generation {
+		if left := last.Add(freq).Sub(now); left > 0 {
+			c.AddAfter(key, left)
+			return nil
+		}
+	}
+	phase, message := velerov1.BackupStorageLocationPhaseAvailable, ""
+	store, _, err := objectstore.ForLocation(l)
+	if err == nil {
+		err = store.Probe(ctx)
+	}
+	if err != nil {
+		phase, message = velerov1.BackupStorageLocationPhaseUnavailable, err.Error()
+	}
+	l = l.DeepCopy()
+	l.Status.Phase = phase
+	l.Status.Message = message
+	l.Status.LastValidationTime = &metav1.Time{Time: now}
+	if _, err := c.client.VeleroV1().BackupStorageLocations(key.Namespace).UpdateStatus(ctx, l, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("recording the availability of %s: %w", key, err)
+	}
+	c.mu.Lock()
+	c.probed[key] = l.Generation
+	c.mu.Unlock()
+	c.AddAfter(key, freq)
+	return nil
+}
+
+// demoteOlderDefaults keeps one default location per namespace, as Velero
+// does: the newest location marked default wins, older ones are unmarked.
+func (c *Controller) demoteOlderDefaults(ctx context.Context, l *velerov1.BackupStorageLocation) error {
+	all, err := c.lister.BackupStorageLocations(l.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, other := range all {
+		if other.Name == l.Name || !other.Spec.Default || NewerDefault(other, l) {
+			continue
+		}
+		patch := []byte(`{"spec":{"default":false}}`)
+		if _, err := c.client.VeleroV1().BackupStorageLocations(l.Namespace).Patch(ctx, other.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("unmarking the older default location %s: %w", other.Name, err)
+		}
+	}
+	return nil
+}
+
+// NewerDefault reports whether a takes precedence over b as the default
+// location: created later, or at the same time with a greater name.
+func NewerDefault(a, b *velerov1.BackupStorageLocation) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return b.CreationTimestamp.Before(&a.CreationTimestamp)
+	}
+	return a.Name > b.Name
+}

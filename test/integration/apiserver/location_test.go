@@ -1,0 +1,104 @@
+package apiserver
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// waitLocation polls a storage location until cond holds.
+func waitLocation(t *testing.T, s *framework.Server, name string, cond func(*velerov1.BackupStorageLocation) bool) *velerov1.BackupStorageLocation {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var l *velerov1.BackupStorageLocation
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var err error
+		l, err = s.Clientset.VeleroV1().BackupStorageLocations(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return cond(l), nil
+	})
+	if err != nil {
+		t.Fatalf("location %s: condition not reached: %v (last %+v)", name, err, l)
+	}
+	return l
+}
+
+// TestStorageLocations: the default location made at first start, the
+// availability check, and a single default per namespace.
+func TestStorageLocations(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+
+	def := waitLocation(t, s, "default", func(l *velerov1.BackupStorageLocation) bool {
+		return l.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable
+	})
+	if want := filepath.Join(s.DataDir, "backups"); def.Spec.Provider != "filesystem" || def.Spec.ObjectStorage.Bucket != want || !def.Spec.Default {
+		t.Errorf("default location: %+v, want a default filesystem location at %s", def.Spec, want)
+	}
+	if fi, err := os.Stat(def.Spec.ObjectStorage.Bucket); err != nil || !fi.IsDir() {
+		t.Errorf("the default location's directory: %v", err)
+	}
+
+	// A location that cannot be used is Unavailable, with the reason.
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Create(ctx, &velerov1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: "broken", Namespace: ns},
+		Spec: velerov1.BackupStorageLocationSpec{Provider: "filesystem",
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: filepath.Join(file, "sub")}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	broken := waitLocation(t, s, "broken", func(l *velerov1.BackupStorageLocation) bool { return l.Status.Phase != "" })
+	if broken.Status.Phase != velerov1.BackupStorageLocationPhaseUnavailable || !strings.Contains(broken.Status.Message, "not a directory") ||
+		broken.Status.LastValidationTime == nil {
+		t.Errorf("unusable location: phase %q message %q", broken.Status.Phase, broken.Status.Message)
+	}
+	// An unknown provider is Unavailable too, saying what is supported.
+	if _, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Create(ctx, &velerov1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: "gcs", Namespace: ns},
+		Spec: velerov1.BackupStorageLocationSpec{Provider: "gcp",
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "b"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gcs := waitLocation(t, s, "gcs", func(l *velerov1.BackupStorageLocation) bool { return l.Status.Phase != "" })
+	if gcs.Status.Phase != velerov1.BackupStorageLocationPhaseUnavailable || !strings.Contains(gcs.Status.Message, `provider "gcp" is not supported`) {
+		t.Errorf("unsupported provider: phase %q message %q", gcs.Status.Phase, gcs.Status.Message)
+	}
+
+	// A new default location takes over; the older one is unmarked, and
+	// new backups go to the new one.
+	createFilesystemLocation(t, s, "local")
+	waitLocation(t, s, "default", func(l *velerov1.BackupStorageLocation) bool { return !l.Spec.Default })
+	b, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.StorageLocation != "local" {
+		t.Errorf("backup storage location = %q, want the new default \"local\"", b.Spec.StorageLocation)
+	}
+
+	// Deleting the default location is respected across restarts.
+	if err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Delete(ctx, "default", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Restart(false)
+	if _, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+		t.Errorf("the deleted default location came back after a restart")
+	}
+}
