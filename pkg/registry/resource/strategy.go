@@ -35,6 +35,9 @@ type Strategy struct {
 	// NoStatus marks a resource without a status: updates may change
 	// anything but metadata rules still apply.
 	NoStatus bool
+	// ValidateObject, if set, holds the resource's own rules (internal
+	// object), checked on create and on update after the metadata rules.
+	ValidateObject func(obj runtime.Object) field.ErrorList
 }
 
 var (
@@ -82,24 +85,33 @@ func (s Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	}
 }
 
-// Validate checks the object metadata; resource strategies add their rules.
+// Validate checks the object metadata and, if set, the resource's own rules.
 func (s Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
 	}
-	return apimachineryvalidation.ValidateObjectMetaAccessor(m, s.NamespaceScoped(),
+	errs := apimachineryvalidation.ValidateObjectMetaAccessor(m, s.NamespaceScoped(),
 		apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	if s.ValidateObject != nil {
+		errs = append(errs, s.ValidateObject(obj)...)
+	}
+	return errs
 }
 
-// ValidateUpdate checks the metadata update rules.
+// ValidateUpdate checks the metadata update rules and, if set, the
+// resource's own rules on the new object.
 func (s Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	newMeta, err1 := meta.Accessor(obj)
 	oldMeta, err2 := meta.Accessor(old)
 	if err1 != nil || err2 != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("metadata"), fmt.Errorf("object has no metadata"))}
 	}
-	return apimachineryvalidation.ValidateObjectMetaAccessorUpdate(newMeta, oldMeta, field.NewPath("metadata"))
+	errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(newMeta, oldMeta, field.NewPath("metadata"))
+	if s.ValidateObject != nil {
+		errs = append(errs, s.ValidateObject(obj)...)
+	}
+	return errs
 }
 
 // WarningsOnCreate returns no warnings.

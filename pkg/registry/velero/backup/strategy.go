@@ -36,7 +36,11 @@ type Strategy struct {
 
 // NewStrategy returns the Backup strategy; defaultLocation may be nil.
 func NewStrategy(typer runtime.ObjectTyper, defaultLocation DefaultLocationFunc) Strategy {
-	return Strategy{Strategy: resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String()), defaultLocation: defaultLocation}
+	base := resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())
+	base.ValidateObject = func(obj runtime.Object) field.ErrorList {
+		return velerovalidation.ValidateBackupSpec(&obj.(*velero.Backup).Spec, field.NewPath("spec"))
+	}
+	return Strategy{Strategy: base, defaultLocation: defaultLocation}
 }
 
 // PrepareForCreate clears the status and applies Velero's defaults.
@@ -72,19 +76,11 @@ func ApplyDefaults(spec *velero.BackupSpec) {
 	}
 }
 
-// Validate checks the metadata and the spec.
-func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	b := obj.(*velero.Backup)
-	errs := s.Strategy.Validate(ctx, obj)
-	return append(errs, velerovalidation.ValidateBackupSpec(&b.Spec, field.NewPath("spec"))...)
-}
-
 // ValidateUpdate checks the update: the spec keeps its rules, and once a
 // backup has been cancelled it cannot be un-cancelled.
 func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	b, oldB := obj.(*velero.Backup), old.(*velero.Backup)
 	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
-	errs = append(errs, velerovalidation.ValidateBackupSpec(&b.Spec, field.NewPath("spec"))...)
 	if oldB.Spec.Cancel && !b.Spec.Cancel {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "cancel"), "a cancelled backup cannot be un-cancelled"))
 	}

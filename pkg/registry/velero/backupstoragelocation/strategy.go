@@ -23,7 +23,9 @@ type Strategy struct {
 // NewStrategy returns the BackupStorageLocation strategy. servingCA is the
 // PEM of the CA that signs this server's certificate.
 func NewStrategy(typer runtime.ObjectTyper, servingCA []byte) Strategy {
-	return Strategy{Strategy: resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String()), servingCA: servingCA}
+	base := resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())
+	base.ValidateObject = validate
+	return Strategy{Strategy: base, servingCA: servingCA}
 }
 
 // PrepareForCreate clears the status. The files of a filesystem location
@@ -39,20 +41,8 @@ func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	}
 }
 
-// Validate checks the metadata and the spec.
-func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	o := obj.(*velero.BackupStorageLocation)
-	return append(s.Strategy.Validate(ctx, obj), validateSpec(o)...)
-}
-
-// ValidateUpdate checks the metadata update and the new spec.
-func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	o := obj.(*velero.BackupStorageLocation)
-	return append(s.Strategy.ValidateUpdate(ctx, obj, old), validateSpec(o)...)
-}
-
-func validateSpec(o *velero.BackupStorageLocation) field.ErrorList {
-	return velerovalidation.ValidateBackupStorageLocationSpec(&o.Spec, field.NewPath("spec"))
+func validate(obj runtime.Object) field.ErrorList {
+	return velerovalidation.ValidateBackupStorageLocationSpec(&obj.(*velero.BackupStorageLocation).Spec, field.NewPath("spec"))
 }
 
 // Table renders backupstoragelocations for kubectl get.

@@ -2,8 +2,6 @@
 package deletebackuprequest
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -13,28 +11,15 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// Strategy is the DeleteBackupRequest strategy.
-type Strategy struct{ resource.Strategy }
-
 // NewStrategy returns the DeleteBackupRequest strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	return Strategy{resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())}
+func NewStrategy(typer runtime.ObjectTyper) resource.Strategy {
+	s := resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())
+	s.ValidateObject = validate
+	return s
 }
 
-// Validate checks the metadata and the spec.
-func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	o := obj.(*velero.DeleteBackupRequest)
-	return append(s.Strategy.Validate(ctx, obj), validateSpec(o)...)
-}
-
-// ValidateUpdate checks the metadata update and the new spec.
-func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	o := obj.(*velero.DeleteBackupRequest)
-	return append(s.Strategy.ValidateUpdate(ctx, obj, old), validateSpec(o)...)
-}
-
-func validateSpec(o *velero.DeleteBackupRequest) field.ErrorList {
-	return velerovalidation.ValidateDeleteBackupRequestSpec(&o.Spec, field.NewPath("spec"))
+func validate(obj runtime.Object) field.ErrorList {
+	return velerovalidation.ValidateDeleteBackupRequestSpec(&obj.(*velero.DeleteBackupRequest).Spec, field.NewPath("spec"))
 }
 
 // Table renders deletebackuprequests for kubectl get.

@@ -17,7 +17,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*res
 		NewFunc:        func() runtime.Object { return &velero.DownloadRequest{} },
 		NewListFunc:    func() runtime.Object { return &velero.DownloadRequestList{} },
 		Strategy:       strategy,
-		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
+		StatusStrategy: resource.NewStatusStrategy(strategy),
 		Table:          Table,
 		ShortNames:     []string{},
 		Categories:     []string{"velero"},

@@ -2,8 +2,6 @@
 package downloadrequest
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -13,28 +11,15 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// Strategy is the DownloadRequest strategy.
-type Strategy struct{ resource.Strategy }
-
 // NewStrategy returns the DownloadRequest strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	return Strategy{resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())}
+func NewStrategy(typer runtime.ObjectTyper) resource.Strategy {
+	s := resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())
+	s.ValidateObject = validate
+	return s
 }
 
-// Validate checks the metadata and the spec.
-func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	o := obj.(*velero.DownloadRequest)
-	return append(s.Strategy.Validate(ctx, obj), validateSpec(o)...)
-}
-
-// ValidateUpdate checks the metadata update and the new spec.
-func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	o := obj.(*velero.DownloadRequest)
-	return append(s.Strategy.ValidateUpdate(ctx, obj, old), validateSpec(o)...)
-}
-
-func validateSpec(o *velero.DownloadRequest) field.ErrorList {
-	return velerovalidation.ValidateDownloadRequestSpec(&o.Spec, field.NewPath("spec"))
+func validate(obj runtime.Object) field.ErrorList {
+	return velerovalidation.ValidateDownloadRequestSpec(&obj.(*velero.DownloadRequest).Spec, field.NewPath("spec"))
 }
 
 // Table renders downloadrequests for kubectl get.

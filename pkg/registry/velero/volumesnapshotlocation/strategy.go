@@ -2,8 +2,6 @@
 package volumesnapshotlocation
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -12,28 +10,15 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// Strategy is the VolumeSnapshotLocation strategy.
-type Strategy struct{ resource.Strategy }
-
 // NewStrategy returns the VolumeSnapshotLocation strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	return Strategy{resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())}
+func NewStrategy(typer runtime.ObjectTyper) resource.Strategy {
+	s := resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())
+	s.ValidateObject = validate
+	return s
 }
 
-// Validate checks the metadata and the spec.
-func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	o := obj.(*velero.VolumeSnapshotLocation)
-	return append(s.Strategy.Validate(ctx, obj), validateSpec(o)...)
-}
-
-// ValidateUpdate checks the metadata update and the new spec.
-func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	o := obj.(*velero.VolumeSnapshotLocation)
-	return append(s.Strategy.ValidateUpdate(ctx, obj, old), validateSpec(o)...)
-}
-
-func validateSpec(o *velero.VolumeSnapshotLocation) field.ErrorList {
-	if o.Spec.Provider == "" {
+func validate(obj runtime.Object) field.ErrorList {
+	if obj.(*velero.VolumeSnapshotLocation).Spec.Provider == "" {
 		return field.ErrorList{field.Required(field.NewPath("spec", "provider"), "a provider is required")}
 	}
 	return nil
