@@ -28,6 +28,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/download"
+	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
@@ -181,10 +182,18 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 			return nil, nil, err
 		}
 	}
-	backupREST, backupStatus, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation)
-	if err := veleroV1.add("backups", backupREST, backupStatus, err); err != nil {
+	locations := locationFrom(bslREST)
+	backups, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation, locations)
+	if err := veleroV1.add("backups", backups.Backup, backups.Status, err); err != nil {
 		return nil, nil, err
 	}
+	veleroV1["backups/cancel"] = backups.Cancel
+	veleroV1["backups/logs"] = backups.Logs
+	restores, ok := veleroV1["restores"].(*resource.REST)
+	if !ok {
+		return nil, nil, fmt.Errorf("the restores storage is missing")
+	}
+	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations)
 
 	oadpV1alpha1 := storageSet{}
 	main, status, err := nonadminbackup.NewREST(scheme, getter)
@@ -250,7 +259,7 @@ func defaultLocationFrom(bsls rest.Lister) backup.DefaultLocationFunc {
 
 // locationFrom reads storage locations in-process for the download handler,
 // converted to velero.io/v1 (the objectstore package's types).
-func locationFrom(bsls rest.Getter) download.LocationGetter {
+func locationFrom(bsls rest.Getter) objectstore.LocationGetter {
 	return func(ctx context.Context, namespace, name string) (*velerov1.BackupStorageLocation, error) {
 		obj, err := bsls.Get(genericrequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
 		if err != nil {

@@ -54,3 +54,28 @@ func ForLocation(bsl *velerov1.BackupStorageLocation) (Store, Layout, error) {
 func IsServedByBackstop(provider string) bool {
 	return provider == ProviderFilesystem || provider == "velero.io/"+ProviderFilesystem
 }
+
+// LocationGetter returns a storage location (velero.io/v1), or an error
+// when there is none.
+type LocationGetter func(ctx context.Context, namespace, name string) (*velerov1.BackupStorageLocation, error)
+
+// OpenTarget opens the file a download target names, in the location of
+// that name: ErrNotFound when the location or the file does not exist.
+func OpenTarget(ctx context.Context, locations LocationGetter, namespace, location string, kind velerov1.DownloadTargetKind, name string) (io.ReadCloser, error) {
+	if location == "" {
+		return nil, fmt.Errorf("no storage location: %w", ErrNotFound)
+	}
+	bsl, err := locations(ctx, namespace, location)
+	if err != nil {
+		return nil, fmt.Errorf("storage location %s: %v: %w", location, err, ErrNotFound)
+	}
+	store, layout, err := ForLocation(bsl)
+	if err != nil {
+		return nil, err
+	}
+	key, err := layout.Key(kind, name)
+	if err != nil {
+		return nil, err
+	}
+	return store.Get(ctx, key)
+}

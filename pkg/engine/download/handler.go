@@ -1,7 +1,6 @@
 package download
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -18,13 +17,10 @@ import (
 // PathPrefix is where download links point.
 const PathPrefix = "/backstop/download/"
 
-// LocationGetter returns a storage location, or an error when there is none.
-type LocationGetter func(ctx context.Context, namespace, name string) (*velerov1.BackupStorageLocation, error)
-
 // Handler serves signed download links.
 type Handler struct {
 	Signer    *Signer
-	Locations LocationGetter
+	Locations objectstore.LocationGetter
 	Clock     clock.PassiveClock
 }
 
@@ -49,35 +45,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	namespace, location, kind, name := parts[0], parts[1], velerov1.DownloadTargetKind(parts[2]), parts[3]
-	bsl, err := h.Locations(r.Context(), namespace, location)
-	if err != nil {
-		http.Error(w, "no storage location "+location+": "+err.Error(), http.StatusNotFound)
-		return
+	if location == "-" {
+		location = ""
 	}
-	store, layout, err := objectstore.ForLocation(bsl)
-	if err != nil {
+	obj, err := objectstore.OpenTarget(r.Context(), h.Locations, namespace, location, kind, name)
+	if errors.Is(err, objectstore.ErrNotFound) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
-	key, err := layout.Key(kind, name)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	obj, err := store.Get(r.Context(), key)
-	if errors.Is(err, objectstore.ErrNotFound) {
-		http.Error(w, key+" not found in "+location, http.StatusNotFound)
-		return
-	}
-	if err != nil {
-		klog.FromContext(r.Context()).Error(err, "Reading a download", "location", location, "key", key)
-		http.Error(w, "reading "+key+" failed", http.StatusInternalServerError)
+		klog.FromContext(r.Context()).Error(err, "Reading a download", "location", location, "target", name)
+		http.Error(w, "reading the "+string(kind)+" of "+name+" failed: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	defer obj.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	if _, err := io.Copy(w, obj); err != nil {
-		klog.FromContext(r.Context()).Error(err, "Streaming a download", "location", location, "key", key)
+		klog.FromContext(r.Context()).Error(err, "Streaming a download", "location", location, "kind", kind, "target", name)
 	}
 }
 

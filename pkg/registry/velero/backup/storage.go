@@ -5,13 +5,23 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
+	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// NewREST returns the storage of backups and of their status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc) (*resource.REST, *resource.StatusREST, error) {
+// Storage is the REST storage of backups and their subresources.
+type Storage struct {
+	Backup *resource.REST
+	Status *resource.StatusREST
+	Cancel *CancelREST
+	Logs   *resource.LogsREST
+}
+
+// NewREST returns the storage of backups and of their status, cancel and
+// logs subresources.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc, locations objectstore.LocationGetter) (*Storage, error) {
 	strategy := NewStrategy(scheme, defaultLocation)
-	return resource.NewStore(optsGetter, resource.Definition{
+	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("backups"),
 		Singular:       velero.Resource("backup"),
 		NewFunc:        func() runtime.Object { return &velero.Backup{} },
@@ -22,4 +32,14 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		AdminNamespace: adminNamespace,
 		Categories:     []string{"velero"},
 	})
+	if err != nil {
+		return nil, err
+	}
+	main.BeginUpdate = refuseCancelOfFinished
+	return &Storage{
+		Backup: main,
+		Status: status,
+		Cancel: &CancelREST{store: main.Store},
+		Logs:   resource.NewLogsREST(velero.Resource("backups"), main.New, logTarget(main), locations),
+	}, nil
 }

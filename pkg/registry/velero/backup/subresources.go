@@ -1,0 +1,89 @@
+package backup
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+)
+
+// Terminal reports whether a backup in phase has finished: it can no
+// longer be cancelled.
+func Terminal(phase velero.BackupPhase) bool {
+	switch phase {
+	case velero.BackupPhaseCompleted, velero.BackupPhasePartiallyFailed, velero.BackupPhaseFailed,
+		velero.BackupPhaseFailedValidation, velero.BackupPhaseDeleting:
+		return true
+	}
+	return false
+}
+
+// refuseCancelOfFinished is the store's BeginUpdate: requesting
+// cancellation (spec.cancel false → true, by update, patch, apply or the
+// cancel subresource) of a finished backup is a 409 Conflict, and nothing
+// changes.
+func refuseCancelOfFinished(_ context.Context, obj, old runtime.Object, _ *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
+	b, oldB := obj.(*velero.Backup), old.(*velero.Backup)
+	if b.Spec.Cancel && !oldB.Spec.Cancel && Terminal(oldB.Status.Phase) {
+		return nil, apierrors.NewConflict(velero.Resource("backups"), b.Name,
+			fmt.Errorf("the backup is %s: a finished backup cannot be cancelled", oldB.Status.Phase))
+	}
+	return func(context.Context, bool) {}, nil
+}
+
+// CancelREST is backups/<name>/cancel: POST requests cancellation, like
+// setting spec.cancel, and answers with the backup. It is idempotent.
+type CancelREST struct {
+	store *genericregistry.Store
+}
+
+var _ rest.Connecter = &CancelREST{}
+
+// New returns an empty backup.
+func (r *CancelREST) New() runtime.Object { return &velero.Backup{} }
+
+// Destroy does nothing: the main store owns the storage.
+func (r *CancelREST) Destroy() {}
+
+// ConnectMethods: POST only.
+func (r *CancelREST) ConnectMethods() []string { return []string{http.MethodPost} }
+
+// NewConnectOptions: the request takes no options.
+func (r *CancelREST) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
+
+// Connect sets spec.cancel through the store (so the update rules, the
+// 409 for finished backups among them, apply) and returns the backup.
+func (r *CancelREST) Connect(ctx context.Context, name string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
+	return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		obj, _, err := r.store.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
+			b := old.(*velero.Backup).DeepCopy()
+			b.Spec.Cancel = true
+			return b, nil
+		}), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+		if err != nil {
+			responder.Error(err)
+			return
+		}
+		responder.Object(http.StatusOK, obj)
+	}), nil
+}
+
+// logTarget: a backup's log is in its storage location.
+func logTarget(backups rest.Getter) resource.LogTarget {
+	return func(ctx context.Context, _, name string) (string, velerov1.DownloadTargetKind, error) {
+		obj, err := backups.Get(ctx, name, &metav1.GetOptions{})
+		if err != nil {
+			return "", "", err
+		}
+		return obj.(*velero.Backup).Spec.StorageLocation, velerov1.DownloadTargetKindBackupLog, nil
+	}
+}

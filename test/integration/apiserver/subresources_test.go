@@ -1,0 +1,108 @@
+package apiserver
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestBackupCancelSubresource: POST backups/<name>/cancel and spec.cancel
+// request cancellation; a finished backup refuses both with 409.
+func TestBackupCancelSubresource(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	backups := s.Clientset.VeleroV1().Backups(ns)
+	cancel := func(name string) (*velerov1.Backup, error) {
+		out := &velerov1.Backup{}
+		err := s.Clientset.VeleroV1().RESTClient().Post().Namespace(ns).Resource("backups").Name(name).SubResource("cancel").Do(ctx).Into(out)
+		return out, err
+	}
+	for _, name := range []string{"running", "done"} {
+		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := backups.Get(ctx, "done", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Status.Phase = velerov1.BackupPhaseCompleted
+	if _, err := backups.UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := cancel("running")
+	if err != nil || !b.Spec.Cancel || b.Name != "running" {
+		t.Fatalf("cancel: %v, returned %+v", err, b.Spec)
+	}
+	if b, err = cancel("running"); err != nil || !b.Spec.Cancel {
+		t.Errorf("second cancel (idempotent): %v", err)
+	}
+
+	if _, err := cancel("done"); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "a finished backup cannot be cancelled") {
+		t.Errorf("cancel of a completed backup: %v, want 409 Conflict", err)
+	}
+	if _, err := backups.Patch(ctx, "done", types.MergePatchType, []byte(`{"spec":{"cancel":true}}`), metav1.PatchOptions{}); !apierrors.IsConflict(err) {
+		t.Errorf("spec.cancel on a completed backup: %v, want 409 Conflict", err)
+	}
+	if got, _ := backups.Get(ctx, "done", metav1.GetOptions{}); got.Spec.Cancel || got.Generation != done.Generation {
+		t.Errorf("the refused cancellation changed the backup: cancel=%v generation %d→%d", got.Spec.Cancel, done.Generation, got.Generation)
+	}
+	if _, err := cancel("missing"); !apierrors.IsNotFound(err) {
+		t.Errorf("cancel of a missing backup: %v, want 404", err)
+	}
+}
+
+// TestLogsSubresource: backups/<name>/logs and restores/<name>/logs serve
+// the stored logs as text, authorized like any subresource.
+func TestLogsSubresource(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	bucket := createFilesystemLocation(t, s, "local")
+	if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Clientset.VeleroV1().Restores(ns).Create(ctx, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: ns},
+		Spec: velerov1.RestoreSpec{BackupName: "b1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	logs := func(resource, name string) (string, error) {
+		b, err := s.Clientset.VeleroV1().RESTClient().Get().Namespace(ns).Resource(resource).Name(name).SubResource("logs").DoRaw(ctx)
+		return string(b), err
+	}
+
+	if r := do(t, s, s.Config, http.MethodGet, "/apis/velero.io/v1/namespaces/"+ns+"/backups/b1/logs", "", nil); r.code != http.StatusNotFound ||
+		!strings.Contains(r.body, "no log stored yet") {
+		t.Errorf("logs before any were stored: %d %s, want 404 saying so", r.code, truncate(r.body))
+	}
+	putGzip(t, filepath.Join(bucket, "backups", "b1", "b1-logs.gz"), "line one\nline two\n")
+	putGzip(t, filepath.Join(bucket, "restores", "r1", "restore-r1-logs.gz"), "restored fine\n")
+	if out, err := logs("backups", "b1"); err != nil || out != "line one\nline two\n" {
+		t.Errorf("backup logs: %q, %v", out, err)
+	}
+	if out, err := logs("restores", "r1"); err != nil || out != "restored fine\n" {
+		t.Errorf("restore logs: %q, %v", out, err)
+	}
+	if _, err := logs("backups", "missing"); !apierrors.IsNotFound(err) {
+		t.Errorf("logs of a missing backup: %v, want 404", err)
+	}
+	// kubectl reads them too.
+	if out, err := s.Kubectl(nil, "get", "--raw", "/apis/velero.io/v1/namespaces/"+ns+"/backups/b1/logs"); err != nil || !strings.Contains(out, "line two") {
+		t.Errorf("kubectl get --raw .../logs: %q, %v", out, err)
+	}
+	// Authorized like any subresource.
+	alice := s.IssueKubeconfig("alice")
+	if _, err := s.KubectlAs(alice, nil, "get", "--raw", "/apis/velero.io/v1/namespaces/"+ns+"/backups/b1/logs"); err == nil ||
+		!strings.Contains(err.Error(), "Forbidden") {
+		t.Errorf("logs for a user without rights: %v, want Forbidden", err)
+	}
+}
