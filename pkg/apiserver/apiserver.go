@@ -65,6 +65,8 @@ type ExtraConfig struct {
 	GarbageCollection bool
 	// Namespace is the admin namespace whose Velero objects the engines process.
 	Namespace string
+	// ConcurrentBackups bounds the backups ReadyToStart or InProgress at once.
+	ConcurrentBackups int
 	// DataDir, when set, holds the default filesystem storage location
 	// (<DataDir>/backups), created at the first start.
 	DataDir string
@@ -132,7 +134,7 @@ func (c CompletedConfig) New() (*Server, error) {
 // storageSet collects the REST storage of one group version.
 type storageSet map[string]rest.Storage
 
-func (s storageSet) add(name string, main *resource.REST, status *resource.StatusREST, err error) error {
+func (s storageSet) add(name string, main rest.Storage, status *resource.StatusREST, err error) error {
 	if err != nil {
 		return err
 	}
@@ -184,7 +186,10 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 	}
 	locations := locationFrom(bslREST)
 	backups, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation, locations)
-	if err := veleroV1.add("backups", backups.Backup, backups.Status, err); err != nil {
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := veleroV1.add("backups", backups.Backup, backups.Status, nil); err != nil {
 		return nil, nil, err
 	}
 	veleroV1["backups/cancel"] = backups.Cancel

@@ -9,6 +9,7 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/location"
+	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
@@ -48,7 +49,12 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				return err
 			}
 		}
+		backupQueue, err := queue.New(client, velero.Backups(), c.extra.Namespace, c.extra.ConcurrentBackups)
+		if err != nil {
+			return err
+		}
 		factory.Start(hookCtx.Done())
+		go backupQueue.Run(hookCtx, 1)
 		go locations.Run(hookCtx, 1)
 		go ssr.Run(hookCtx, 1)
 		go downloads.Run(hookCtx, 2)

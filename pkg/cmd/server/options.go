@@ -57,6 +57,8 @@ type Options struct {
 	CompactionInterval time.Duration
 	// WatchCache serves watches and lists from the apiserver's watch cache.
 	WatchCache bool
+	// ConcurrentBackups bounds the backups ReadyToStart or InProgress at once.
+	ConcurrentBackups int
 
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Audit          *genericoptions.AuditOptions
@@ -76,6 +78,7 @@ func NewOptions() *Options {
 		DataDir:            "data",
 		CompactionInterval: 5 * time.Minute,
 		WatchCache:         true,
+		ConcurrentBackups:  1,
 		SecureServing:      genericoptions.NewSecureServingOptions().WithLoopback(),
 		Audit:              genericoptions.NewAuditOptions(),
 		Features:           genericoptions.NewFeatureOptions(),
@@ -96,6 +99,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ExternalURL, "external-url", o.ExternalURL, "base URL clients reach this server at, for download links (default: https://<bind-address>:<port> standalone, https://backstop-apiserver.<namespace>.svc aggregated)")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
+	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "serve watches and lists from the watch cache in front of the storage")
 	o.SecureServing.AddFlags(fs)
 	o.Audit.AddFlags(fs)
@@ -116,6 +120,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	if o.ConcurrentBackups < 1 {
+		errs = append(errs, fmt.Errorf("--concurrent-backups must be at least 1, not %d", o.ConcurrentBackups))
 	}
 	if o.CompactionInterval < 0 {
 		errs = append(errs, errors.New("--storage-compaction-interval must not be negative"))
@@ -224,7 +231,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 	extra := apiserver.ExtraConfig{
 		Scheme: scheme, Codecs: codecs, Backend: backend, GarbageCollection: o.Mode == ModeAggregated,
-		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir,
+		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 	}
 	if ca != nil {
 		extra.ServingCA = ca.CertPEM

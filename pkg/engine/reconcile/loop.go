@@ -65,6 +65,9 @@ func (l *Loop) WaitFor(informers ...cache.SharedIndexInformer) {
 	}
 }
 
+// Add syncs key soon.
+func (l *Loop) Add(key cache.ObjectName) { l.queue.Add(key) }
+
 // AddAfter syncs key again after d.
 func (l *Loop) AddAfter(key cache.ObjectName, d time.Duration) { l.queue.AddAfter(key, d) }
 

@@ -45,6 +45,17 @@ type Definition struct {
 	// in (the namespace whose Velero objects the engines process); creating
 	// one elsewhere is refused with 422 rather than silently ignored.
 	AdminNamespace string
+	// AfterWrite, if set, sees every object the store (main or status)
+	// has just created or updated, before the response is sent.
+	AfterWrite func(obj runtime.Object)
+	// AfterDelete, if set, sees every object the store has just deleted
+	// (or marked for deletion).
+	AfterDelete func(obj runtime.Object)
+	// BeginUpdate, if set, may refuse an update of the main resource.
+	BeginUpdate genericregistry.BeginUpdateFunc
+	// Decorate, if set, changes every object the main and status storage
+	// return (not watch events; see the resource for those).
+	Decorate func(obj runtime.Object)
 	// AttrFunc adds field selectors beyond metadata.name/namespace.
 	AttrFunc func(obj runtime.Object) (labelSet map[string]string, fieldSet map[string]string, err error)
 }
@@ -71,7 +82,8 @@ func (r *REST) Categories() []string { return r.categories }
 
 // StatusREST is the status subresource: get and update of the status only.
 type StatusREST struct {
-	store *genericregistry.Store
+	store    *genericregistry.Store
+	decorate func(runtime.Object)
 }
 
 // New returns an empty object.
@@ -82,13 +94,21 @@ func (r *StatusREST) Destroy() {}
 
 // Get returns the object.
 func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	return r.store.Get(ctx, name, options)
+	obj, err := r.store.Get(ctx, name, options)
+	if err == nil && r.decorate != nil {
+		r.decorate(obj)
+	}
+	return obj, err
 }
 
 // Update changes the status of the object.
 func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	// Subresources never create.
-	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+	obj, created, err := r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+	if err == nil && r.decorate != nil {
+		r.decorate(obj)
+	}
+	return obj, created, err
 }
 
 // GetResetFields returns the fields the status subresource leaves alone.
@@ -118,6 +138,13 @@ func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *Statu
 	if d.AdminNamespace != "" {
 		store.BeginCreate = adminNamespaceOnly(d.Resource, d.AdminNamespace)
 	}
+	if d.AfterWrite != nil {
+		store.AfterCreate = func(obj runtime.Object, _ *metav1.CreateOptions) { d.AfterWrite(obj) }
+		store.AfterUpdate = func(obj runtime.Object, _ *metav1.UpdateOptions) { d.AfterWrite(obj) }
+	}
+	if d.AfterDelete != nil {
+		store.AfterDelete = func(obj runtime.Object, _ *metav1.DeleteOptions) { d.AfterDelete(obj) }
+	}
 	options := &generic.StoreOptions{RESTOptions: optsGetter}
 	if d.AttrFunc != nil {
 		options.AttrFunc = func(obj runtime.Object) (labels.Set, fields.Set, error) {
@@ -130,6 +157,7 @@ func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *Statu
 	}
 	main := &REST{Store: store, shortNames: d.ShortNames, categories: d.Categories}
 	if d.StatusStrategy == nil {
+		store.BeginUpdate = d.BeginUpdate
 		return main, nil, nil
 	}
 	statusStore := *store
@@ -137,7 +165,8 @@ func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *Statu
 	statusStore.DeleteStrategy = nil
 	statusStore.UpdateStrategy = d.StatusStrategy
 	statusStore.ResetFieldsStrategy = d.StatusStrategy
-	return main, &StatusREST{store: &statusStore}, nil
+	store.BeginUpdate = d.BeginUpdate
+	return main, &StatusREST{store: &statusStore, decorate: d.Decorate}, nil
 }
 
 // adminNamespaceOnly refuses creating objects outside the admin namespace.

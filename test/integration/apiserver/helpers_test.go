@@ -9,7 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -45,3 +49,24 @@ func do(t *testing.T, s *framework.Server, cfg *rest.Config, method, path, conte
 }
 
 func gzipReader(s string) (io.Reader, error) { return gzip.NewReader(strings.NewReader(s)) }
+
+// setBackupPhase sets a backup's phase through the status subresource, as
+// the backup engine would, retrying when an engine wrote it meanwhile.
+func setBackupPhase(t *testing.T, s *framework.Server, name string, phase velerov1.BackupPhase) *velerov1.Backup {
+	t.Helper()
+	ctx := context.Background()
+	var out *velerov1.Backup
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		b.Status.Phase = phase
+		out, err = s.Clientset.VeleroV1().Backups(ns).UpdateStatus(ctx, b, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("setting backup %s to %s: %v", name, phase, err)
+	}
+	return out
+}

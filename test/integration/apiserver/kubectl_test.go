@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -145,14 +143,7 @@ spec:
 	if !lines.Scan() { // the initial state
 		t.Fatalf("kubectl get -w printed nothing")
 	}
-	b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "nightly-apps", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Status.Phase = velerov1.BackupPhaseCompleted
-	if _, err := s.Clientset.VeleroV1().Backups(ns).UpdateStatus(ctx, b, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setBackupPhase(t, s, "nightly-apps", velerov1.BackupPhaseCompleted)
 	sawUpdate := false
 	for lines.Scan() {
 		if lines.Text() == "Completed" {

@@ -31,14 +31,7 @@ func TestBackupCancelSubresource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	done, err := backups.Get(ctx, "done", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done.Status.Phase = velerov1.BackupPhaseCompleted
-	if _, err := backups.UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	done := setBackupPhase(t, s, "done", velerov1.BackupPhaseCompleted)
 
 	b, err := cancel("running")
 	if err != nil || !b.Spec.Cancel || b.Name != "running" {

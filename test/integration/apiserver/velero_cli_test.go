@@ -70,10 +70,7 @@ func TestVeleroCLI(t *testing.T) {
 	}
 	// logs (of a finished backup) are downloaded from the storage location
 	// through a signed link.
-	b.Status.Phase = velerov1.BackupPhaseCompleted
-	if _, err := s.Clientset.VeleroV1().Backups(ns).UpdateStatus(ctx, b, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setBackupPhase(t, s, "b1", velerov1.BackupPhaseCompleted)
 	putGzip(t, filepath.Join(bucket, "backups", "b1", "b1-logs.gz"), "level=info msg=\"backup b1 went fine\"\n")
 	requireContains(t, "backup logs", veleroCLI(t, s, "backup", "logs", "b1"), `backup b1 went fine`)
 	// describe of a completed backup reads more of its files, none an error.

@@ -1,6 +1,9 @@
 package backup
 
 import (
+	"context"
+
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 
@@ -11,7 +14,7 @@ import (
 
 // Storage is the REST storage of backups and their subresources.
 type Storage struct {
-	Backup *resource.REST
+	Backup *QueueREST
 	Status *resource.StatusREST
 	Cancel *CancelREST
 	Logs   *resource.LogsREST
@@ -21,13 +24,18 @@ type Storage struct {
 // logs subresources.
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc, locations objectstore.LocationGetter) (*Storage, error) {
 	strategy := NewStrategy(scheme, defaultLocation)
+	index := NewQueueIndex(adminNamespace, nil)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("backups"),
 		Singular:       velero.Resource("backup"),
 		NewFunc:        func() runtime.Object { return &velero.Backup{} },
 		NewListFunc:    func() runtime.Object { return &velero.BackupList{} },
 		Strategy:       strategy,
-		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
+		StatusStrategy: StatusStrategy{StatusStrategy: resource.NewStatusStrategy(strategy.Strategy), index: index},
+		AfterWrite:     index.Observe,
+		AfterDelete:    index.Forget,
+		BeginUpdate:    refuseCancelOfFinished,
+		Decorate:       index.fill,
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		Categories:     []string{"velero"},
@@ -35,9 +43,15 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 	if err != nil {
 		return nil, err
 	}
-	main.BeginUpdate = refuseCancelOfFinished
+	index.load = func(ctx context.Context) (*velero.BackupList, error) {
+		obj, err := main.List(ctx, &metainternalversion.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*velero.BackupList), nil
+	}
 	return &Storage{
-		Backup: main,
+		Backup: &QueueREST{REST: main, index: index},
 		Status: status,
 		Cancel: &CancelREST{store: main.Store},
 		Logs:   resource.NewLogsREST(velero.Resource("backups"), main.New, logTarget(main), locations),

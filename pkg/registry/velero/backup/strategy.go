@@ -4,6 +4,7 @@ package backup
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +48,7 @@ func NewStrategy(typer runtime.ObjectTyper, defaultLocation DefaultLocationFunc)
 func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	s.Strategy.PrepareForCreate(ctx, obj)
 	b := obj.(*velero.Backup)
+	delete(b.Annotations, SequenceAnnotation)
 	ApplyDefaults(&b.Spec)
 	if b.Spec.StorageLocation == "" && s.defaultLocation != nil {
 		// An error here leaves the location empty; the backup engine then
@@ -60,6 +62,54 @@ func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 			b.Labels = map[string]string{}
 		}
 		b.Labels[velerov1.StorageLocationLabel] = b.Spec.StorageLocation
+	}
+}
+
+// PrepareForUpdate keeps the status and the queue sequence, which only the
+// registry sets.
+func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.Strategy.PrepareForUpdate(ctx, obj, old)
+	keepSequence(obj.(*velero.Backup), old.(*velero.Backup))
+}
+
+// keepSequence carries the stored queue sequence over to b.
+func keepSequence(b, old *velero.Backup) {
+	seq, ok := old.Annotations[SequenceAnnotation]
+	if !ok {
+		delete(b.Annotations, SequenceAnnotation)
+		return
+	}
+	if b.Annotations == nil {
+		b.Annotations = map[string]string{}
+	}
+	b.Annotations[SequenceAnnotation] = seq
+}
+
+// StatusStrategy is the strategy of the status subresource: a backup
+// entering the Queued phase gets the next queue sequence; queue positions
+// are never stored (they are computed when read).
+type StatusStrategy struct {
+	resource.StatusStrategy
+	index *QueueIndex
+}
+
+// PrepareForUpdate keeps the spec and manages the queue sequence.
+func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.StatusStrategy.PrepareForUpdate(ctx, obj, old)
+	b, oldB := obj.(*velero.Backup), old.(*velero.Backup)
+	b.Status.QueuePosition = 0
+	keepSequence(b, oldB)
+	if b.Status.Phase == velero.BackupPhaseQueued && oldB.Status.Phase != velero.BackupPhaseQueued {
+		seq, err := s.index.NextSequence()
+		if err != nil {
+			// Without a sequence the backup sorts first; the error is logged
+			// by the index's next load attempt.
+			return
+		}
+		if b.Annotations == nil {
+			b.Annotations = map[string]string{}
+		}
+		b.Annotations[SequenceAnnotation] = strconv.FormatInt(seq, 10)
 	}
 }
 

@@ -1,0 +1,162 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+)
+
+// SequenceAnnotation is where the registry keeps a queued backup's place
+// (pkg/registry/velero/backup.SequenceAnnotation; engines do not import
+// registries).
+const SequenceAnnotation = "backstop.io/queue-sequence"
+
+// ResyncPeriod: the queue is also re-examined this often, whatever happens.
+const ResyncPeriod = 30 * time.Second
+
+// Controller is the backup queue engine: it moves New backups to Queued
+// (the registry numbers them) and Queued backups to ReadyToStart when
+// Runnable allows. Each backup is written once per transition.
+type Controller struct {
+	*reconcile.Loop
+	client    versioned.Interface
+	lister    listers.BackupLister
+	namespace string
+	limit     int
+
+	// entries caches each backup's interned namespaces by UID.
+	interner *Interner
+	entries  map[types.UID]Entry
+}
+
+// queueKey is the one key of the loop: every event re-examines the queue.
+var queueKey = cache.ObjectName{Name: "queue"}
+
+// New returns the queue engine of namespace, starting at most limit
+// backups at once.
+func New(client versioned.Interface, informer informers.BackupInformer, namespace string, limit int) (*Controller, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("the number of concurrent backups must be at least 1, not %d", limit)
+	}
+	c := &Controller{client: client, lister: informer.Lister(), namespace: namespace, limit: limit,
+		interner: NewInterner(), entries: map[types.UID]Entry{}}
+	c.Loop = reconcile.NewLoop("backup-queue", c.sync)
+	enqueue := func(any) { c.Loop.Add(queueKey) }
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(any, any) { enqueue(nil) }, DeleteFunc: enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("backup queue: watching backups: %w", err)
+	}
+	c.WaitFor(informer.Informer())
+	return c, nil
+}
+
+func (c *Controller) entry(b *velerov1.Backup) Entry {
+	e, ok := c.entries[b.UID]
+	if !ok {
+		e = c.interner.Entry(b.Name, b.Spec.IncludedNamespaces)
+		c.entries[b.UID] = e
+	}
+	return e
+}
+
+func sequence(b *velerov1.Backup) int64 {
+	n, err := strconv.ParseInt(b.Annotations[SequenceAnnotation], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// sync queues new backups and starts what may start.
+func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
+	defer c.AddAfter(queueKey, ResyncPeriod)
+	all, err := c.lister.Backups(c.namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	live := make(map[types.UID]bool, len(all))
+	var fresh, queued, running []*velerov1.Backup
+	for _, b := range all {
+		live[b.UID] = true
+		switch b.Status.Phase {
+		case "", velerov1.BackupPhaseNew:
+			fresh = append(fresh, b)
+		case velerov1.BackupPhaseQueued:
+			queued = append(queued, b)
+		case velerov1.BackupPhaseReadyToStart, velerov1.BackupPhaseInProgress:
+			running = append(running, b)
+		}
+	}
+	for uid := range c.entries {
+		if !live[uid] {
+			delete(c.entries, uid)
+		}
+	}
+
+	// New backups join the queue in creation order.
+	sort.Slice(fresh, func(i, j int) bool {
+		if !fresh[i].CreationTimestamp.Equal(&fresh[j].CreationTimestamp) {
+			return fresh[i].CreationTimestamp.Before(&fresh[j].CreationTimestamp)
+		}
+		return fresh[i].Name < fresh[j].Name
+	})
+	for _, b := range fresh {
+		if err := c.setPhase(ctx, b, velerov1.BackupPhaseQueued); err != nil {
+			return err
+		}
+	}
+	if len(fresh) > 0 {
+		// The next pass sees them queued, numbered by the registry.
+		c.Loop.Add(queueKey)
+		return nil
+	}
+
+	sort.Slice(queued, func(i, j int) bool { return sequence(queued[i]) < sequence(queued[j]) })
+	runningEntries := make([]Entry, 0, len(running))
+	for _, b := range running {
+		runningEntries = append(runningEntries, c.entry(b))
+	}
+	queuedEntries := make([]Entry, 0, len(queued))
+	byName := make(map[string]*velerov1.Backup, len(queued))
+	for _, b := range queued {
+		queuedEntries = append(queuedEntries, c.entry(b))
+		byName[b.Name] = b
+	}
+	for _, name := range Runnable(c.interner, runningEntries, queuedEntries, c.limit) {
+		klog.FromContext(ctx).Info("Backup may start", "backup", name)
+		if err := c.setPhase(ctx, byName[name], velerov1.BackupPhaseReadyToStart); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Controller) setPhase(ctx context.Context, b *velerov1.Backup, phase velerov1.BackupPhase) error {
+	b = b.DeepCopy()
+	b.Status.Phase = phase
+	_, err := c.client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		// A newer version is on its way through the informer: the next pass decides.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("moving backup %s to %s: %w", b.Name, phase, err)
+	}
+	return nil
+}
