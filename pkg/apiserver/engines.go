@@ -7,6 +7,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/utils/clock"
 
+	"github.com/backstop-io/backstop/pkg/engine/deletion"
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
@@ -53,7 +54,15 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		if err != nil {
 			return err
 		}
+		deletions, err := deletion.New(client, deletion.Informers{
+			Requests: velero.DeleteBackupRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
+			Locations: velero.BackupStorageLocations(),
+		}, clock.RealClock{})
+		if err != nil {
+			return err
+		}
 		factory.Start(hookCtx.Done())
+		go deletions.Run(hookCtx, 2)
 		go backupQueue.Run(hookCtx, 1)
 		go locations.Run(hookCtx, 1)
 		go ssr.Run(hookCtx, 1)

@@ -1,0 +1,244 @@
+// Package deletion carries out velero.io DeleteBackupRequests, which
+// `velero backup delete` creates: it deletes the backup's data from its
+// storage location, the restores made from it (and their data), then the
+// Backup object, and records the outcome on the request (phases New →
+// InProgress → Processed, with errors). A backup still running is asked to
+// cancel first and deleted once it has stopped. Processed requests are
+// removed after a day, as Velero does.
+package deletion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+	"github.com/backstop-io/backstop/pkg/objectstore"
+)
+
+// MaxAge is how long a processed request is kept (Velero: 24 hours).
+const MaxAge = 24 * time.Hour
+
+// RunningPollInterval: how often a deletion waiting for a running backup
+// to stop looks again (besides the backup's own events).
+const RunningPollInterval = 2 * time.Second
+
+// Controller processes DeleteBackupRequests.
+type Controller struct {
+	*reconcile.Loop
+	client    versioned.Interface
+	requests  listers.DeleteBackupRequestLister
+	backups   listers.BackupLister
+	restores  listers.RestoreLister
+	locations listers.BackupStorageLocationLister
+	clock     clock.Clock
+}
+
+// Informers are what the controller reads.
+type Informers struct {
+	Requests  informers.DeleteBackupRequestInformer
+	Backups   informers.BackupInformer
+	Restores  informers.RestoreInformer
+	Locations informers.BackupStorageLocationInformer
+}
+
+// New returns the controller.
+func New(client versioned.Interface, inf Informers, clk clock.Clock) (*Controller, error) {
+	c := &Controller{client: client, requests: inf.Requests.Lister(), backups: inf.Backups.Lister(),
+		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), clock: clk}
+	c.Loop = reconcile.NewLoop("deletebackuprequests", c.sync)
+	if err := c.Watch(inf.Requests.Informer()); err != nil {
+		return nil, err
+	}
+	c.WaitFor(inf.Backups.Informer(), inf.Restores.Informer(), inf.Locations.Informer())
+	return c, nil
+}
+
+// finished reports whether a backup has stopped running (its data may go).
+func finished(p velerov1.BackupPhase) bool {
+	switch p {
+	case "", velerov1.BackupPhaseNew, velerov1.BackupPhaseQueued, velerov1.BackupPhaseCompleted,
+		velerov1.BackupPhasePartiallyFailed, velerov1.BackupPhaseFailed, velerov1.BackupPhaseFailedValidation,
+		velerov1.BackupPhaseDeleting:
+		return true
+	}
+	return false
+}
+
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	req, err := c.requests.DeleteBackupRequests(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch req.Status.Phase {
+	case velerov1.DeleteBackupRequestPhaseProcessed:
+		left := req.CreationTimestamp.Add(MaxAge).Sub(c.clock.Now())
+		if left > 0 {
+			c.AddAfter(key, left)
+			return nil
+		}
+		return reconcile.DeleteIfUnchanged(ctx, c.client.VeleroV1().DeleteBackupRequests(key.Namespace).Delete, key.Name, req.UID)
+	case "", velerov1.DeleteBackupRequestPhaseNew:
+		if other := c.otherInProgress(req); other != "" {
+			return c.finish(ctx, req, fmt.Sprintf("backup %s is already being deleted by request %s", req.Spec.BackupName, other))
+		}
+		if req, err = c.setPhase(ctx, req, velerov1.DeleteBackupRequestPhaseInProgress, nil); err != nil {
+			return err
+		}
+	}
+	return c.delete(ctx, req)
+}
+
+// otherInProgress names another request deleting the same backup.
+func (c *Controller) otherInProgress(req *velerov1.DeleteBackupRequest) string {
+	all, err := c.requests.DeleteBackupRequests(req.Namespace).List(labels.Everything())
+	if err != nil {
+		return ""
+	}
+	for _, o := range all {
+		if o.Name != req.Name && o.Spec.BackupName == req.Spec.BackupName && o.Status.Phase == velerov1.DeleteBackupRequestPhaseInProgress {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// delete carries out an InProgress request.
+func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupRequest) error {
+	logger := klog.FromContext(ctx).WithValues("request", req.Name, "backup", req.Spec.BackupName)
+	backup, err := c.backups.Backups(req.Namespace).Get(req.Spec.BackupName)
+	if apierrors.IsNotFound(err) {
+		return c.finish(ctx, req, fmt.Sprintf("backup %s not found", req.Spec.BackupName))
+	}
+	if err != nil {
+		return err
+	}
+	if uid := req.Labels[velerov1.BackupUIDLabel]; uid != "" && types.UID(uid) != backup.UID {
+		return c.finish(ctx, req, fmt.Sprintf("backup %s was replaced by a newer backup of the same name: not deleting it", backup.Name))
+	}
+	if !finished(backup.Status.Phase) {
+		// A running backup is cancelled first, then deleted once it stops.
+		if !backup.Spec.Cancel {
+			patch := []byte(`{"spec":{"cancel":true}}`)
+			if _, err := c.client.VeleroV1().Backups(backup.Namespace).Patch(ctx, backup.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("cancelling backup %s before deleting it: %w", backup.Name, err)
+			}
+			logger.Info("Cancelling the running backup before deleting it")
+		}
+		c.AddAfter(cache.ObjectName{Namespace: req.Namespace, Name: req.Name}, RunningPollInterval)
+		return nil
+	}
+	if backup.Status.Phase != velerov1.BackupPhaseDeleting {
+		b := backup.DeepCopy()
+		b.Status.Phase = velerov1.BackupPhaseDeleting
+		if _, err := c.client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("marking backup %s Deleting: %w", b.Name, err)
+		}
+	}
+
+	var errs []string
+	store, layout, err := c.storeOf(backup)
+	switch {
+	case errors.Is(err, errNoLocation):
+		// Nothing was stored: nothing to delete.
+	case err != nil:
+		// Keep the Backup so the deletion can be retried once the location works.
+		return c.finish(ctx, req, fmt.Sprintf("deleting the data of backup %s: %v", backup.Name, err))
+	default:
+		if err := deletePrefix(ctx, store, layout.BackupDir(backup.Name)); err != nil {
+			return c.finish(ctx, req, fmt.Sprintf("deleting the data of backup %s: %v", backup.Name, err))
+		}
+	}
+	restores, err := c.restores.Restores(req.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, r := range restores {
+		if r.Spec.BackupName != backup.Name {
+			continue
+		}
+		if store != nil {
+			if err := deletePrefix(ctx, store, layout.RestoreDir(r.Name)); err != nil {
+				errs = append(errs, fmt.Sprintf("deleting the data of restore %s: %v", r.Name, err))
+				continue
+			}
+		}
+		if err := c.client.VeleroV1().Restores(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Sprintf("deleting restore %s: %v", r.Name, err))
+		}
+	}
+	if len(errs) == 0 {
+		err := c.client.VeleroV1().Backups(backup.Namespace).Delete(ctx, backup.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &backup.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Sprintf("deleting backup %s: %v", backup.Name, err))
+		}
+	}
+	logger.Info("Deleted the backup", "errors", len(errs))
+	return c.finish(ctx, req, errs...)
+}
+
+var errNoLocation = errors.New("the backup has no storage location")
+
+func (c *Controller) storeOf(b *velerov1.Backup) (objectstore.Store, objectstore.Layout, error) {
+	if b.Spec.StorageLocation == "" {
+		return nil, objectstore.Layout{}, errNoLocation
+	}
+	l, err := c.locations.BackupStorageLocations(b.Namespace).Get(b.Spec.StorageLocation)
+	if apierrors.IsNotFound(err) {
+		return nil, objectstore.Layout{}, fmt.Errorf("storage location %s does not exist", b.Spec.StorageLocation)
+	}
+	if err != nil {
+		return nil, objectstore.Layout{}, err
+	}
+	return objectstore.ForLocation(l)
+}
+
+func deletePrefix(ctx context.Context, store objectstore.Store, prefix string) error {
+	keys, err := store.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := store.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish marks the request Processed with errs.
+func (c *Controller) finish(ctx context.Context, req *velerov1.DeleteBackupRequest, errs ...string) error {
+	_, err := c.setPhase(ctx, req, velerov1.DeleteBackupRequestPhaseProcessed, errs)
+	if err == nil {
+		c.AddAfter(cache.ObjectName{Namespace: req.Namespace, Name: req.Name}, MaxAge)
+	}
+	return err
+}
+
+func (c *Controller) setPhase(ctx context.Context, req *velerov1.DeleteBackupRequest, phase velerov1.DeleteBackupRequestPhase, errs []string) (*velerov1.DeleteBackupRequest, error) {
+	req = req.DeepCopy()
+	req.Status.Phase = phase
+	req.Status.Errors = errs
+	out, err := c.client.VeleroV1().DeleteBackupRequests(req.Namespace).UpdateStatus(ctx, req, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("setting delete request %s to %s: %w", req.Name, phase, err)
+	}
+	return out, nil
+}
