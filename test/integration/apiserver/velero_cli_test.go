@@ -77,15 +77,6 @@ func TestVeleroCLI(t *testing.T) {
 	if out := veleroCLI(t, s, "backup", "describe", "b1", "--details"); strings.Contains(out, "<error") || !strings.Contains(out, "Completed") {
 		t.Errorf("describe of the completed backup:\n%s", out)
 	}
-	requireContains(t, "backup delete", veleroCLI(t, s, "backup", "delete", "b1", "--confirm"), "Request to delete backup \"b1\" submitted successfully")
-	dbrs, err := s.Clientset.VeleroV1().DeleteBackupRequests(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dbrs.Items) != 1 || dbrs.Items[0].Spec.BackupName != "b1" {
-		t.Errorf("delete backup requests after velero backup delete: %+v", dbrs.Items)
-	}
-
 	requireContains(t, "schedule create", veleroCLI(t, s, "schedule", "create", "s1", "--schedule", "0 1 * * *", "--include-namespaces", "shop", "--skip-immediately=true"),
 		`Schedule "s1" created successfully`)
 	sched, err := s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "s1", metav1.GetOptions{})
@@ -107,6 +98,15 @@ func TestVeleroCLI(t *testing.T) {
 
 	requireContains(t, "restore create", veleroCLI(t, s, "restore", "create", "r1", "--from-backup", "b1"), `Restore request "r1" submitted successfully`)
 	requireContains(t, "restore get", veleroCLI(t, s, "restore", "get"), "NAME", "r1", "b1")
+
+	requireContains(t, "backup delete", veleroCLI(t, s, "backup", "delete", "b1", "--confirm"), "Request to delete backup \"b1\" submitted successfully")
+	dbrs, err := s.Clientset.VeleroV1().DeleteBackupRequests(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dbrs.Items) != 1 || dbrs.Items[0].Spec.BackupName != "b1" {
+		t.Errorf("delete backup requests after velero backup delete: %+v", dbrs.Items)
+	}
 }
 
 // createFilesystemLocation creates a default filesystem storage location
