@@ -9,6 +9,7 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/engine/deletion"
 	"github.com/backstop-io/backstop/pkg/engine/download"
+	"github.com/backstop-io/backstop/pkg/engine/gc"
 	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
@@ -61,7 +62,14 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		if err != nil {
 			return err
 		}
+		collector, err := gc.New(client, gc.Informers{
+			Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), Locations: velero.BackupStorageLocations(),
+		}, clock.RealClock{})
+		if err != nil {
+			return err
+		}
 		factory.Start(hookCtx.Done())
+		go collector.Run(hookCtx, 1)
 		go deletions.Run(hookCtx, 2)
 		go backupQueue.Run(hookCtx, 1)
 		go locations.Run(hookCtx, 1)

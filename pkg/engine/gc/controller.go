@@ -1,0 +1,173 @@
+// Package gc deletes expired backups: when a backup's status.expiration
+// (its start plus spec.ttl) has passed, it creates a DeleteBackupRequest
+// for it, as Velero's garbage collector does, and the deletion engine does
+// the rest. A backup whose storage location is missing or unavailable is
+// labelled with the reason (velero.io/gc-failure) and retried later.
+// Unlike Velero, which looks once an hour, a backup is looked at when it
+// expires.
+package gc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+)
+
+// FailureLabel says why an expired backup could not be collected.
+const FailureLabel = "velero.io/gc-failure"
+
+// RetryInterval: how soon an expired backup that could not be collected is
+// looked at again.
+const RetryInterval = time.Minute
+
+// Controller collects expired backups.
+type Controller struct {
+	*reconcile.Loop
+	client    versioned.Interface
+	backups   listers.BackupLister
+	requests  listers.DeleteBackupRequestLister
+	locations listers.BackupStorageLocationLister
+	clock     clock.Clock
+}
+
+// Informers are what the controller reads.
+type Informers struct {
+	Backups   informers.BackupInformer
+	Requests  informers.DeleteBackupRequestInformer
+	Locations informers.BackupStorageLocationInformer
+}
+
+// New returns the collector.
+func New(client versioned.Interface, inf Informers, clk clock.Clock) (*Controller, error) {
+	c := &Controller{client: client, backups: inf.Backups.Lister(), requests: inf.Requests.Lister(),
+		locations: inf.Locations.Lister(), clock: clk}
+	c.Loop = reconcile.NewLoop("backup-gc", c.sync)
+	if err := c.Watch(inf.Backups.Informer()); err != nil {
+		return nil, err
+	}
+	c.WaitFor(inf.Requests.Informer(), inf.Locations.Informer())
+	return c, nil
+}
+
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	b, err := c.backups.Backups(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if b.Status.Expiration == nil || b.Status.Phase == velerov1.BackupPhaseDeleting {
+		return nil
+	}
+	if left := b.Status.Expiration.Sub(c.clock.Now()); left > 0 {
+		c.AddAfter(key, left)
+		return nil
+	}
+	if reason := c.locationProblem(b); reason != "" {
+		c.AddAfter(key, RetryInterval)
+		return c.setFailure(ctx, b, reason)
+	}
+	if err := c.setFailure(ctx, b, ""); err != nil {
+		return err
+	}
+	for _, r := range c.pendingRequests(b) {
+		klog.FromContext(ctx).V(2).Info("Expired backup already has a pending deletion request", "backup", b.Name, "request", r)
+		return nil
+	}
+	_, err = c.client.VeleroV1().DeleteBackupRequests(b.Namespace).Create(ctx, &velerov1.DeleteBackupRequest{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: LabelValue(b.Name) + "-",
+			Namespace:    b.Namespace,
+			Labels: map[string]string{
+				velerov1.BackupNameLabel: LabelValue(b.Name),
+				velerov1.BackupUIDLabel:  string(b.UID),
+			},
+		},
+		Spec: velerov1.DeleteBackupRequestSpec{BackupName: b.Name},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("requesting the deletion of expired backup %s: %w", b.Name, err)
+	}
+	klog.FromContext(ctx).Info("Expired backup: deletion requested", "backup", b.Name, "expiration", b.Status.Expiration.Time)
+	return nil
+}
+
+// locationProblem is why the backup's data cannot be deleted now, or "".
+func (c *Controller) locationProblem(b *velerov1.Backup) string {
+	if b.Spec.StorageLocation == "" {
+		return ""
+	}
+	l, err := c.locations.BackupStorageLocations(b.Namespace).Get(b.Spec.StorageLocation)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "BSLNotFound"
+	case err != nil:
+		return "BSLCannotGet"
+	case l.Spec.AccessMode == velerov1.BackupStorageLocationAccessModeReadOnly:
+		return "BSLReadOnly"
+	case l.Status.Phase == velerov1.BackupStorageLocationPhaseUnavailable:
+		return "BSLUnavailable"
+	}
+	return ""
+}
+
+// pendingRequests names deletion requests of this backup not yet processed.
+func (c *Controller) pendingRequests(b *velerov1.Backup) []string {
+	sel := labels.SelectorFromSet(labels.Set{velerov1.BackupNameLabel: LabelValue(b.Name), velerov1.BackupUIDLabel: string(b.UID)})
+	all, err := c.requests.DeleteBackupRequests(b.Namespace).List(sel)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range all {
+		if r.Status.Phase != velerov1.DeleteBackupRequestPhaseProcessed {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// setFailure sets (or with "" removes) the failure label.
+func (c *Controller) setFailure(ctx context.Context, b *velerov1.Backup, reason string) error {
+	if b.Labels[FailureLabel] == reason {
+		return nil
+	}
+	value := "null"
+	if reason != "" {
+		value = `"` + reason + `"`
+	}
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, FailureLabel, value))
+	_, err := c.client.VeleroV1().Backups(b.Namespace).Patch(ctx, b.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("labelling backup %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// LabelValue makes a name usable as a label value, as Velero's
+// label.GetValidName does: names over 63 characters are cut and suffixed
+// with a hash of the whole name.
+func LabelValue(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:57] + hex.EncodeToString(sum[:])[:6]
+}
