@@ -31,7 +31,9 @@ const ResyncPeriod = 30 * time.Second
 
 // Controller is the backup queue engine: it moves New backups to Queued
 // (the registry numbers them) and Queued backups to ReadyToStart when
-// Runnable allows. Each backup is written once per transition.
+// Runnable allows, and takes cancelled backups that have not started out
+// of the queue (FinalizingCancelled → Failed). Each backup is written once
+// per transition.
 type Controller struct {
 	*reconcile.Loop
 	client    versioned.Interface
@@ -94,6 +96,14 @@ func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 	var fresh, queued, running []*velerov1.Backup
 	for _, b := range all {
 		live[b.UID] = true
+		if b.Spec.Cancel && waiting(b.Status.Phase) {
+			// A cancelled backup that has not started leaves the queue:
+			// nothing was written, so there is nothing to finalize.
+			if err := c.cancel(ctx, b); err != nil {
+				return err
+			}
+			continue
+		}
 		switch b.Status.Phase {
 		case "", velerov1.BackupPhaseNew:
 			fresh = append(fresh, b)
@@ -144,6 +154,39 @@ func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// CancelledReason is the failureReason of a cancelled backup (seed:
+// backup-cancellation.md).
+const CancelledReason = "Backup cancelled by user"
+
+// waiting reports whether a backup has not started: New, Queued, or
+// ReadyToStart (the backup engine has not picked it up).
+func waiting(p velerov1.BackupPhase) bool {
+	return p == "" || p == velerov1.BackupPhaseNew || p == velerov1.BackupPhaseQueued || p == velerov1.BackupPhaseReadyToStart
+}
+
+// cancel takes a backup that has not started out of the queue, through
+// FinalizingCancelled to Failed, as the cancellation design's phases go.
+func (c *Controller) cancel(ctx context.Context, b *velerov1.Backup) error {
+	b = b.DeepCopy()
+	now := metav1.Now()
+	b.Status.Phase = velerov1.BackupPhaseFinalizingCancelled
+	b.Status.FailureReason = CancelledReason
+	out, err := c.client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cancelling backup %s: %w", b.Name, err)
+	}
+	out.Status.Phase = velerov1.BackupPhaseFailed
+	out.Status.CompletionTimestamp = &now
+	if _, err := c.client.VeleroV1().Backups(out.Namespace).UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failing cancelled backup %s: %w", out.Name, err)
+	}
+	klog.FromContext(ctx).Info("Backup cancelled before it started", "backup", out.Name)
 	return nil
 }
 

@@ -165,3 +165,34 @@ func queueStateOf(name string) string {
 	}
 	return "Queued/" + map[string]string{"backup2": "1", "backup3": "2", "backup4": "3"}[name]
 }
+
+// TestCancelQueuedBackup: cancelling a backup that waits in the queue takes
+// it out (FinalizingCancelled → Failed, with the reason), and the backups
+// behind it move up.
+func TestCancelQueuedBackup(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	createBackup(t, s, "first", "a")
+	waitQueue(t, s, map[string]string{"first": "ReadyToStart/0"})
+	setBackupPhase(t, s, "first", velerov1.BackupPhaseInProgress)
+	createBackup(t, s, "second", "a")
+	waitQueue(t, s, map[string]string{"second": "Queued/1"})
+	createBackup(t, s, "third", "a")
+	waitQueue(t, s, map[string]string{"third": "Queued/2"})
+
+	if err := s.Clientset.VeleroV1().RESTClient().Post().Namespace(ns).Resource("backups").Name("second").SubResource("cancel").Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitQueue(t, s, map[string]string{"second": "Failed/0", "third": "Queued/1", "first": "InProgress/0"})
+	b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "second", metav1.GetOptions{})
+	if err != nil || b.Status.FailureReason != "Backup cancelled by user" || b.Status.CompletionTimestamp == nil {
+		t.Errorf("cancelled backup: %+v, %v", b.Status, err)
+	}
+	// Cancelling it again is idempotent: nothing changes.
+	if err := s.Clientset.VeleroV1().RESTClient().Post().Namespace(ns).Resource("backups").Name("second").SubResource("cancel").Do(ctx).Error(); err != nil {
+		t.Errorf("cancelling the cancelled backup again: %v", err)
+	}
+	if again, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "second", metav1.GetOptions{}); err != nil || again.ResourceVersion != b.ResourceVersion {
+		t.Errorf("the second cancel changed the backup: rv %s → %s, %v", b.ResourceVersion, again.ResourceVersion, err)
+	}
+}
