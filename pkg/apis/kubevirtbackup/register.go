@@ -24,6 +24,12 @@ import (
 // GroupName is the group name used in this package.
 const GroupName = "backup.kubevirt.io"
 
+// Resource names of the group, as they appear in URLs and RBAC rules.
+const (
+	ResourceVirtualMachineBackups        = "virtualmachinebackups"
+	ResourceVirtualMachineBackupTrackers = "virtualmachinebackuptrackers"
+)
+
 // SchemeGroupVersion is the internal group version used to register these objects.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: runtime.APIVersionInternal}
 

@@ -25,6 +25,12 @@ import (
 // GroupName is the group name used in this package.
 const GroupName = "backup.kubevirt.io"
 
+// Resource names of the group, as they appear in URLs and RBAC rules.
+const (
+	ResourceVirtualMachineBackups        = "virtualmachinebackups"
+	ResourceVirtualMachineBackupTrackers = "virtualmachinebackuptrackers"
+)
+
 // SchemeGroupVersion is the group version used to register these objects.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 
@@ -49,10 +55,6 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
-}
-
-func addDefaultingFuncs(scheme *runtime.Scheme) error {
-	return RegisterDefaults(scheme)
 }
 
 // Resource takes an unqualified resource and returns a group-qualified GroupResource.
