@@ -13,12 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/sets"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
@@ -77,6 +79,17 @@ type ExtraConfig struct {
 	// put into filesystem storage locations, whose files this server serves,
 	// so that the velero CLI trusts the download links.
 	ServingCA []byte
+	// Source is the cluster backups read; nil: this server itself.
+	Source *restclient.Config
+	// ClientQPS, ClientBurst and ClientPageSize shape backups' requests to the source.
+	ClientQPS      float32
+	ClientBurst    int
+	ClientPageSize int64
+	// Opener opens storage locations' object stores (with the Secrets
+	// they refer to, when the server reads Secrets).
+	Opener objectstore.Opener
+	// DisabledControllers are engines not to run (names in Controllers).
+	DisabledControllers sets.Set[string]
 }
 
 // Server is a running Backstop API server.
@@ -123,7 +136,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	gs.Handler.NonGoRestfulMux.HandlePrefix(download.PathPrefix, &download.Handler{
-		Signer: signer, Locations: locationFrom(bslREST), Clock: clock.RealClock{},
+		Signer: signer, Locations: objectstore.Locations{Get: locationFrom(bslREST), Opener: c.extra.Opener}, Clock: clock.RealClock{},
 	})
 	if err := gs.AddPostStartHook("backstop-engines", c.startEngines(signer)); err != nil {
 		return nil, fmt.Errorf("registering the engines: %w", err)
@@ -184,7 +197,7 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 			return nil, nil, err
 		}
 	}
-	locations := locationFrom(bslREST)
+	locations := objectstore.Locations{Get: locationFrom(bslREST), Opener: c.extra.Opener}
 	backups, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation, locations)
 	if err != nil {
 		return nil, nil, err

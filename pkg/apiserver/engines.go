@@ -1,12 +1,19 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/deletion"
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/gc"
@@ -17,6 +24,31 @@ import (
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
 	"github.com/backstop-io/backstop/pkg/version"
 )
+
+// Engine names, for --disable-controllers (Velero's names where Velero
+// has the controller).
+const (
+	ControllerBackup                = "backup"
+	ControllerBackupQueue           = "backup-queue"
+	ControllerBackupDeletion        = "backup-deletion"
+	ControllerGarbageCollection     = "gc"
+	ControllerDownloadRequest       = "download-request"
+	ControllerServerStatusRequest   = "server-status-request"
+	ControllerBackupStorageLocation = "backup-storage-location"
+)
+
+// Controllers are the engines that may be disabled.
+var Controllers = []string{
+	ControllerBackup, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
+	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
+}
+
+// engine is a started engine's run function.
+type engine struct {
+	name    string
+	workers int
+	run     func(ctx context.Context, workers int)
+}
 
 // startEngines returns the post-start hook that runs the engines. They
 // reach the API through the loopback client, like any client, so every
@@ -32,49 +64,131 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		factory := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
 			externalversions.WithNamespace(c.extra.Namespace))
 		velero := factory.Velero().V1()
-		ssr, err := serverstatus.New(client, velero.ServerStatusRequests(), clock.RealClock{}, version.Version, nil)
-		if err != nil {
-			return err
-		}
-		downloads, err := download.New(client, download.Informers{
-			Requests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
-		}, signer, c.extra.ExternalURL, clock.RealClock{})
-		if err != nil {
-			return err
-		}
-		locations, err := location.New(client, velero.BackupStorageLocations(), clock.RealClock{})
-		if err != nil {
-			return err
+		var engines []engine
+		add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
+			if c.extra.DisabledControllers.Has(name) {
+				return nil
+			}
+			run, err := build()
+			if err != nil {
+				return fmt.Errorf("engine %s: %w", name, err)
+			}
+			engines = append(engines, engine{name: name, workers: workers, run: run})
+			return nil
 		}
 		if c.extra.DataDir != "" {
 			if err := location.EnsureDefault(hookCtx, client, c.extra.Namespace, c.extra.DataDir); err != nil {
 				return err
 			}
 		}
-		backupQueue, err := queue.New(client, velero.Backups(), c.extra.Namespace, c.extra.ConcurrentBackups)
-		if err != nil {
-			return err
-		}
-		deletions, err := deletion.New(client, deletion.Informers{
-			Requests: velero.DeleteBackupRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
-			Locations: velero.BackupStorageLocations(),
-		}, clock.RealClock{})
-		if err != nil {
-			return err
-		}
-		collector, err := gc.New(client, gc.Informers{
-			Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), Locations: velero.BackupStorageLocations(),
-		}, clock.RealClock{})
+		err = firstError(
+			add(ControllerServerStatusRequest, 1, func() (func(context.Context, int), error) {
+				e, err := serverstatus.New(client, velero.ServerStatusRequests(), clock.RealClock{}, version.Version, nil)
+				return runOf(e, err)
+			}),
+			add(ControllerDownloadRequest, 2, func() (func(context.Context, int), error) {
+				e, err := download.New(client, download.Informers{
+					Requests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
+				}, signer, c.extra.ExternalURL, clock.RealClock{})
+				return runOf(e, err)
+			}),
+			add(ControllerBackupStorageLocation, 1, func() (func(context.Context, int), error) {
+				e, err := location.New(client, velero.BackupStorageLocations(), c.extra.Opener, clock.RealClock{})
+				return runOf(e, err)
+			}),
+			add(ControllerBackupQueue, 1, func() (func(context.Context, int), error) {
+				e, err := queue.New(client, velero.Backups(), c.extra.Namespace, c.extra.ConcurrentBackups)
+				return runOf(e, err)
+			}),
+			add(ControllerBackup, 1, func() (func(context.Context, int), error) {
+				source, err := c.source(hookCtx.LoopbackClientConfig)
+				if err != nil {
+					return nil, err
+				}
+				scratch, err := c.scratchDir()
+				if err != nil {
+					return nil, err
+				}
+				e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
+					Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch})
+				return runOf(e, err)
+			}),
+			add(ControllerBackupDeletion, 2, func() (func(context.Context, int), error) {
+				e, err := deletion.New(client, deletion.Informers{
+					Requests: velero.DeleteBackupRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
+					Locations: velero.BackupStorageLocations(),
+				}, c.extra.Opener, clock.RealClock{})
+				return runOf(e, err)
+			}),
+			add(ControllerGarbageCollection, 1, func() (func(context.Context, int), error) {
+				e, err := gc.New(client, gc.Informers{
+					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), Locations: velero.BackupStorageLocations(),
+				}, clock.RealClock{})
+				return runOf(e, err)
+			}),
+		)
 		if err != nil {
 			return err
 		}
 		factory.Start(hookCtx.Done())
-		go collector.Run(hookCtx, 1)
-		go deletions.Run(hookCtx, 2)
-		go backupQueue.Run(hookCtx, 1)
-		go locations.Run(hookCtx, 1)
-		go ssr.Run(hookCtx, 1)
-		go downloads.Run(hookCtx, 2)
+		for _, e := range engines {
+			go e.run(hookCtx, e.workers)
+		}
 		return nil
 	}
+}
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runOf adapts an engine's constructor result.
+func runOf[E interface{ Run(context.Context, int) }](e E, err error) (func(context.Context, int), error) {
+	if err != nil {
+		return nil, err
+	}
+	return e.Run, nil
+}
+
+// source is the cluster backups read: --source-kubeconfig, the host
+// cluster (aggregated), or this server (standalone), with the backup
+// client's rate limits.
+func (c CompletedConfig) source(loopback *restclient.Config) (backup.Source, error) {
+	cfg := c.extra.Source
+	if cfg == nil {
+		cfg = loopback
+	}
+	cfg = restclient.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = c.extra.ClientQPS, c.extra.ClientBurst
+	cfg.UserAgent = "backstop-backup/" + version.Version
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return backup.Source{}, fmt.Errorf("source discovery client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return backup.Source{}, fmt.Errorf("source client: %w", err)
+	}
+	return backup.Source{Discovery: disc, Dynamic: dyn, PageSize: c.extra.ClientPageSize}, nil
+}
+
+// scratchDir is where running backups spool their logs and resource
+// lists: <data-dir>/scratch, emptied at start.
+func (c CompletedConfig) scratchDir() (string, error) {
+	if c.extra.DataDir == "" {
+		return os.MkdirTemp("", "backstop-scratch-")
+	}
+	dir := filepath.Join(c.extra.DataDir, "scratch")
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("emptying %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return dir, nil
 }

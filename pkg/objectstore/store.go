@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	corev1 "k8s.io/api/core/v1"
+
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
 
@@ -32,25 +34,71 @@ const (
 	ProviderFilesystem = "filesystem"
 )
 
-// ForLocation opens the object store of a BackupStorageLocation.
-func ForLocation(bsl *velerov1.BackupStorageLocation) (Store, Layout, error) {
+// SecretReader returns one key of a Secret of namespace.
+type SecretReader func(ctx context.Context, namespace, name, key string) ([]byte, error)
+
+// Opener opens the object stores of storage locations.
+type Opener struct {
+	// Secrets reads the Secrets locations refer to (spec.credential,
+	// objectStorage.caCertRef); nil when the server reads none
+	// (standalone mode serves no Secrets).
+	Secrets SecretReader
+}
+
+// Open opens the object store of a BackupStorageLocation.
+func (o Opener) Open(ctx context.Context, bsl *velerov1.BackupStorageLocation) (Store, Layout, error) {
 	if bsl.Spec.ObjectStorage == nil {
 		return nil, Layout{}, fmt.Errorf("backup storage location %s has no objectStorage", bsl.Name)
 	}
 	layout := NewLayout(bsl.Spec.ObjectStorage.Prefix)
-	switch bsl.Spec.Provider {
-	case ProviderFilesystem, "velero.io/" + ProviderFilesystem: // keep in step with IsServedByBackstop
+	switch {
+	case IsServedByBackstop(bsl.Spec.Provider):
 		fs, err := NewFilesystem(bsl.Spec.ObjectStorage.Bucket)
 		return fs, layout, err
+	case isS3(bsl.Spec.Provider):
+		secret, err := o.secret(ctx, bsl, "spec.credential", bsl.Spec.Credential)
+		if err != nil {
+			return nil, Layout{}, err
+		}
+		caCert := bsl.Spec.ObjectStorage.CACert
+		if ref := bsl.Spec.ObjectStorage.CACertRef; ref != nil {
+			if caCert, err = o.secret(ctx, bsl, "spec.objectStorage.caCertRef", ref); err != nil {
+				return nil, Layout{}, err
+			}
+		}
+		opts, err := s3OptionsOf(bsl.Spec.ObjectStorage.Bucket, bsl.Spec.Config, caCert, secret)
+		if err != nil {
+			return nil, Layout{}, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+		}
+		store, err := NewS3(opts)
+		if err != nil {
+			return nil, Layout{}, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+		}
+		return store, layout, nil
 	default:
-		return nil, Layout{}, fmt.Errorf("backup storage location %s: provider %q is not supported (supported: %s)",
-			bsl.Name, bsl.Spec.Provider, ProviderFilesystem)
+		return nil, Layout{}, fmt.Errorf("backup storage location %s: provider %q is not supported (supported: %s, %s)",
+			bsl.Name, bsl.Spec.Provider, ProviderFilesystem, ProviderAWS)
 	}
 }
 
+// secret reads a Secret key a location refers to at field.
+func (o Opener) secret(ctx context.Context, bsl *velerov1.BackupStorageLocation, field string, ref *corev1.SecretKeySelector) ([]byte, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	if o.Secrets == nil {
+		return nil, fmt.Errorf("backup storage location %s: %s names Secret %s, but this server reads no Secrets (standalone mode): put the credentials in a file and name it in config.%s",
+			bsl.Name, field, ref.Name, S3ConfigCredentialsFile)
+	}
+	data, err := o.Secrets(ctx, bsl.Namespace, ref.Name, ref.Key)
+	if err != nil {
+		return nil, fmt.Errorf("backup storage location %s: %s: %w", bsl.Name, field, err)
+	}
+	return data, nil
+}
+
 // IsServedByBackstop reports whether the files of a provider's locations
-// are served to clients by the Backstop server itself (download links)
-// rather than by an object store of their own.
+// live on this server's disk (the filesystem provider).
 func IsServedByBackstop(provider string) bool {
 	return provider == ProviderFilesystem || provider == "velero.io/"+ProviderFilesystem
 }
@@ -59,17 +107,23 @@ func IsServedByBackstop(provider string) bool {
 // when there is none.
 type LocationGetter func(ctx context.Context, namespace, name string) (*velerov1.BackupStorageLocation, error)
 
+// Locations finds storage locations and opens their stores.
+type Locations struct {
+	Get    LocationGetter
+	Opener Opener
+}
+
 // OpenTarget opens the file a download target names, in the location of
 // that name: ErrNotFound when the location or the file does not exist.
-func OpenTarget(ctx context.Context, locations LocationGetter, namespace, location string, kind velerov1.DownloadTargetKind, name string) (io.ReadCloser, error) {
+func (l Locations) OpenTarget(ctx context.Context, namespace, location string, kind velerov1.DownloadTargetKind, name string) (io.ReadCloser, error) {
 	if location == "" {
 		return nil, fmt.Errorf("no storage location: %w", ErrNotFound)
 	}
-	bsl, err := locations(ctx, namespace, location)
+	bsl, err := l.Get(ctx, namespace, location)
 	if err != nil {
 		return nil, fmt.Errorf("storage location %s: %v: %w", location, err, ErrNotFound)
 	}
-	store, layout, err := ForLocation(bsl)
+	store, layout, err := l.Opener.Open(ctx, bsl)
 	if err != nil {
 		return nil, err
 	}

@@ -12,10 +12,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -23,11 +27,14 @@ import (
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
 	"github.com/backstop-io/backstop/pkg/apiserver"
 	backstopopenapi "github.com/backstop-io/backstop/pkg/generated/openapi"
+	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
 	"github.com/backstop-io/backstop/pkg/storage/pebble"
 )
@@ -59,6 +66,17 @@ type Options struct {
 	WatchCache bool
 	// ConcurrentBackups bounds the backups ReadyToStart or InProgress at once.
 	ConcurrentBackups int
+	// SourceKubeconfig is the cluster backups read (default: this server
+	// standalone, the host cluster aggregated).
+	SourceKubeconfig string
+	// ClientQPS, ClientBurst and ClientPageSize shape the requests backups
+	// make to the source (Velero's --client-qps, --client-burst,
+	// --client-page-size).
+	ClientQPS      float32
+	ClientBurst    int
+	ClientPageSize int
+	// DisableControllers names engines not to run.
+	DisableControllers []string
 
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Audit          *genericoptions.AuditOptions
@@ -79,6 +97,9 @@ func NewOptions() *Options {
 		CompactionInterval: 5 * time.Minute,
 		WatchCache:         true,
 		ConcurrentBackups:  1,
+		ClientQPS:          20,
+		ClientBurst:        30,
+		ClientPageSize:     500,
 		SecureServing:      genericoptions.NewSecureServingOptions().WithLoopback(),
 		Audit:              genericoptions.NewAuditOptions(),
 		Features:           genericoptions.NewFeatureOptions(),
@@ -100,6 +121,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
+	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
+	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster")
+	fs.IntVar(&o.ClientBurst, "client-burst", o.ClientBurst, "maximum burst of requests a backup makes to the source cluster")
+	fs.IntVar(&o.ClientPageSize, "client-page-size", o.ClientPageSize, "items per list request to the source cluster")
+	fs.StringSliceVar(&o.DisableControllers, "disable-controllers", o.DisableControllers, fmt.Sprintf("engines not to run (as Velero's --disable-controllers), from: %s", strings.Join(apiserver.Controllers, ", ")))
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "serve watches and lists from the watch cache in front of the storage")
 	o.SecureServing.AddFlags(fs)
 	o.Audit.AddFlags(fs)
@@ -123,6 +149,14 @@ func (o *Options) Validate() error {
 	}
 	if o.ConcurrentBackups < 1 {
 		errs = append(errs, fmt.Errorf("--concurrent-backups must be at least 1, not %d", o.ConcurrentBackups))
+	}
+	if o.ClientQPS <= 0 || o.ClientBurst < 1 || o.ClientPageSize < 1 {
+		errs = append(errs, fmt.Errorf("--client-qps (%v), --client-burst (%d) and --client-page-size (%d) must be positive", o.ClientQPS, o.ClientBurst, o.ClientPageSize))
+	}
+	for _, c := range o.DisableControllers {
+		if !slices.Contains(apiserver.Controllers, c) {
+			errs = append(errs, fmt.Errorf("--disable-controllers: unknown controller %q (known: %s)", c, strings.Join(apiserver.Controllers, ", ")))
+		}
 	}
 	if o.CompactionInterval < 0 {
 		errs = append(errs, errors.New("--storage-compaction-interval must not be negative"))
@@ -232,6 +266,20 @@ func (o *Options) Run(ctx context.Context) error {
 	extra := apiserver.ExtraConfig{
 		Scheme: scheme, Codecs: codecs, Backend: backend, GarbageCollection: o.Mode == ModeAggregated,
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
+		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, ClientPageSize: int64(o.ClientPageSize),
+		DisabledControllers: sets.New(o.DisableControllers...),
+	}
+	if kubeClient != nil {
+		// Aggregated: storage locations' Secrets are the host cluster's.
+		extra.Opener.Secrets = secretReader(kubeClient)
+	}
+	switch {
+	case o.SourceKubeconfig != "":
+		if extra.Source, err = clientcmd.BuildConfigFromFlags("", o.SourceKubeconfig); err != nil {
+			return fmt.Errorf("loading --source-kubeconfig: %w", err)
+		}
+	case o.Mode == ModeAggregated:
+		extra.Source = rest.CopyConfig(cfg.ClientConfig)
 	}
 	if ca != nil {
 		extra.ServingCA = ca.CertPEM
@@ -312,4 +360,19 @@ func (o *Options) serverURL() string {
 	}
 	u := url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(o.SecureServing.BindPort))}
 	return u.String()
+}
+
+// secretReader reads Secret keys from a cluster.
+func secretReader(client kubernetes.Interface) objectstore.SecretReader {
+	return func(ctx context.Context, namespace, name, key string) ([]byte, error) {
+		secret, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+		}
+		data, ok := secret.Data[key]
+		if !ok {
+			return nil, fmt.Errorf("Secret %s/%s has no key %q", namespace, name, key)
+		}
+		return data, nil
+	}
 }

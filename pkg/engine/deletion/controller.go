@@ -44,6 +44,7 @@ type Controller struct {
 	backups   listers.BackupLister
 	restores  listers.RestoreLister
 	locations listers.BackupStorageLocationLister
+	opener    objectstore.Opener
 	clock     clock.Clock
 }
 
@@ -56,9 +57,9 @@ type Informers struct {
 }
 
 // New returns the controller.
-func New(client versioned.Interface, inf Informers, clk clock.Clock) (*Controller, error) {
+func New(client versioned.Interface, inf Informers, opener objectstore.Opener, clk clock.Clock) (*Controller, error) {
 	c := &Controller{client: client, requests: inf.Requests.Lister(), backups: inf.Backups.Lister(),
-		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), clock: clk}
+		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), opener: opener, clock: clk}
 	c.Loop = reconcile.NewLoop("deletebackuprequests", c.sync)
 	if err := c.Watch(inf.Requests.Informer()); err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupReque
 	}
 
 	var errs []string
-	store, layout, err := c.storeOf(backup)
+	store, layout, err := c.storeOf(ctx, backup)
 	switch {
 	case errors.Is(err, errNoLocation):
 		// Nothing was stored: nothing to delete.
@@ -196,7 +197,7 @@ func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupReque
 
 var errNoLocation = errors.New("the backup has no storage location")
 
-func (c *Controller) storeOf(b *velerov1.Backup) (objectstore.Store, objectstore.Layout, error) {
+func (c *Controller) storeOf(ctx context.Context, b *velerov1.Backup) (objectstore.Store, objectstore.Layout, error) {
 	if b.Spec.StorageLocation == "" {
 		return nil, objectstore.Layout{}, errNoLocation
 	}
@@ -207,7 +208,7 @@ func (c *Controller) storeOf(b *velerov1.Backup) (objectstore.Store, objectstore
 	if err != nil {
 		return nil, objectstore.Layout{}, err
 	}
-	return objectstore.ForLocation(l)
+	return c.opener.Open(ctx, l)
 }
 
 func deletePrefix(ctx context.Context, store objectstore.Store, prefix string) error {

@@ -20,7 +20,7 @@ const PathPrefix = "/backstop/download/"
 // Handler serves signed download links.
 type Handler struct {
 	Signer    *Signer
-	Locations objectstore.LocationGetter
+	Locations objectstore.Locations
 	Clock     clock.PassiveClock
 }
 
@@ -48,7 +48,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if location == "-" {
 		location = ""
 	}
-	obj, err := objectstore.OpenTarget(r.Context(), h.Locations, namespace, location, kind, name)
+	obj, err := h.Locations.OpenTarget(r.Context(), namespace, location, kind, name)
 	if errors.Is(err, objectstore.ErrNotFound) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return

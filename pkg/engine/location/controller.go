@@ -73,6 +73,7 @@ type Controller struct {
 	*reconcile.Loop
 	client versioned.Interface
 	lister listers.BackupStorageLocationLister
+	opener objectstore.Opener
 	clock  clock.Clock
 
 	mu sync.Mutex
@@ -83,8 +84,8 @@ type Controller struct {
 }
 
 // New returns the availability controller.
-func New(client versioned.Interface, informer informers.BackupStorageLocationInformer, clk clock.Clock) (*Controller, error) {
-	c := &Controller{client: client, lister: informer.Lister(), clock: clk, probed: map[cache.ObjectName]int64{}}
+func New(client versioned.Interface, informer informers.BackupStorageLocationInformer, opener objectstore.Opener, clk clock.Clock) (*Controller, error) {
+	c := &Controller{client: client, lister: informer.Lister(), opener: opener, clock: clk, probed: map[cache.ObjectName]int64{}}
 	c.Loop = reconcile.NewLoop("backupstoragelocations", c.sync)
 	if err := c.Watch(informer.Informer()); err != nil {
 		return nil, err
@@ -126,7 +127,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 	}
 	phase, message := velerov1.BackupStorageLocationPhaseAvailable, ""
-	store, _, err := objectstore.ForLocation(l)
+	store, _, err := c.opener.Open(ctx, l)
 	if err == nil {
 		err = store.Probe(ctx)
 	}

@@ -31,7 +31,7 @@ type LogsREST struct {
 	resource  schema.GroupResource
 	newFunc   func() runtime.Object
 	target    LogTarget
-	locations objectstore.LocationGetter
+	locations objectstore.Locations
 }
 
 var (
@@ -40,7 +40,7 @@ var (
 )
 
 // NewLogsREST returns the logs subresource of resource.
-func NewLogsREST(resource schema.GroupResource, newFunc func() runtime.Object, target LogTarget, locations objectstore.LocationGetter) *LogsREST {
+func NewLogsREST(resource schema.GroupResource, newFunc func() runtime.Object, target LogTarget, locations objectstore.Locations) *LogsREST {
 	return &LogsREST{resource: resource, newFunc: newFunc, target: target, locations: locations}
 }
 
@@ -63,7 +63,7 @@ func (r *LogsREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (
 	if err != nil {
 		return nil, err
 	}
-	f, err := objectstore.OpenTarget(ctx, r.locations, namespace, location, kind, name)
+	f, err := r.locations.OpenTarget(ctx, namespace, location, kind, name)
 	if errors.Is(err, objectstore.ErrNotFound) {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: r.resource.Group, Resource: r.resource.Resource + "/logs"},
 			fmt.Sprintf("%s (no log stored yet: %v)", name, err))

@@ -47,7 +47,7 @@ func deleteRequest(t *testing.T, s *framework.Server, name, backup string) {
 // data, its restores and the backup; a missing backup is an error on the
 // request; a running backup is cancelled first and deleted once stopped.
 func TestDeleteBackupRequests(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 	bucket := createFilesystemLocation(t, s, "local")
 

@@ -22,7 +22,7 @@ import (
 // holding it can fetch (the velero CLI sends no credentials), that serves
 // the object or 404, and that is refused once tampered with.
 func TestDownloadRequests(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	bucket := createFilesystemLocation(t, s, "local")

@@ -37,7 +37,7 @@ func expireAt(t *testing.T, s *framework.Server, name string, at time.Time) {
 // (through a DeleteBackupRequest) when it expires; one whose location is
 // unavailable is kept and labelled with the reason.
 func TestExpiredBackupsAreCollected(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	createFilesystemLocation(t, s, "local")

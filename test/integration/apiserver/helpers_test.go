@@ -70,3 +70,8 @@ func setBackupPhase(t *testing.T, s *framework.Server, name string, phase velero
 	}
 	return out
 }
+
+// withoutBackupEngine starts a server whose backups are not run: tests of
+// the queue, deletion, downloads and the API make the backup engine's
+// transitions themselves.
+var withoutBackupEngine = []string{"--disable-controllers=backup"}

@@ -34,7 +34,7 @@ func mustKubectl(t *testing.T, s *framework.Server, args ...string) string {
 
 // TestKubectl drives the server with kubectl the way a user would.
 func TestKubectl(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 
 	// create from the examples; the storage location first so backups default to it.
 	mustKubectl(t, s, "create", "-f", examples(t, "backupstoragelocation.yaml"))

@@ -64,7 +64,7 @@ func waitQueue(t *testing.T, s *framework.Server, want map[string]string) {
 // queue positions are exact on get, list and watch without the queued
 // backups being rewritten.
 func TestBackupQueue(t *testing.T) {
-	s := framework.Start(t, framework.Options{Args: []string{"--concurrent-backups=2"}})
+	s := framework.Start(t, framework.Options{Args: append([]string{"--concurrent-backups=2"}, withoutBackupEngine...)})
 	ctx := context.Background()
 
 	createBackup(t, s, "backup1", "ns1", "ns2")
@@ -170,7 +170,7 @@ func queueStateOf(name string) string {
 // it out (FinalizingCancelled → Failed, with the reason), and the backups
 // behind it move up.
 func TestCancelQueuedBackup(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 	createBackup(t, s, "first", "a")
 	waitQueue(t, s, map[string]string{"first": "ReadyToStart/0"})

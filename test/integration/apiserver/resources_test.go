@@ -358,7 +358,7 @@ func assertInvalidAt(t *testing.T, err error, field string) {
 }
 
 func TestEveryResourceAndVerb(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	cs := s.Clientset
 	velero := cs.VeleroV1()
 	oadp := cs.OadpV1alpha1()

@@ -18,7 +18,7 @@ import (
 // TestBackupCancelSubresource: POST backups/<name>/cancel and spec.cancel
 // request cancellation; a finished backup refuses both with 409.
 func TestBackupCancelSubresource(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 	backups := s.Clientset.VeleroV1().Backups(ns)
 	cancel := func(name string) (*velerov1.Backup, error) {
@@ -58,7 +58,7 @@ func TestBackupCancelSubresource(t *testing.T) {
 // TestLogsSubresource: backups/<name>/logs and restores/<name>/logs serve
 // the stored logs as text, authorized like any subresource.
 func TestLogsSubresource(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 	bucket := createFilesystemLocation(t, s, "local")
 	if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns}}, metav1.CreateOptions{}); err != nil {

@@ -45,7 +45,7 @@ func requireContains(t *testing.T, what, out string, wants ...string) {
 
 // TestVeleroCLI: the unmodified velero CLI works against the server.
 func TestVeleroCLI(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 	bucket := createFilesystemLocation(t, s, "local")
 

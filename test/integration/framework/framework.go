@@ -265,7 +265,8 @@ var binaryPackages = map[string]string{
 // binaryScripts install binaries built from outside this module into
 // _output/bin.
 var binaryScripts = map[string]string{
-	"velero": "hack/install-velero.sh",
+	"velero":    "hack/install-velero.sh",
+	"versitygw": "hack/install-versitygw.sh",
 }
 
 // Binary returns the path of a binary: from $BACKSTOP_BIN_DIR when set,

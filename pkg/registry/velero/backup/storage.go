@@ -22,7 +22,7 @@ type Storage struct {
 
 // NewREST returns the storage of backups and of their status, cancel and
 // logs subresources.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc, locations objectstore.LocationGetter) (*Storage, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc, locations objectstore.Locations) (*Storage, error) {
 	strategy := NewStrategy(scheme, defaultLocation)
 	index := NewQueueIndex(adminNamespace, nil)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{

@@ -15,7 +15,7 @@ import (
 
 // NewLogsREST returns restores/<name>/logs: a restore's log is stored in
 // the location of the backup it restores.
-func NewLogsREST(restores, backups rest.Getter, locations objectstore.LocationGetter) *resource.LogsREST {
+func NewLogsREST(restores, backups rest.Getter, locations objectstore.Locations) *resource.LogsREST {
 	target := func(ctx context.Context, _, name string) (string, velerov1.DownloadTargetKind, error) {
 		obj, err := restores.Get(ctx, name, &metav1.GetOptions{})
 		if err != nil {

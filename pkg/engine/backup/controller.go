@@ -1,0 +1,665 @@
+// Package backup is the backup engine: it runs the backups the queue has
+// made ReadyToStart. A run discovers the source cluster's resources,
+// selects namespaces, resources and items with Velero's filter rules, and
+// streams them into a tarball in Velero's layout straight into the
+// backup's storage location (memory stays flat however many items there
+// are), with the backup's log, results and resource list beside it.
+//
+// Phases: ReadyToStart → InProgress → Finalizing → Completed or
+// PartiallyFailed (items that could not be read), or Failed (the tarball
+// could not be written). A cancel (spec.cancel or backups/<name>/cancel)
+// stops the item collection at the next item or request:
+// FinalizingCancelled, the backup's data is deleted but its log, then
+// Failed with "Backup cancelled by user". Deleting a running backup stops
+// it and deletes its data. After a restart, a backup the server was
+// running is failed with a reason and its partial data removed, one that
+// was finalizing is finished: nothing stays InProgress.
+package backup
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/archive"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+	"github.com/backstop-io/backstop/pkg/objectstore"
+)
+
+// CancelledReason is the failureReason of a cancelled backup (seed:
+// backup-cancellation.md).
+const CancelledReason = "Backup cancelled by user"
+
+// RestartedReason is the failureReason of a backup the server was running
+// when it stopped.
+const RestartedReason = "the server stopped while the backup was in progress; its partial data was removed"
+
+// ProgressInterval is how often a running backup's progress is written.
+const ProgressInterval = time.Second
+
+var (
+	errCancelled = errors.New(CancelledReason)
+	errDeleted   = errors.New("the backup was deleted")
+)
+
+// Config is what the engine needs.
+type Config struct {
+	Client    versioned.Interface
+	Backups   informers.BackupInformer
+	Locations informers.BackupStorageLocationInformer
+	// Source is the cluster backed up.
+	Source Source
+	// Opener opens storage locations.
+	Opener objectstore.Opener
+	Clock  clock.Clock
+	// ScratchDir holds a running backup's log and resource list until
+	// they are uploaded.
+	ScratchDir string
+}
+
+// Controller is the backup engine.
+type Controller struct {
+	*reconcile.Loop
+	cfg       Config
+	backups   listers.BackupLister
+	locations listers.BackupStorageLocationLister
+	synced    []cache.InformerSynced
+
+	mu      sync.Mutex
+	running map[string]*run // by backup name
+	wg      sync.WaitGroup
+}
+
+// run is a backup being executed.
+type run struct {
+	uid    types.UID
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// New returns the engine.
+func New(cfg Config) (*Controller, error) {
+	c := &Controller{cfg: cfg, backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister(), running: map[string]*run{}}
+	c.Loop = reconcile.NewLoop("backup", c.sync)
+	if err := c.Watch(cfg.Backups.Informer()); err != nil {
+		return nil, err
+	}
+	if _, err := cfg.Backups.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if name, err := cache.DeletionHandlingObjectToName(obj); err == nil {
+			c.Add(name)
+		}
+	}}); err != nil {
+		return nil, fmt.Errorf("backup engine: watching deletions: %w", err)
+	}
+	c.WaitFor(cfg.Locations.Informer())
+	c.synced = []cache.InformerSynced{cfg.Backups.Informer().HasSynced, cfg.Locations.Informer().HasSynced}
+	return c, nil
+}
+
+// Run recovers the backups a previous process left running, then runs
+// backups until ctx is done. Backups still running then are left as they
+// are, for the next start to recover.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("controller", "backup"))
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return
+	}
+	c.recover(ctx)
+	c.Loop.Run(ctx, workers)
+	c.wg.Wait()
+}
+
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	b, err := c.backups.Backups(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		c.stop(key.Name, "", errDeleted)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	r := c.running[b.Name]
+	c.mu.Unlock()
+	if r != nil {
+		switch {
+		case r.uid != b.UID:
+			// Deleted and created again: stop the old one; the new one
+			// starts once it has stopped.
+			r.cancel(errDeleted)
+			go func() { <-r.done; c.Add(key) }()
+		case b.Spec.Cancel:
+			r.cancel(errCancelled)
+		}
+		return nil
+	}
+	if b.Status.Phase == velerov1.BackupPhaseReadyToStart && !b.Spec.Cancel {
+		// (A cancelled backup that has not started is the queue's.)
+		return c.start(ctx, b)
+	}
+	return nil
+}
+
+// stop cancels the run of a backup (of any UID when uid is "").
+func (c *Controller) stop(name string, uid types.UID, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.running[name]; r != nil && (uid == "" || r.uid == uid) {
+		r.cancel(cause)
+	}
+}
+
+// start moves a ReadyToStart backup to InProgress and runs it.
+func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
+	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
+	b = b.DeepCopy()
+	now := metav1.NewTime(c.cfg.Clock.Now())
+	if problems := c.validate(b); len(problems) > 0 {
+		b.Status.Phase = velerov1.BackupPhaseFailedValidation
+		b.Status.ValidationErrors = problems
+		b.Status.CompletionTimestamp = &now
+		_, err := c.cfg.Client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
+		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failing the validation of backup %s: %w", b.Name, err)
+		}
+		logger.Info("Backup failed validation", "errors", problems)
+		return nil
+	}
+	b.Status.Phase = velerov1.BackupPhaseInProgress
+	b.Status.StartTimestamp = &now
+	expiration := metav1.NewTime(now.Add(b.Spec.TTL.Duration))
+	b.Status.Expiration = &expiration
+	b.Status.FormatVersion = archive.FormatVersion
+	b.Status.Version = 1
+	b.Status.Progress = &velerov1.BackupProgress{}
+	out, err := c.cfg.Client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // cancelled or changed meanwhile: the next event decides
+	}
+	if err != nil {
+		return fmt.Errorf("starting backup %s: %w", b.Name, err)
+	}
+	waited := ""
+	if queued := b.CreationTimestamp; !queued.IsZero() {
+		waited = now.Sub(queued.Time).Round(time.Millisecond).String()
+	}
+	logger.Info("Backup started", "waited", waited)
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	r := &run{uid: out.UID, cancel: cancel, done: make(chan struct{})}
+	c.mu.Lock()
+	c.running[out.Name] = r
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(r.done)
+		defer func() {
+			c.mu.Lock()
+			delete(c.running, out.Name)
+			c.mu.Unlock()
+			cancel(nil)
+		}()
+		c.execute(ctx, runCtx, out)
+	}()
+	return nil
+}
+
+// validate returns what keeps a backup from running at all.
+func (c *Controller) validate(b *velerov1.Backup) []string {
+	if b.Spec.StorageLocation == "" {
+		return []string{"no storage location: the backup names none and there is no default backup storage location"}
+	}
+	l, err := c.locations.BackupStorageLocations(b.Namespace).Get(b.Spec.StorageLocation)
+	if apierrors.IsNotFound(err) {
+		return []string{fmt.Sprintf("backup storage location %q does not exist", b.Spec.StorageLocation)}
+	}
+	if err != nil {
+		return []string{fmt.Sprintf("backup storage location %q: %v", b.Spec.StorageLocation, err)}
+	}
+	if l.Spec.AccessMode == velerov1.BackupStorageLocationAccessModeReadOnly {
+		return []string{fmt.Sprintf("backup storage location %q is read-only", l.Name)}
+	}
+	return nil
+}
+
+// openStore opens the backup's storage location.
+func (c *Controller) openStore(ctx context.Context, b *velerov1.Backup) (objectstore.Store, objectstore.Layout, error) {
+	l, err := c.locations.BackupStorageLocations(b.Namespace).Get(b.Spec.StorageLocation)
+	if err != nil {
+		return nil, objectstore.Layout{}, fmt.Errorf("backup storage location %q: %w", b.Spec.StorageLocation, err)
+	}
+	return c.cfg.Opener.Open(ctx, l)
+}
+
+// execute runs a backup that is InProgress. ctx lives as long as the
+// server; runCtx ends when the backup is cancelled or deleted.
+func (c *Controller) execute(ctx, runCtx context.Context, b *velerov1.Backup) {
+	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
+	log, err := NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
+	if err != nil {
+		c.fail(ctx, b, nil, objectstore.Layout{}, nil, err.Error())
+		return
+	}
+	defer log.Close()
+	log.Info("Backup started", "storageLocation", b.Spec.StorageLocation)
+
+	store, layout, err := c.openStore(ctx, b)
+	if err != nil {
+		c.fail(ctx, b, nil, layout, log, err.Error())
+		return
+	}
+	counter := &Counter{}
+	progressDone := make(chan struct{})
+	go c.reportProgress(ctx, b, counter, log, progressDone)
+	err = c.collect(runCtx, b, store, layout, log, counter)
+	close(progressDone)
+
+	cause := context.Cause(runCtx)
+	switch {
+	case ctx.Err() != nil:
+		logger.Info("Server stopping: the backup will be recovered at the next start")
+	case errors.Is(cause, errDeleted):
+		if err := deleteData(ctx, store, layout, b.Name, false); err != nil {
+			logger.Error(err, "Deleting the data of a deleted backup")
+		}
+		logger.Info("Backup deleted while running: stopped and its data removed")
+	case errors.Is(cause, errCancelled):
+		c.cancelled(ctx, b, store, layout, log, counter)
+	case err != nil:
+		c.fail(ctx, b, store, layout, log, err.Error())
+	default:
+		c.finalize(ctx, b, store, layout, log, counter)
+	}
+}
+
+// collect writes the tarball and the resource list.
+func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log, counter *Counter) error {
+	resources, err := c.cfg.Source.Resources(func(group, msg string) {
+		log.Warning("", scopeVelero, fmt.Sprintf("discovering API group %s: %s", group, msg))
+	})
+	if err != nil {
+		return err
+	}
+	filter, err := NewFilter(&b.Spec, resources)
+	if err != nil {
+		return err
+	}
+	list, err := newResourceList(c.cfg.ScratchDir)
+	if err != nil {
+		return err
+	}
+	defer list.close()
+
+	tarKey, _ := layout.Key(velerov1.DownloadTargetKindBackupContents, b.Name)
+	pr, pw := io.Pipe()
+	uploaded := make(chan error, 1)
+	go func() {
+		err := store.Put(ctx, tarKey, pr)
+		_ = pr.CloseWithError(fmt.Errorf("upload ended: %v", err))
+		uploaded <- err
+	}()
+	aw, err := archive.NewWriter(pw, c.cfg.Clock.Now())
+	if err == nil {
+		col := &collector{source: c.cfg.Source, filter: filter, archive: aw, resources: list, log: log, counter: counter}
+		err = col.run(ctx, resources)
+		if err == nil {
+			err = aw.Close()
+		}
+	}
+	if err != nil {
+		_ = pw.CloseWithError(err)
+		<-uploaded
+		return err
+	}
+	_ = pw.Close()
+	if err := <-uploaded; err != nil {
+		return fmt.Errorf("uploading the backup tarball: %w", err)
+	}
+	done, _ := counter.Progress()
+	log.Info("Backed up items", "items", done)
+
+	r, err := list.finish()
+	if err != nil {
+		return err
+	}
+	listKey, _ := layout.Key(velerov1.DownloadTargetKindBackupResourceList, b.Name)
+	if err := store.Put(ctx, listKey, r); err != nil {
+		return fmt.Errorf("uploading the resource list: %w", err)
+	}
+	return nil
+}
+
+// reportProgress writes the progress every ProgressInterval until done.
+func (c *Controller) reportProgress(ctx context.Context, b *velerov1.Backup, counter *Counter, log *Log, done <-chan struct{}) {
+	t := time.NewTicker(ProgressInterval)
+	defer t.Stop()
+	lastDone, lastTotal := -1, -1
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d, total := counter.Progress()
+		if d == lastDone && total == lastTotal {
+			continue
+		}
+		errs, warns := log.Counts()
+		if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+			s.Progress = &velerov1.BackupProgress{ItemsBackedUp: d, TotalItems: total}
+			s.Errors, s.Warnings = errs, warns
+		}); err != nil {
+			klog.FromContext(ctx).V(2).Info("Writing backup progress", "backup", klog.KObj(b), "err", err)
+			continue
+		}
+		lastDone, lastTotal = d, total
+	}
+}
+
+// updateStatus applies mutate to the backup's current status (retrying on
+// conflicts with other writers, e.g. a cancel).
+func (c *Controller) updateStatus(ctx context.Context, b *velerov1.Backup, mutate func(*velerov1.BackupStatus)) (*velerov1.Backup, error) {
+	var out *velerov1.Backup
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := c.cfg.Client.VeleroV1().Backups(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != b.UID {
+			return apierrors.NewNotFound(velerov1.Resource("backups"), b.Name)
+		}
+		mutate(&cur.Status)
+		out, err = c.cfg.Client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("updating the status of backup %s: %w", b.Name, err)
+	}
+	return out, nil
+}
+
+// finalize uploads the log, results and metadata and completes the backup.
+func (c *Controller) finalize(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log, counter *Counter) {
+	done, _ := counter.Progress()
+	errs, warns := log.Counts()
+	finalizing, final := velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseCompleted
+	if errs > 0 {
+		finalizing, final = velerov1.BackupPhaseFinalizingPartiallyFailed, velerov1.BackupPhasePartiallyFailed
+	}
+	out, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+		s.Phase = finalizing
+		s.Progress = &velerov1.BackupProgress{ItemsBackedUp: done, TotalItems: done}
+		s.Errors, s.Warnings = errs, warns
+	})
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Finalizing backup", "backup", klog.KObj(b))
+		return
+	}
+	log.Info("Backup completed", "phase", string(final), "items", done, "errors", errs, "warnings", warns)
+	if err := c.uploadRecords(ctx, out, store, layout, log); err != nil {
+		c.fail(ctx, out, store, layout, nil, err.Error())
+		return
+	}
+	c.complete(ctx, out, store, layout, final)
+}
+
+// complete writes velero-backup.json with the final status, then the status.
+func (c *Controller) complete(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, final velerov1.BackupPhase) {
+	now := metav1.NewTime(c.cfg.Clock.Now())
+	done := b.DeepCopy()
+	done.Status.Phase = final
+	done.Status.CompletionTimestamp = &now
+	if err := putMetadata(ctx, store, layout, done); err != nil {
+		c.fail(ctx, b, store, layout, nil, err.Error())
+		return
+	}
+	if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+		s.Phase = final
+		s.CompletionTimestamp = &now
+	}); err != nil {
+		klog.FromContext(ctx).Error(err, "Completing backup", "backup", klog.KObj(b))
+		return
+	}
+	klog.FromContext(ctx).Info("Backup finished", "backup", klog.KObj(b), "phase", final)
+}
+
+// uploadRecords uploads the results, the (empty) item operations and the log.
+func (c *Controller) uploadRecords(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log) error {
+	results, err := log.Results()
+	if err != nil {
+		return err
+	}
+	for kind, data := range map[velerov1.DownloadTargetKind][]byte{
+		velerov1.DownloadTargetKindBackupResults:         results,
+		velerov1.DownloadTargetKindBackupItemOperations:  []byte("[]"),
+		velerov1.DownloadTargetKindBackupVolumeSnapshots: []byte("[]"),
+	} {
+		if err := putGzip(ctx, store, layout, kind, b.Name, data); err != nil {
+			return err
+		}
+	}
+	return uploadLog(ctx, store, layout, b.Name, log)
+}
+
+func uploadLog(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, log *Log) error {
+	r, err := log.Finish()
+	if err != nil {
+		return err
+	}
+	key, _ := layout.Key(velerov1.DownloadTargetKindBackupLog, name)
+	if err := store.Put(ctx, key, r); err != nil {
+		return fmt.Errorf("uploading the backup log: %w", err)
+	}
+	return nil
+}
+
+func putGzip(ctx context.Context, store objectstore.Store, layout objectstore.Layout, kind velerov1.DownloadTargetKind, name string, data []byte) error {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	if _, err := gz.Write(data); err != nil {
+		return err
+	}
+	if err := gz.Close(); err != nil {
+		return err
+	}
+	key, err := layout.Key(kind, name)
+	if err != nil {
+		return err
+	}
+	if err := store.Put(ctx, key, &buf); err != nil {
+		return fmt.Errorf("uploading %s: %w", key, err)
+	}
+	return nil
+}
+
+// putMetadata writes velero-backup.json, the backup as Velero stores it.
+func putMetadata(ctx context.Context, store objectstore.Store, layout objectstore.Layout, b *velerov1.Backup) error {
+	b = b.DeepCopy()
+	b.APIVersion, b.Kind = velerov1.SchemeGroupVersion.String(), "Backup"
+	b.ManagedFields = nil
+	data, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encoding the backup metadata: %w", err)
+	}
+	if err := store.Put(ctx, layout.BackupMetadataKey(b.Name), bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("uploading the backup metadata: %w", err)
+	}
+	return nil
+}
+
+// deleteData removes a backup's objects, its log too unless keepLog.
+func deleteData(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, keepLog bool) error {
+	logKey, _ := layout.Key(velerov1.DownloadTargetKindBackupLog, name)
+	keys, err := store.List(ctx, layout.BackupDir(name))
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if keepLog && k == logKey {
+			continue
+		}
+		if err := store.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cancelled finishes a backup cancelled while running: FinalizingCancelled,
+// data deleted but the log, Failed.
+func (c *Controller) cancelled(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log, counter *Counter) {
+	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
+	done, total := 0, 0
+	if counter != nil {
+		done, total = counter.Progress()
+	}
+	if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+		s.Phase = velerov1.BackupPhaseFinalizingCancelled
+		s.Progress = &velerov1.BackupProgress{ItemsBackedUp: done, TotalItems: total}
+	}); err != nil {
+		logger.Error(err, "Cancelling backup")
+		return
+	}
+	var problems []string
+	if store != nil {
+		if err := deleteData(ctx, store, layout, b.Name, true); err != nil {
+			problems = append(problems, fmt.Sprintf("deleting the data of the cancelled backup: %v", err))
+		}
+		if log != nil {
+			log.Info("Backup cancelled by user: its data was deleted, this log is kept", "itemsBackedUp", done)
+			if err := uploadLog(ctx, store, layout, b.Name, log); err != nil {
+				problems = append(problems, err.Error())
+			}
+		}
+	}
+	for _, p := range problems {
+		logger.Error(errors.New(p), "Cancelling backup")
+	}
+	now := metav1.NewTime(c.cfg.Clock.Now())
+	if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+		s.Phase = velerov1.BackupPhaseFailed
+		s.FailureReason = CancelledReason
+		s.CompletionTimestamp = &now
+		s.Errors += len(problems)
+	}); err != nil {
+		logger.Error(err, "Cancelling backup")
+		return
+	}
+	logger.Info("Backup cancelled", "itemsBackedUp", done)
+}
+
+// fail ends a backup Failed with reason; its log (when there is one) and
+// metadata are uploaded so that `velero backup logs/describe` explain it.
+func (c *Controller) fail(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log, reason string) {
+	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
+	now := metav1.NewTime(c.cfg.Clock.Now())
+	errs := 1
+	if log != nil {
+		log.Error("", scopeVelero, "Backup failed: "+reason)
+		errs, _ = log.Counts()
+	}
+	if store != nil {
+		if log != nil {
+			if err := uploadLog(ctx, store, layout, b.Name, log); err != nil {
+				logger.Error(err, "Uploading the log of a failed backup")
+			}
+		}
+		failed := b.DeepCopy()
+		failed.Status.Phase, failed.Status.FailureReason, failed.Status.CompletionTimestamp = velerov1.BackupPhaseFailed, reason, &now
+		if err := putMetadata(ctx, store, layout, failed); err != nil {
+			logger.Error(err, "Uploading the metadata of a failed backup")
+		}
+	}
+	if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+		s.Phase = velerov1.BackupPhaseFailed
+		s.FailureReason = reason
+		s.CompletionTimestamp = &now
+		s.Errors = errs
+	}); err != nil {
+		logger.Error(err, "Failing backup")
+		return
+	}
+	logger.Info("Backup failed", "reason", reason)
+}
+
+// recover settles the backups a previous process was running: nothing is
+// running yet in this one.
+func (c *Controller) recover(ctx context.Context) {
+	all, err := c.backups.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, b := range all {
+		logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
+		switch b.Status.Phase {
+		case velerov1.BackupPhaseInProgress, velerov1.BackupPhaseWaitingForPluginOperations,
+			velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed:
+			store, layout, err := c.openStore(ctx, b)
+			if err != nil {
+				c.fail(ctx, b, nil, layout, nil, RestartedReason)
+				continue
+			}
+			if err := deleteData(ctx, store, layout, b.Name, false); err != nil {
+				logger.Error(err, "Removing the partial data of an interrupted backup")
+			}
+			log, err := NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
+			if err != nil {
+				c.fail(ctx, b, store, layout, nil, RestartedReason)
+				continue
+			}
+			c.fail(ctx, b, store, layout, log, RestartedReason)
+			log.Close()
+		case velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseFinalizingPartiallyFailed:
+			// The items were all written; what may be missing is the
+			// metadata and the final status.
+			store, layout, err := c.openStore(ctx, b)
+			if err != nil {
+				c.fail(ctx, b, nil, layout, nil, fmt.Sprintf("finishing the backup after a restart: %v", err))
+				continue
+			}
+			tarKey, _ := layout.Key(velerov1.DownloadTargetKindBackupContents, b.Name)
+			if r, err := store.Get(ctx, tarKey); err != nil {
+				c.fail(ctx, b, store, layout, nil, fmt.Sprintf("finishing the backup after a restart: %v", err))
+				continue
+			} else {
+				_ = r.Close()
+			}
+			final := velerov1.BackupPhaseCompleted
+			if b.Status.Phase == velerov1.BackupPhaseFinalizingPartiallyFailed {
+				final = velerov1.BackupPhasePartiallyFailed
+			}
+			c.complete(ctx, b, store, layout, final)
+		case velerov1.BackupPhaseFinalizingCancelled:
+			if b.Status.StartTimestamp == nil {
+				continue // cancelled before it started: the queue's
+			}
+			store, layout, err := c.openStore(ctx, b)
+			if err != nil {
+				store = nil
+			}
+			c.cancelled(ctx, b, store, layout, nil, nil)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+package backup
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+)
+
+// MaxResultMessages bounds the messages kept per scope in the results file;
+// the counts in the status stay exact.
+const MaxResultMessages = 1000
+
+// Log is a backup's own log: text lines in the logrus format Velero's
+// backups have (`velero backup logs` prints them as they are), spooled
+// gzipped to a scratch file so memory stays flat, and mirrored to the
+// server's log. It also gathers the errors and warnings of the results file.
+type Log struct {
+	mu     sync.Mutex
+	file   *os.File
+	gz     *gzip.Writer
+	err    error
+	clock  clock.Clock
+	server logr.Logger
+	fields string
+
+	errors, warnings    Result
+	errCount, warnCount int
+}
+
+// Result is Velero's results.Result: messages about Velero itself, about
+// cluster-scoped items, and per namespace.
+type Result struct {
+	Velero     []string            `json:"velero,omitempty"`
+	Cluster    []string            `json:"cluster,omitempty"`
+	Namespaces map[string][]string `json:"namespaces,omitempty"`
+}
+
+func (r *Result) add(namespace, scope, msg string) {
+	switch {
+	case namespace != "":
+		if r.Namespaces == nil {
+			r.Namespaces = map[string][]string{}
+		}
+		if len(r.Namespaces[namespace]) < MaxResultMessages {
+			r.Namespaces[namespace] = append(r.Namespaces[namespace], msg)
+		}
+	case scope == scopeCluster:
+		if len(r.Cluster) < MaxResultMessages {
+			r.Cluster = append(r.Cluster, msg)
+		}
+	default:
+		if len(r.Velero) < MaxResultMessages {
+			r.Velero = append(r.Velero, msg)
+		}
+	}
+}
+
+const (
+	scopeVelero  = "velero"
+	scopeCluster = "cluster"
+)
+
+// NewLog spools a backup's log into dir. fields (key, value pairs) are
+// added to every line, e.g. backup=<ns>/<name>.
+func NewLog(dir string, clk clock.Clock, server logr.Logger, fields ...string) (*Log, error) {
+	f, err := os.CreateTemp(dir, "backup-log-*.gz")
+	if err != nil {
+		return nil, fmt.Errorf("creating the backup log: %w", err)
+	}
+	var b strings.Builder
+	for i := 0; i+1 < len(fields); i += 2 {
+		fmt.Fprintf(&b, " %s=%s", fields[i], quote(fields[i+1]))
+	}
+	kv := make([]any, 0, len(fields))
+	for _, s := range fields {
+		kv = append(kv, s)
+	}
+	return &Log{file: f, gz: gzip.NewWriter(f), clock: clk, server: server.WithValues(kv...), fields: b.String()}, nil
+}
+
+func quote(s string) string {
+	if s == "" || strings.ContainsAny(s, " \"=\t\n") {
+		return fmt.Sprintf("%q", s)
+	}
+	return s
+}
+
+func (l *Log) line(level, msg string, kv []any) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "time=%q level=%s msg=%q", l.clock.Now().UTC().Format(time.RFC3339), level, msg)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(&b, " %v=%s", kv[i], quote(fmt.Sprint(kv[i+1])))
+	}
+	b.WriteString(l.fields)
+	b.WriteByte('\n')
+	if l.err == nil {
+		_, l.err = l.gz.Write([]byte(b.String()))
+	}
+}
+
+// Info logs a line.
+func (l *Log) Info(msg string, kv ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.line("info", msg, kv)
+	l.server.Info(msg, kv...)
+}
+
+// Warning logs a warning about an item of namespace ("" for cluster-scoped
+// items, or for the backup as a whole when scope is velero).
+func (l *Log) Warning(namespace, scope, msg string, kv ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.warnCount++
+	l.warnings.add(namespace, scope, msg)
+	l.line("warning", msg, kv)
+	l.server.Info("Warning: "+msg, kv...)
+}
+
+// Error logs an error; it makes the backup PartiallyFailed.
+func (l *Log) Error(namespace, scope, msg string, kv ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errCount++
+	l.errors.add(namespace, scope, msg)
+	l.line("error", msg, kv)
+	l.server.Info("Error: "+msg, kv...)
+}
+
+// Counts are the errors and warnings so far.
+func (l *Log) Counts() (errs, warnings int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.errCount, l.warnCount
+}
+
+// Results is the content of <backup>-results.gz (before compression).
+func (l *Log) Results() ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return json.Marshal(map[string]Result{"errors": l.errors, "warnings": l.warnings})
+}
+
+// Finish closes the gzip stream and returns the log to upload; Close
+// removes the scratch file.
+func (l *Log) Finish() (io.ReadSeeker, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = l.gz.Close()
+	}
+	if l.err != nil {
+		return nil, fmt.Errorf("writing the backup log: %w", l.err)
+	}
+	if _, err := l.file.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("reading the backup log: %w", err)
+	}
+	return l.file, nil
+}
+
+// Close removes the scratch file.
+func (l *Log) Close() {
+	_ = l.file.Close()
+	_ = os.Remove(l.file.Name())
+}
+
+// resourceList writes <backup>-resource-list.json.gz as items come: a JSON
+// object from "<group/version>/<Kind>" to "<namespace>/<name>" entries,
+// spooled to a scratch file. The collector backs up one resource at a
+// time, so each kind's entries come together and each key is written once.
+type resourceList struct {
+	file    *os.File
+	gz      *gzip.Writer
+	current string
+	first   bool
+	err     error
+}
+
+func newResourceList(dir string) (*resourceList, error) {
+	f, err := os.CreateTemp(dir, "resource-list-*.gz")
+	if err != nil {
+		return nil, fmt.Errorf("creating the resource list: %w", err)
+	}
+	r := &resourceList{file: f, gz: gzip.NewWriter(f), first: true}
+	r.write("{")
+	return r, nil
+}
+
+func (r *resourceList) write(s string) {
+	if r.err == nil {
+		_, r.err = io.WriteString(r.gz, s)
+	}
+}
+
+func (r *resourceList) writeJSON(v string) {
+	b, err := json.Marshal(v)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	r.write(string(b))
+}
+
+// add records an item; key is "<apiVersion>/<Kind>".
+func (r *resourceList) add(key, namespace, name string) {
+	entry := name
+	if namespace != "" {
+		entry = namespace + "/" + name
+	}
+	if key != r.current {
+		if r.current != "" {
+			r.write("]")
+		}
+		if !r.first {
+			r.write(",")
+		}
+		r.first = false
+		r.writeJSON(key)
+		r.write(":[")
+		r.current = key
+		r.writeJSON(entry)
+		return
+	}
+	r.write(",")
+	r.writeJSON(entry)
+}
+
+// finish closes the JSON object and the gzip stream.
+func (r *resourceList) finish() (io.Reader, error) {
+	if r.current != "" {
+		r.write("]")
+	}
+	r.write("}")
+	if r.err == nil {
+		r.err = r.gz.Close()
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("writing the resource list: %w", r.err)
+	}
+	if _, err := r.file.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return r.file, nil
+}
+
+func (r *resourceList) close() {
+	_ = r.file.Close()
+	_ = os.Remove(r.file.Name())
+}

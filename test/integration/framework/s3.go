@@ -1,0 +1,100 @@
+package framework
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// S3Server is a real S3 server (versitygw, posix backend) on loopback,
+// serving the directories under Root as buckets.
+type S3Server struct {
+	Endpoint  string
+	AccessKey string
+	SecretKey string
+	Root      string
+	cmd       *exec.Cmd
+}
+
+// CredentialsFile writes an AWS shared credentials file for the server's
+// key under profile and returns its path.
+func (s *S3Server) CredentialsFile(t testing.TB, profile string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "credentials")
+	body := fmt.Sprintf("[%s]\naws_access_key_id = %s\naws_secret_access_key = %s\n", profile, s.AccessKey, s.SecretKey)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// MakeBucket creates a bucket (a directory of the posix backend).
+func (s *S3Server) MakeBucket(t testing.TB, name string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(s.Root, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartS3 starts an S3 server and stops it when the test ends.
+func StartS3(t testing.TB) *S3Server {
+	t.Helper()
+	bin := Binary(t, "versitygw")
+	root := t.TempDir()
+	sidecar := t.TempDir()
+	port := freePort(t)
+	s := &S3Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), AccessKey: "backstop-test", SecretKey: "backstop-test-secret", Root: root}
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "versitygw.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Object metadata in a sidecar directory: the test directory's file
+	// system need not support extended attributes.
+	s.cmd = exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", "127.0.0.1:"+strconv.Itoa(port),
+		"posix", "--sidecar", sidecar, root)
+	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("starting versitygw: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			if b, err := os.ReadFile(logFile.Name()); err == nil {
+				t.Logf("versitygw log:\n%s", b)
+			}
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+		if err == nil {
+			conn.Close()
+			return s
+		}
+		select {
+		case err := <-exited:
+			b, _ := os.ReadFile(logFile.Name())
+			t.Fatalf("versitygw exited at start: %v\n%s", err, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("versitygw did not listen on port %d within 30s", port)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
