@@ -21,9 +21,11 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/backstop-apiserver ./cmd/backstop-apiserver
 
 # The clients the tests drive the server with: kubectl (k8s.io/kubectl at the
-# client-go version of go.mod) and the velero CLI (v1.18.0, module proxy).
+# client-go version of go.mod) and the velero CLI (v1.18.0, module proxy); the
+# S3 server the S3 storage location tests run on loopback (versitygw).
 tools: setup
 	bash hack/install-velero.sh
+	bash hack/install-versitygw.sh
 
 # Standalone server on https://127.0.0.1:8443, data under ./data; then
 #   kubectl --kubeconfig data/admin.kubeconfig get backups -A

@@ -394,3 +394,58 @@ func TestBackupInterruptedByRestart(t *testing.T) {
 		t.Errorf("backup queued behind the interrupted one has %d items", len(got))
 	}
 }
+
+// TestBackupToS3: a backup into an S3 storage location (a real S3 server
+// on loopback) lands in the bucket under the location's prefix in Velero's
+// layout, and its log is read back from there.
+func TestBackupToS3(t *testing.T) {
+	srv := framework.StartS3(t)
+	srv.MakeBucket(t, "velero")
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	createTracker(t, s, "shop", "t1", nil)
+	if _, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Create(ctx, &velerov1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: ns},
+		Spec: velerov1.BackupStorageLocationSpec{
+			Provider:    "aws",
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "velero", Prefix: "cluster-a"}},
+			Config: map[string]string{"s3Url": srv.Endpoint, "region": "us-east-1", "s3ForcePathStyle": "true",
+				"credentialsFile": srv.CredentialsFile(t, "default")},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitLocation(t, s, "s3", func(l *velerov1.BackupStorageLocation) bool {
+		return l.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable
+	})
+	if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: "to-s3", Namespace: ns},
+		Spec:       velerov1.BackupSpec{IncludedNamespaces: []string{"shop"}, StorageLocation: "s3"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := waitBackup(t, s, "to-s3", "finished", finished)
+	if b.Status.Phase != velerov1.BackupPhaseCompleted || b.Status.Progress.ItemsBackedUp != 1 {
+		t.Fatalf("backup to S3: %s %q %+v", b.Status.Phase, b.Status.FailureReason, b.Status.Progress)
+	}
+	dir := filepath.Join(srv.Root, "velero", "cluster-a", "backups", "to-s3")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	want := []string{"to-s3-itemoperations.json.gz", "to-s3-logs.gz", "to-s3-resource-list.json.gz", "to-s3-results.gz",
+		"to-s3-volumesnapshots.json.gz", "to-s3.tar.gz", "velero-backup.json"}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Errorf("objects in the bucket:\n got %v\nwant %v", names, want)
+	}
+	if _, err := os.Stat(filepath.Join(s.DataDir, "backups", "backups", "to-s3")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the backup also went to the default location: %v", err)
+	}
+	if logs := backupLogs(t, s, "to-s3"); !strings.Contains(logs, `msg="Backup completed"`) {
+		t.Errorf("logs read from S3:\n%s", logs)
+	}
+}
