@@ -17,6 +17,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/deletion"
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/gc"
+	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
@@ -158,7 +159,7 @@ func runOf[E interface{ Run(context.Context, int) }](e E, err error) (func(conte
 // source is the cluster backups read: --source-kubeconfig, the host
 // cluster (aggregated), or this server (standalone), with the backup
 // client's rate limits.
-func (c CompletedConfig) source(loopback *restclient.Config) (backup.Source, error) {
+func (c CompletedConfig) source(loopback *restclient.Config) (items.Source, error) {
 	cfg := c.extra.Source
 	if cfg == nil {
 		cfg = loopback
@@ -168,13 +169,13 @@ func (c CompletedConfig) source(loopback *restclient.Config) (backup.Source, err
 	cfg.UserAgent = "backstop-backup/" + version.Version
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return backup.Source{}, fmt.Errorf("source discovery client: %w", err)
+		return items.Source{}, fmt.Errorf("source discovery client: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return backup.Source{}, fmt.Errorf("source client: %w", err)
+		return items.Source{}, fmt.Errorf("source client: %w", err)
 	}
-	return backup.Source{Discovery: disc, Dynamic: dyn, PageSize: c.extra.ClientPageSize}, nil
+	return items.Source{Discovery: disc, Dynamic: dyn, PageSize: c.extra.ClientPageSize}, nil
 }
 
 // scratchDir is where running backups spool their logs and resource

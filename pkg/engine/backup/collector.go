@@ -5,85 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/backstop-io/backstop/pkg/archive"
+	"github.com/backstop-io/backstop/pkg/engine/items"
 )
-
-// Source is the cluster whose resources are backed up.
-type Source struct {
-	Discovery discovery.DiscoveryInterface
-	Dynamic   dynamic.Interface
-	// PageSize is the limit of each list request (Velero's --client-page-size).
-	PageSize int64
-}
-
-// Resources returns the source's listable resources in their preferred
-// versions, sorted by group and resource. Groups whose discovery fails
-// are reported to warn and skipped.
-func (s Source) Resources(warn func(group, msg string)) ([]Resource, error) {
-	lists, err := s.Discovery.ServerPreferredResources()
-	var failed *discovery.ErrGroupDiscoveryFailed
-	if errors.As(err, &failed) {
-		for gv, e := range failed.Groups {
-			warn(gv.String(), e.Error())
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("discovering the source's resources: %w", err)
-	}
-	var out []Resource
-	for _, l := range lists {
-		gv, err := schema.ParseGroupVersion(l.GroupVersion)
-		if err != nil {
-			continue
-		}
-		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") || !hasVerbs(r.Verbs, "list", "get") {
-				continue
-			}
-			out = append(out, Resource{GVR: gv.WithResource(r.Name), Kind: r.Kind, Singular: r.SingularName,
-				ShortNames: r.ShortNames, Namespaced: r.Namespaced})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		// Namespaces first (a restore creates them before their contents),
-		// then by group and resource.
-		if isNamespaces(a) != isNamespaces(b) {
-			return isNamespaces(a)
-		}
-		if a.GVR.Group != b.GVR.Group {
-			return a.GVR.Group < b.GVR.Group
-		}
-		return a.GVR.Resource < b.GVR.Resource
-	})
-	return out, nil
-}
-
-func hasVerbs(verbs metav1.Verbs, want ...string) bool {
-	for _, w := range want {
-		found := false
-		for _, v := range verbs {
-			if v == w {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
 
 // Counter is a backup's progress, read by the status writer while the
 // collector runs.
@@ -100,13 +31,13 @@ func (c *Counter) Progress() (backedUp, total int) {
 	return int(b), int(b + c.pending.Load())
 }
 
-// collector writes the items a Filter selects into an archive.
+// collector writes the items a items.Filter selects into an archive.
 type collector struct {
-	source    Source
-	filter    *Filter
+	source    items.Source
+	filter    *items.Filter
 	archive   *archive.Writer
 	resources *resourceList
-	log       *Log
+	log       *items.Log
 	counter   *Counter
 }
 
@@ -119,7 +50,7 @@ func (e errFatal) Unwrap() error { return e.err }
 
 // run backs up every selected resource. It returns only fatal errors and
 // ctx's; others are logged as the backup's errors.
-func (c *collector) run(ctx context.Context, resources []Resource) error {
+func (c *collector) run(ctx context.Context, resources []items.Resource) error {
 	literal, isLiteral := c.filter.LiteralNamespaces()
 	for _, r := range resources {
 		if err := ctx.Err(); err != nil {
@@ -141,7 +72,7 @@ func (c *collector) run(ctx context.Context, resources []Resource) error {
 				if errors.As(err, &fatal) || ctx.Err() != nil {
 					return err
 				}
-				c.log.Error(ns, scopeOf(r), fmt.Sprintf("listing %s: %v", r.GroupResource(), err), "resource", r.GroupResource(), "namespace", ns)
+				c.log.Error(ns, items.ScopeOf(r), fmt.Sprintf("listing %s: %v", r.GroupResource(), err), "resource", r.GroupResource(), "namespace", ns)
 			}
 		}
 	}
@@ -151,7 +82,7 @@ func (c *collector) run(ctx context.Context, resources []Resource) error {
 // list pages through one resource (in one namespace, or all) and writes
 // each selected item. A continue token that expired (history compacted)
 // restarts the list after the last item written: lists come in key order.
-func (c *collector) list(ctx context.Context, r Resource, namespace string) error {
+func (c *collector) list(ctx context.Context, r items.Resource, namespace string) error {
 	client := c.source.Dynamic.Resource(r.GVR)
 	var ri dynamic.ResourceInterface = client
 	if r.Namespaced && namespace != "" {
@@ -200,12 +131,12 @@ func (c *collector) list(ctx context.Context, r Resource, namespace string) erro
 }
 
 // item writes one object if the filters take it.
-func (c *collector) item(r Resource, item *unstructured.Unstructured) error {
+func (c *collector) item(r items.Resource, item *unstructured.Unstructured) error {
 	ns := item.GetNamespace()
 	if r.Namespaced && !c.filter.IncludesNamespace(ns) {
 		return nil
 	}
-	if isNamespaces(r) && !c.filter.IncludesNamespace(item.GetName()) {
+	if items.IsNamespaces(r) && !c.filter.IncludesNamespace(item.GetName()) {
 		return nil
 	}
 	if !c.filter.IncludesItem(item.GetLabels()) {
@@ -213,7 +144,7 @@ func (c *collector) item(r Resource, item *unstructured.Unstructured) error {
 	}
 	data, err := json.Marshal(item.Object)
 	if err != nil {
-		c.log.Error(ns, scopeOf(r), fmt.Sprintf("encoding %s %s: %v", r.GroupResource(), item.GetName(), err))
+		c.log.Error(ns, items.ScopeOf(r), fmt.Sprintf("encoding %s %s: %v", r.GroupResource(), item.GetName(), err))
 		return nil
 	}
 	if err := c.archive.AddItem(r.GroupResource(), r.GVR.Version, ns, item.GetName(), data); err != nil {
@@ -230,11 +161,4 @@ func (c *collector) item(r Resource, item *unstructured.Unstructured) error {
 	c.resources.add(apiVersion+"/"+kind, ns, item.GetName())
 	c.counter.backedUp.Add(1)
 	return nil
-}
-
-func scopeOf(r Resource) string {
-	if r.Namespaced {
-		return ""
-	}
-	return scopeCluster
 }

@@ -38,6 +38,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/archive"
+	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
@@ -67,7 +68,7 @@ type Config struct {
 	Backups   informers.BackupInformer
 	Locations informers.BackupStorageLocationInformer
 	// Source is the cluster backed up.
-	Source Source
+	Source items.Source
 	// Opener opens storage locations.
 	Opener objectstore.Opener
 	Clock  clock.Clock
@@ -255,7 +256,7 @@ func (c *Controller) openStore(ctx context.Context, b *velerov1.Backup) (objects
 // server; runCtx ends when the backup is cancelled or deleted.
 func (c *Controller) execute(ctx, runCtx context.Context, b *velerov1.Backup) {
 	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
-	log, err := NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
+	log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
 	if err != nil {
 		c.fail(ctx, b, nil, objectstore.Layout{}, nil, err.Error())
 		return
@@ -293,14 +294,14 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *velerov1.Backup) {
 }
 
 // collect writes the tarball and the resource list.
-func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log, counter *Counter) error {
+func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, counter *Counter) error {
 	resources, err := c.cfg.Source.Resources(func(group, msg string) {
-		log.Warning("", scopeVelero, fmt.Sprintf("discovering API group %s: %s", group, msg))
+		log.Warning("", items.ScopeVelero, fmt.Sprintf("discovering API group %s: %s", group, msg))
 	})
 	if err != nil {
 		return err
 	}
-	filter, err := NewFilter(&b.Spec, resources)
+	filter, err := items.NewFilter(&b.Spec, resources)
 	if err != nil {
 		return err
 	}
@@ -350,7 +351,7 @@ func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store obje
 }
 
 // reportProgress writes the progress every ProgressInterval until done.
-func (c *Controller) reportProgress(ctx context.Context, b *velerov1.Backup, counter *Counter, log *Log, done <-chan struct{}) {
+func (c *Controller) reportProgress(ctx context.Context, b *velerov1.Backup, counter *Counter, log *items.Log, done <-chan struct{}) {
 	t := time.NewTicker(ProgressInterval)
 	defer t.Stop()
 	lastDone, lastTotal := -1, -1
@@ -401,7 +402,7 @@ func (c *Controller) updateStatus(ctx context.Context, b *velerov1.Backup, mutat
 }
 
 // finalize uploads the log, results and metadata and completes the backup.
-func (c *Controller) finalize(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log, counter *Counter) {
+func (c *Controller) finalize(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, counter *Counter) {
 	done, _ := counter.Progress()
 	errs, warns := log.Counts()
 	finalizing, final := velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseCompleted
@@ -446,7 +447,7 @@ func (c *Controller) complete(ctx context.Context, b *velerov1.Backup, store obj
 }
 
 // uploadRecords uploads the results, the (empty) item operations and the log.
-func (c *Controller) uploadRecords(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log) error {
+func (c *Controller) uploadRecords(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log) error {
 	results, err := log.Results()
 	if err != nil {
 		return err
@@ -463,7 +464,7 @@ func (c *Controller) uploadRecords(ctx context.Context, b *velerov1.Backup, stor
 	return uploadLog(ctx, store, layout, b.Name, log)
 }
 
-func uploadLog(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, log *Log) error {
+func uploadLog(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, log *items.Log) error {
 	r, err := log.Finish()
 	if err != nil {
 		return err
@@ -529,7 +530,7 @@ func deleteData(ctx context.Context, store objectstore.Store, layout objectstore
 
 // cancelled finishes a backup cancelled while running: FinalizingCancelled,
 // data deleted but the log, Failed.
-func (c *Controller) cancelled(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log, counter *Counter) {
+func (c *Controller) cancelled(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, counter *Counter) {
 	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
 	done, total := 0, 0
 	if counter != nil {
@@ -572,12 +573,12 @@ func (c *Controller) cancelled(ctx context.Context, b *velerov1.Backup, store ob
 
 // fail ends a backup Failed with reason; its log (when there is one) and
 // metadata are uploaded so that `velero backup logs/describe` explain it.
-func (c *Controller) fail(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *Log, reason string) {
+func (c *Controller) fail(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, reason string) {
 	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
 	now := metav1.NewTime(c.cfg.Clock.Now())
 	errs := 1
 	if log != nil {
-		log.Error("", scopeVelero, "Backup failed: "+reason)
+		log.Error("", items.ScopeVelero, "Backup failed: "+reason)
 		errs, _ = log.Counts()
 	}
 	if store != nil {
@@ -624,7 +625,7 @@ func (c *Controller) recover(ctx context.Context) {
 			if err := deleteData(ctx, store, layout, b.Name, false); err != nil {
 				logger.Error(err, "Removing the partial data of an interrupted backup")
 			}
-			log, err := NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
+			log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
 			if err != nil {
 				c.fail(ctx, b, store, layout, nil, RestartedReason)
 				continue

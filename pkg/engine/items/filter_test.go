@@ -1,4 +1,4 @@
-package backup
+package items
 
 import (
 	"testing"

@@ -1,4 +1,8 @@
-package backup
+// Package items holds what backups and restores share: the cluster's
+// resources as discovery reports them (Source), Velero's rules for which
+// namespaces, resources and items a backup or restore takes (Filter), and
+// a run's own log and results (Log).
+package items
 
 import (
 	"fmt"
@@ -179,7 +183,7 @@ func (f *Filter) LiteralNamespaces() ([]string, bool) {
 }
 
 // isNamespaces: the namespaces resource itself is filtered by namespace.
-func isNamespaces(r Resource) bool { return r.GVR.Group == "" && r.GVR.Resource == "namespaces" }
+func IsNamespaces(r Resource) bool { return r.GVR.Group == "" && r.GVR.Resource == "namespaces" }
 
 // IncludesResource reports whether a resource is backed up.
 func (f *Filter) IncludesResource(r Resource) bool {
@@ -194,12 +198,12 @@ func (f *Filter) IncludesResource(r Resource) bool {
 		if len(f.clusterRes.includes) == 0 && len(f.clusterRes.excludes) == 0 && f.namespaces.everything() && f.namespacedRes.everything() {
 			return true
 		}
-		return f.clusterRes.includes.has("*") || f.clusterRes.includes.match(gr) || isNamespaces(r)
+		return f.clusterRes.includes.has("*") || f.clusterRes.includes.match(gr) || IsNamespaces(r)
 	}
-	if !r.Namespaced && f.includeCluster != nil && !*f.includeCluster && !isNamespaces(r) {
+	if !r.Namespaced && f.includeCluster != nil && !*f.includeCluster && !IsNamespaces(r) {
 		return false
 	}
-	if !r.Namespaced && f.includeCluster == nil && !isNamespaces(r) && !f.namespaces.everything() {
+	if !r.Namespaced && f.includeCluster == nil && !IsNamespaces(r) && !f.namespaces.everything() {
 		return false
 	}
 	return f.resources.shouldInclude(gr)
@@ -231,4 +235,13 @@ func (f *Filter) ServerSelector() string {
 		return f.selectors[0].String()
 	}
 	return ""
+}
+
+// ScopeOf is the results scope of a resource's items: "" for namespaced
+// ones (filed under their namespace), ScopeCluster otherwise.
+func ScopeOf(r Resource) string {
+	if r.Namespaced {
+		return ""
+	}
+	return ScopeCluster
 }

@@ -1,4 +1,4 @@
-package backup
+package items
 
 import (
 	"compress/gzip"
@@ -18,8 +18,8 @@ import (
 // the counts in the status stay exact.
 const MaxResultMessages = 1000
 
-// Log is a backup's own log: text lines in the logrus format Velero's
-// backups have (`velero backup logs` prints them as they are), spooled
+// Log is a backup's or restore's own log: text lines in the logrus format
+// Velero's have (`velero backup logs` prints them as they are), spooled
 // gzipped to a scratch file so memory stays flat, and mirrored to the
 // server's log. It also gathers the errors and warnings of the results file.
 type Log struct {
@@ -52,7 +52,7 @@ func (r *Result) add(namespace, scope, msg string) {
 		if len(r.Namespaces[namespace]) < MaxResultMessages {
 			r.Namespaces[namespace] = append(r.Namespaces[namespace], msg)
 		}
-	case scope == scopeCluster:
+	case scope == ScopeCluster:
 		if len(r.Cluster) < MaxResultMessages {
 			r.Cluster = append(r.Cluster, msg)
 		}
@@ -64,16 +64,16 @@ func (r *Result) add(namespace, scope, msg string) {
 }
 
 const (
-	scopeVelero  = "velero"
-	scopeCluster = "cluster"
+	ScopeVelero  = "velero"
+	ScopeCluster = "cluster"
 )
 
-// NewLog spools a backup's log into dir. fields (key, value pairs) are
+// NewLog spools a run's log into dir. fields (key, value pairs) are
 // added to every line, e.g. backup=<ns>/<name>.
 func NewLog(dir string, clk clock.Clock, server logr.Logger, fields ...string) (*Log, error) {
-	f, err := os.CreateTemp(dir, "backup-log-*.gz")
+	f, err := os.CreateTemp(dir, "log-*.gz")
 	if err != nil {
-		return nil, fmt.Errorf("creating the backup log: %w", err)
+		return nil, fmt.Errorf("creating the log: %w", err)
 	}
 	var b strings.Builder
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -115,7 +115,7 @@ func (l *Log) Info(msg string, kv ...any) {
 }
 
 // Warning logs a warning about an item of namespace ("" for cluster-scoped
-// items, or for the backup as a whole when scope is velero).
+// items, or for the run as a whole when scope is velero).
 func (l *Log) Warning(namespace, scope, msg string, kv ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -125,7 +125,7 @@ func (l *Log) Warning(namespace, scope, msg string, kv ...any) {
 	l.server.Info("Warning: "+msg, kv...)
 }
 
-// Error logs an error; it makes the backup PartiallyFailed.
+// Error logs an error; it makes the run PartiallyFailed.
 func (l *Log) Error(namespace, scope, msg string, kv ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -158,10 +158,10 @@ func (l *Log) Finish() (io.ReadSeeker, error) {
 		l.err = l.gz.Close()
 	}
 	if l.err != nil {
-		return nil, fmt.Errorf("writing the backup log: %w", l.err)
+		return nil, fmt.Errorf("writing the log: %w", l.err)
 	}
 	if _, err := l.file.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("reading the backup log: %w", err)
+		return nil, fmt.Errorf("reading the log: %w", err)
 	}
 	return l.file, nil
 }
@@ -170,87 +170,4 @@ func (l *Log) Finish() (io.ReadSeeker, error) {
 func (l *Log) Close() {
 	_ = l.file.Close()
 	_ = os.Remove(l.file.Name())
-}
-
-// resourceList writes <backup>-resource-list.json.gz as items come: a JSON
-// object from "<group/version>/<Kind>" to "<namespace>/<name>" entries,
-// spooled to a scratch file. The collector backs up one resource at a
-// time, so each kind's entries come together and each key is written once.
-type resourceList struct {
-	file    *os.File
-	gz      *gzip.Writer
-	current string
-	first   bool
-	err     error
-}
-
-func newResourceList(dir string) (*resourceList, error) {
-	f, err := os.CreateTemp(dir, "resource-list-*.gz")
-	if err != nil {
-		return nil, fmt.Errorf("creating the resource list: %w", err)
-	}
-	r := &resourceList{file: f, gz: gzip.NewWriter(f), first: true}
-	r.write("{")
-	return r, nil
-}
-
-func (r *resourceList) write(s string) {
-	if r.err == nil {
-		_, r.err = io.WriteString(r.gz, s)
-	}
-}
-
-func (r *resourceList) writeJSON(v string) {
-	b, err := json.Marshal(v)
-	if err != nil && r.err == nil {
-		r.err = err
-	}
-	r.write(string(b))
-}
-
-// add records an item; key is "<apiVersion>/<Kind>".
-func (r *resourceList) add(key, namespace, name string) {
-	entry := name
-	if namespace != "" {
-		entry = namespace + "/" + name
-	}
-	if key != r.current {
-		if r.current != "" {
-			r.write("]")
-		}
-		if !r.first {
-			r.write(",")
-		}
-		r.first = false
-		r.writeJSON(key)
-		r.write(":[")
-		r.current = key
-		r.writeJSON(entry)
-		return
-	}
-	r.write(",")
-	r.writeJSON(entry)
-}
-
-// finish closes the JSON object and the gzip stream.
-func (r *resourceList) finish() (io.Reader, error) {
-	if r.current != "" {
-		r.write("]")
-	}
-	r.write("}")
-	if r.err == nil {
-		r.err = r.gz.Close()
-	}
-	if r.err != nil {
-		return nil, fmt.Errorf("writing the resource list: %w", r.err)
-	}
-	if _, err := r.file.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return r.file, nil
-}
-
-func (r *resourceList) close() {
-	_ = r.file.Close()
-	_ = os.Remove(r.file.Name())
 }
