@@ -20,6 +20,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
+	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
@@ -30,6 +31,7 @@ import (
 // has the controller).
 const (
 	ControllerBackup                = "backup"
+	ControllerRestore               = "restore"
 	ControllerBackupQueue           = "backup-queue"
 	ControllerBackupDeletion        = "backup-deletion"
 	ControllerGarbageCollection     = "gc"
@@ -40,7 +42,7 @@ const (
 
 // Controllers are the engines that may be disabled.
 var Controllers = []string{
-	ControllerBackup, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
+	ControllerBackup, ControllerRestore, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
 }
 
@@ -77,6 +79,11 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			engines = append(engines, engine{name: name, workers: workers, run: run})
 			return nil
 		}
+		// Where running backups and restores spool their logs.
+		scratch, err := c.scratchDir()
+		if err != nil {
+			return err
+		}
 		if c.extra.DataDir != "" {
 			if err := location.EnsureDefault(hookCtx, client, c.extra.Namespace, c.extra.DataDir); err != nil {
 				return err
@@ -106,12 +113,17 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				if err != nil {
 					return nil, err
 				}
-				scratch, err := c.scratchDir()
+				e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
+					Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch})
+				return runOf(e, err)
+			}),
+			add(ControllerRestore, 1, func() (func(context.Context, int), error) {
+				target, err := c.source(hookCtx.LoopbackClientConfig)
 				if err != nil {
 					return nil, err
 				}
-				e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
-					Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch})
+				e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
+					Locations: velero.BackupStorageLocations(), Target: target, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch})
 				return runOf(e, err)
 			}),
 			add(ControllerBackupDeletion, 2, func() (func(context.Context, int), error) {

@@ -1,0 +1,650 @@
+// Package restore is the restore engine: a New Restore is validated (its
+// backup, or the newest completed backup of its schedule, must have
+// finished and its storage location must exist), goes InProgress, and the
+// backup's tarball is streamed from the storage location into the target
+// cluster (the backup source: this server standalone, the host cluster
+// aggregated, or --source-kubeconfig) in two passes: namespaces and
+// CustomResourceDefinitions first, then everything else. Velero's rules
+// apply: namespace and resource filters, label selectors,
+// namespaceMapping, metadata reset, velero.io/backup-name and
+// velero.io/restore-name labels, status restored only where restoreStatus
+// asks, resources that are never restored (nodes, events, backups, ...),
+// and existingResourcePolicy for objects that already exist (none: a
+// warning when they differ; update: they are updated to the backed-up
+// version). The restore's log and results go beside the backup's data
+// (restores/<name>/). Phases: New → InProgress → Completed, PartiallyFailed
+// (some items failed) or Failed; FailedValidation. A restore running when
+// the server stopped is Failed at the next start.
+package restore
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/archive"
+	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+	"github.com/backstop-io/backstop/pkg/objectstore"
+)
+
+// Labels put on restored items, as Velero does.
+const (
+	BackupNameLabel   = "velero.io/backup-name"
+	RestoreNameLabel  = "velero.io/restore-name"
+	ScheduleNameLabel = "velero.io/schedule-name"
+)
+
+// RestartedReason is the failureReason of a restore the server was
+// running when it stopped.
+const RestartedReason = "the server stopped while the restore was in progress"
+
+// ProgressInterval is how often a running restore's progress is written.
+const ProgressInterval = time.Second
+
+// nonRestorable are never restored: Velero's list, and the request
+// objects whose restore would act again (delete a backup, ...).
+var nonRestorable = map[string]bool{
+	"nodes": true, "events": true, "events.events.k8s.io": true,
+	"backups.velero.io": true, "restores.velero.io": true, "resticrepositories.velero.io": true,
+	"csinodes.storage.k8s.io": true, "volumeattachments.storage.k8s.io": true, "backuprepositories.velero.io": true,
+	"deletebackuprequests.velero.io": true, "downloadrequests.velero.io": true, "serverstatusrequests.velero.io": true,
+}
+
+// restoredFirst are restored in a first pass, before what lives in them
+// or is defined by them.
+var restoredFirst = map[string]bool{"namespaces": true, "customresourcedefinitions.apiextensions.k8s.io": true}
+
+// Config is what the engine needs.
+type Config struct {
+	Client    versioned.Interface
+	Restores  informers.RestoreInformer
+	Backups   informers.BackupInformer
+	Locations informers.BackupStorageLocationInformer
+	// Target is the cluster restored into.
+	Target     items.Source
+	Opener     objectstore.Opener
+	Clock      clock.Clock
+	ScratchDir string
+}
+
+// Controller is the restore engine.
+type Controller struct {
+	*reconcile.Loop
+	cfg       Config
+	restores  listers.RestoreLister
+	backups   listers.BackupLister
+	locations listers.BackupStorageLocationLister
+	synced    []cache.InformerSynced
+}
+
+// New returns the engine.
+func New(cfg Config) (*Controller, error) {
+	c := &Controller{cfg: cfg, restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister()}
+	c.Loop = reconcile.NewLoop("restore", c.sync)
+	if err := c.Watch(cfg.Restores.Informer()); err != nil {
+		return nil, err
+	}
+	c.WaitFor(cfg.Backups.Informer(), cfg.Locations.Informer())
+	c.synced = []cache.InformerSynced{cfg.Restores.Informer().HasSynced, cfg.Backups.Informer().HasSynced, cfg.Locations.Informer().HasSynced}
+	return c, nil
+}
+
+// Run fails the restores a previous process left running, then runs
+// restores one at a time (as Velero does) until ctx is done.
+func (c *Controller) Run(ctx context.Context, _ int) {
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("controller", "restore"))
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return
+	}
+	if all, err := c.restores.List(labels.Everything()); err == nil {
+		for _, r := range all {
+			if r.Status.Phase == velerov1.RestorePhaseInProgress {
+				c.finish(ctx, r, velerov1.RestorePhaseFailed, RestartedReason, nil, nil)
+			}
+		}
+	}
+	c.Loop.Run(ctx, 1)
+}
+
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	r, err := c.restores.Restores(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if r.Status.Phase != "" && r.Status.Phase != velerov1.RestorePhaseNew {
+		return nil
+	}
+	r = r.DeepCopy()
+	now := metav1.NewTime(c.cfg.Clock.Now())
+	backup, problems := c.validate(r)
+	if len(problems) > 0 {
+		r.Status.Phase = velerov1.RestorePhaseFailedValidation
+		r.Status.ValidationErrors = problems
+		r.Status.CompletionTimestamp = &now
+		if _, err := c.cfg.Client.VeleroV1().Restores(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failing the validation of restore %s: %w", r.Name, err)
+		}
+		return nil
+	}
+	if r.Spec.BackupName == "" {
+		// From a schedule: record the backup chosen, as Velero does.
+		r.Spec.BackupName = backup.Name
+		if r, err = c.cfg.Client.VeleroV1().Restores(r.Namespace).Update(ctx, r, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("restore %s: recording backup %s: %w", key.Name, backup.Name, err)
+		}
+	}
+	r.Status.Phase = velerov1.RestorePhaseInProgress
+	r.Status.StartTimestamp = &now
+	r.Status.Progress = &velerov1.RestoreProgress{}
+	r, err = c.cfg.Client.VeleroV1().Restores(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("starting restore %s: %w", key.Name, err)
+	}
+	c.run(ctx, r, backup)
+	return nil
+}
+
+// validate finds the restore's backup and says what keeps it from running.
+func (c *Controller) validate(r *velerov1.Restore) (*velerov1.Backup, []string) {
+	var backup *velerov1.Backup
+	switch {
+	case r.Spec.BackupName != "":
+		b, err := c.backups.Backups(r.Namespace).Get(r.Spec.BackupName)
+		if err != nil {
+			return nil, []string{fmt.Sprintf("backup %q: %v", r.Spec.BackupName, notFoundText(err))}
+		}
+		backup = b
+	case r.Spec.ScheduleName != "":
+		all, err := c.backups.Backups(r.Namespace).List(labels.SelectorFromSet(labels.Set{ScheduleNameLabel: r.Spec.ScheduleName}))
+		if err != nil {
+			return nil, []string{err.Error()}
+		}
+		var done []*velerov1.Backup
+		for _, b := range all {
+			if b.Status.Phase == velerov1.BackupPhaseCompleted || b.Status.Phase == velerov1.BackupPhasePartiallyFailed {
+				done = append(done, b)
+			}
+		}
+		if len(done) == 0 {
+			return nil, []string{fmt.Sprintf("schedule %q has no completed backup to restore from", r.Spec.ScheduleName)}
+		}
+		sort.Slice(done, func(i, j int) bool { return done[j].CreationTimestamp.Before(&done[i].CreationTimestamp) })
+		backup = done[0]
+	default:
+		return nil, []string{"either backupName or scheduleName must be set"}
+	}
+	if p := backup.Status.Phase; p != velerov1.BackupPhaseCompleted && p != velerov1.BackupPhasePartiallyFailed {
+		return nil, []string{fmt.Sprintf("backup %q is %s: only Completed or PartiallyFailed backups can be restored", backup.Name, phaseText(p))}
+	}
+	if _, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation); err != nil {
+		return nil, []string{fmt.Sprintf("the storage location %q of backup %q: %v", backup.Spec.StorageLocation, backup.Name, notFoundText(err))}
+	}
+	for from, to := range r.Spec.NamespaceMapping {
+		if from == "" || to == "" {
+			return nil, []string{fmt.Sprintf("namespaceMapping %q: %q: both namespaces must be named", from, to)}
+		}
+	}
+	return backup, nil
+}
+
+func notFoundText(err error) string {
+	if apierrors.IsNotFound(err) {
+		return "not found"
+	}
+	return err.Error()
+}
+
+func phaseText(p velerov1.BackupPhase) string {
+	if p == "" {
+		return "New"
+	}
+	return string(p)
+}
+
+// counter is a restore's progress.
+type counter struct{ total, restored atomic.Int64 }
+
+// run restores the items; the status ends Completed, PartiallyFailed or Failed.
+func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup) {
+	logger := klog.FromContext(ctx).WithValues("restore", klog.KObj(r), "backup", backup.Name)
+	log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "restore", r.Namespace+"/"+r.Name)
+	if err != nil {
+		c.finish(ctx, r, velerov1.RestorePhaseFailed, err.Error(), nil, nil)
+		return
+	}
+	defer log.Close()
+	log.Info("Restore started", "backup", backup.Name)
+	bsl, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation)
+	if err != nil {
+		c.finish(ctx, r, velerov1.RestorePhaseFailed, fmt.Sprintf("storage location %q: %v", backup.Spec.StorageLocation, err), nil, log)
+		return
+	}
+	store, layout, err := c.cfg.Opener.Open(ctx, bsl)
+	if err != nil {
+		c.finish(ctx, r, velerov1.RestorePhaseFailed, err.Error(), nil, log)
+		return
+	}
+	progress := &counter{}
+	done := make(chan struct{})
+	go c.reportProgress(ctx, r, progress, log, done)
+	err = c.restore(ctx, r, backup, store, layout, log, progress)
+	close(done)
+	st := &storage{store: store, layout: layout}
+	switch {
+	case ctx.Err() != nil:
+		logger.Info("Server stopping: the restore will be failed at the next start")
+	case err != nil:
+		c.finish(ctx, r, velerov1.RestorePhaseFailed, err.Error(), st, log)
+	default:
+		phase := velerov1.RestorePhaseCompleted
+		if errs, _ := log.Counts(); errs > 0 {
+			phase = velerov1.RestorePhasePartiallyFailed
+		}
+		restored := int(progress.restored.Load())
+		log.Info("Restore completed", "phase", string(phase), "itemsRestored", restored)
+		c.finish(ctx, r, phase, "", st, log, func(s *velerov1.RestoreStatus) {
+			s.Progress = &velerov1.RestoreProgress{TotalItems: int(progress.total.Load()), ItemsRestored: restored}
+		})
+	}
+}
+
+type storage struct {
+	store  objectstore.Store
+	layout objectstore.Layout
+}
+
+// restore reads the tarball twice: namespaces and CRDs, then the rest.
+func (c *Controller) restore(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, progress *counter) error {
+	tarKey, _ := layout.Key(velerov1.DownloadTargetKindBackupContents, backup.Name)
+	spec := &velerov1.BackupSpec{
+		IncludedNamespaces: r.Spec.IncludedNamespaces, ExcludedNamespaces: r.Spec.ExcludedNamespaces,
+		IncludedResources: r.Spec.IncludedResources, ExcludedResources: r.Spec.ExcludedResources,
+		IncludeClusterResources: r.Spec.IncludeClusterResources,
+		LabelSelector:           r.Spec.LabelSelector, OrLabelSelectors: r.Spec.OrLabelSelectors,
+	}
+	for pass := 0; pass < 2; pass++ {
+		// Discovery again for the second pass: restored CRDs add resources.
+		resources, err := c.cfg.Target.Resources(func(group, msg string) {
+			log.Warning("", items.ScopeVelero, fmt.Sprintf("discovering API group %s: %s", group, msg))
+		})
+		if err != nil {
+			return err
+		}
+		filter, err := items.NewFilter(spec, resources)
+		if err != nil {
+			return err
+		}
+		var statusFilter *items.Filter
+		if rs := r.Spec.RestoreStatus; rs != nil {
+			if statusFilter, err = items.NewFilter(&velerov1.BackupSpec{IncludedResources: rs.IncludedResources, ExcludedResources: rs.ExcludedResources,
+				IncludeClusterResources: ptrTrue()}, resources); err != nil {
+				return err
+			}
+		}
+		byGR := make(map[string]items.Resource, len(resources))
+		for _, res := range resources {
+			byGR[res.GroupResource()] = res
+		}
+		rd := &restorer{c: c, r: r, backup: backup, log: log, filter: filter, statusFilter: statusFilter, byGR: byGR,
+			progress: progress, counting: pass == 0, skipped: map[string]bool{}}
+		if err := c.readTarball(ctx, store, tarKey, func(it *archive.Item) error {
+			if restoredFirst[it.GroupResource] != (pass == 0) {
+				if pass == 0 && rd.selected(it) {
+					progress.total.Add(1)
+				}
+				return nil
+			}
+			if rd.selected(it) {
+				if pass == 0 {
+					progress.total.Add(1)
+				}
+				rd.restoreItem(ctx, it)
+			}
+			return ctx.Err()
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ptrTrue() *bool { t := true; return &t }
+
+// readTarball calls fn for each preferred-version item of the tarball.
+func (c *Controller) readTarball(ctx context.Context, store objectstore.Store, key string, fn func(*archive.Item) error) error {
+	rc, err := store.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("opening the backup tarball: %w", err)
+	}
+	defer rc.Close()
+	ar, err := archive.NewReader(rc)
+	if err != nil {
+		return fmt.Errorf("reading the backup tarball: %w", err)
+	}
+	defer ar.Close()
+	for {
+		it, err := ar.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the backup tarball: %w", err)
+		}
+		if !it.Preferred {
+			continue
+		}
+		if err := fn(it); err != nil {
+			return err
+		}
+	}
+}
+
+// restorer restores the items of one pass.
+type restorer struct {
+	c            *Controller
+	r            *velerov1.Restore
+	backup       *velerov1.Backup
+	log          *items.Log
+	filter       *items.Filter
+	statusFilter *items.Filter
+	byGR         map[string]items.Resource
+	progress     *counter
+	counting     bool
+	skipped      map[string]bool
+}
+
+// selected reports whether the restore takes an item (before any write).
+func (rd *restorer) selected(it *archive.Item) bool {
+	if nonRestorable[it.GroupResource] {
+		if !rd.skipped[it.GroupResource] && !rd.counting {
+			rd.skipped[it.GroupResource] = true
+			rd.log.Info("Skipping a resource that is never restored", "resource", it.GroupResource)
+		}
+		return false
+	}
+	res, ok := rd.byGR[it.GroupResource]
+	if !ok {
+		// Not served (yet): counted, and reported when restored.
+		return rd.filter.IncludesNamespace(it.Namespace) || it.Namespace == ""
+	}
+	if !rd.filter.IncludesResource(res) {
+		return false
+	}
+	if res.Namespaced && !rd.filter.IncludesNamespace(it.Namespace) {
+		return false
+	}
+	if items.IsNamespaces(res) && !rd.filter.IncludesNamespace(it.Name) {
+		return false
+	}
+	var obj struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(it.Data, &obj); err != nil {
+		return true // reported when restored
+	}
+	return rd.filter.IncludesItem(obj.Metadata.Labels)
+}
+
+func (rd *restorer) mapNamespace(ns string) string {
+	if to, ok := rd.r.Spec.NamespaceMapping[ns]; ok {
+		return to
+	}
+	return ns
+}
+
+// restoreItem creates one item in the target, or reconciles it with the
+// object already there.
+func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
+	namespace := rd.mapNamespace(it.Namespace)
+	scope := ""
+	if it.Namespace == "" {
+		scope = items.ScopeCluster
+	}
+	fail := func(msg string) { rd.log.Error(namespace, scope, msg, "resource", it.GroupResource, "name", it.Name) }
+	res, ok := rd.byGR[it.GroupResource]
+	if !ok {
+		fail(fmt.Sprintf("the target cluster serves no %s: %s %s/%s not restored", it.GroupResource, it.GroupResource, it.Namespace, it.Name))
+		return
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(it.Data); err != nil {
+		fail(fmt.Sprintf("decoding %s %s/%s from the backup: %v", it.GroupResource, it.Namespace, it.Name, err))
+		return
+	}
+	resetMetadata(obj)
+	if rd.statusFilter == nil || !rd.statusFilter.IncludesResource(res) {
+		unstructured.RemoveNestedField(obj.Object, "status")
+	}
+	status, hasStatus, _ := unstructured.NestedFieldCopy(obj.Object, "status")
+	if items.IsNamespaces(res) {
+		obj.SetName(rd.mapNamespace(obj.GetName()))
+	}
+	if res.Namespaced {
+		obj.SetNamespace(namespace)
+	}
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[BackupNameLabel], l[RestoreNameLabel] = rd.backup.Name, rd.r.Name
+	obj.SetLabels(l)
+
+	gvr := schema.GroupVersionResource{Group: res.GVR.Group, Version: it.Version, Resource: res.GVR.Resource}
+	client := rd.c.cfg.Target.Dynamic.Resource(gvr)
+	var ri = client.Namespace(obj.GetNamespace())
+	if !res.Namespaced {
+		ri = client.Namespace("")
+	}
+	what := fmt.Sprintf("%s %s", it.GroupResource, qualified(obj.GetNamespace(), obj.GetName()))
+	created, err := ri.Create(ctx, obj, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		rd.log.Info("Restored", "item", what)
+		if hasStatus {
+			created.Object["status"] = status
+			if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				rd.log.Warning(namespace, scope, fmt.Sprintf("restoring the status of %s: %v", what, err))
+			}
+		}
+	case apierrors.IsAlreadyExists(err):
+		existing, getErr := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if getErr != nil {
+			fail(fmt.Sprintf("%s exists but could not be read: %v", what, getErr))
+			return
+		}
+		if same(existing, obj) {
+			rd.log.Info("Already exists, unchanged", "item", what)
+			break
+		}
+		if rd.r.Spec.ExistingResourcePolicy != velerov1.PolicyTypeUpdate {
+			rd.log.Warning(namespace, scope, fmt.Sprintf("could not restore, %s already exists. Warning: the in-cluster version is different than the backed-up version", what))
+			return
+		}
+		obj.SetResourceVersion(existing.GetResourceVersion())
+		obj.SetUID(existing.GetUID())
+		if _, err := ri.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+			rd.log.Warning(namespace, scope, fmt.Sprintf("existingResourcePolicy update: updating %s: %v", what, err))
+			return
+		}
+		rd.log.Info("Updated to the backed-up version (existingResourcePolicy: update)", "item", what)
+	default:
+		fail(fmt.Sprintf("restoring %s: %v", what, err))
+		return
+	}
+	rd.progress.restored.Add(1)
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// resetMetadata drops what the target cluster assigns, as Velero does.
+func resetMetadata(obj *unstructured.Unstructured) {
+	for _, f := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+		"deletionGracePeriodSeconds", "selfLink", "managedFields", "ownerReferences", "generateName"} {
+		unstructured.RemoveNestedField(obj.Object, "metadata", f)
+	}
+}
+
+// same reports whether the object in the cluster equals the one to
+// restore, ignoring what the cluster assigns and the restore labels.
+func same(existing, restored *unstructured.Unstructured) bool {
+	a, b := existing.DeepCopy(), restored.DeepCopy()
+	for _, o := range []*unstructured.Unstructured{a, b} {
+		resetMetadata(o)
+		unstructured.RemoveNestedField(o.Object, "status")
+		l := o.GetLabels()
+		delete(l, BackupNameLabel)
+		delete(l, RestoreNameLabel)
+		if len(l) == 0 {
+			l = nil
+		}
+		o.SetLabels(l)
+		if len(o.GetAnnotations()) == 0 {
+			o.SetAnnotations(nil)
+		}
+	}
+	return apiequality.Semantic.DeepEqual(a.Object, b.Object)
+}
+
+// reportProgress writes the progress every ProgressInterval until done.
+func (c *Controller) reportProgress(ctx context.Context, r *velerov1.Restore, progress *counter, log *items.Log, done <-chan struct{}) {
+	t := time.NewTicker(ProgressInterval)
+	defer t.Stop()
+	var last velerov1.RestoreProgress
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := velerov1.RestoreProgress{TotalItems: int(progress.total.Load()), ItemsRestored: int(progress.restored.Load())}
+		if p == last {
+			continue
+		}
+		errs, warns := log.Counts()
+		if err := c.updateStatus(ctx, r, func(s *velerov1.RestoreStatus) {
+			s.Progress = &p
+			s.Errors, s.Warnings = errs, warns
+		}); err == nil {
+			last = p
+		}
+	}
+}
+
+func (c *Controller) updateStatus(ctx context.Context, r *velerov1.Restore, mutate func(*velerov1.RestoreStatus)) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := c.cfg.Client.VeleroV1().Restores(r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != r.UID {
+			return apierrors.NewNotFound(velerov1.Resource("restores"), r.Name)
+		}
+		mutate(&cur.Status)
+		_, err = c.cfg.Client.VeleroV1().Restores(r.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// finish uploads the log and results (when there is a location) and
+// writes the final status.
+func (c *Controller) finish(ctx context.Context, r *velerov1.Restore, phase velerov1.RestorePhase, reason string, st *storage, log *items.Log, more ...func(*velerov1.RestoreStatus)) {
+	logger := klog.FromContext(ctx).WithValues("restore", klog.KObj(r))
+	errs, warns := 0, 0
+	if reason != "" {
+		errs = 1
+	}
+	if log != nil {
+		if reason != "" {
+			log.Error("", items.ScopeVelero, "Restore failed: "+reason)
+		}
+		errs, warns = log.Counts()
+		if st != nil {
+			if err := uploadRecords(ctx, st, r.Name, log); err != nil {
+				logger.Error(err, "Uploading the restore's log and results")
+			}
+		}
+	}
+	now := metav1.NewTime(c.cfg.Clock.Now())
+	if err := c.updateStatus(ctx, r, func(s *velerov1.RestoreStatus) {
+		s.Phase = phase
+		s.FailureReason = reason
+		s.CompletionTimestamp = &now
+		s.Errors, s.Warnings = errs, warns
+		for _, m := range more {
+			m(s)
+		}
+	}); err != nil {
+		logger.Error(err, "Finishing restore")
+		return
+	}
+	logger.Info("Restore finished", "phase", phase, "reason", reason, "errors", errs, "warnings", warns)
+}
+
+func uploadRecords(ctx context.Context, st *storage, name string, log *items.Log) error {
+	results, err := log.Results()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	if _, err := gz.Write(results); err != nil {
+		return err
+	}
+	if err := gz.Close(); err != nil {
+		return err
+	}
+	key, _ := st.layout.Key(velerov1.DownloadTargetKindRestoreResults, name)
+	if err := st.store.Put(ctx, key, &buf); err != nil {
+		return fmt.Errorf("uploading the restore results: %w", err)
+	}
+	rd, err := log.Finish()
+	if err != nil {
+		return err
+	}
+	key, _ = st.layout.Key(velerov1.DownloadTargetKindRestoreLog, name)
+	if err := st.store.Put(ctx, key, rd); err != nil {
+		return fmt.Errorf("uploading the restore log: %w", err)
+	}
+	return nil
+}
