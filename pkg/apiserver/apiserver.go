@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,6 +89,8 @@ type ExtraConfig struct {
 	// Opener opens storage locations' object stores (with the Secrets
 	// they refer to, when the server reads Secrets).
 	Opener objectstore.Opener
+	// BackupSyncPeriod is how often storage locations are synced.
+	BackupSyncPeriod time.Duration
 	// DisabledControllers are engines not to run (names in Controllers).
 	DisabledControllers sets.Set[string]
 }

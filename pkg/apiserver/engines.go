@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/backstop-io/backstop/pkg/engine/backup"
+	"github.com/backstop-io/backstop/pkg/engine/backupsync"
 	"github.com/backstop-io/backstop/pkg/engine/deletion"
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/gc"
@@ -32,6 +33,7 @@ import (
 const (
 	ControllerBackup                = "backup"
 	ControllerRestore               = "restore"
+	ControllerBackupSync            = "backup-sync"
 	ControllerBackupQueue           = "backup-queue"
 	ControllerBackupDeletion        = "backup-deletion"
 	ControllerGarbageCollection     = "gc"
@@ -42,7 +44,7 @@ const (
 
 // Controllers are the engines that may be disabled.
 var Controllers = []string{
-	ControllerBackup, ControllerRestore, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
+	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
 }
 
@@ -124,6 +126,11 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				}
 				e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
 					Locations: velero.BackupStorageLocations(), Target: target, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch})
+				return runOf(e, err)
+			}),
+			add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {
+				e, err := backupsync.New(backupsync.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
+					Requests: velero.DeleteBackupRequests(), Opener: c.extra.Opener, Period: c.extra.BackupSyncPeriod})
 				return runOf(e, err)
 			}),
 			add(ControllerBackupDeletion, 2, func() (func(context.Context, int), error) {

@@ -58,6 +58,13 @@ func testStore(t *testing.T, store Store, big int) {
 	if want := []string{"backups/b1/b1-logs.gz", "backups/b1/velero-backup.json"}; !reflect.DeepEqual(keys, want) {
 		t.Errorf("list = %v, want %v", keys, want)
 	}
+	// The backups are the directories with a velero-backup.json.
+	if err := store.Put(ctx, "backups/nometa/nometa.tar.gz", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := NewLayout("").BackupNames(ctx, store); err != nil || !reflect.DeepEqual(names, []string{"b1", "b10"}) {
+		t.Errorf("backup names = %v (%v), want [b1 b10]", names, err)
+	}
 	if err := store.Delete(ctx, "backups/b1/b1-logs.gz"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package objectstore
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"strings"
@@ -28,6 +29,24 @@ func (l Layout) BackupDir(backup string) string { return l.prefix + "backups/" +
 
 // RestoreDir is the directory of a restore's objects ("restores/<name>/").
 func (l Layout) RestoreDir(restore string) string { return l.prefix + "restores/" + restore + "/" }
+
+// BackupNames lists the backups a store holds: those with a
+// velero-backup.json, as Velero's backup sync reads a bucket.
+func (l Layout) BackupNames(ctx context.Context, store Store) ([]string, error) {
+	keys, err := store.List(ctx, l.prefix+"backups/")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, k := range keys {
+		rest := strings.TrimPrefix(k, l.prefix+"backups/")
+		name, file, ok := strings.Cut(rest, "/")
+		if ok && file == "velero-backup.json" && name != "" {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
 
 // BackupMetadataKey is the backup object as JSON (velero-backup.json).
 func (l Layout) BackupMetadataKey(backup string) string {

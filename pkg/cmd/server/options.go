@@ -77,6 +77,9 @@ type Options struct {
 	ClientPageSize int
 	// DisableControllers names engines not to run.
 	DisableControllers []string
+	// BackupSyncPeriod is how often storage locations are read for
+	// backups this server does not have (Velero's --backup-sync-period).
+	BackupSyncPeriod time.Duration
 
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Audit          *genericoptions.AuditOptions
@@ -100,6 +103,7 @@ func NewOptions() *Options {
 		ClientQPS:          20,
 		ClientBurst:        30,
 		ClientPageSize:     500,
+		BackupSyncPeriod:   time.Minute,
 		SecureServing:      genericoptions.NewSecureServingOptions().WithLoopback(),
 		Audit:              genericoptions.NewAuditOptions(),
 		Features:           genericoptions.NewFeatureOptions(),
@@ -120,6 +124,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ExternalURL, "external-url", o.ExternalURL, "base URL clients reach this server at, for download links (default: https://<bind-address>:<port> standalone, https://backstop-apiserver.<namespace>.svc aggregated)")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
+	fs.DurationVar(&o.BackupSyncPeriod, "backup-sync-period", o.BackupSyncPeriod, "how often storage locations are read for backups this server has no Backup of, which are then created (Velero's --backup-sync-period)")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster")
@@ -146,6 +151,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	if o.BackupSyncPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--backup-sync-period must be positive, not %s", o.BackupSyncPeriod))
 	}
 	if o.ConcurrentBackups < 1 {
 		errs = append(errs, fmt.Errorf("--concurrent-backups must be at least 1, not %d", o.ConcurrentBackups))
@@ -267,7 +275,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Scheme: scheme, Codecs: codecs, Backend: backend, GarbageCollection: o.Mode == ModeAggregated,
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, ClientPageSize: int64(o.ClientPageSize),
-		DisabledControllers: sets.New(o.DisableControllers...),
+		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 	}
 	if kubeClient != nil {
 		// Aggregated: storage locations' Secrets are the host cluster's.

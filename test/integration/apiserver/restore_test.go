@@ -3,11 +3,13 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -247,4 +249,117 @@ func TestRestore(t *testing.T) {
 			}
 		}
 	})
+}
+
+// trackersOf lists a namespace's trackers by name with their spec and
+// labels (without the restore labels), as a comparable string.
+func trackersOf(t *testing.T, s *framework.Server, namespace string) string {
+	t.Helper()
+	list, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tr := range list.Items {
+		l := map[string]string{}
+		for k, v := range tr.Labels {
+			if k != "velero.io/backup-name" && k != "velero.io/restore-name" {
+				l[k] = v
+			}
+		}
+		spec, _ := json.Marshal(tr.Spec)
+		labels, _ := json.Marshal(l)
+		out = append(out, tr.Name+" "+string(spec)+" "+string(labels))
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestRestoreIntoSecondServer: a second server given the first one's
+// storage location (read-only) finds its backups there (backup sync),
+// restores them, into the same namespaces and into a mapped one, with
+// every object equal to the original; when the first server deletes the
+// backup, the second one's Backup goes too.
+func TestRestoreIntoSecondServer(t *testing.T) {
+	first := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	namespaces := []string{"app-a", "app-b", "app-c"}
+	const perNamespace = 40
+	for _, n := range namespaces {
+		for i := 0; i < perNamespace; i++ {
+			createTracker(t, first, n, fmt.Sprintf("t%02d", i), map[string]string{"app": n, "index": fmt.Sprint(i)})
+		}
+	}
+	createBackup(t, first, "full", namespaces...)
+	orig := waitBackup(t, first, "full", "finished", finished)
+	if orig.Status.Phase != velerov1.BackupPhaseCompleted || orig.Status.Progress.ItemsBackedUp != len(namespaces)*perNamespace {
+		t.Fatalf("backup full: %s %+v", orig.Status.Phase, orig.Status.Progress)
+	}
+
+	second := framework.Start(t, framework.Options{Args: []string{"--backup-sync-period=1s"}})
+	if _, err := second.Clientset.VeleroV1().BackupStorageLocations(ns).Create(ctx, &velerov1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: ns},
+		Spec: velerov1.BackupStorageLocationSpec{Provider: "filesystem", AccessMode: velerov1.BackupStorageLocationAccessModeReadOnly,
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: filepath.Join(first.DataDir, "backups")}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	synced := waitBackup(t, second, "full", "synced", func(b *velerov1.Backup) bool { return b.Status.Phase != "" })
+	if synced.Status.Phase != velerov1.BackupPhaseCompleted || synced.Spec.StorageLocation != "first" ||
+		synced.Labels[velerov1.StorageLocationLabel] != "first" || synced.Annotations["backstop.io/synced-from-location"] != "first" ||
+		synced.Status.Progress == nil || *synced.Status.Progress != *orig.Status.Progress ||
+		!synced.Status.CompletionTimestamp.Equal(orig.Status.CompletionTimestamp) {
+		t.Errorf("synced backup: spec %+v labels %v annotations %v status %+v", synced.Spec, synced.Labels, synced.Annotations, synced.Status)
+	}
+	if logs := backupLogs(t, second, "full"); !strings.Contains(logs, "Backup completed") {
+		t.Errorf("logs of the synced backup:\n%s", logs)
+	}
+
+	r := createRestore(t, second, "everything", velerov1.RestoreSpec{BackupName: "full"})
+	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Progress.ItemsRestored != len(namespaces)*perNamespace || r.Status.Warnings != 0 {
+		t.Fatalf("restore into the second server: %s %+v warnings %d", r.Status.Phase, r.Status.Progress, r.Status.Warnings)
+	}
+	for _, n := range namespaces {
+		want := trackersOf(t, first, n)
+		if got := trackersOf(t, second, n); got != want {
+			t.Errorf("namespace %s in the second server:\n%s\nwant\n%s", n, got, want)
+		}
+	}
+	r = createRestore(t, second, "mapped", velerov1.RestoreSpec{BackupName: "full", IncludedNamespaces: []string{"app-b"},
+		NamespaceMapping: map[string]string{"app-b": "app-b-copy"}})
+	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Progress.ItemsRestored != perNamespace {
+		t.Fatalf("mapped restore: %s %+v", r.Status.Phase, r.Status.Progress)
+	}
+	if got, want := trackersOf(t, second, "app-b-copy"), trackersOf(t, first, "app-b"); got != want {
+		t.Errorf("app-b-copy:\n%s\nwant\n%s", got, want)
+	}
+
+	// Only the server may create a Backup with a status: from a client,
+	// the annotation is dropped and the backup starts as any new one.
+	forged, err := second.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: ns, Annotations: map[string]string{"backstop.io/synced-from-location": "first"}},
+		Spec:       velerov1.BackupSpec{IncludedNamespaces: []string{"app-a"}},
+		Status:     velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forged.Status.Phase == velerov1.BackupPhaseCompleted || forged.Annotations["backstop.io/synced-from-location"] != "" {
+		t.Errorf("a client created a backup with status %s and annotations %v", forged.Status.Phase, forged.Annotations)
+	}
+
+	// The first server deletes the backup: the second one's Backup goes.
+	if _, err := first.Clientset.VeleroV1().DeleteBackupRequests(ns).Create(ctx, &velerov1.DeleteBackupRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "delete-full", Namespace: ns},
+		Spec:       velerov1.DeleteBackupRequestSpec{BackupName: "full"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pollCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(pollCtx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := second.Clientset.VeleroV1().Backups(ns).Get(ctx, "full", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("the second server kept backup full after the first deleted it")
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -44,10 +46,26 @@ func NewStrategy(typer runtime.ObjectTyper, defaultLocation DefaultLocationFunc)
 	return Strategy{Strategy: base, defaultLocation: defaultLocation}
 }
 
-// PrepareForCreate clears the status and applies Velero's defaults.
+// SyncedAnnotation marks a Backup the server created from the
+// velero-backup.json it found in a storage location (backup sync); its
+// value is the location. Such a Backup is created with its final status.
+const SyncedAnnotation = "backstop.io/synced-from-location"
+
+// PrepareForCreate clears the status and applies Velero's defaults. Only
+// the server itself (its loopback user) may create a Backup with a
+// status, and only a synced one: from anyone else the annotation is
+// dropped and the status cleared, as for any new backup.
 func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
-	s.Strategy.PrepareForCreate(ctx, obj)
 	b := obj.(*velero.Backup)
+	synced := b.Status
+	s.Strategy.PrepareForCreate(ctx, obj)
+	if _, ok := b.Annotations[SyncedAnnotation]; ok {
+		if u, ok := genericapirequest.UserFrom(ctx); ok && u.GetName() == user.APIServerUser {
+			b.Status = synced
+		} else {
+			delete(b.Annotations, SyncedAnnotation)
+		}
+	}
 	delete(b.Annotations, SequenceAnnotation)
 	ApplyDefaults(&b.Spec)
 	if b.Spec.StorageLocation == "" && s.defaultLocation != nil {

@@ -1,0 +1,211 @@
+// Package backupsync is the backup sync engine, Velero's backup-sync
+// controller: every sync period it reads each available storage location
+// and makes the server's Backups match what the location holds. A backup
+// found in the location (its velero-backup.json) with no Backup of that
+// name is created, with its final status, labelled and annotated with the
+// location (registry.SyncedAnnotation), so that a second server, or this
+// one after its data directory was lost, can restore from it. A Completed
+// Backup of the location whose files are gone from it (deleted by another
+// server) is deleted, as Velero does, unless a DeleteBackupRequest is
+// deleting it. Backups that are not finished in the
+// location (no terminal phase) are left alone.
+package backupsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+	"github.com/backstop-io/backstop/pkg/objectstore"
+	registry "github.com/backstop-io/backstop/pkg/registry/velero/backup"
+)
+
+// DefaultPeriod is how often locations are synced (Velero's
+// --backup-sync-period default).
+const DefaultPeriod = time.Minute
+
+// maxMetadataSize bounds a velero-backup.json read from a location.
+const maxMetadataSize = 16 << 20
+
+// Config is what the engine needs.
+type Config struct {
+	Client    versioned.Interface
+	Backups   informers.BackupInformer
+	Locations informers.BackupStorageLocationInformer
+	// Requests are the DeleteBackupRequests: a backup being deleted by
+	// one is left to it.
+	Requests informers.DeleteBackupRequestInformer
+	Opener    objectstore.Opener
+	// Period is the time between two syncs of a location.
+	Period time.Duration
+}
+
+// Controller is the backup sync engine.
+type Controller struct {
+	*reconcile.Loop
+	cfg       Config
+	backups   listers.BackupLister
+	locations listers.BackupStorageLocationLister
+	requests  listers.DeleteBackupRequestLister
+}
+
+// New returns the engine.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Period <= 0 {
+		cfg.Period = DefaultPeriod
+	}
+	c := &Controller{cfg: cfg, backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister(), requests: cfg.Requests.Lister()}
+	c.Loop = reconcile.NewLoop("backup-sync", c.sync)
+	if err := c.Watch(cfg.Locations.Informer()); err != nil {
+		return nil, err
+	}
+	c.WaitFor(cfg.Backups.Informer(), cfg.Requests.Informer())
+	return c, nil
+}
+
+// sync reconciles one location with its Backups, then comes back after the
+// period. Informer events (the location's status written by the
+// availability check) bring a location back sooner; a sync is cheap when
+// nothing changed: one listing of the location.
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	bsl, err := c.locations.BackupStorageLocations(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer c.AddAfter(key, c.cfg.Period)
+	if bsl.Status.Phase != velerov1.BackupStorageLocationPhaseAvailable {
+		return nil // the availability check says why
+	}
+	logger := klog.FromContext(ctx).WithValues("location", klog.KObj(bsl))
+	store, layout, err := c.cfg.Opener.Open(ctx, bsl)
+	if err != nil {
+		logger.Error(err, "Opening the location to sync backups")
+		return nil
+	}
+	inStore, err := layout.BackupNames(ctx, store)
+	if err != nil {
+		logger.Error(err, "Listing the backups of the location")
+		return nil
+	}
+	found := sets.New(inStore...)
+	for _, name := range inStore {
+		if _, err := c.backups.Backups(bsl.Namespace).Get(name); err == nil || !apierrors.IsNotFound(err) {
+			continue
+		}
+		if err := c.create(ctx, bsl, store, layout, name); err != nil {
+			logger.Error(err, "Syncing a backup from the location", "backup", name)
+		}
+	}
+	return c.deleteOrphans(ctx, bsl, found)
+}
+
+// create makes a Backup from the velero-backup.json of a location.
+func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLocation, store objectstore.Store, layout objectstore.Layout, name string) error {
+	rc, err := store.Get(ctx, layout.BackupMetadataKey(name))
+	if errors.Is(err, objectstore.ErrNotFound) {
+		return nil // deleted meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, maxMetadataSize))
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", layout.BackupMetadataKey(name), err)
+	}
+	var stored velerov1.Backup
+	if err := json.Unmarshal(data, &stored); err != nil {
+		return fmt.Errorf("decoding %s: %w", layout.BackupMetadataKey(name), err)
+	}
+	if stored.Name != name {
+		return fmt.Errorf("%s names backup %q", layout.BackupMetadataKey(name), stored.Name)
+	}
+	if !terminal(stored.Status.Phase) {
+		return nil // written by a server that has not finished it
+	}
+	b := &velerov1.Backup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: bsl.Namespace,
+			Labels: stored.Labels, Annotations: stored.Annotations,
+		},
+		Spec:   stored.Spec,
+		Status: stored.Status,
+	}
+	if b.Labels == nil {
+		b.Labels = map[string]string{}
+	}
+	if b.Annotations == nil {
+		b.Annotations = map[string]string{}
+	}
+	b.Labels[velerov1.StorageLocationLabel] = bsl.Name
+	b.Annotations[registry.SyncedAnnotation] = bsl.Name
+	delete(b.Annotations, registry.SequenceAnnotation)
+	b.Spec.StorageLocation = bsl.Name
+	b.Spec.Cancel = false
+	b.Status.QueuePosition = 0
+	if _, err := c.cfg.Client.VeleroV1().Backups(bsl.Namespace).Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return fmt.Errorf("creating backup %s: %w", name, err)
+	}
+	klog.FromContext(ctx).Info("Synced a backup from its storage location", "backup", name, "location", bsl.Name, "phase", b.Status.Phase)
+	return nil
+}
+
+// deleteOrphans deletes the Completed Backups of a location whose files
+// are no longer in it, as Velero's backup sync does.
+func (c *Controller) deleteOrphans(ctx context.Context, bsl *velerov1.BackupStorageLocation, found sets.Set[string]) error {
+	all, err := c.backups.Backups(bsl.Namespace).List(labels.SelectorFromSet(labels.Set{velerov1.StorageLocationLabel: bsl.Name}))
+	if err != nil {
+		return err
+	}
+	requests, err := c.requests.DeleteBackupRequests(bsl.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	beingDeleted := sets.New[string]()
+	for _, r := range requests {
+		if r.Status.Phase != velerov1.DeleteBackupRequestPhaseProcessed {
+			beingDeleted.Insert(r.Spec.BackupName)
+		}
+	}
+	for _, b := range all {
+		if b.Status.Phase != velerov1.BackupPhaseCompleted || b.Spec.StorageLocation != bsl.Name || found.Has(b.Name) ||
+			b.DeletionTimestamp != nil || beingDeleted.Has(b.Name) {
+			continue
+		}
+		err := reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Backups(b.Namespace).Delete, b.Name, b.UID)
+		if err != nil {
+			return fmt.Errorf("deleting backup %s, gone from location %s: %w", b.Name, bsl.Name, err)
+		}
+		klog.FromContext(ctx).Info("Deleted a backup whose files are gone from its storage location", "backup", b.Name, "location", bsl.Name)
+	}
+	return nil
+}
+
+func terminal(p velerov1.BackupPhase) bool {
+	switch p {
+	case velerov1.BackupPhaseCompleted, velerov1.BackupPhasePartiallyFailed, velerov1.BackupPhaseFailed, velerov1.BackupPhaseFailedValidation:
+		return true
+	}
+	return false
+}
