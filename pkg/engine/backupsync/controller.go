@@ -50,7 +50,7 @@ type Config struct {
 	// Requests are the DeleteBackupRequests: a backup being deleted by
 	// one is left to it.
 	Requests informers.DeleteBackupRequestInformer
-	Opener    objectstore.Opener
+	Opener   objectstore.Opener
 	// Period is the time between two syncs of a location.
 	Period time.Duration
 }
