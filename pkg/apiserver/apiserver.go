@@ -91,6 +91,8 @@ type ExtraConfig struct {
 	Opener objectstore.Opener
 	// BackupSyncPeriod is how often storage locations are synced.
 	BackupSyncPeriod time.Duration
+	// ItemOperationSyncFrequency is how often backups' async operations are polled.
+	ItemOperationSyncFrequency time.Duration
 	// DisabledControllers are engines not to run (names in Controllers).
 	DisabledControllers sets.Set[string]
 }

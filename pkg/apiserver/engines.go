@@ -23,6 +23,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
+	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
 	"github.com/backstop-io/backstop/pkg/version"
@@ -116,7 +117,8 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					return nil, err
 				}
 				e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
-					Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch})
+					Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch,
+					Actions: []backup.ItemAction{vmoperation.Action{Client: client}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency})
 				return runOf(e, err)
 			}),
 			add(ControllerRestore, 1, func() (func(context.Context, int), error) {

@@ -80,6 +80,9 @@ type Options struct {
 	// BackupSyncPeriod is how often storage locations are read for
 	// backups this server does not have (Velero's --backup-sync-period).
 	BackupSyncPeriod time.Duration
+	// ItemOperationSyncFrequency is how often backups' async operations
+	// are polled (Velero's --item-operation-sync-frequency).
+	ItemOperationSyncFrequency time.Duration
 
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Audit          *genericoptions.AuditOptions
@@ -94,22 +97,23 @@ type Options struct {
 // with data under ./data.
 func NewOptions() *Options {
 	o := &Options{
-		Mode:               ModeStandalone,
-		Namespace:          "backstop-system",
-		DataDir:            "data",
-		CompactionInterval: 5 * time.Minute,
-		WatchCache:         true,
-		ConcurrentBackups:  1,
-		ClientQPS:          20,
-		ClientBurst:        30,
-		ClientPageSize:     500,
-		BackupSyncPeriod:   time.Minute,
-		SecureServing:      genericoptions.NewSecureServingOptions().WithLoopback(),
-		Audit:              genericoptions.NewAuditOptions(),
-		Features:           genericoptions.NewFeatureOptions(),
-		Authentication:     genericoptions.NewDelegatingAuthenticationOptions(),
-		Authorization:      genericoptions.NewDelegatingAuthorizationOptions(),
-		CoreAPI:            genericoptions.NewCoreAPIOptions(),
+		Mode:                       ModeStandalone,
+		Namespace:                  "backstop-system",
+		DataDir:                    "data",
+		CompactionInterval:         5 * time.Minute,
+		WatchCache:                 true,
+		ConcurrentBackups:          1,
+		ClientQPS:                  20,
+		ClientBurst:                30,
+		ClientPageSize:             500,
+		BackupSyncPeriod:           time.Minute,
+		ItemOperationSyncFrequency: 10 * time.Second,
+		SecureServing:              genericoptions.NewSecureServingOptions().WithLoopback(),
+		Audit:                      genericoptions.NewAuditOptions(),
+		Features:                   genericoptions.NewFeatureOptions(),
+		Authentication:             genericoptions.NewDelegatingAuthenticationOptions(),
+		Authorization:              genericoptions.NewDelegatingAuthorizationOptions(),
+		CoreAPI:                    genericoptions.NewCoreAPIOptions(),
 	}
 	o.SecureServing.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
 	o.SecureServing.BindPort = 8443
@@ -125,6 +129,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
 	fs.DurationVar(&o.BackupSyncPeriod, "backup-sync-period", o.BackupSyncPeriod, "how often storage locations are read for backups this server has no Backup of, which are then created (Velero's --backup-sync-period)")
+	fs.DurationVar(&o.ItemOperationSyncFrequency, "item-operation-sync-frequency", o.ItemOperationSyncFrequency, "how often the async operations of backups (VM disk backups) are checked (Velero's --item-operation-sync-frequency)")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster")
@@ -151,6 +156,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	if o.ItemOperationSyncFrequency <= 0 {
+		errs = append(errs, fmt.Errorf("--item-operation-sync-frequency must be positive, not %s", o.ItemOperationSyncFrequency))
 	}
 	if o.BackupSyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--backup-sync-period must be positive, not %s", o.BackupSyncPeriod))
@@ -276,6 +284,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, ClientPageSize: int64(o.ClientPageSize),
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
+		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency,
 	}
 	if kubeClient != nil {
 		// Aggregated: storage locations' Secrets are the host cluster's.

@@ -39,6 +39,8 @@ type collector struct {
 	resources *resourceList
 	log       *items.Log
 	counter   *Counter
+	// operations are started for the items actions apply to.
+	operations *operations
 }
 
 // errFatal marks errors that end the backup (the archive cannot be
@@ -119,7 +121,7 @@ func (c *collector) list(ctx context.Context, r items.Resource, namespace string
 				continue
 			}
 			last = key
-			if err := c.item(r, item); err != nil {
+			if err := c.item(ctx, r, item); err != nil {
 				return err
 			}
 		}
@@ -130,8 +132,9 @@ func (c *collector) list(ctx context.Context, r items.Resource, namespace string
 	}
 }
 
-// item writes one object if the filters take it.
-func (c *collector) item(r items.Resource, item *unstructured.Unstructured) error {
+// item writes one object if the filters take it, and starts the async
+// operations actions have for it.
+func (c *collector) item(ctx context.Context, r items.Resource, item *unstructured.Unstructured) error {
 	ns := item.GetNamespace()
 	if r.Namespaced && !c.filter.IncludesNamespace(ns) {
 		return nil
@@ -160,5 +163,6 @@ func (c *collector) item(r items.Resource, item *unstructured.Unstructured) erro
 	}
 	c.resources.add(apiVersion+"/"+kind, ns, item.GetName())
 	c.counter.backedUp.Add(1)
+	c.operations.start(ctx, r, item)
 	return nil
 }

@@ -75,6 +75,11 @@ type Config struct {
 	// ScratchDir holds a running backup's log and resource list until
 	// they are uploaded.
 	ScratchDir string
+	// Actions start async operations for the items they apply to.
+	Actions []ItemAction
+	// OperationSyncFrequency is how often running operations are polled
+	// (default DefaultOperationSyncFrequency).
+	OperationSyncFrequency time.Duration
 }
 
 // Controller is the backup engine.
@@ -99,6 +104,9 @@ type run struct {
 
 // New returns the engine.
 func New(cfg Config) (*Controller, error) {
+	if cfg.OperationSyncFrequency <= 0 {
+		cfg.OperationSyncFrequency = DefaultOperationSyncFrequency
+	}
 	c := &Controller{cfg: cfg, backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister(), running: map[string]*run{}}
 	c.Loop = reconcile.NewLoop("backup", c.sync)
 	if err := c.Watch(cfg.Backups.Informer()); err != nil {
@@ -270,31 +278,92 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *velerov1.Backup) {
 		return
 	}
 	counter := &Counter{}
+	ops := newOperations(c.cfg.Actions, b, log, c.cfg.Clock)
 	progressDone := make(chan struct{})
 	go c.reportProgress(ctx, b, counter, log, progressDone)
-	err = c.collect(runCtx, b, store, layout, log, counter)
+	err = c.collect(runCtx, b, store, layout, log, counter, ops)
 	close(progressDone)
+	if err == nil && runCtx.Err() == nil && len(ops.list) > 0 {
+		err = c.waitForOperations(ctx, runCtx, b, store, layout, log, counter, ops)
+	}
 
 	cause := context.Cause(runCtx)
 	switch {
 	case ctx.Err() != nil:
 		logger.Info("Server stopping: the backup will be recovered at the next start")
 	case errors.Is(cause, errDeleted):
+		ops.cancelAll(ctx, "the backup was deleted")
 		if err := deleteData(ctx, store, layout, b.Name, false); err != nil {
 			logger.Error(err, "Deleting the data of a deleted backup")
 		}
 		logger.Info("Backup deleted while running: stopped and its data removed")
 	case errors.Is(cause, errCancelled):
+		ops.cancelAll(ctx, CancelledReason)
 		c.cancelled(ctx, b, store, layout, log, counter)
 	case err != nil:
+		ops.cancelAll(ctx, "the backup failed")
 		c.fail(ctx, b, store, layout, log, err.Error())
 	default:
-		c.finalize(ctx, b, store, layout, log, counter)
+		c.finalize(ctx, b, store, layout, log, counter, ops)
 	}
 }
 
+// waitForOperations is the WaitingForPluginOperations phase: the item
+// operations file is uploaded (a restart finds the operations there), then
+// operations are polled until all have ended (completed, failed or timed
+// out after spec.itemOperationTimeout) or runCtx ends.
+func (c *Controller) waitForOperations(ctx, runCtx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, counter *Counter, ops *operations) error {
+	done, _ := counter.Progress()
+	phase := velerov1.BackupPhaseWaitingForPluginOperations
+	if errs, _ := log.Counts(); errs > 0 {
+		phase = velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed
+	}
+	attempted, _, _ := ops.counts()
+	if err := putOperations(ctx, store, layout, b.Name, ops); err != nil {
+		return err
+	}
+	if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+		s.Phase = phase
+		s.Progress = &velerov1.BackupProgress{ItemsBackedUp: done, TotalItems: done}
+		s.BackupItemOperationsAttempted = attempted
+	}); err != nil {
+		return err
+	}
+	log.Info("Waiting for async operations", "operations", attempted)
+	var timeout time.Duration
+	if b.Spec.ItemOperationTimeout.Duration > 0 {
+		timeout = b.Spec.ItemOperationTimeout.Duration
+	}
+	lastCompleted, lastFailed := 0, 0
+	return ops.wait(runCtx, c.cfg.OperationSyncFrequency, timeout, func() {
+		_, completed, failed := ops.counts()
+		if completed == lastCompleted && failed == lastFailed {
+			return
+		}
+		errs, warns := log.Counts()
+		if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+			s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = completed, failed
+			s.Errors, s.Warnings = errs, warns
+			if errs > 0 && s.Phase == velerov1.BackupPhaseWaitingForPluginOperations {
+				s.Phase = velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed
+			}
+		}); err == nil {
+			lastCompleted, lastFailed = completed, failed
+		}
+	})
+}
+
+// putOperations uploads the item operations file.
+func putOperations(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, ops *operations) error {
+	data, err := ops.json()
+	if err != nil {
+		return err
+	}
+	return putGzip(ctx, store, layout, velerov1.DownloadTargetKindBackupItemOperations, name, data)
+}
+
 // collect writes the tarball and the resource list.
-func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, counter *Counter) error {
+func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, counter *Counter, ops *operations) error {
 	resources, err := c.cfg.Source.Resources(func(group, msg string) {
 		log.Warning("", items.ScopeVelero, fmt.Sprintf("discovering API group %s: %s", group, msg))
 	})
@@ -321,7 +390,7 @@ func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store obje
 	}()
 	aw, err := archive.NewWriter(pw, c.cfg.Clock.Now())
 	if err == nil {
-		col := &collector{source: c.cfg.Source, filter: filter, archive: aw, resources: list, log: log, counter: counter}
+		col := &collector{source: c.cfg.Source, filter: filter, archive: aw, resources: list, log: log, counter: counter, operations: ops}
 		err = col.run(ctx, resources)
 		if err == nil {
 			err = aw.Close()
@@ -402,24 +471,26 @@ func (c *Controller) updateStatus(ctx context.Context, b *velerov1.Backup, mutat
 }
 
 // finalize uploads the log, results and metadata and completes the backup.
-func (c *Controller) finalize(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, counter *Counter) {
+func (c *Controller) finalize(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, counter *Counter, ops *operations) {
 	done, _ := counter.Progress()
 	errs, warns := log.Counts()
 	finalizing, final := velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseCompleted
 	if errs > 0 {
 		finalizing, final = velerov1.BackupPhaseFinalizingPartiallyFailed, velerov1.BackupPhasePartiallyFailed
 	}
+	attempted, completed, failed := ops.counts()
 	out, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
 		s.Phase = finalizing
 		s.Progress = &velerov1.BackupProgress{ItemsBackedUp: done, TotalItems: done}
 		s.Errors, s.Warnings = errs, warns
+		s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = attempted, completed, failed
 	})
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Finalizing backup", "backup", klog.KObj(b))
 		return
 	}
 	log.Info("Backup completed", "phase", string(final), "items", done, "errors", errs, "warnings", warns)
-	if err := c.uploadRecords(ctx, out, store, layout, log); err != nil {
+	if err := c.uploadRecords(ctx, out, store, layout, log, ops); err != nil {
 		c.fail(ctx, out, store, layout, nil, err.Error())
 		return
 	}
@@ -446,15 +517,19 @@ func (c *Controller) complete(ctx context.Context, b *velerov1.Backup, store obj
 	klog.FromContext(ctx).Info("Backup finished", "backup", klog.KObj(b), "phase", final)
 }
 
-// uploadRecords uploads the results, the (empty) item operations and the log.
-func (c *Controller) uploadRecords(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log) error {
+// uploadRecords uploads the results, the item operations and the log.
+func (c *Controller) uploadRecords(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, ops *operations) error {
 	results, err := log.Results()
+	if err != nil {
+		return err
+	}
+	operations, err := ops.json()
 	if err != nil {
 		return err
 	}
 	for kind, data := range map[velerov1.DownloadTargetKind][]byte{
 		velerov1.DownloadTargetKindBackupResults:         results,
-		velerov1.DownloadTargetKindBackupItemOperations:  []byte("[]"),
+		velerov1.DownloadTargetKindBackupItemOperations:  operations,
 		velerov1.DownloadTargetKindBackupVolumeSnapshots: []byte("[]"),
 	} {
 		if err := putGzip(ctx, store, layout, kind, b.Name, data); err != nil {
@@ -622,16 +697,21 @@ func (c *Controller) recover(ctx context.Context) {
 				c.fail(ctx, b, nil, layout, nil, RestartedReason)
 				continue
 			}
+			log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
+			if err != nil {
+				log = nil
+			}
+			if b.Status.Phase != velerov1.BackupPhaseInProgress && log != nil {
+				// Its async operations are in the item operations file.
+				c.cancelRecordedOperations(ctx, b, store, layout, log)
+			}
 			if err := deleteData(ctx, store, layout, b.Name, false); err != nil {
 				logger.Error(err, "Removing the partial data of an interrupted backup")
 			}
-			log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
-			if err != nil {
-				c.fail(ctx, b, store, layout, nil, RestartedReason)
-				continue
-			}
 			c.fail(ctx, b, store, layout, log, RestartedReason)
-			log.Close()
+			if log != nil {
+				log.Close()
+			}
 		case velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseFinalizingPartiallyFailed:
 			// The items were all written; what may be missing is the
 			// metadata and the final status.
@@ -663,4 +743,32 @@ func (c *Controller) recover(ctx context.Context) {
 			c.cancelled(ctx, b, store, layout, nil, nil)
 		}
 	}
+}
+
+// cancelRecordedOperations cancels the operations a backup interrupted by
+// a restart was waiting for, as recorded in its item operations file.
+func (c *Controller) cancelRecordedOperations(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log) {
+	key, _ := layout.Key(velerov1.DownloadTargetKindBackupItemOperations, b.Name)
+	rc, err := store.Get(ctx, key)
+	if err != nil {
+		log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the async operations to cancel them: %v", err))
+		return
+	}
+	defer rc.Close()
+	gz, err := gzip.NewReader(rc)
+	if err != nil {
+		log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the async operations to cancel them: %v", err))
+		return
+	}
+	data, err := io.ReadAll(gz)
+	if err != nil {
+		log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the async operations to cancel them: %v", err))
+		return
+	}
+	ops := newOperations(c.cfg.Actions, b, log, c.cfg.Clock)
+	if err := ops.load(data); err != nil {
+		log.Warning("", items.ScopeVelero, err.Error())
+		return
+	}
+	ops.cancelAll(ctx, "the server stopped while the backup waited for it")
 }

@@ -1,0 +1,274 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/clock"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/items"
+)
+
+// DefaultOperationSyncFrequency is how often running async operations are
+// polled (Velero's --item-operation-sync-frequency).
+const DefaultOperationSyncFrequency = 10 * time.Second
+
+// ItemAction starts asynchronous operations for backed-up items that
+// outlive item collection, as Velero's BackupItemAction v2 plugins do:
+// the backup waits for them (WaitingForPluginOperations) before it
+// finalizes.
+type ItemAction interface {
+	// Name names the action in the item operations file and the logs.
+	Name() string
+	// AppliesTo reports whether the action handles items of a resource
+	// ("<resource>.<group>").
+	AppliesTo(groupResource string) bool
+	// Start starts an operation for an item and returns its ID, or "" when
+	// the item needs none.
+	Start(ctx context.Context, backup *velerov1.Backup, item *unstructured.Unstructured) (string, error)
+	// Progress reports on an operation.
+	Progress(ctx context.Context, backup *velerov1.Backup, operationID string) (OperationProgress, error)
+	// Cancel stops an operation (timed out, or its backup cancelled).
+	Cancel(ctx context.Context, backup *velerov1.Backup, operationID string) error
+}
+
+// OperationProgress is an operation's state as its action reports it.
+type OperationProgress struct {
+	// Completed: the operation has ended, successfully unless Err is set.
+	Completed bool
+	Err       string
+	// NCompleted of NTotal OperationUnits are done.
+	NCompleted, NTotal int64
+	OperationUnits     string
+	Description        string
+}
+
+// Operation phases, as Velero records them.
+const (
+	OperationPhaseNew        = "New"
+	OperationPhaseInProgress = "InProgress"
+	OperationPhaseCompleted  = "Completed"
+	OperationPhaseFailed     = "Failed"
+)
+
+// ResourceIdentifier names an item, in Velero's JSON (field names without
+// tags, as velero.ResourceIdentifier embeds schema.GroupResource).
+type ResourceIdentifier struct {
+	Group     string
+	Resource  string
+	Namespace string
+	Name      string
+}
+
+// BackupOperation is one async operation, in Velero's
+// itemoperation.BackupOperation JSON (<name>-itemoperations.json.gz).
+type BackupOperation struct {
+	Spec   BackupOperationSpec `json:"spec"`
+	Status OperationStatus     `json:"status"`
+}
+
+// BackupOperationSpec says which action started the operation for which item.
+type BackupOperationSpec struct {
+	BackupName         string               `json:"backupName"`
+	BackupUID          string               `json:"backupUID"`
+	BackupItemAction   string               `json:"backupItemAction"`
+	ResourceIdentifier ResourceIdentifier   `json:"resourceIdentifier"`
+	OperationID        string               `json:"operationID"`
+	PostOperationItems []ResourceIdentifier `json:"postOperationItems"`
+}
+
+// OperationStatus is an operation's last known state.
+type OperationStatus struct {
+	Phase          string       `json:"phase,omitempty"`
+	Error          string       `json:"error,omitempty"`
+	NCompleted     int64        `json:"nCompleted,omitempty"`
+	NTotal         int64        `json:"nTotal,omitempty"`
+	OperationUnits string       `json:"operationUnits,omitempty"`
+	Description    string       `json:"description,omitempty"`
+	Created        *metav1.Time `json:"created,omitempty"`
+	Started        *metav1.Time `json:"started,omitempty"`
+	Updated        *metav1.Time `json:"updated,omitempty"`
+}
+
+func (op *BackupOperation) done() bool {
+	return op.Status.Phase == OperationPhaseCompleted || op.Status.Phase == OperationPhaseFailed
+}
+
+// operations are the async operations of one backup run.
+type operations struct {
+	actions []ItemAction
+	backup  *velerov1.Backup
+	log     *items.Log
+	clock   clock.Clock
+	list    []*BackupOperation
+	byName  map[string]ItemAction
+}
+
+func newOperations(actions []ItemAction, b *velerov1.Backup, log *items.Log, clk clock.Clock) *operations {
+	o := &operations{actions: actions, backup: b, log: log, clock: clk, byName: map[string]ItemAction{}}
+	for _, a := range actions {
+		o.byName[a.Name()] = a
+	}
+	return o
+}
+
+// start runs the actions that apply to a backed-up item. A failure to start
+// is the backup's error, not the end of it.
+func (o *operations) start(ctx context.Context, r items.Resource, item *unstructured.Unstructured) {
+	for _, a := range o.actions {
+		if !a.AppliesTo(r.GroupResource()) {
+			continue
+		}
+		id, err := a.Start(ctx, o.backup, item)
+		if err != nil {
+			o.log.Error(item.GetNamespace(), items.ScopeOf(r), fmt.Sprintf("%s: starting the operation for %s %s: %v",
+				a.Name(), r.GroupResource(), item.GetName(), err))
+			continue
+		}
+		if id == "" {
+			continue
+		}
+		now := metav1.NewTime(o.clock.Now())
+		o.list = append(o.list, &BackupOperation{
+			Spec: BackupOperationSpec{
+				BackupName: o.backup.Name, BackupUID: string(o.backup.UID), BackupItemAction: a.Name(), OperationID: id,
+				ResourceIdentifier: ResourceIdentifier{Group: r.GVR.Group, Resource: r.GVR.Resource, Namespace: item.GetNamespace(), Name: item.GetName()},
+			},
+			Status: OperationStatus{Phase: OperationPhaseInProgress, Created: &now, Started: &now, Updated: &now},
+		})
+		o.log.Info("Started an async operation", "action", a.Name(), "operationID", id,
+			"item", r.GroupResource()+" "+qualified(item.GetNamespace(), item.GetName()))
+	}
+}
+
+// counts returns operations attempted, completed and failed.
+func (o *operations) counts() (attempted, completed, failed int) {
+	for _, op := range o.list {
+		switch op.Status.Phase {
+		case OperationPhaseCompleted:
+			completed++
+		case OperationPhaseFailed:
+			failed++
+		}
+	}
+	return len(o.list), completed, failed
+}
+
+// poll updates every unfinished operation once; one past timeout (from
+// its creation) is cancelled and failed, as Velero does.
+func (o *operations) poll(ctx context.Context, timeout time.Duration) {
+	for _, op := range o.list {
+		if op.done() {
+			continue
+		}
+		a := o.byName[op.Spec.BackupItemAction]
+		now := metav1.NewTime(o.clock.Now())
+		op.Status.Updated = &now
+		if timeout > 0 && now.Sub(op.Status.Created.Time) > timeout {
+			if err := a.Cancel(ctx, o.backup, op.Spec.OperationID); err != nil {
+				o.log.Warning(op.Spec.ResourceIdentifier.Namespace, "", fmt.Sprintf("%s: cancelling timed-out operation %s: %v", a.Name(), op.Spec.OperationID, err))
+			}
+			o.failOp(op, fmt.Sprintf("the operation timed out after %s (itemOperationTimeout)", timeout))
+			continue
+		}
+		p, err := a.Progress(ctx, o.backup, op.Spec.OperationID)
+		if err != nil {
+			if ctx.Err() == nil {
+				o.failOp(op, fmt.Sprintf("reading its progress: %v", err))
+			}
+			continue
+		}
+		op.Status.NCompleted, op.Status.NTotal, op.Status.OperationUnits, op.Status.Description = p.NCompleted, p.NTotal, p.OperationUnits, p.Description
+		switch {
+		case p.Completed && p.Err != "":
+			o.failOp(op, p.Err)
+		case p.Completed:
+			op.Status.Phase = OperationPhaseCompleted
+			o.log.Info("Async operation completed", "action", a.Name(), "operationID", op.Spec.OperationID)
+		}
+	}
+}
+
+func (o *operations) failOp(op *BackupOperation, msg string) {
+	op.Status.Phase, op.Status.Error = OperationPhaseFailed, msg
+	id := op.Spec.ResourceIdentifier
+	o.log.Error(id.Namespace, "", fmt.Sprintf("%s: async operation %s for %s.%s %s failed: %s",
+		op.Spec.BackupItemAction, op.Spec.OperationID, id.Resource, id.Group, qualified(id.Namespace, id.Name), msg))
+}
+
+// pending reports whether any operation is still running.
+func (o *operations) pending() bool {
+	for _, op := range o.list {
+		if !op.done() {
+			return true
+		}
+	}
+	return false
+}
+
+// cancelAll cancels the unfinished operations (the backup was cancelled
+// or deleted, or the server found them after a restart).
+func (o *operations) cancelAll(ctx context.Context, why string) {
+	for _, op := range o.list {
+		if op.done() {
+			continue
+		}
+		a := o.byName[op.Spec.BackupItemAction]
+		if a == nil {
+			o.failOp(op, fmt.Sprintf("%s; no action %q in this server to cancel it", why, op.Spec.BackupItemAction))
+			continue
+		}
+		if err := a.Cancel(ctx, o.backup, op.Spec.OperationID); err != nil {
+			o.failOp(op, fmt.Sprintf("%s; cancelling it: %v", why, err))
+			continue
+		}
+		o.failOp(op, why)
+	}
+}
+
+// json is the item operations file.
+func (o *operations) json() ([]byte, error) {
+	list := o.list
+	if list == nil {
+		list = []*BackupOperation{}
+	}
+	return json.Marshal(list)
+}
+
+// load reads an item operations file back (after a restart).
+func (o *operations) load(data []byte) error {
+	if err := json.Unmarshal(data, &o.list); err != nil {
+		return fmt.Errorf("decoding the item operations: %w", err)
+	}
+	return nil
+}
+
+// wait polls the operations every interval until none is running or
+// runCtx ends (then its cause is returned); progress is called after
+// each round.
+func (o *operations) wait(runCtx context.Context, interval, timeout time.Duration, progress func()) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for o.pending() {
+		select {
+		case <-runCtx.Done():
+			return context.Cause(runCtx)
+		case <-t.C:
+		}
+		o.poll(runCtx, timeout)
+		progress()
+	}
+	return nil
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
