@@ -9,7 +9,7 @@ DATA_DIR ?= data
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0-dev)
 LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 
-.PHONY: all build tools test unit vet fmt-check verify-codegen codegen bench run setup
+.PHONY: all build tools test unit vet fmt-check verify-codegen codegen bench bench-backup run setup
 
 all: build
 
@@ -54,3 +54,7 @@ test: fmt-check vet verify-codegen build tools
 # Pebble vs etcd3 benchmarks against a real etcd on loopback (docs/benchmarks.md).
 bench:
 	bash hack/bench.sh
+
+# Backup items/s and memory, 10k and 100k objects, beside a bare paged list (docs/benchmarks.md).
+bench-backup:
+	bash hack/bench-backup.sh

@@ -248,7 +248,20 @@ func (c *Controller) validate(b *velerov1.Backup) []string {
 	if l.Spec.AccessMode == velerov1.BackupStorageLocationAccessModeReadOnly {
 		return []string{fmt.Sprintf("backup storage location %q is read-only", l.Name)}
 	}
+	if l.Status.Phase == velerov1.BackupStorageLocationPhaseUnavailable {
+		// As Velero; a location not checked yet is tried.
+		return []string{unavailable(l)}
+	}
 	return nil
+}
+
+// unavailable says why a location is unavailable.
+func unavailable(l *velerov1.BackupStorageLocation) string {
+	msg := fmt.Sprintf("backup storage location %q is unavailable", l.Name)
+	if l.Status.Message != "" {
+		msg += ": " + l.Status.Message
+	}
+	return msg
 }
 
 // openStore opens the backup's storage location.

@@ -208,8 +208,16 @@ func (c *Controller) validate(r *velerov1.Restore) (*velerov1.Backup, []string) 
 	if p := backup.Status.Phase; p != velerov1.BackupPhaseCompleted && p != velerov1.BackupPhasePartiallyFailed {
 		return nil, []string{fmt.Sprintf("backup %q is %s: only Completed or PartiallyFailed backups can be restored", backup.Name, phaseText(p))}
 	}
-	if _, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation); err != nil {
+	bsl, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation)
+	if err != nil {
 		return nil, []string{fmt.Sprintf("the storage location %q of backup %q: %v", backup.Spec.StorageLocation, backup.Name, notFoundText(err))}
+	}
+	if bsl.Status.Phase == velerov1.BackupStorageLocationPhaseUnavailable {
+		msg := fmt.Sprintf("the storage location %q of backup %q is unavailable", bsl.Name, backup.Name)
+		if bsl.Status.Message != "" {
+			msg += ": " + bsl.Status.Message
+		}
+		return nil, []string{msg}
 	}
 	for from, to := range r.Spec.NamespaceMapping {
 		if from == "" || to == "" {

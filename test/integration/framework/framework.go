@@ -152,6 +152,9 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	return err
 }
 
+// PID is the server process's ID.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Stop ends the server with SIGTERM and waits for it.
 func (s *Server) Stop() { s.stop(syscall.SIGTERM) }
 

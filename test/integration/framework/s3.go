@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,22 @@ type S3Server struct {
 	SecretKey string
 	Root      string
 	cmd       *exec.Cmd
+	exited    chan struct{}
+	waitErr   error
+	stopOnce  sync.Once
+}
+
+// Stop stops the server now (it is stopped when the test ends anyway).
+func (s *S3Server) Stop() {
+	s.stopOnce.Do(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(10 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.exited
+		}
+	})
 }
 
 // CredentialsFile writes an AWS shared credentials file for the server's
@@ -63,16 +80,10 @@ func StartS3(t testing.TB) *S3Server {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("starting versitygw: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
+	s.exited = make(chan struct{})
+	go func() { s.waitErr = s.cmd.Wait(); close(s.exited) }()
 	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-exited
-		}
+		s.Stop()
 		if t.Failed() {
 			if b, err := os.ReadFile(logFile.Name()); err == nil {
 				t.Logf("versitygw log:\n%s", b)
@@ -87,9 +98,9 @@ func StartS3(t testing.TB) *S3Server {
 			return s
 		}
 		select {
-		case err := <-exited:
+		case <-s.exited:
 			b, _ := os.ReadFile(logFile.Name())
-			t.Fatalf("versitygw exited at start: %v\n%s", err, b)
+			t.Fatalf("versitygw exited at start: %v\n%s", s.waitErr, b)
 		default:
 		}
 		if time.Now().After(deadline) {
