@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -44,7 +46,13 @@ type Controller struct {
 	// entries caches each backup's interned namespaces by UID.
 	interner *Interner
 	entries  map[types.UID]Entry
+	// explained is what was last logged of why a queued backup waits.
+	explained map[types.UID]string
 }
+
+// maxExplained bounds how many waiting backups, from the head of the
+// queue, are explained per pass: each costs a scan of those ahead.
+const maxExplained = 100
 
 // queueKey is the one key of the loop: every event re-examines the queue.
 var queueKey = cache.ObjectName{Name: "queue"}
@@ -56,7 +64,7 @@ func New(client versioned.Interface, informer informers.BackupInformer, namespac
 		return nil, fmt.Errorf("the number of concurrent backups must be at least 1, not %d", limit)
 	}
 	c := &Controller{client: client, lister: informer.Lister(), namespace: namespace, limit: limit,
-		interner: NewInterner(), entries: map[types.UID]Entry{}}
+		interner: NewInterner(), entries: map[types.UID]Entry{}, explained: map[types.UID]string{}}
 	c.Loop = reconcile.NewLoop("backup-queue", c.sync)
 	enqueue := func(any) { c.Loop.Add(queueKey) }
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -118,6 +126,11 @@ func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 			delete(c.entries, uid)
 		}
 	}
+	for uid := range c.explained {
+		if !live[uid] {
+			delete(c.explained, uid)
+		}
+	}
 
 	// New backups join the queue in creation order.
 	sort.Slice(fresh, func(i, j int) bool {
@@ -148,13 +161,48 @@ func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 		queuedEntries = append(queuedEntries, c.entry(b))
 		byName[b.Name] = b
 	}
-	for _, name := range Runnable(c.interner, runningEntries, queuedEntries, c.limit) {
+	runnable := Runnable(c.interner, runningEntries, queuedEntries, c.limit)
+	c.explain(ctx, queued, runningEntries, queuedEntries, sets.New(runnable...))
+	for _, name := range runnable {
 		klog.FromContext(ctx).Info("Backup may start", "backup", name)
 		if err := c.setPhase(ctx, byName[name], velerov1.BackupPhaseReadyToStart); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// explain logs why queued backups wait (the backups and namespaces in
+// their way, or the concurrency limit) when that changed since it was
+// last logged, for the first maxExplained waiting backups.
+func (c *Controller) explain(ctx context.Context, queued []*velerov1.Backup, running, queuedEntries []Entry, starting sets.Set[string]) {
+	logger := klog.FromContext(ctx)
+	explained := 0
+	for i, e := range queuedEntries {
+		if starting.Has(e.Name) {
+			delete(c.explained, queued[i].UID)
+			continue
+		}
+		if explained == maxExplained {
+			return
+		}
+		explained++
+		blockers := Blockers(c.interner, running, queuedEntries[:i], e)
+		why := make([]string, 0, len(blockers))
+		for _, b := range blockers {
+			why = append(why, b.String())
+		}
+		summary := strings.Join(why, "; ")
+		if prev, ok := c.explained[queued[i].UID]; ok && prev == summary {
+			continue
+		}
+		c.explained[queued[i].UID] = summary
+		if len(why) == 0 {
+			logger.Info("Backup waits for a free slot", "backup", e.Name, "position", i+1, "concurrentBackups", c.limit)
+			continue
+		}
+		logger.Info("Backup waits: its namespaces are in use", "backup", e.Name, "position", i+1, "blockedBy", why)
+	}
 }
 
 // CancelledReason is the failureReason of a cancelled backup (seed:

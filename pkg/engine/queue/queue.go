@@ -13,10 +13,14 @@
 // (BenchmarkRunnable).
 package queue
 
+import "strings"
+
 // Interner numbers namespace names. It is not safe for concurrent use: the
 // queue engine owns one.
 type Interner struct {
-	ids map[string]int
+	// names are the namespaces by number.
+	names []string
+	ids   map[string]int
 }
 
 // NewInterner returns an empty interner.
@@ -47,6 +51,7 @@ func (in *Interner) Entry(name string, namespaces []string) Entry {
 		if !ok {
 			id = len(in.ids)
 			in.ids[n] = id
+			in.names = append(in.names, n)
 		}
 		if _, dup := seen[id]; !dup {
 			seen[id] = struct{}{}
@@ -131,4 +136,58 @@ func Runnable(in *Interner, running, queued []Entry, limit int) []string {
 		}
 	}
 	return start
+}
+
+// Blocker is a backup that keeps a queued backup from starting.
+type Blocker struct {
+	Backup string
+	// Running: ReadyToStart or InProgress; otherwise queued ahead.
+	Running bool
+	// Namespaces are those the two share; nil when one of them covers
+	// every namespace.
+	Namespaces []string
+}
+
+// String is "<backup> (running|queued ahead): ns1,ns2" or "...: all namespaces".
+func (b Blocker) String() string {
+	state := "queued ahead"
+	if b.Running {
+		state = "running"
+	}
+	shared := "all namespaces"
+	if b.Namespaces != nil {
+		shared = strings.Join(b.Namespaces, ",")
+	}
+	return b.Backup + " (" + state + "): " + shared
+}
+
+// Blockers says why e may not start: the running backups and those queued
+// ahead of it (ahead, in queue order) whose namespaces overlap e's. None
+// means only the concurrency limit holds it back.
+func Blockers(in *Interner, running, ahead []Entry, e Entry) []Blocker {
+	var out []Blocker
+	check := func(o Entry, isRunning bool) {
+		if o.All || e.All {
+			out = append(out, Blocker{Backup: o.Name, Running: isRunning})
+			return
+		}
+		var shared []string
+		for _, a := range e.IDs {
+			for _, b := range o.IDs {
+				if a == b {
+					shared = append(shared, in.names[a])
+				}
+			}
+		}
+		if shared != nil {
+			out = append(out, Blocker{Backup: o.Name, Running: isRunning, Namespaces: shared})
+		}
+	}
+	for _, r := range running {
+		check(r, true)
+	}
+	for _, q := range ahead {
+		check(q, false)
+	}
+	return out
 }

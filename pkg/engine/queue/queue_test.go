@@ -96,3 +96,32 @@ func BenchmarkRunnable(b *testing.B) {
 		}
 	}
 }
+
+func TestBlockers(t *testing.T) {
+	running := []Entry{e("backup1", "ns1", "ns2")}
+	ahead := []Entry{e("backup2", "ns2", "ns3", "ns5"), e("everything")}
+	cases := []struct {
+		name    string
+		running []Entry
+		ahead   []Entry
+		backup  Entry
+		want    []string
+	}{
+		{"seed backup3 behind backup2", running, ahead[:1], e("backup3", "ns4", "ns3"), []string{"backup2 (queued ahead): ns3"}},
+		{"shares with running and queued", running, ahead[:1], e("b", "ns2", "ns5", "ns7"), []string{"backup1 (running): ns2", "backup2 (queued ahead): ns2,ns5"}},
+		{"behind a backup of every namespace", nil, ahead, e("c", "ns9"), []string{"everything (queued ahead): all namespaces"}},
+		{"every namespace itself", running, nil, e("d", "*"), []string{"backup1 (running): all namespaces"}},
+		{"only the limit", running, ahead[:1], e("free", "ns8"), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, b := range Blockers(in, c.running, c.ahead, c.backup) {
+				got = append(got, b.String())
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Blockers = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
