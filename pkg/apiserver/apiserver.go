@@ -89,6 +89,9 @@ type ExtraConfig struct {
 	// Opener opens storage locations' object stores (with the Secrets
 	// they refer to, when the server reads Secrets).
 	Opener objectstore.Opener
+	// ScheduleSkipImmediately is spec.skipImmediately of new schedules
+	// that leave it unset.
+	ScheduleSkipImmediately bool
 	// BackupSyncPeriod is how often storage locations are synced.
 	BackupSyncPeriod time.Duration
 	// ItemOperationSyncFrequency is how often backups' async operations are polled.
@@ -177,7 +180,6 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 		name string
 		new  func(*runtime.Scheme, generic.RESTOptionsGetter, string) (*resource.REST, *resource.StatusREST, error)
 	}{
-		{"schedules", schedule.NewREST},
 		{"restores", restore.NewREST},
 		{"deletebackuprequests", deletebackuprequest.NewREST},
 	} {
@@ -212,6 +214,13 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 	}
 	veleroV1["backups/cancel"] = backups.Cancel
 	veleroV1["backups/logs"] = backups.Logs
+	schedules, err := schedule.NewREST(scheme, getter, c.extra.Namespace, backups.Backup, c.extra.ScheduleSkipImmediately)
+	if err := veleroV1.add("schedules", schedules.Schedule, schedules.Status, err); err != nil {
+		return nil, nil, err
+	}
+	veleroV1["schedules/pause"] = schedules.Pause
+	veleroV1["schedules/unpause"] = schedules.Unpause
+	veleroV1["schedules/trigger"] = schedules.Trigger
 	restores, ok := veleroV1["restores"].(*resource.REST)
 	if !ok {
 		return nil, nil, fmt.Errorf("the restores storage is missing")

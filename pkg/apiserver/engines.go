@@ -22,6 +22,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/restore"
+	"github.com/backstop-io/backstop/pkg/engine/schedule"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
@@ -35,6 +36,7 @@ const (
 	ControllerBackup                = "backup"
 	ControllerRestore               = "restore"
 	ControllerBackupSync            = "backup-sync"
+	ControllerSchedule              = "schedule"
 	ControllerBackupQueue           = "backup-queue"
 	ControllerBackupDeletion        = "backup-deletion"
 	ControllerGarbageCollection     = "gc"
@@ -45,7 +47,7 @@ const (
 
 // Controllers are the engines that may be disabled.
 var Controllers = []string{
-	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
+	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
 }
 
@@ -128,6 +130,10 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				}
 				e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
 					Locations: velero.BackupStorageLocations(), Target: target, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch})
+				return runOf(e, err)
+			}),
+			add(ControllerSchedule, 1, func() (func(context.Context, int), error) {
+				e, err := schedule.New(schedule.Config{Client: client, Schedules: velero.Schedules(), Backups: velero.Backups(), Clock: clock.RealClock{}})
 				return runOf(e, err)
 			}),
 			add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {

@@ -80,6 +80,9 @@ type Options struct {
 	// BackupSyncPeriod is how often storage locations are read for
 	// backups this server does not have (Velero's --backup-sync-period).
 	BackupSyncPeriod time.Duration
+	// ScheduleSkipImmediately is spec.skipImmediately of new schedules that
+	// leave it unset (Velero's --schedule-skip-immediately).
+	ScheduleSkipImmediately bool
 	// ItemOperationSyncFrequency is how often backups' async operations
 	// are polled (Velero's --item-operation-sync-frequency).
 	ItemOperationSyncFrequency time.Duration
@@ -130,6 +133,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
 	fs.DurationVar(&o.BackupSyncPeriod, "backup-sync-period", o.BackupSyncPeriod, "how often storage locations are read for backups this server has no Backup of, which are then created (Velero's --backup-sync-period)")
 	fs.DurationVar(&o.ItemOperationSyncFrequency, "item-operation-sync-frequency", o.ItemOperationSyncFrequency, "how often the async operations of backups (VM disk backups) are checked (Velero's --item-operation-sync-frequency)")
+	fs.BoolVar(&o.ScheduleSkipImmediately, "schedule-skip-immediately", o.ScheduleSkipImmediately, "skip the run that is due at once when a schedule is created or unpaused, for schedules that do not set spec.skipImmediately (Velero's --schedule-skip-immediately)")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster")
@@ -284,7 +288,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, ClientPageSize: int64(o.ClientPageSize),
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
-		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency,
+		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately,
 	}
 	if kubeClient != nil {
 		// Aggregated: storage locations' Secrets are the host cluster's.

@@ -73,5 +73,7 @@ func setBackupPhase(t *testing.T, s *framework.Server, name string, phase velero
 
 // withoutBackupEngine starts a server whose backups are not run: tests of
 // the queue, deletion, downloads and the API make the backup engine's
-// transitions themselves.
-var withoutBackupEngine = []string{"--disable-controllers=backup"}
+// transitions themselves. Backup sync is off too: it would delete the
+// Completed backups these tests make, which have no files in their
+// location.
+var withoutBackupEngine = []string{"--disable-controllers=backup,backup-sync"}

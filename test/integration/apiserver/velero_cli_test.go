@@ -79,21 +79,27 @@ func TestVeleroCLI(t *testing.T) {
 	}
 	requireContains(t, "schedule create", veleroCLI(t, s, "schedule", "create", "s1", "--schedule", "0 1 * * *", "--include-namespaces", "shop", "--skip-immediately=true"),
 		`Schedule "s1" created successfully`)
-	sched, err := s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "s1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sched.Spec.SkipImmediately == nil || !*sched.Spec.SkipImmediately || sched.Spec.Schedule != "0 1 * * *" {
+	// --skip-immediately=true is consumed by the schedule engine.
+	sched := waitSchedule(t, s, "s1", "consuming skipImmediately", func(sch *velerov1.Schedule) bool {
+		return sch.Status.LastSkipped != nil && sch.Spec.SkipImmediately != nil && !*sch.Spec.SkipImmediately
+	})
+	if sched.Spec.Schedule != "0 1 * * *" || strings.Join(sched.Spec.Template.IncludedNamespaces, ",") != "shop" {
 		t.Errorf("schedule made by the CLI: %+v", sched.Spec)
 	}
-	requireContains(t, "schedule get", veleroCLI(t, s, "schedule", "get"), "NAME", "s1", "0 1 * * *")
+	requireContains(t, "schedule get", veleroCLI(t, s, "schedule", "get"), "NAME", "s1", "0 1 * * *", "Enabled")
+	requireContains(t, "schedule describe", veleroCLI(t, s, "schedule", "describe", "s1", "--colorized=false"), "Phase:  Enabled", "Schedule:  0 1 * * *", "Included:  shop")
+	requireContains(t, "backup create --from-schedule", veleroCLI(t, s, "backup", "create", "--from-schedule", "s1"), "submitted successfully")
+	if bs := scheduleBackups(t, s, "s1"); len(bs) != 1 || !strings.HasPrefix(bs[0].Name, "s1-") {
+		t.Errorf("backups from schedule s1: %v", bs)
+	}
 	veleroCLI(t, s, "schedule", "pause", "s1")
 	if sched, err = s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "s1", metav1.GetOptions{}); err != nil || !sched.Spec.Paused {
 		t.Errorf("after velero schedule pause: paused=%v err=%v", sched.Spec.Paused, err)
 	}
 	veleroCLI(t, s, "schedule", "unpause", "s1", "--skip-immediately=false")
-	if sched, err = s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "s1", metav1.GetOptions{}); err != nil || sched.Spec.Paused {
-		t.Errorf("after velero schedule unpause: paused=%v err=%v", sched.Spec.Paused, err)
+	if sched, err = s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "s1", metav1.GetOptions{}); err != nil || sched.Spec.Paused ||
+		sched.Spec.SkipImmediately == nil || *sched.Spec.SkipImmediately {
+		t.Errorf("after velero schedule unpause --skip-immediately=false: paused=%v skipImmediately=%v err=%v", sched.Spec.Paused, sched.Spec.SkipImmediately, err)
 	}
 
 	requireContains(t, "restore create", veleroCLI(t, s, "restore", "create", "r1", "--from-backup", "b1"), `Restore request "r1" submitted successfully`)

@@ -1,7 +1,12 @@
-// Package schedule is the registry of velero.io Schedules: cron validation and kubectl columns (strategy.go) and the REST storage (storage.go).
+// Package schedule is the registry of velero.io Schedules: cron validation,
+// the server's skipImmediately default and kubectl columns (strategy.go),
+// the REST storage (storage.go) and the pause, unpause and trigger
+// subresources (subresources.go).
 package schedule
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -11,11 +16,31 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// NewStrategy returns the Schedule strategy.
-func NewStrategy(typer runtime.ObjectTyper) resource.Strategy {
+// Strategy is the Schedule strategy.
+type Strategy struct {
+	resource.Strategy
+	// skipImmediately is the server's default for spec.skipImmediately
+	// (--schedule-skip-immediately).
+	skipImmediately bool
+}
+
+// NewStrategy returns the Schedule strategy; skipImmediately is the value
+// new schedules that leave spec.skipImmediately unset get.
+func NewStrategy(typer runtime.ObjectTyper, skipImmediately bool) Strategy {
 	s := resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())
 	s.ValidateObject = validate
-	return s
+	return Strategy{Strategy: s, skipImmediately: skipImmediately}
+}
+
+// PrepareForCreate clears the status and applies the server's
+// skipImmediately default, as Velero's --schedule-skip-immediately does.
+func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.Strategy.PrepareForCreate(ctx, obj)
+	sch := obj.(*velero.Schedule)
+	if sch.Spec.SkipImmediately == nil {
+		v := s.skipImmediately
+		sch.Spec.SkipImmediately = &v
+	}
 }
 
 func validate(obj runtime.Object) field.ErrorList {

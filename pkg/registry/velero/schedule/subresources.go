@@ -1,0 +1,242 @@
+package schedule
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
+)
+
+// BackupName is the name of the backup a schedule runs at now:
+// "<schedule>-<yyyyMMddHHmmss>" in UTC, as Velero names them.
+func BackupName(schedule string, now time.Time) string {
+	return schedule + "-" + now.UTC().Format("20060102150405")
+}
+
+// labelValue shortens a name to a valid label value the way Velero's
+// label.GetValidName does: the first 57 characters and 6 of its hash.
+func labelValue(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:57] + hex.EncodeToString(sum[:])[:6]
+}
+
+// NewBackup is the backup a schedule runs at now: its template's spec;
+// the template's labels (the schedule's when the template has none) plus
+// velero.io/schedule-name; the schedule's annotations; and, with
+// useOwnerReferencesInBackup, the schedule as its controller owner.
+func NewBackup(s *velero.Schedule, now time.Time) *velero.Backup {
+	b := &velero.Backup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: BackupName(s.Name, now), Labels: map[string]string{}},
+		Spec:       *s.Spec.Template.DeepCopy(),
+	}
+	from := s.Spec.Template.Metadata.Labels
+	if len(from) == 0 {
+		from = s.Labels
+	}
+	for k, v := range from {
+		b.Labels[k] = v
+	}
+	b.Labels[velerov1.ScheduleNameLabel] = labelValue(s.Name)
+	if len(s.Annotations) > 0 {
+		b.Annotations = make(map[string]string, len(s.Annotations))
+		for k, v := range s.Annotations {
+			b.Annotations[k] = v
+		}
+	}
+	if s.Spec.UseOwnerReferencesInBackup != nil && *s.Spec.UseOwnerReferencesInBackup {
+		controller := true
+		b.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: velerov1.SchemeGroupVersion.String(), Kind: "Schedule", Name: s.Name, UID: s.UID, Controller: &controller,
+		}}
+	}
+	return b
+}
+
+// BackupStore is what the trigger needs of the backups' storage.
+type BackupStore interface {
+	rest.Lister
+	rest.Creater
+}
+
+// Pending returns a backup of the schedule that has not finished, or nil.
+func Pending(ctx context.Context, backups rest.Lister, schedule string) (*velero.Backup, error) {
+	obj, err := backups.List(ctx, &metainternalversion.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: labelValue(schedule)}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the backups of schedule %s: %w", schedule, err)
+	}
+	for i := range obj.(*velero.BackupList).Items {
+		b := &obj.(*velero.BackupList).Items[i]
+		if !backup.Terminal(b.Status.Phase) {
+			return b, nil
+		}
+	}
+	return nil, nil
+}
+
+// postOnly is the part of a POST-only subresource that is the same for all.
+type postOnly struct{}
+
+// New returns an empty schedule.
+func (postOnly) New() runtime.Object { return &velero.Schedule{} }
+
+// Destroy does nothing: the main store owns the storage.
+func (postOnly) Destroy() {}
+
+// ConnectMethods: POST only.
+func (postOnly) ConnectMethods() []string { return []string{http.MethodPost} }
+
+// NewConnectOptions: no query options.
+func (postOnly) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
+
+// update changes a schedule through the store, so the update rules apply,
+// and answers with it.
+func update(ctx context.Context, store *genericregistry.Store, name string, responder rest.Responder, mutate func(*velero.Schedule)) {
+	obj, _, err := store.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
+		s := old.(*velero.Schedule).DeepCopy()
+		mutate(s)
+		return s, nil
+	}), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	if err != nil {
+		responder.Error(err)
+		return
+	}
+	responder.Object(http.StatusOK, obj)
+}
+
+// PauseREST is schedules/<name>/pause: POST sets spec.paused.
+type PauseREST struct {
+	postOnly
+	store *genericregistry.Store
+}
+
+var _ rest.Connecter = &PauseREST{}
+
+// Connect pauses the schedule and returns it.
+func (r *PauseREST) Connect(ctx context.Context, name string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
+	return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		update(ctx, r.store, name, responder, func(s *velero.Schedule) { s.Spec.Paused = true })
+	}), nil
+}
+
+// UnpauseOptions is the optional body of an unpause.
+type UnpauseOptions struct {
+	// SkipImmediately, when set, replaces spec.skipImmediately for this
+	// unpause (velero schedule unpause --skip-immediately).
+	SkipImmediately *bool `json:"skipImmediately,omitempty"`
+}
+
+// UnpauseREST is schedules/<name>/unpause: POST clears spec.paused; a
+// body {"skipImmediately": true|false} sets spec.skipImmediately too.
+type UnpauseREST struct {
+	postOnly
+	store *genericregistry.Store
+}
+
+var _ rest.Connecter = &UnpauseREST{}
+
+// Connect unpauses the schedule and returns it.
+func (r *UnpauseREST) Connect(ctx context.Context, name string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
+	return http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
+		var opts UnpauseOptions
+		body, err := io.ReadAll(io.LimitReader(req.Body, 64<<10))
+		if err != nil {
+			responder.Error(apierrors.NewBadRequest(fmt.Sprintf("reading the unpause body: %v", err)))
+			return
+		}
+		if len(strings.TrimSpace(string(body))) > 0 {
+			dec := json.NewDecoder(strings.NewReader(string(body)))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&opts); err != nil {
+				responder.Error(apierrors.NewBadRequest(fmt.Sprintf(`the unpause body must be {"skipImmediately": true|false}: %v`, err)))
+				return
+			}
+		}
+		update(ctx, r.store, name, responder, func(s *velero.Schedule) {
+			s.Spec.Paused = false
+			if opts.SkipImmediately != nil {
+				v := *opts.SkipImmediately
+				s.Spec.SkipImmediately = &v
+			}
+		})
+	}), nil
+}
+
+// TriggerREST is schedules/<name>/trigger: POST creates a backup from the
+// schedule now (named and labelled as the schedule's runs are) and answers
+// with it; 409 Conflict while a backup of the schedule has not finished.
+// It does not move the schedule's own runs (status.lastBackup). Paused
+// schedules can be triggered.
+type TriggerREST struct {
+	store   *genericregistry.Store
+	backups BackupStore
+	clock   clock.PassiveClock
+}
+
+var _ rest.Connecter = &TriggerREST{}
+
+// New returns an empty backup: the answer is the backup created.
+func (r *TriggerREST) New() runtime.Object { return &velero.Backup{} }
+
+// Destroy does nothing: the main store owns the storage.
+func (r *TriggerREST) Destroy() {}
+
+// ConnectMethods: POST only.
+func (r *TriggerREST) ConnectMethods() []string { return []string{http.MethodPost} }
+
+// NewConnectOptions: no query options.
+func (r *TriggerREST) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
+
+// Connect creates the backup.
+func (r *TriggerREST) Connect(ctx context.Context, name string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
+	return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		obj, err := r.store.Get(ctx, name, &metav1.GetOptions{})
+		if err != nil {
+			responder.Error(err)
+			return
+		}
+		s := obj.(*velero.Schedule)
+		pending, err := Pending(ctx, r.backups, s.Name)
+		if err != nil {
+			responder.Error(err)
+			return
+		}
+		if pending != nil {
+			phase := string(pending.Status.Phase)
+			if phase == "" {
+				phase = string(velero.BackupPhaseNew)
+			}
+			responder.Error(apierrors.NewConflict(velero.Resource("schedules"), s.Name,
+				fmt.Errorf("backup %s of this schedule has not finished (%s)", pending.Name, phase)))
+			return
+		}
+		created, err := r.backups.Create(ctx, NewBackup(s, r.clock.Now()), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+		if err != nil {
+			responder.Error(err)
+			return
+		}
+		responder.Object(http.StatusCreated, created)
+	}), nil
+}
