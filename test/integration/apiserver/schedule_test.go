@@ -160,6 +160,36 @@ func TestSchedules(t *testing.T) {
 		}
 	})
 
+	t.Run("owner-reference-and-rbac", func(t *testing.T) {
+		if _, err := s.Clientset.VeleroV1().Schedules(ns).Create(ctx, &velerov1.Schedule{
+			ObjectMeta: metav1.ObjectMeta{Name: "owned", Namespace: ns, Labels: map[string]string{"app": "shop"}},
+			Spec:       velerov1.ScheduleSpec{Schedule: "0 3 * * *", UseOwnerReferencesInBackup: boolPtr(true)},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sch, err := s.Clientset.VeleroV1().Schedules(ns).Get(ctx, "owned", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, err := postSchedule(s, "owned", "trigger", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.OwnerReferences) != 1 || b.OwnerReferences[0].UID != sch.UID || b.OwnerReferences[0].Kind != "Schedule" ||
+			b.OwnerReferences[0].Controller == nil || !*b.OwnerReferences[0].Controller || b.Labels["app"] != "shop" {
+			t.Errorf("backup of a schedule with useOwnerReferencesInBackup: owners %+v labels %v", b.OwnerReferences, b.Labels)
+		}
+		// The subresources are authorized like any other: a user with no
+		// rights is refused.
+		nobody := s.IssueKubeconfig("nobody")
+		for _, sub := range []string{"trigger", "pause", "unpause"} {
+			_, err := s.KubectlAs(nobody, nil, "create", "--raw", "/apis/velero.io/v1/namespaces/"+ns+"/schedules/owned/"+sub, "-f", "/dev/null")
+			if err == nil || !strings.Contains(err.Error(), "forbidden") {
+				t.Errorf("POST schedules/owned/%s by a user with no rights: %v, want forbidden", sub, err)
+			}
+		}
+	})
+
 	t.Run("due-run-and-pending-skip", func(t *testing.T) {
 		// Due one second after creation, and every second after.
 		createSchedule(t, s, "often", "@every 1s", boolPtr(false))
