@@ -8,6 +8,9 @@ BIN := $(CURDIR)/_output/bin
 DATA_DIR ?= data
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0-dev)
 LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
+# libvirt is loaded at run time (libvirt.org/go/libvirt's dlopen mode): the
+# server builds and starts without libvirt installed.
+export GOFLAGS := -tags=libvirt_dlopen
 
 .PHONY: all build tools test unit vet fmt-check verify-codegen codegen bench bench-backup run setup
 
@@ -22,10 +25,12 @@ build:
 
 # The clients the tests drive the server with: kubectl (k8s.io/kubectl at the
 # client-go version of go.mod) and the velero CLI (v1.18.0, module proxy); the
-# S3 server the S3 storage location tests run on loopback (versitygw).
+# S3 server the S3 storage location tests run on loopback (versitygw); the
+# libvirt daemon and QEMU the VM backup tests drive (Debian packages, as root).
 tools: setup
 	bash hack/install-velero.sh
 	bash hack/install-versitygw.sh
+	bash hack/install-libvirt.sh
 
 # Standalone server on https://127.0.0.1:8443, data under ./data; then
 #   kubectl --kubeconfig data/admin.kubeconfig get backups -A
@@ -48,6 +53,7 @@ verify-codegen:
 # and integration tests against the real binaries, then the storage tests
 # again under the race detector.
 test: fmt-check vet verify-codegen build tools
+	bash hack/start-libvirt.sh
 	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m $(PKGS)
 	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
 

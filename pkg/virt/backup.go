@@ -1,0 +1,362 @@
+package virt
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"libvirt.org/go/libvirt"
+)
+
+// Disk is a file-backed disk of a domain.
+type Disk struct {
+	// Name is the target device ("vda"), which names the disk in backup
+	// and checkpoint XML.
+	Name string
+	// Source is the image file; Format its driver type ("qcow2", "raw").
+	Source, Format string
+	// VirtualSize is the size the guest sees; Allocation the bytes the
+	// image uses on the host.
+	VirtualSize, Allocation uint64
+}
+
+type domainXML struct {
+	Devices struct {
+		Disks []struct {
+			Type   string `xml:"type,attr"`
+			Device string `xml:"device,attr"`
+			Driver struct {
+				Type string `xml:"type,attr"`
+			} `xml:"driver"`
+			Source struct {
+				File string `xml:"file,attr"`
+			} `xml:"source"`
+			Target struct {
+				Dev string `xml:"dev,attr"`
+			} `xml:"target"`
+		} `xml:"disk"`
+	} `xml:"devices"`
+}
+
+// Disks returns the file-backed disks (device "disk") of a domain.
+func (c *Conn) Disks(domain string) ([]Disk, error) {
+	d, err := c.domain(domain)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Free()
+	return disksOf(d, domain)
+}
+
+func disksOf(d *libvirt.Domain, domain string) ([]Disk, error) {
+	desc, err := d.GetXMLDesc(0)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: reading its XML: %w", domain, err)
+	}
+	var dx domainXML
+	if err := xml.Unmarshal([]byte(desc), &dx); err != nil {
+		return nil, fmt.Errorf("domain %s: decoding its XML: %w", domain, err)
+	}
+	var out []Disk
+	for _, x := range dx.Devices.Disks {
+		if x.Device != "disk" || x.Type != "file" || x.Source.File == "" {
+			continue
+		}
+		info, err := d.GetBlockInfo(x.Target.Dev, 0)
+		if err != nil {
+			return nil, fmt.Errorf("domain %s: disk %s: %w", domain, x.Target.Dev, err)
+		}
+		out = append(out, Disk{Name: x.Target.Dev, Source: x.Source.File, Format: x.Driver.Type,
+			VirtualSize: info.Capacity, Allocation: info.Allocation})
+	}
+	return out, nil
+}
+
+// BackupRequest is one push backup of a domain.
+type BackupRequest struct {
+	Domain string
+	// Disks are the disks to back up (names); empty: every file-backed disk.
+	Disks []string
+	// TargetDir receives one qcow2 per disk, <disk>.qcow2. It must exist
+	// and be reachable by the QEMU process (every directory on the path
+	// world-executable).
+	TargetDir string
+	// Incremental is the checkpoint to back up the changes since; "" is a
+	// full backup.
+	Incremental string
+	// Backing names, per disk, the previous backup's file, which an
+	// incremental's target gets as its backing file.
+	Backing map[string]string
+	// Checkpoint is the checkpoint (dirty bitmap) the backup starts; ""
+	// starts none.
+	Checkpoint string
+}
+
+// Progress is a running backup's progress in bytes.
+type Progress struct {
+	Done, Total uint64
+}
+
+// BackupResult describes a finished backup.
+type BackupResult struct {
+	// Targets are the files written, by disk name.
+	Targets map[string]string
+	// Bytes is what the job copied.
+	Bytes uint64
+}
+
+// ErrAborted: the backup was aborted (its context ended).
+var ErrAborted = errors.New("backup aborted")
+
+// jobPoll is how often job statistics are read while a backup runs.
+const jobPoll = 250 * time.Millisecond
+
+// PushBackup runs a push backup and returns when QEMU has closed its
+// targets. When ctx ends first, the job is aborted and ErrAborted
+// returned. On any failure the targets and the new checkpoint are removed.
+func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(Progress)) (BackupResult, error) {
+	d, err := c.domain(req.Domain)
+	if err != nil {
+		return BackupResult{}, err
+	}
+	defer d.Free()
+	all, err := disksOf(d, req.Domain)
+	if err != nil {
+		return BackupResult{}, err
+	}
+	disks, err := selectDisks(all, req.Disks)
+	if err != nil {
+		return BackupResult{}, fmt.Errorf("domain %s: %w", req.Domain, err)
+	}
+	targets := map[string]string{}
+	cleanup := func() {
+		for _, t := range targets {
+			_ = os.Remove(t)
+		}
+		if req.Checkpoint != "" {
+			_ = c.DeleteCheckpoint(req.Domain, req.Checkpoint)
+		}
+	}
+	for _, disk := range disks {
+		target := filepath.Join(req.TargetDir, disk.Name+".qcow2")
+		backing := ""
+		if req.Incremental != "" {
+			if backing = req.Backing[disk.Name]; backing == "" {
+				return BackupResult{}, fmt.Errorf("domain %s: incremental backup of disk %s: no previous backup file to chain to", req.Domain, disk.Name)
+			}
+		}
+		if err := createTarget(target, backing, disk.VirtualSize); err != nil {
+			cleanup()
+			return BackupResult{}, err
+		}
+		targets[disk.Name] = target
+	}
+
+	events, done, err := c.waiter(req.Domain)
+	if err != nil {
+		cleanup()
+		return BackupResult{}, err
+	}
+	defer done()
+	if err := d.BackupBegin(backupXML(disks, targets, req.Incremental), checkpointXML(req.Checkpoint, disks), libvirt.DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL); err != nil {
+		// BackupBegin created nothing (a libvirt job is all or nothing).
+		for _, t := range targets {
+			_ = os.Remove(t)
+		}
+		return BackupResult{}, fmt.Errorf("domain %s: starting the backup: %w", req.Domain, err)
+	}
+
+	info, err := c.waitJob(ctx, d, events, progress)
+	if err != nil {
+		cleanup()
+		return BackupResult{}, err
+	}
+	for _, t := range targets {
+		if err := waitUnlocked(ctx, t); err != nil {
+			cleanup()
+			return BackupResult{}, err
+		}
+	}
+	bytes := info.DataTotal
+	if !info.DataTotalSet {
+		bytes = info.DiskTotal
+	}
+	return BackupResult{Targets: targets, Bytes: bytes}, nil
+}
+
+func selectDisks(all []Disk, names []string) ([]Disk, error) {
+	if len(names) == 0 {
+		if len(all) == 0 {
+			return nil, errors.New("no file-backed disk to back up")
+		}
+		return all, nil
+	}
+	var out []Disk
+	for _, n := range names {
+		found := false
+		for _, d := range all {
+			if d.Name == n {
+				out, found = append(out, d), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no file-backed disk %q", n)
+		}
+	}
+	return out, nil
+}
+
+// createTarget makes a push target: an empty qcow2 of the disk's size,
+// over backing (the previous backup) for an incremental.
+func createTarget(target, backing string, size uint64) error {
+	args := []string{"create", "-q", "-f", "qcow2"}
+	if backing != "" {
+		args = append(args, "-b", backing, "-F", "qcow2")
+	}
+	args = append(args, target, strconv.FormatUint(size, 10))
+	if out, err := exec.Command("qemu-img", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("creating backup target %s: %v: %s", target, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func backupXML(disks []Disk, targets map[string]string, incremental string) string {
+	var b strings.Builder
+	b.WriteString("<domainbackup mode='push'>")
+	if incremental != "" {
+		fmt.Fprintf(&b, "<incremental>%s</incremental>", xmlText(incremental))
+	}
+	b.WriteString("<disks>")
+	for _, d := range disks {
+		fmt.Fprintf(&b, "<disk name='%s' backup='yes' type='file'><driver type='qcow2'/><target file='%s'/></disk>",
+			xmlText(d.Name), xmlText(targets[d.Name]))
+	}
+	b.WriteString("</disks></domainbackup>")
+	return b.String()
+}
+
+func checkpointXML(name string, disks []Disk) string {
+	if name == "" {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "<domaincheckpoint><name>%s</name><disks>", xmlText(name))
+	for _, d := range disks {
+		fmt.Fprintf(&b, "<disk name='%s' checkpoint='bitmap'/>", xmlText(d.Name))
+	}
+	b.WriteString("</disks></domaincheckpoint>")
+	return b.String()
+}
+
+func xmlText(s string) string {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+// waitJob waits for the backup job of d to end: the job-completed event,
+// or job statistics saying it is no longer running (an event missed). It
+// reports progress meanwhile and aborts the job when ctx ends.
+func (c *Conn) waitJob(ctx context.Context, d *libvirt.Domain, events <-chan libvirt.DomainJobInfo, progress func(Progress)) (libvirt.DomainJobInfo, error) {
+	t := time.NewTicker(jobPoll)
+	defer t.Stop()
+	for {
+		select {
+		case info := <-events:
+			return jobOutcome(info)
+		case <-ctx.Done():
+			if err := d.AbortJob(); err != nil && !isError(err, libvirt.ERR_OPERATION_INVALID) {
+				return libvirt.DomainJobInfo{}, fmt.Errorf("aborting the backup: %w", err)
+			}
+			// The abort is reported as a (failed) job-completed event.
+			select {
+			case <-events:
+			case <-time.After(30 * time.Second):
+			}
+			return libvirt.DomainJobInfo{}, ErrAborted
+		case <-t.C:
+			st, err := d.GetJobStats(0)
+			if err != nil {
+				continue
+			}
+			if st.Type == libvirt.DOMAIN_JOB_NONE {
+				// Ended without an event reaching us: read how.
+				done, err := d.GetJobStats(libvirt.DOMAIN_JOB_STATS_COMPLETED | libvirt.DOMAIN_JOB_STATS_KEEP_COMPLETED)
+				if err != nil {
+					return libvirt.DomainJobInfo{}, fmt.Errorf("reading the result of the backup job: %w", err)
+				}
+				select {
+				case info := <-events:
+					return jobOutcome(info)
+				default:
+				}
+				if done.Type == libvirt.DOMAIN_JOB_NONE {
+					continue // not started yet
+				}
+				return jobOutcome(*done)
+			}
+			if progress != nil {
+				total, processed := st.DataTotal, st.DataProcessed
+				if !st.DataTotalSet {
+					total, processed = st.DiskTotal, st.DiskProcessed
+				}
+				progress(Progress{Done: processed, Total: total})
+			}
+		}
+	}
+}
+
+// jobOutcome turns a finished job's information into an error when it
+// failed. (In job-completed events Type is 0: JobSuccess and ErrorMessage
+// tell; in statistics, Type does.)
+func jobOutcome(info libvirt.DomainJobInfo) (libvirt.DomainJobInfo, error) {
+	failed := (info.JobSuccessSet && !info.JobSuccess) || info.Type == libvirt.DOMAIN_JOB_FAILED || info.Type == libvirt.DOMAIN_JOB_CANCELLED
+	if !failed {
+		return info, nil
+	}
+	msg := "the backup job failed"
+	if info.ErrorMessageSet && info.ErrorMessage != "" {
+		msg += ": " + info.ErrorMessage
+	}
+	return info, errors.New(msg)
+}
+
+// waitUnlocked waits until QEMU has closed a backup target: the
+// job-completed event comes before libvirt removes the target's block
+// node, and QEMU holds OFD locks on bytes 100-299 of images it has open.
+func waitUnlocked(ctx context.Context, path string) error {
+	const fOFDGetLk = 36 // F_OFD_GETLK
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("backup target %s: %w", path, err)
+		}
+		lk := syscall.Flock_t{Type: syscall.F_WRLCK, Start: 100, Len: 200}
+		_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, f.Fd(), fOFDGetLk, uintptr(unsafe.Pointer(&lk)))
+		f.Close()
+		if errno != 0 {
+			return fmt.Errorf("backup target %s: reading its locks: %w", path, errno)
+		}
+		if lk.Type == syscall.F_UNLCK {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("backup target %s: still open by QEMU 30s after the job ended", path)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package virt
+
+import (
+	"fmt"
+
+	"libvirt.org/go/libvirt"
+)
+
+// CheckpointXML returns a checkpoint's XML without the domain definition
+// libvirt embeds (which would pin the domain's UUID when the checkpoint is
+// redefined on a new definition of the domain).
+func (c *Conn) CheckpointXML(domain, name string) (string, error) {
+	d, err := c.domain(domain)
+	if err != nil {
+		return "", err
+	}
+	defer d.Free()
+	cp, err := d.CheckpointLookupByName(name, 0)
+	if err != nil {
+		return "", fmt.Errorf("domain %s: checkpoint %s: %w", domain, name, err)
+	}
+	defer cp.Free()
+	out, err := cp.GetXMLDesc(libvirt.DOMAIN_CHECKPOINT_XML_NO_DOMAIN)
+	if err != nil {
+		return "", fmt.Errorf("domain %s: checkpoint %s: %w", domain, name, err)
+	}
+	return out, nil
+}
+
+// Checkpoints lists the names of a domain's checkpoints libvirt knows.
+func (c *Conn) Checkpoints(domain string) ([]string, error) {
+	d, err := c.domain(domain)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Free()
+	cps, err := d.ListAllCheckpoints(0)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: listing checkpoints: %w", domain, err)
+	}
+	var names []string
+	for i := range cps {
+		if n, err := cps[i].GetName(); err == nil {
+			names = append(names, n)
+		}
+		_ = cps[i].Free()
+	}
+	return names, nil
+}
+
+// RedefineCheckpoint gives libvirt back a checkpoint it lost (the domain
+// was defined again) from its saved XML, checking that its bitmap is
+// still consistent in every disk: ErrCheckpointInconsistent otherwise.
+func (c *Conn) RedefineCheckpoint(domain, checkpointXML string) error {
+	d, err := c.domain(domain)
+	if err != nil {
+		return err
+	}
+	defer d.Free()
+	cp, err := d.CreateCheckpointXML(checkpointXML, libvirt.DOMAIN_CHECKPOINT_CREATE_REDEFINE|libvirt.DOMAIN_CHECKPOINT_CREATE_REDEFINE_VALIDATE)
+	if isError(err, libvirt.ERR_CHECKPOINT_INCONSISTENT) {
+		return fmt.Errorf("domain %s: %w: %v", domain, ErrCheckpointInconsistent, err)
+	}
+	if err != nil {
+		return fmt.Errorf("domain %s: redefining a checkpoint: %w", domain, err)
+	}
+	return cp.Free()
+}
+
+// DeleteCheckpoint deletes a checkpoint and its bitmaps; a missing one is
+// not an error.
+func (c *Conn) DeleteCheckpoint(domain, name string) error {
+	d, err := c.domain(domain)
+	if err != nil {
+		return err
+	}
+	defer d.Free()
+	cp, err := d.CheckpointLookupByName(name, 0)
+	if isError(err, libvirt.ERR_NO_DOMAIN_CHECKPOINT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("domain %s: checkpoint %s: %w", domain, name, err)
+	}
+	defer cp.Free()
+	if err := cp.Delete(0); err != nil {
+		return fmt.Errorf("domain %s: deleting checkpoint %s: %w", domain, name, err)
+	}
+	return nil
+}

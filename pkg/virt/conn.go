@@ -1,0 +1,159 @@
+// Package virt owns Backstop's calls to libvirt (libvirt.org/go/libvirt,
+// built with the libvirt_dlopen tag: libvirt.so is loaded when a
+// connection is opened, so the server builds and starts on a machine
+// without libvirt, where Open returns ErrUnavailable).
+//
+// It runs push-mode disk backups of a domain with QEMU dirty bitmaps
+// (libvirt checkpoints): a full backup, or an incremental one since a
+// checkpoint, into qcow2 targets it creates beforehand so that each
+// incremental names the previous backup as its backing file (the chain
+// describes itself; VIR_DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL). Completion is
+// the job-completed event, with job statistics polled as a fallback and
+// for progress; a backup is reported done only once QEMU has closed its
+// targets. An aborted or failed backup leaves neither targets nor the
+// checkpoint it created. Checkpoints can be read (without the domain, so
+// they can be redefined on a new definition of the domain), redefined
+// (validated: an inconsistent bitmap is ErrCheckpointInconsistent, the
+// signal to fall back to a full backup) and deleted.
+//
+// libvirt's event loop is process-wide: the first Open starts it and it
+// runs until the process ends.
+package virt
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"libvirt.org/go/libvirt"
+)
+
+// ErrUnavailable: libvirt cannot be loaded or reached.
+var ErrUnavailable = errors.New("libvirt unavailable")
+
+// ErrCheckpointInconsistent: a checkpoint's bitmap is missing or
+// inconsistent (QEMU was killed, the disk was changed behind libvirt).
+var ErrCheckpointInconsistent = errors.New("checkpoint inconsistent")
+
+var (
+	eventLoopOnce sync.Once
+	eventLoopErr  error
+)
+
+// startEventLoop registers and runs libvirt's default event loop, once per
+// process (libvirt requires it before connections that receive events).
+func startEventLoop() error {
+	eventLoopOnce.Do(func() {
+		if err := libvirt.EventRegisterDefaultImpl(); err != nil {
+			eventLoopErr = fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return
+		}
+		go func() {
+			for {
+				if err := libvirt.EventRunDefaultImpl(); err != nil {
+					// Only a broken event loop returns errors; keep serving.
+					continue
+				}
+			}
+		}()
+	})
+	return eventLoopErr
+}
+
+// Conn is a connection to a libvirt daemon.
+type Conn struct {
+	conn *libvirt.Connect
+	uri  string
+
+	mu sync.Mutex
+	// waiters receive the job-completed events of a domain (by name).
+	waiters map[string]chan libvirt.DomainJobInfo
+	cbID    int
+}
+
+// Open connects to uri (e.g. qemu:///system).
+func Open(uri string) (*Conn, error) {
+	if err := startEventLoop(); err != nil {
+		return nil, err
+	}
+	conn, err := libvirt.NewConnect(uri)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting to %s: %v", ErrUnavailable, uri, err)
+	}
+	c := &Conn{conn: conn, uri: uri, waiters: map[string]chan libvirt.DomainJobInfo{}}
+	id, err := conn.DomainEventJobCompletedRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventJobCompleted) {
+		name, err := d.GetName()
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		ch := c.waiters[name]
+		c.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- ev.Info:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("registering for job-completed events on %s: %w", uri, err)
+	}
+	c.cbID = id
+	return c, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error {
+	_ = c.conn.DomainEventDeregister(c.cbID)
+	_, err := c.conn.Close()
+	return err
+}
+
+// Versions returns the libvirt library and hypervisor (QEMU) versions,
+// as "major.minor.release".
+func (c *Conn) Versions() (libvirtVersion, qemuVersion string, err error) {
+	lv, err := c.conn.GetLibVersion()
+	if err != nil {
+		return "", "", fmt.Errorf("libvirt version: %w", err)
+	}
+	hv, err := c.conn.GetVersion()
+	if err != nil {
+		return "", "", fmt.Errorf("hypervisor version: %w", err)
+	}
+	v := func(n uint32) string { return fmt.Sprintf("%d.%d.%d", n/1000000, n/1000%1000, n%1000) }
+	return v(lv), v(hv), nil
+}
+
+// domain looks a domain up by name; the caller frees it.
+func (c *Conn) domain(name string) (*libvirt.Domain, error) {
+	d, err := c.conn.LookupDomainByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// waiter registers for the job-completed event of a domain; one backup
+// per domain runs at a time.
+func (c *Conn) waiter(domain string) (chan libvirt.DomainJobInfo, func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, busy := c.waiters[domain]; busy {
+		return nil, nil, fmt.Errorf("domain %s already has a backup running", domain)
+	}
+	ch := make(chan libvirt.DomainJobInfo, 1)
+	c.waiters[domain] = ch
+	return ch, func() {
+		c.mu.Lock()
+		delete(c.waiters, domain)
+		c.mu.Unlock()
+	}, nil
+}
+
+// isError reports whether err is a libvirt error with that number.
+func isError(err error, code libvirt.ErrorNumber) bool {
+	var lerr libvirt.Error
+	return errors.As(err, &lerr) && lerr.Code == code
+}

@@ -1,0 +1,164 @@
+// Package virttest makes real libvirt domains for tests: a guest-less
+// QEMU (TCG) domain with one qcow2 virtio disk, which sits in firmware
+// while tests write to its disk through the QEMU monitor (qemu-io on the
+// virtio device's block backend), as a guest would.
+package virttest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"libvirt.org/go/libvirt"
+)
+
+// URI is the libvirt daemon tests use.
+const URI = "qemu:///system"
+
+// Domain is a running test domain.
+type Domain struct {
+	Name string
+	// Dir holds the disk; it and its parents are world-executable, as the
+	// QEMU process (user libvirt-qemu) needs for every path it opens.
+	Dir  string
+	Disk string
+	conn *libvirt.Connect
+	dom  *libvirt.Domain
+	xml  string
+}
+
+// Dir makes a directory QEMU can reach, removed when the test ends.
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "backstop-virt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func domainXML(name, disk string) string {
+	return fmt.Sprintf(`<domain type='qemu'>
+  <name>%s</name>
+  <memory unit='MiB'>128</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2'/>
+      <source file='%s'/>
+      <target dev='vda' bus='virtio'/>
+    </disk>
+    <memballoon model='none'/>
+  </devices>
+</domain>`, name, disk)
+}
+
+// NewDomain defines and starts a domain with a qcow2 disk of size (a
+// qemu-img size, e.g. "64M"); it is destroyed and undefined, with its
+// checkpoint metadata, when the test ends.
+func NewDomain(t testing.TB, name, size string) *Domain {
+	t.Helper()
+	conn, err := libvirt.NewConnect(URI)
+	if err != nil {
+		t.Fatalf("connecting to %s (is libvirtd running? hack/start-libvirt.sh): %v", URI, err)
+	}
+	t.Cleanup(func() { _, _ = conn.Close() })
+	// A domain left by an earlier run that was killed.
+	if old, err := conn.LookupDomainByName(name); err == nil {
+		_ = old.Destroy()
+		_ = old.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA)
+		_ = old.Free()
+	}
+	dir := Dir(t)
+	d := &Domain{Name: name, Dir: dir, Disk: filepath.Join(dir, "disk.qcow2"), conn: conn}
+	Run(t, "qemu-img", "create", "-q", "-f", "qcow2", d.Disk, size)
+	d.xml = domainXML(name, d.Disk)
+	d.Start(t)
+	t.Cleanup(func() {
+		if dom, err := conn.LookupDomainByName(name); err == nil {
+			_ = dom.Destroy()
+			_ = dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA)
+			_ = dom.Free()
+		}
+	})
+	return d
+}
+
+// Start defines the domain (again) and starts it.
+func (d *Domain) Start(t testing.TB) {
+	t.Helper()
+	dom, err := d.conn.DomainDefineXML(d.xml)
+	if err != nil {
+		t.Fatalf("defining domain %s: %v", d.Name, err)
+	}
+	if err := dom.Create(); err != nil {
+		t.Fatalf("starting domain %s: %v", d.Name, err)
+	}
+	d.dom = dom
+}
+
+// Stop destroys the domain (QEMU exits; the disk keeps its bitmaps).
+func (d *Domain) Stop(t testing.TB) {
+	t.Helper()
+	if err := d.dom.Destroy(); err != nil {
+		t.Fatalf("destroying domain %s: %v", d.Name, err)
+	}
+}
+
+// ForgetCheckpoints undefines the stopped domain with its checkpoint
+// metadata, as when a VM's definition is made anew (libvirt then knows
+// none of its checkpoints).
+func (d *Domain) ForgetCheckpoints(t testing.TB) {
+	t.Helper()
+	if err := d.dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA); err != nil {
+		t.Fatalf("undefining domain %s: %v", d.Name, err)
+	}
+}
+
+// Write writes length bytes of pattern at offset of the disk as the
+// guest would (qemu-io through the virtio device's block backend).
+// Offsets and lengths are qemu-io's ("1M", "64k").
+func (d *Domain) Write(t testing.TB, pattern byte, offset, length string) {
+	t.Helper()
+	cmd := fmt.Sprintf(`qemu-io -d /machine/peripheral/virtio-disk0/virtio-backend "write -P 0x%02x %s %s"`, pattern, offset, length)
+	out, err := d.dom.QemuMonitorCommand(cmd, libvirt.DOMAIN_QEMU_MONITOR_COMMAND_HMP)
+	// HMP reports success either way: an error is text in the output.
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("writing to the disk of %s (%s): %v %q", d.Name, cmd, err, out)
+	}
+}
+
+// Suspend pauses the guest, so that its disk can be compared; Resume
+// undoes it.
+func (d *Domain) Suspend(t testing.TB) {
+	t.Helper()
+	if err := d.dom.Suspend(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Resume resumes a suspended guest.
+func (d *Domain) Resume(t testing.TB) {
+	t.Helper()
+	if err := d.dom.Resume(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Run runs a command and returns its output, failing the test on error.
+func Run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
