@@ -99,6 +99,9 @@ type BackupRequest struct {
 	// Checkpoint is the checkpoint (dirty bitmap) the backup starts; ""
 	// starts none.
 	Checkpoint string
+	// Quiesce freezes the guest's file systems (guest agent) for the
+	// instant the backup starts, and thaws them right after.
+	Quiesce bool
 }
 
 // Progress is a running backup's progress in bytes.
@@ -112,6 +115,10 @@ type BackupResult struct {
 	Targets map[string]string
 	// Bytes is what the job copied.
 	Bytes uint64
+	// Quiesced: the file systems were frozen when the backup started;
+	// otherwise QuiesceError says why not (when Quiesce was asked).
+	Quiesced     bool
+	QuiesceError error
 }
 
 // ErrAborted: the backup was aborted (its context ended).
@@ -167,12 +174,27 @@ func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(
 		return BackupResult{}, err
 	}
 	defer done()
-	if err := d.BackupBegin(backupXML(disks, targets, req.Incremental), checkpointXML(req.Checkpoint, disks), libvirt.DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL); err != nil {
+	var quiesced bool
+	var quiesceErr error
+	if req.Quiesce {
+		if quiesceErr = d.FSFreeze(nil, 0); quiesceErr == nil {
+			quiesced = true
+		} else {
+			quiesceErr = fmt.Errorf("freezing the guest's file systems: %w", quiesceErr)
+		}
+	}
+	beginErr := d.BackupBegin(backupXML(disks, targets, req.Incremental), checkpointXML(req.Checkpoint, disks), libvirt.DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL)
+	if quiesced {
+		if err := d.FSThaw(nil, 0); err != nil {
+			quiesced, quiesceErr = false, fmt.Errorf("thawing the guest's file systems: %w", err)
+		}
+	}
+	if beginErr != nil {
 		// BackupBegin created nothing (a libvirt job is all or nothing).
 		for _, t := range targets {
 			_ = os.Remove(t)
 		}
-		return BackupResult{}, fmt.Errorf("domain %s: starting the backup: %w", req.Domain, err)
+		return BackupResult{}, fmt.Errorf("domain %s: starting the backup: %w", req.Domain, beginErr)
 	}
 
 	info, err := c.waitJob(ctx, d, events, progress)
@@ -190,7 +212,7 @@ func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(
 	if !info.DataTotalSet {
 		bytes = info.DiskTotal
 	}
-	return BackupResult{Targets: targets, Bytes: bytes}, nil
+	return BackupResult{Targets: targets, Bytes: bytes, Quiesced: quiesced, QuiesceError: quiesceErr}, nil
 }
 
 func selectDisks(all []Disk, names []string) ([]Disk, error) {

@@ -76,9 +76,13 @@ func TestPushBackupChain(t *testing.T) {
 	dom.Write(t, 0x11, "0", "4M")
 	dom.Write(t, 0x33, "20M", "8M")
 
-	full, err := c.PushBackup(ctx, virt.BackupRequest{Domain: dom.Name, TargetDir: mkdir(t, dom.Dir, "full"), Checkpoint: "cp1"}, nil)
+	full, err := c.PushBackup(ctx, virt.BackupRequest{Domain: dom.Name, TargetDir: mkdir(t, dom.Dir, "full"), Checkpoint: "cp1", Quiesce: true}, nil)
 	if err != nil {
 		t.Fatalf("full backup: %v", err)
+	}
+	// No guest agent: the backup goes on unquiesced and says why.
+	if full.Quiesced || full.QuiesceError == nil || !strings.Contains(full.QuiesceError.Error(), "agent") {
+		t.Errorf("quiesce without a guest agent: quiesced %v, error %v", full.Quiesced, full.QuiesceError)
 	}
 	prev := full.Targets["vda"]
 	if got := dataRanges(t, prev); len(got) == 0 {
@@ -100,6 +104,10 @@ func TestPushBackupChain(t *testing.T) {
 			dom.Write(t, p, w[1], w[2])
 		}
 		since, next := fmt.Sprintf("cp%d", i+1), fmt.Sprintf("cp%d", i+2)
+		// The checkpoint's size is what the incremental will copy.
+		if size, err := c.CheckpointSize(dom.Name, since); err != nil || size != c2.bytes {
+			t.Errorf("size of %s: %d (%v), want %d", since, size, err, c2.bytes)
+		}
 		res, err := c.PushBackup(ctx, virt.BackupRequest{Domain: dom.Name, TargetDir: mkdir(t, dom.Dir, fmt.Sprintf("inc%d", i+1)),
 			Incremental: since, Backing: map[string]string{"vda": prev}, Checkpoint: next}, nil)
 		if err != nil {

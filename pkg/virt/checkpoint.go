@@ -1,6 +1,7 @@
 package virt
 
 import (
+	"encoding/xml"
 	"fmt"
 
 	"libvirt.org/go/libvirt"
@@ -87,4 +88,36 @@ func (c *Conn) DeleteCheckpoint(domain, name string) error {
 		return fmt.Errorf("domain %s: deleting checkpoint %s: %w", domain, name, err)
 	}
 	return nil
+}
+
+// CheckpointSize is the bytes changed since a checkpoint, summed over its
+// disks: what an incremental backup since it copies.
+func (c *Conn) CheckpointSize(domain, name string) (uint64, error) {
+	d, err := c.domain(domain)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Free()
+	cp, err := d.CheckpointLookupByName(name, 0)
+	if err != nil {
+		return 0, fmt.Errorf("domain %s: checkpoint %s: %w", domain, name, err)
+	}
+	defer cp.Free()
+	desc, err := cp.GetXMLDesc(libvirt.DOMAIN_CHECKPOINT_XML_NO_DOMAIN | libvirt.DOMAIN_CHECKPOINT_XML_SIZE)
+	if err != nil {
+		return 0, fmt.Errorf("domain %s: checkpoint %s size: %w", domain, name, err)
+	}
+	var x struct {
+		Disks []struct {
+			Size uint64 `xml:"size,attr"`
+		} `xml:"disks>disk"`
+	}
+	if err := xml.Unmarshal([]byte(desc), &x); err != nil {
+		return 0, fmt.Errorf("domain %s: checkpoint %s: decoding its XML: %w", domain, name, err)
+	}
+	var total uint64
+	for _, disk := range x.Disks {
+		total += disk.Size
+	}
+	return total, nil
 }
