@@ -92,6 +92,11 @@ type ExtraConfig struct {
 	// ScheduleSkipImmediately is spec.skipImmediately of new schedules
 	// that leave it unset.
 	ScheduleSkipImmediately bool
+	// LibvirtURI is the libvirt daemon VM backups run on.
+	LibvirtURI string
+	// VolumeRoot holds the volumes VM backups push into (default
+	// <DataDir>/volumes).
+	VolumeRoot string
 	// BackupSyncPeriod is how often storage locations are synced.
 	BackupSyncPeriod time.Duration
 	// ItemOperationSyncFrequency is how often backups' async operations are polled.

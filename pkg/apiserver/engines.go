@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -24,10 +25,12 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/engine/schedule"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
+	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
 	"github.com/backstop-io/backstop/pkg/version"
+	"github.com/backstop-io/backstop/pkg/virt"
 )
 
 // Engine names, for --disable-controllers (Velero's names where Velero
@@ -37,6 +40,7 @@ const (
 	ControllerRestore               = "restore"
 	ControllerBackupSync            = "backup-sync"
 	ControllerSchedule              = "schedule"
+	ControllerVMBackup              = "vmbackup"
 	ControllerBackupQueue           = "backup-queue"
 	ControllerBackupDeletion        = "backup-deletion"
 	ControllerGarbageCollection     = "gc"
@@ -47,7 +51,7 @@ const (
 
 // Controllers are the engines that may be disabled.
 var Controllers = []string{
-	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
+	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerVMBackup, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
 }
 
@@ -72,6 +76,8 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		factory := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
 			externalversions.WithNamespace(c.extra.Namespace))
 		velero := factory.Velero().V1()
+		// VM backups and trackers live in the VMs' namespaces.
+		everywhere := externalversions.NewSharedInformerFactory(client, 10*time.Minute)
 		var engines []engine
 		add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
 			if c.extra.DisabledControllers.Has(name) {
@@ -136,6 +142,19 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				e, err := schedule.New(schedule.Config{Client: client, Schedules: velero.Schedules(), Backups: velero.Backups(), Clock: clock.RealClock{}})
 				return runOf(e, err)
 			}),
+			add(ControllerVMBackup, 2, func() (func(context.Context, int), error) {
+				root := c.extra.VolumeRoot
+				if root == "" {
+					if c.extra.DataDir == "" {
+						return nil, fmt.Errorf("--volume-root is needed without a data directory")
+					}
+					root = filepath.Join(c.extra.DataDir, "volumes")
+				}
+				kubevirt := everywhere.Backup().V1alpha1()
+				e, err := vmbackup.New(vmbackup.Config{Client: client, Backups: kubevirt.VirtualMachineBackups(), Trackers: kubevirt.VirtualMachineBackupTrackers(),
+					Virt: virtConn(c.extra.LibvirtURI), VolumeRoot: root, Clock: clock.RealClock{}})
+				return runOf(e, err)
+			}),
 			add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {
 				e, err := backupsync.New(backupsync.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
 					Requests: velero.DeleteBackupRequests(), Opener: c.extra.Opener, Period: c.extra.BackupSyncPeriod})
@@ -159,6 +178,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			return err
 		}
 		factory.Start(hookCtx.Done())
+		everywhere.Start(hookCtx.Done())
 		for _, e := range engines {
 			go e.run(hookCtx, e.workers)
 		}
@@ -219,4 +239,24 @@ func (c CompletedConfig) scratchDir() (string, error) {
 		return "", fmt.Errorf("creating %s: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// virtConn opens the libvirt connection VM backups use on first need, and
+// again after a failure (libvirt may be installed or started later).
+func virtConn(uri string) func() (*virt.Conn, error) {
+	var mu sync.Mutex
+	var conn *virt.Conn
+	return func() (*virt.Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if conn != nil {
+			return conn, nil
+		}
+		c, err := virt.Open(uri)
+		if err != nil {
+			return nil, err
+		}
+		conn = c
+		return conn, nil
+	}
 }

@@ -382,3 +382,17 @@ func waitUnlocked(ctx context.Context, path string) error {
 		}
 	}
 }
+
+// AbortJob aborts a domain's running job (a backup a previous process
+// started); a domain without a job is not an error.
+func (c *Conn) AbortJob(domain string) error {
+	d, err := c.domain(domain)
+	if err != nil {
+		return err
+	}
+	defer d.Free()
+	if err := d.AbortJob(); err != nil && !isError(err, libvirt.ERR_OPERATION_INVALID) {
+		return fmt.Errorf("domain %s: aborting its job: %w", domain, err)
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package virt
 import (
 	"encoding/xml"
 	"fmt"
+	"regexp"
 
 	"libvirt.org/go/libvirt"
 )
@@ -49,10 +50,16 @@ func (c *Conn) Checkpoints(domain string) ([]string, error) {
 	return names, nil
 }
 
+// parentElement is a checkpoint XML's <parent>: a checkpoint is redefined
+// on its own, its parent may be long deleted.
+var parentElement = regexp.MustCompile(`(?s)<parent>.*?</parent>\s*`)
+
 // RedefineCheckpoint gives libvirt back a checkpoint it lost (the domain
 // was defined again) from its saved XML, checking that its bitmap is
 // still consistent in every disk: ErrCheckpointInconsistent otherwise.
+// The XML's parent is dropped (libvirt refuses a parent it does not know).
 func (c *Conn) RedefineCheckpoint(domain, checkpointXML string) error {
+	checkpointXML = parentElement.ReplaceAllString(checkpointXML, "")
 	d, err := c.domain(domain)
 	if err != nil {
 		return err

@@ -83,6 +83,11 @@ type Options struct {
 	// ScheduleSkipImmediately is spec.skipImmediately of new schedules that
 	// leave it unset (Velero's --schedule-skip-immediately).
 	ScheduleSkipImmediately bool
+	// LibvirtURI is the libvirt daemon VM backups run on.
+	LibvirtURI string
+	// VolumeRoot holds the volumes VM backups push into:
+	// <VolumeRoot>/<namespace>/<pvcName> (default <data-dir>/volumes).
+	VolumeRoot string
 	// ItemOperationSyncFrequency is how often backups' async operations
 	// are polled (Velero's --item-operation-sync-frequency).
 	ItemOperationSyncFrequency time.Duration
@@ -134,6 +139,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.BackupSyncPeriod, "backup-sync-period", o.BackupSyncPeriod, "how often storage locations are read for backups this server has no Backup of, which are then created (Velero's --backup-sync-period)")
 	fs.DurationVar(&o.ItemOperationSyncFrequency, "item-operation-sync-frequency", o.ItemOperationSyncFrequency, "how often the async operations of backups (VM disk backups) are checked (Velero's --item-operation-sync-frequency)")
 	fs.BoolVar(&o.ScheduleSkipImmediately, "schedule-skip-immediately", o.ScheduleSkipImmediately, "skip the run that is due at once when a schedule is created or unpaused, for schedules that do not set spec.skipImmediately (Velero's --schedule-skip-immediately)")
+	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
+	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster")
@@ -289,6 +296,7 @@ func (o *Options) Run(ctx context.Context) error {
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, ClientPageSize: int64(o.ClientPageSize),
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately,
+		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot,
 	}
 	if kubeClient != nil {
 		// Aggregated: storage locations' Secrets are the host cluster's.

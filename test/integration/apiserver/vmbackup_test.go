@@ -1,0 +1,266 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
+	"github.com/backstop-io/backstop/pkg/virt"
+	"github.com/backstop-io/backstop/pkg/virt/virttest"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// createVMBackup creates a VirtualMachineBackup of a tracker (or of a VM
+// when tracker is false) into pvc.
+func createVMBackup(t *testing.T, s *framework.Server, namespace, name, source string, tracker bool, pvc string, force bool) {
+	t.Helper()
+	group, kind := "kubevirt.io", "VirtualMachine"
+	if tracker {
+		group, kind = kv.GroupName, "VirtualMachineBackupTracker"
+	}
+	mode := kv.PushMode
+	if _, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(namespace).Create(context.Background(), &kv.VirtualMachineBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: kv.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: kind, Name: source},
+			Mode: &mode, PvcName: &pvc, ForceFullBackup: force},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating VirtualMachineBackup %s/%s: %v", namespace, name, err)
+	}
+}
+
+// waitVMBackup polls a VirtualMachineBackup until cond holds.
+func waitVMBackup(t *testing.T, s *framework.Server, namespace, name, what string, cond func(*kv.VirtualMachineBackup) bool) *kv.VirtualMachineBackup {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var last *kv.VirtualMachineBackup
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		b, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = b
+		return cond(b), nil
+	}); err != nil {
+		var st any
+		if last != nil {
+			st = last.Status
+		}
+		t.Fatalf("VirtualMachineBackup %s never %s; last status %+v", name, what, st)
+	}
+	return last
+}
+
+func vmbCondition(b *kv.VirtualMachineBackup, t kv.ConditionType) *metav1.Condition {
+	if b.Status == nil {
+		return nil
+	}
+	return meta.FindStatusCondition(b.Status.Conditions, string(t))
+}
+
+func vmbFinished(b *kv.VirtualMachineBackup) bool {
+	return meta.IsStatusConditionTrue(conditionsOf(b), string(kv.ConditionComplete)) || meta.IsStatusConditionTrue(conditionsOf(b), string(kv.ConditionFailed))
+}
+
+func conditionsOf(b *kv.VirtualMachineBackup) []metav1.Condition {
+	if b.Status == nil {
+		return nil
+	}
+	return b.Status.Conditions
+}
+
+// imageRanges lists the ranges an image holds data for itself.
+func imageRanges(t *testing.T, image string) []string {
+	t.Helper()
+	var extents []struct {
+		Start, Length, Depth int64
+		Data                 bool
+	}
+	if err := json.Unmarshal([]byte(virttest.Run(t, "qemu-img", "map", "-U", "--output=json", image)), &extents); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range extents {
+		if e.Depth == 0 && e.Data {
+			out = append(out, fmt.Sprintf("%d+%d", e.Start, e.Length))
+		}
+	}
+	return out
+}
+
+// checkManifest reads a backup's manifest and checks its digests.
+func checkManifest(t *testing.T, dir string) vmbackup.Manifest {
+	t.Helper()
+	var m vmbackup.Manifest
+	data, err := os.ReadFile(filepath.Join(dir, vmbackup.ManifestFile))
+	if err != nil || json.Unmarshal(data, &m) != nil {
+		t.Fatalf("manifest in %s: %v", dir, err)
+	}
+	for _, d := range m.Disks {
+		f, err := os.ReadFile(filepath.Join(dir, d.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(f)
+		if hex.EncodeToString(sum[:]) != d.SHA256 {
+			t.Errorf("manifest digest of %s does not match the file", d.File)
+		}
+	}
+	if m.LibvirtVersion == "" || m.QEMUVersion == "" {
+		t.Errorf("manifest without versions: %+v", m)
+	}
+	return m
+}
+
+// TestVMBackups: VirtualMachineBackups through the server on a real
+// libvirt daemon and QEMU: waiting for the volume, a full backup, an
+// incremental holding exactly the blocks written since (chained to the
+// full one, equal to the live disk), the tracker moving from checkpoint
+// to checkpoint, an incremental after the VM was defined anew
+// (redefinition), a forced full one, a missing VM, and a Velero backup
+// whose VM disk backup runs as its async operation.
+func TestVMBackups(t *testing.T) {
+	root := virttest.Dir(t)
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
+	ctx := context.Background()
+	const vmNS = "vms"
+	dom := virttest.NewDomain(t, vmNS+"_vm1", "64M")
+	conn, err := virt.Open(virttest.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	group := "kubevirt.io"
+	if _, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(vmNS).Create(ctx, &kv.VirtualMachineBackupTracker{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm1-tracker", Namespace: vmNS, Annotations: map[string]string{"backstop.io/vm-backup-pvc": "pvc1"}},
+		Spec:       kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "vm1"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dom.Write(t, 0x11, "0", "4M")
+	dom.Write(t, 0x33, "20M", "8M")
+
+	// The volume directory does not exist yet: the backup waits.
+	createVMBackup(t, s, vmNS, "b1", "vm1-tracker", true, "pvc1", false)
+	waitVMBackup(t, s, vmNS, "b1", "waiting for its volume", func(b *kv.VirtualMachineBackup) bool {
+		c := vmbCondition(b, kv.ConditionProgressing)
+		return c != nil && c.Reason == vmbackup.ReasonWaitingForVolume
+	})
+	volume := filepath.Join(root, vmNS, "pvc1")
+	if err := os.MkdirAll(volume, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, vmNS), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b1 := waitVMBackup(t, s, vmNS, "b1", "finished", vmbFinished)
+	if !meta.IsStatusConditionTrue(b1.Status.Conditions, string(kv.ConditionComplete)) || b1.Status.Type != kv.Full || b1.Status.CheckpointName == nil {
+		t.Fatalf("first backup: %+v", b1.Status)
+	}
+	if q := vmbCondition(b1, kv.ConditionQuiesced); q == nil || q.Status != metav1.ConditionFalse || q.Reason != kv.ReasonQuiesceFailed {
+		t.Errorf("Quiesced condition without a guest agent: %+v", q)
+	}
+	m1 := checkManifest(t, filepath.Join(volume, "b1"))
+	if m1.Type != kv.Full || m1.Checkpoint != *b1.Status.CheckpointName || len(m1.Disks) != 1 {
+		t.Errorf("manifest of the full backup: %+v", m1)
+	}
+	tr, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(vmNS).Get(ctx, "vm1-tracker", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp := tr.Status.LatestCheckpoint; cp == nil || cp.Name != *b1.Status.CheckpointName || cp.CheckpointXML == "" || len(cp.Volumes) != 1 ||
+		cp.Volumes[0].DataEndpoint != filepath.Join(volume, "b1", "vda.qcow2") {
+		t.Fatalf("tracker after the full backup: %+v", tr.Status)
+	}
+
+	// An incremental holds exactly what was written since.
+	dom.Write(t, 0xab, "1M", "64k")
+	dom.Write(t, 0xcd, "40M", "192k")
+	createVMBackup(t, s, vmNS, "b2", "vm1-tracker", true, "pvc1", false)
+	b2 := waitVMBackup(t, s, vmNS, "b2", "finished", vmbFinished)
+	if !meta.IsStatusConditionTrue(b2.Status.Conditions, string(kv.ConditionComplete)) || b2.Status.Type != kv.Incremental {
+		t.Fatalf("second backup: %+v", b2.Status)
+	}
+	inc := filepath.Join(volume, "b2", "vda.qcow2")
+	if got := imageRanges(t, inc); !slices.Equal(got, []string{"1048576+65536", "41943040+196608"}) {
+		t.Errorf("incremental holds %v, want exactly the writes", got)
+	}
+	if m2 := checkManifest(t, filepath.Join(volume, "b2")); m2.Parent != *b1.Status.CheckpointName || m2.Disks[0].Backing != filepath.Join(volume, "b1", "vda.qcow2") {
+		t.Errorf("manifest of the incremental: %+v", m2)
+	}
+	if cps, err := conn.Checkpoints(dom.Name); err != nil || strings.Join(cps, ",") != *b2.Status.CheckpointName {
+		t.Errorf("checkpoints after the incremental: %v %v (the previous one should be deleted)", cps, err)
+	}
+	dom.Suspend(t)
+	virttest.Run(t, "qemu-img", "compare", "-U", inc, dom.Disk)
+	dom.Resume(t)
+
+	// The VM is defined anew (libvirt forgets its checkpoints): the next
+	// incremental redefines the tracker's checkpoint.
+	dom.Stop(t)
+	dom.ForgetCheckpoints(t)
+	dom.Start(t)
+	dom.Write(t, 0xef, "50M", "128k")
+	createVMBackup(t, s, vmNS, "b3", "vm1-tracker", true, "pvc1", false)
+	b3 := waitVMBackup(t, s, vmNS, "b3", "finished", vmbFinished)
+	if !meta.IsStatusConditionTrue(b3.Status.Conditions, string(kv.ConditionComplete)) || b3.Status.Type != kv.Incremental {
+		t.Fatalf("backup after the VM was defined anew: %+v", b3.Status)
+	}
+	if got := imageRanges(t, filepath.Join(volume, "b3", "vda.qcow2")); !slices.Equal(got, []string{"52428800+131072"}) {
+		t.Errorf("incremental after redefinition holds %v", got)
+	}
+	dom.Suspend(t)
+	virttest.Run(t, "qemu-img", "compare", "-U", filepath.Join(volume, "b3", "vda.qcow2"), dom.Disk)
+	dom.Resume(t)
+
+	// forceFullBackup.
+	createVMBackup(t, s, vmNS, "b4", "vm1-tracker", true, "pvc1", true)
+	if b4 := waitVMBackup(t, s, vmNS, "b4", "finished", vmbFinished); b4.Status.Type != kv.Full ||
+		!meta.IsStatusConditionTrue(b4.Status.Conditions, string(kv.ConditionComplete)) {
+		t.Errorf("forced full backup: %+v", b4.Status)
+	}
+
+	// A VM that does not exist.
+	createVMBackup(t, s, vmNS, "ghost", "no-such-vm", false, "pvc1", false)
+	ghost := waitVMBackup(t, s, vmNS, "ghost", "finished", vmbFinished)
+	if c := vmbCondition(ghost, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != vmbackup.ReasonSourceNotFound ||
+		!strings.Contains(c.Message, vmNS+"_no-such-vm") {
+		t.Errorf("backup of a missing VM: %+v", ghost.Status)
+	}
+	if _, err := os.Stat(filepath.Join(volume, "ghost")); !os.IsNotExist(err) {
+		t.Errorf("the failed backup left output: %v", err)
+	}
+
+	// A Velero backup of the namespace runs the VM's disk backup as its
+	// async operation, on libvirt for real.
+	dom.Write(t, 0x5a, "30M", "64k")
+	createBackup(t, s, "with-vm", vmNS)
+	vb := waitBackup(t, s, "with-vm", "finished", finished)
+	if vb.Status.Phase != velerov1.BackupPhaseCompleted || vb.Status.BackupItemOperationsCompleted != 1 {
+		t.Fatalf("Velero backup with a VM: %s, operations %d/%d, errors %d", vb.Status.Phase,
+			vb.Status.BackupItemOperationsAttempted, vb.Status.BackupItemOperationsCompleted, vb.Status.Errors)
+	}
+	op := waitVMBackup(t, s, vmNS, "with-vm-vm1-tracker", "finished", vmbFinished)
+	if op.Status.Type != kv.Incremental {
+		t.Errorf("the VM backup of the Velero backup: %+v", op.Status)
+	}
+	if got := imageRanges(t, filepath.Join(volume, "with-vm-vm1-tracker", "vda.qcow2")); !slices.Equal(got, []string{"31457280+65536"}) {
+		t.Errorf("the Velero backup's VM backup holds %v", got)
+	}
+}
