@@ -128,3 +128,43 @@ func (c *Conn) CheckpointSize(domain, name string) (uint64, error) {
 	}
 	return total, nil
 }
+
+// VerifyCheckpoint makes libvirt check that a checkpoint's bitmaps are
+// still consistent (after QEMU stopped abnormally they are not): libvirt
+// forgets the checkpoint's metadata, which leaves the bitmaps alone, and
+// the checkpoint is redefined with validation, from savedXML or, when that
+// is empty, from libvirt's own XML of it. A checkpoint libvirt does not
+// know is redefined from savedXML. ErrCheckpointInconsistent when the
+// bitmaps are not usable.
+func (c *Conn) VerifyCheckpoint(domain, name, savedXML string) error {
+	d, err := c.domain(domain)
+	if err != nil {
+		return err
+	}
+	cp, err := d.CheckpointLookupByName(name, 0)
+	switch {
+	case isError(err, libvirt.ERR_NO_DOMAIN_CHECKPOINT):
+	case err != nil:
+		d.Free()
+		return fmt.Errorf("domain %s: checkpoint %s: %w", domain, name, err)
+	default:
+		if savedXML == "" {
+			if savedXML, err = cp.GetXMLDesc(libvirt.DOMAIN_CHECKPOINT_XML_NO_DOMAIN); err != nil {
+				cp.Free()
+				d.Free()
+				return fmt.Errorf("domain %s: checkpoint %s: %w", domain, name, err)
+			}
+		}
+		err = cp.Delete(libvirt.DOMAIN_CHECKPOINT_DELETE_METADATA_ONLY)
+		cp.Free()
+		if err != nil {
+			d.Free()
+			return fmt.Errorf("domain %s: checkpoint %s: forgetting its metadata to verify it: %w", domain, name, err)
+		}
+	}
+	d.Free()
+	if savedXML == "" {
+		return fmt.Errorf("domain %s: checkpoint %s is unknown to libvirt and there is no saved XML to redefine it", domain, name)
+	}
+	return c.RedefineCheckpoint(domain, savedXML)
+}

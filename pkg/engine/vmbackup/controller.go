@@ -481,25 +481,13 @@ func (c *Controller) prepareIncremental(conn *virt.Conn, domain string, cp *kv.B
 			return fmt.Sprintf("the previous backup file of disk %s is gone: %v", d.Name, err)
 		}
 	}
-	known, err := conn.Checkpoints(domain)
-	if err != nil {
-		return err.Error()
-	}
-	for _, k := range known {
-		if k == cp.Name {
-			return ""
-		}
-	}
-	if cp.CheckpointXML == "" {
-		return fmt.Sprintf("libvirt does not know checkpoint %s and the tracker has no XML to redefine it", cp.Name)
-	}
-	if err := conn.RedefineCheckpoint(domain, cp.CheckpointXML); err != nil {
+	// Known to libvirt or not, the checkpoint is (re)defined with
+	// validation: its bitmaps must be consistent.
+	if err := conn.VerifyCheckpoint(domain, cp.Name, cp.CheckpointXML); err != nil {
 		if errors.Is(err, virt.ErrCheckpointInconsistent) {
-			// Stale bitmaps would get in the way of the new checkpoint.
-			_ = conn.DeleteCheckpoint(domain, cp.Name)
-			return fmt.Sprintf("checkpoint %s could not be redefined, its bitmap is inconsistent (the VM's QEMU stopped abnormally): %v", cp.Name, err)
+			return fmt.Sprintf("checkpoint %s is inconsistent (the VM's QEMU stopped abnormally?): %v", cp.Name, err)
 		}
-		return fmt.Sprintf("redefining checkpoint %s: %v", cp.Name, err)
+		return fmt.Sprintf("checkpoint %s: %v", cp.Name, err)
 	}
 	return ""
 }

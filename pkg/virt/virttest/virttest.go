@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"libvirt.org/go/libvirt"
 )
@@ -92,12 +93,15 @@ func NewDomain(t testing.TB, name, size string) *Domain {
 	return d
 }
 
-// Start defines the domain (again) and starts it.
+// Start starts the domain, defining it first when it is not defined
+// (anew after ForgetCheckpoints).
 func (d *Domain) Start(t testing.TB) {
 	t.Helper()
-	dom, err := d.conn.DomainDefineXML(d.xml)
+	dom, err := d.conn.LookupDomainByName(d.Name)
 	if err != nil {
-		t.Fatalf("defining domain %s: %v", d.Name, err)
+		if dom, err = d.conn.DomainDefineXML(d.xml); err != nil {
+			t.Fatalf("defining domain %s: %v", d.Name, err)
+		}
 	}
 	if err := dom.Create(); err != nil {
 		t.Fatalf("starting domain %s: %v", d.Name, err)
@@ -161,4 +165,27 @@ func Run(t testing.TB, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// KillQEMU kills the domain's QEMU process with SIGKILL, as a crash
+// would, and waits until libvirt sees the domain shut off.
+func (d *Domain) KillQEMU(t testing.TB) {
+	t.Helper()
+	out, err := exec.Command("pgrep", "-f", "guest="+d.Name+",").Output()
+	pids := strings.Fields(string(out))
+	if err != nil || len(pids) != 1 {
+		t.Fatalf("finding the QEMU process of %s: %v %q", d.Name, err, out)
+	}
+	Run(t, "kill", "-9", pids[0])
+	deadline := time.Now().Add(time.Minute)
+	for {
+		state, _, err := d.dom.GetState()
+		if err == nil && state == libvirt.DOMAIN_SHUTOFF {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("domain %s not shut off a minute after its QEMU was killed (state %v, %v)", d.Name, state, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -236,6 +236,27 @@ func TestVMBackups(t *testing.T) {
 		t.Errorf("forced full backup: %+v", b4.Status)
 	}
 
+	// QEMU is killed: the checkpoint's bitmap is lost, so the next backup
+	// is full and says why; the one after is incremental again.
+	dom.KillQEMU(t)
+	dom.Start(t)
+	dom.Write(t, 0x99, "10M", "64k")
+	createVMBackup(t, s, vmNS, "b5", "vm1-tracker", true, "pvc1", false)
+	b5 := waitVMBackup(t, s, vmNS, "b5", "finished", vmbFinished)
+	if c := vmbCondition(b5, kv.ConditionComplete); b5.Status.Type != kv.Full || c == nil || c.Status != metav1.ConditionTrue ||
+		c.Reason != kv.ReasonCompletedWithWarning || !strings.Contains(c.Message, "inconsistent") {
+		t.Fatalf("backup after QEMU was killed: %+v", b5.Status)
+	}
+	dom.Write(t, 0x98, "12M", "64k")
+	createVMBackup(t, s, vmNS, "b6", "vm1-tracker", true, "pvc1", false)
+	b6 := waitVMBackup(t, s, vmNS, "b6", "finished", vmbFinished)
+	if b6.Status.Type != kv.Incremental || !meta.IsStatusConditionTrue(b6.Status.Conditions, string(kv.ConditionComplete)) {
+		t.Fatalf("backup after the full fallback: %+v", b6.Status)
+	}
+	if got := imageRanges(t, filepath.Join(volume, "b6", "vda.qcow2")); !slices.Equal(got, []string{"12582912+65536"}) {
+		t.Errorf("incremental after the full fallback holds %v", got)
+	}
+
 	// A VM that does not exist.
 	createVMBackup(t, s, vmNS, "ghost", "no-such-vm", false, "pvc1", false)
 	ghost := waitVMBackup(t, s, vmNS, "ghost", "finished", vmbFinished)
