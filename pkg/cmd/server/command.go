@@ -12,6 +12,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // the json logging format
 
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
+	"github.com/backstop-io/backstop/pkg/vmrestore"
 )
 
 func init() {
@@ -45,7 +46,7 @@ certificate under --data-dir on first start and writes admin.kubeconfig there.`,
 	cmd.SetContext(ctx)
 	o.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logging, cmd.Flags())
-	cmd.AddCommand(newKubeconfigCommand())
+	cmd.AddCommand(newKubeconfigCommand(), newRestoreVMDiskCommand(ctx))
 	return cmd
 }
 
@@ -80,5 +81,31 @@ func newKubeconfigCommand() *cobra.Command {
 	fs.StringVar(&user, "user", "", "user name (certificate CN)")
 	fs.StringSliceVar(&groups, "group", nil, "group (certificate O); repeatable")
 	fs.StringVar(&server, "server", "https://127.0.0.1:8443", "server URL written into the kubeconfig")
+	return cmd
+}
+
+func newRestoreVMDiskCommand(ctx context.Context) *cobra.Command {
+	var disk, output string
+	cmd := &cobra.Command{
+		Use:   "restore-vm-disk --output IMAGE [--disk vda] FULL-BACKUP-DIR [INCREMENTAL-DIR...]",
+		Short: "Write a VM disk's raw image from a chain of VirtualMachineBackup directories (oldest first)",
+		Long: "Checks every manifest digest, runs qemu-img check on every file and checks the chain's links, " +
+			"then stitches the files (without changing them), converts the chain to a raw image, compares the " +
+			"image with the chain and prints its sha256.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, dirs []string) error {
+			if output == "" {
+				return fmt.Errorf("--output is required")
+			}
+			res, err := vmrestore.Restore(ctx, dirs, disk, output)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c.OutOrStdout(), "%s  %s\n", res.SHA256, res.Output)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&disk, "disk", "vda", "the disk (target device) to restore")
+	cmd.Flags().StringVar(&output, "output", "", "the raw image to write")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -284,4 +285,75 @@ func TestVMBackups(t *testing.T) {
 	if got := imageRanges(t, filepath.Join(volume, "with-vm-vm1-tracker", "vda.qcow2")); !slices.Equal(got, []string{"31457280+65536"}) {
 		t.Errorf("the Velero backup's VM backup holds %v", got)
 	}
+
+	// Restore: the chain full (b5) → b6 → the Velero backup's, moved
+	// elsewhere, becomes a raw image equal to the live disk.
+	moved := virttest.Dir(t)
+	var chain []string
+	for _, name := range []string{"b5", "b6", "with-vm-vm1-tracker"} {
+		virttest.Run(t, "cp", "-a", filepath.Join(volume, name), moved)
+		chain = append(chain, filepath.Join(moved, name))
+	}
+	restoreVM := func(dirs ...string) (string, error) {
+		return runCommand(framework.Binary(t, "backstop-apiserver"), append([]string{"restore-vm-disk", "--output", filepath.Join(moved, "disk.raw")}, dirs...)...)
+	}
+	out, err := restoreVM(chain...)
+	if err != nil {
+		t.Fatalf("restore-vm-disk: %v", err)
+	}
+	raw := filepath.Join(moved, "disk.raw")
+	sum := sha256.Sum256(readFile(t, raw))
+	if !strings.HasPrefix(out, hex.EncodeToString(sum[:])+"  "+raw) {
+		t.Errorf("restore-vm-disk printed %q, want the image's sha256 and path", out)
+	}
+	dom.Suspend(t)
+	virttest.Run(t, "qemu-img", "compare", "-U", "-f", "raw", "-F", "qcow2", raw, dom.Disk)
+	dom.Resume(t)
+
+	// Broken chains and changed files are refused before anything is written.
+	_ = os.Remove(raw)
+	for _, c := range []struct {
+		name string
+		dirs []string
+		want string
+	}{
+		{"missing link", []string{chain[0], chain[2]}, "broken chain"},
+		{"incremental first", chain[1:], "a chain starts with a full one"},
+	} {
+		if _, err := restoreVM(c.dirs...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("restore-vm-disk with a %s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(chain[1], "vda.qcow2"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.Write([]byte("x"))
+	f.Close()
+	if _, err := restoreVM(chain...); err == nil || !strings.Contains(err.Error(), "does not match the manifest") {
+		t.Errorf("restore-vm-disk with a changed file: %v", err)
+	}
+	if _, err := os.Stat(raw); !os.IsNotExist(err) {
+		t.Errorf("a refused restore wrote the image: %v", err)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// runCommand runs a command; its error carries stderr.
+func runCommand(name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%v: %s", err, stderr.String())
+	}
+	return stdout.String(), nil
 }
