@@ -243,10 +243,14 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 	}
 
 	vmV1alpha1 := storageSet{}
-	main, status, err = virtualmachinebackup.NewREST(scheme, getter)
-	if err := vmV1alpha1.add("virtualmachinebackups", main, status, err); err != nil {
+	vmBackups, err := virtualmachinebackup.NewREST(scheme, getter)
+	if err != nil {
 		return nil, nil, err
 	}
+	if err := vmV1alpha1.add("virtualmachinebackups", vmBackups.Backup, vmBackups.Status, nil); err != nil {
+		return nil, nil, err
+	}
+	vmV1alpha1["virtualmachinebackups/cancel"] = vmBackups.Cancel
 	main, status, err = virtualmachinebackuptracker.NewREST(scheme, getter)
 	if err := vmV1alpha1.add("virtualmachinebackuptrackers", main, status, err); err != nil {
 		return nil, nil, err

@@ -21,8 +21,9 @@
 // success the tracker moves to the new checkpoint (with its XML, for
 // redefinition, and the files written, for the next incremental's chain)
 // and its previous checkpoint is deleted; on failure the new checkpoint and
-// the partial output are removed and the tracker is unchanged. Deleting a
-// running VirtualMachineBackup aborts it.
+// the partial output are removed and the tracker is unchanged. A cancel
+// (virtualmachinebackups/<name>/cancel) or the deletion of a running
+// VirtualMachineBackup aborts its libvirt job: Failed, reason Aborted.
 //
 // A backup running when the server stopped is Failed at the next start
 // (its libvirt job was aborted with the connection's end or is aborted).
@@ -57,6 +58,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/kubevirtbackup/v1alpha1"
+	vmbregistry "github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/virt"
 )
 
@@ -254,8 +256,16 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return nil
 	}
 	c.mu.Lock()
-	_, isRunning := c.running[b.UID]
+	r, isRunning := c.running[b.UID]
 	c.mu.Unlock()
+	if _, cancel := b.Annotations[vmbregistry.CancelAnnotation]; cancel {
+		if isRunning {
+			r.cancel() // the run ends Aborted
+			return nil
+		}
+		c.fail(ctx, b, ReasonAborted, "the backup was cancelled before it started")
+		return nil
+	}
 	if isRunning {
 		return nil
 	}
@@ -393,7 +403,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 			if ctx.Err() != nil {
 				return // the server is stopping: failed at the next start
 			}
-			logger.Info("Backup aborted (deleted)")
+			logger.Info("Backup aborted (cancelled or deleted)")
 			c.fail(ctx, b, ReasonAborted, "the backup was aborted; its partial output and checkpoint were removed")
 			return
 		}

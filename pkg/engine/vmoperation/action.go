@@ -5,8 +5,8 @@
 // last checkpoint, full without one) and waits for it
 // (WaitingForPluginOperations) until its Complete or Failed condition is
 // true. The VM backup engine runs the VirtualMachineBackup; cancelling the
-// backup, or the operation timing out, deletes the VirtualMachineBackup,
-// which aborts it as KubeVirt's does.
+// backup, or the operation timing out, cancels it through its cancel
+// subresource.
 package vmoperation
 
 import (
@@ -156,15 +156,17 @@ func (a Action) Progress(ctx context.Context, b *velerov1.Backup, operationID st
 	return p, nil
 }
 
-// Cancel implements backup.ItemAction: the VirtualMachineBackup is deleted.
+// Cancel implements backup.ItemAction through the VirtualMachineBackup's
+// cancel subresource (the VM backup engine aborts it); one that has ended
+// or is gone needs nothing.
 func (a Action) Cancel(ctx context.Context, b *velerov1.Backup, operationID string) error {
 	ns, name, err := split(operationID)
 	if err != nil {
 		return err
 	}
-	err = a.Client.BackupV1alpha1().VirtualMachineBackups(ns).Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting VirtualMachineBackup %s: %w", operationID, err)
+	err = a.Client.BackupV1alpha1().RESTClient().Post().Namespace(ns).Resource("virtualmachinebackups").Name(name).SubResource("cancel").Do(ctx).Error()
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("cancelling VirtualMachineBackup %s: %w", operationID, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@
 package virttest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -187,5 +188,42 @@ func (d *Domain) KillQEMU(t testing.TB) {
 			t.Fatalf("domain %s not shut off a minute after its QEMU was killed (state %v, %v)", d.Name, state, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ThrottleBackupJob waits (up to a minute) for the domain's backup job to
+// appear in QEMU and limits its speed to bytesPerSecond (QMP
+// block-job-set-speed), so that a test can act on a running backup.
+func (d *Domain) ThrottleBackupJob(t testing.TB, bytesPerSecond int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := d.dom.QemuMonitorCommand(`{"execute":"query-block-jobs"}`, libvirt.DOMAIN_QEMU_MONITOR_COMMAND_DEFAULT)
+		if err != nil {
+			t.Fatalf("query-block-jobs on %s: %v", d.Name, err)
+		}
+		var res struct {
+			Return []struct {
+				Device string `json:"device"`
+				Type   string `json:"type"`
+			} `json:"return"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("query-block-jobs on %s: %v: %s", d.Name, err, out)
+		}
+		for _, j := range res.Return {
+			if j.Type != "backup" {
+				continue
+			}
+			cmd := fmt.Sprintf(`{"execute":"block-job-set-speed","arguments":{"device":%q,"speed":%d}}`, j.Device, bytesPerSecond)
+			if out, err := d.dom.QemuMonitorCommand(cmd, libvirt.DOMAIN_QEMU_MONITOR_COMMAND_DEFAULT); err != nil || strings.Contains(out, `"error"`) {
+				t.Fatalf("throttling backup job %s of %s: %v %s", j.Device, d.Name, err, out)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no backup job appeared on %s within a minute", d.Name)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

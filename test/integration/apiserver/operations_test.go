@@ -70,6 +70,17 @@ func vmBackupGone(t *testing.T, s *framework.Server, namespace, name string) boo
 	return apierrors.IsNotFound(err)
 }
 
+// vmBackupAborted waits until the VM backup engine has aborted a
+// VirtualMachineBackup (Failed, reason Aborted): its cancel subresource
+// was called.
+func vmBackupAborted(t *testing.T, s *framework.Server, namespace, name string) {
+	t.Helper()
+	waitVMBackup(t, s, namespace, name, "aborted", func(b *kvbackupv1alpha1.VirtualMachineBackup) bool {
+		c := vmbCondition(b, kvbackupv1alpha1.ConditionFailed)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Aborted"
+	})
+}
+
 // operationRecord is an entry of <backup>-itemoperations.json.gz, in
 // Velero's itemoperation.BackupOperation JSON.
 type operationRecord struct {
@@ -194,9 +205,7 @@ func TestBackupAsyncOperations(t *testing.T) {
 		if op := itemOperations(t, s, "slowops")["vms-slow/slowops-vm1"]; op.Status.Phase != "Failed" || !strings.Contains(op.Status.Error, "timed out after 1s") {
 			t.Errorf("timed-out operation: %+v", op.Status)
 		}
-		if !vmBackupGone(t, s, "vms-slow", "slowops-vm1") {
-			t.Error("the timed-out VirtualMachineBackup was not cancelled (deleted)")
-		}
+		vmBackupAborted(t, s, "vms-slow", "slowops-vm1")
 	})
 
 	t.Run("cancel-while-waiting", func(t *testing.T) {
@@ -210,9 +219,7 @@ func TestBackupAsyncOperations(t *testing.T) {
 		if b.Status.Phase != velerov1.BackupPhaseFailed || b.Status.FailureReason != "Backup cancelled by user" {
 			t.Errorf("backup cancelled while waiting: %s %q", b.Status.Phase, b.Status.FailureReason)
 		}
-		if !vmBackupGone(t, s, "vms-cancel", "cancelme-vm1") {
-			t.Error("the cancelled backup's VirtualMachineBackup was not cancelled (deleted)")
-		}
+		vmBackupAborted(t, s, "vms-cancel", "cancelme-vm1")
 		entries, err := os.ReadDir(filepath.Join(s.DataDir, "backups", "backups", "cancelme"))
 		if err != nil {
 			t.Fatal(err)
@@ -238,9 +245,7 @@ func TestBackupAsyncOperations(t *testing.T) {
 		if b.Status.Phase != velerov1.BackupPhaseFailed || !strings.Contains(b.Status.FailureReason, "the server stopped") {
 			t.Errorf("backup interrupted while waiting: %s %q", b.Status.Phase, b.Status.FailureReason)
 		}
-		if !vmBackupGone(t, s, "vms-restart", "interrupted-vm1") {
-			t.Error("the interrupted backup's VirtualMachineBackup was left running")
-		}
+		vmBackupAborted(t, s, "vms-restart", "interrupted-vm1")
 		if _, err := os.Stat(backupFile(s, "interrupted", ".tar.gz")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("tarball of the interrupted backup: %v, want it removed", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -356,4 +357,70 @@ func runCommand(name string, args ...string) (string, error) {
 		return stdout.String(), fmt.Errorf("%v: %s", err, stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// TestVMBackupCancel: cancelling a running VM backup (its QEMU job
+// throttled so that it runs long) aborts the libvirt job: Failed with
+// reason Aborted, no output, no new checkpoint, the tracker unchanged; the
+// VM is free for the next backup, and cancelling a finished backup is 409.
+func TestVMBackupCancel(t *testing.T) {
+	root := virttest.Dir(t)
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
+	ctx := context.Background()
+	const vmNS = "vmc"
+	dom := virttest.NewDomain(t, vmNS+"_vm2", "1G")
+	dom.Write(t, 0x11, "0", "256M")
+	conn, err := virt.Open(virttest.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	group := "kubevirt.io"
+	if _, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(vmNS).Create(ctx, &kv.VirtualMachineBackupTracker{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm2-tracker", Namespace: vmNS},
+		Spec:       kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "vm2"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	volume := filepath.Join(root, vmNS, "pvc")
+	if err := os.MkdirAll(volume, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, vmNS), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cancel := func(name string) error {
+		return s.Clientset.BackupV1alpha1().RESTClient().Post().Namespace(vmNS).Resource("virtualmachinebackups").Name(name).SubResource("cancel").Do(ctx).Error()
+	}
+
+	createVMBackup(t, s, vmNS, "slow", "vm2-tracker", true, "pvc", false)
+	dom.ThrottleBackupJob(t, 1<<20)
+	if err := cancel("slow"); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if err := cancel("slow"); err != nil && !apierrors.IsConflict(err) {
+		t.Errorf("a second cancel: %v", err)
+	}
+	slow := waitVMBackup(t, s, vmNS, "slow", "finished", vmbFinished)
+	if c := vmbCondition(slow, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != vmbackup.ReasonAborted {
+		t.Fatalf("cancelled backup: %+v", slow.Status)
+	}
+	if _, err := os.Stat(filepath.Join(volume, "slow")); !os.IsNotExist(err) {
+		t.Errorf("the cancelled backup left output: %v", err)
+	}
+	if cps, err := conn.Checkpoints(dom.Name); err != nil || len(cps) != 0 {
+		t.Errorf("checkpoints after the cancelled backup: %v %v", cps, err)
+	}
+	if tr, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(vmNS).Get(ctx, "vm2-tracker", metav1.GetOptions{}); err != nil ||
+		(tr.Status != nil && tr.Status.LatestCheckpoint != nil) {
+		t.Errorf("tracker after the cancelled backup: %+v %v", tr.Status, err)
+	}
+
+	createVMBackup(t, s, vmNS, "next", "vm2-tracker", true, "pvc", false)
+	if next := waitVMBackup(t, s, vmNS, "next", "finished", vmbFinished); !meta.IsStatusConditionTrue(next.Status.Conditions, string(kv.ConditionComplete)) {
+		t.Fatalf("backup after the cancelled one: %+v", next.Status)
+	}
+	if err := cancel("next"); !apierrors.IsConflict(err) {
+		t.Errorf("cancelling a finished backup: %v, want 409", err)
+	}
 }

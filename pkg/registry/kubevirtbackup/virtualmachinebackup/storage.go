@@ -8,10 +8,19 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// NewREST returns the storage of VirtualMachineBackups and their status.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error) {
+// Storage is the REST storage of VirtualMachineBackups and their
+// subresources.
+type Storage struct {
+	Backup *resource.REST
+	Status *resource.StatusREST
+	Cancel *CancelREST
+}
+
+// NewREST returns the storage of VirtualMachineBackups and of their status
+// and cancel subresources.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*Storage, error) {
 	strategy := NewStrategy(scheme)
-	return resource.NewStore(optsGetter, resource.Definition{
+	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       kubevirtbackup.Resource("virtualmachinebackups"),
 		Singular:       kubevirtbackup.Resource("virtualmachinebackup"),
 		NewFunc:        func() runtime.Object { return &kubevirtbackup.VirtualMachineBackup{} },
@@ -22,4 +31,8 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*res
 		ShortNames:     []string{"vmbackup", "vmbackups"},
 		Categories:     []string{"kubevirt"},
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &Storage{Backup: main, Status: status, Cancel: &CancelREST{store: main.Store}}, nil
 }
