@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test unit vet fmt-check verify-codegen codegen bench bench-backup run setup
+.PHONY: all build tools test unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm run setup
 
 all: build
 
@@ -64,3 +64,7 @@ bench:
 # Backup items/s and memory, 10k and 100k objects, beside a bare paged list (docs/benchmarks.md).
 bench-backup:
 	bash hack/bench-backup.sh
+
+# VM disk backups: push backup throughput beside qemu-img convert, incremental size (docs/benchmarks.md).
+bench-vm:
+	bash hack/bench-vm.sh

@@ -110,6 +110,21 @@ func (d *Domain) Start(t testing.TB) {
 	d.dom = dom
 }
 
+// UseDisk makes the (stopped) domain use another qcow2 image as its disk.
+func (d *Domain) UseDisk(t testing.TB, disk string) {
+	t.Helper()
+	d.Disk = disk
+	d.xml = domainXML(d.Name, disk)
+	if err := d.dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA); err != nil {
+		t.Fatalf("undefining domain %s: %v", d.Name, err)
+	}
+	dom, err := d.conn.DomainDefineXML(d.xml)
+	if err != nil {
+		t.Fatalf("redefining domain %s with disk %s: %v", d.Name, disk, err)
+	}
+	d.dom = dom
+}
+
 // Stop destroys the domain (QEMU exits; the disk keeps its bitmaps).
 func (d *Domain) Stop(t testing.TB) {
 	t.Helper()
