@@ -124,6 +124,10 @@ type BackupResult struct {
 // ErrAborted: the backup was aborted (its context ended).
 var ErrAborted = errors.New("backup aborted")
 
+// ErrDomainStopped: the domain stopped (shut down, destroyed, crashed)
+// while its backup ran.
+var ErrDomainStopped = errors.New("the domain stopped during the backup")
+
 // jobPoll is how often job statistics are read while a backup runs.
 const jobPoll = 250 * time.Millisecond
 
@@ -168,7 +172,7 @@ func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(
 		targets[disk.Name] = target
 	}
 
-	events, done, err := c.waiter(req.Domain)
+	w, done, err := c.waiter(req.Domain)
 	if err != nil {
 		cleanup()
 		return BackupResult{}, err
@@ -197,13 +201,13 @@ func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(
 		return BackupResult{}, fmt.Errorf("domain %s: starting the backup: %w", req.Domain, beginErr)
 	}
 
-	info, err := c.waitJob(ctx, d, events, progress)
+	info, err := c.waitJob(ctx, d, w, progress)
 	if err != nil {
 		cleanup()
 		return BackupResult{}, err
 	}
 	for _, t := range targets {
-		if err := waitUnlocked(ctx, t); err != nil {
+		if err := WaitReleased(ctx, t); err != nil {
 			cleanup()
 			return BackupResult{}, err
 		}
@@ -286,28 +290,40 @@ func xmlText(s string) string {
 }
 
 // waitJob waits for the backup job of d to end: the job-completed event,
-// or job statistics saying it is no longer running (an event missed). It
-// reports progress meanwhile and aborts the job when ctx ends.
-func (c *Conn) waitJob(ctx context.Context, d *libvirt.Domain, events <-chan libvirt.DomainJobInfo, progress func(Progress)) (libvirt.DomainJobInfo, error) {
+// the domain stopping (lifecycle event), or job statistics saying it is no
+// longer running (an event missed). It reports progress meanwhile and
+// aborts the job when ctx ends.
+func (c *Conn) waitJob(ctx context.Context, d *libvirt.Domain, w *jobWaiter, progress func(Progress)) (libvirt.DomainJobInfo, error) {
 	t := time.NewTicker(jobPoll)
 	defer t.Stop()
 	for {
 		select {
-		case info := <-events:
-			return jobOutcome(info)
+		case info := <-w.completed:
+			info, err := jobOutcome(info)
+			if err != nil && stoppedSoon(d, w) {
+				// The job failed because the domain went away.
+				return info, ErrDomainStopped
+			}
+			return info, err
+		case <-w.stopped:
+			return libvirt.DomainJobInfo{}, ErrDomainStopped
 		case <-ctx.Done():
 			if err := d.AbortJob(); err != nil && !isError(err, libvirt.ERR_OPERATION_INVALID) {
 				return libvirt.DomainJobInfo{}, fmt.Errorf("aborting the backup: %w", err)
 			}
 			// The abort is reported as a (failed) job-completed event.
 			select {
-			case <-events:
+			case <-w.completed:
+			case <-w.stopped:
 			case <-time.After(30 * time.Second):
 			}
 			return libvirt.DomainJobInfo{}, ErrAborted
 		case <-t.C:
 			st, err := d.GetJobStats(0)
 			if err != nil {
+				if active, aerr := d.IsActive(); aerr == nil && !active {
+					return libvirt.DomainJobInfo{}, ErrDomainStopped
+				}
 				continue
 			}
 			if st.Type == libvirt.DOMAIN_JOB_NONE {
@@ -317,14 +333,18 @@ func (c *Conn) waitJob(ctx context.Context, d *libvirt.Domain, events <-chan lib
 					return libvirt.DomainJobInfo{}, fmt.Errorf("reading the result of the backup job: %w", err)
 				}
 				select {
-				case info := <-events:
+				case info := <-w.completed:
 					return jobOutcome(info)
 				default:
 				}
 				if done.Type == libvirt.DOMAIN_JOB_NONE {
 					continue // not started yet
 				}
-				return jobOutcome(*done)
+				info, err := jobOutcome(*done)
+				if err != nil && stoppedSoon(d, w) {
+					return info, ErrDomainStopped
+				}
+				return info, err
 			}
 			if progress != nil {
 				total, processed := st.DataTotal, st.DataProcessed
@@ -335,6 +355,18 @@ func (c *Conn) waitJob(ctx context.Context, d *libvirt.Domain, events <-chan lib
 			}
 		}
 	}
+}
+
+// stoppedSoon reports whether the domain stops around a failed job: its
+// lifecycle event may come a little after the job's.
+func stoppedSoon(d *libvirt.Domain, w *jobWaiter) bool {
+	select {
+	case <-w.stopped:
+		return true
+	case <-time.After(500 * time.Millisecond):
+	}
+	active, err := d.IsActive()
+	return err == nil && !active
 }
 
 // jobOutcome turns a finished job's information into an error when it
@@ -352,10 +384,10 @@ func jobOutcome(info libvirt.DomainJobInfo) (libvirt.DomainJobInfo, error) {
 	return info, errors.New(msg)
 }
 
-// waitUnlocked waits until QEMU has closed a backup target: the
-// job-completed event comes before libvirt removes the target's block
+// WaitReleased waits until QEMU has closed an image (a backup target):
+// the job-completed event comes before libvirt removes the target's block
 // node, and QEMU holds OFD locks on bytes 100-299 of images it has open.
-func waitUnlocked(ctx context.Context, path string) error {
+func WaitReleased(ctx context.Context, path string) error {
 	const fOFDGetLk = 36 // F_OFD_GETLK
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -384,8 +416,9 @@ func waitUnlocked(ctx context.Context, path string) error {
 }
 
 // AbortJob aborts a domain's running job (a backup a previous process
-// started); a domain without a job is not an error.
-func (c *Conn) AbortJob(domain string) error {
+// started) and waits until the domain has none; a domain without a job is
+// not an error.
+func (c *Conn) AbortJob(ctx context.Context, domain string) error {
 	d, err := c.domain(domain)
 	if err != nil {
 		return err
@@ -394,5 +427,19 @@ func (c *Conn) AbortJob(domain string) error {
 	if err := d.AbortJob(); err != nil && !isError(err, libvirt.ERR_OPERATION_INVALID) {
 		return fmt.Errorf("domain %s: aborting its job: %w", domain, err)
 	}
-	return nil
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := d.GetJobStats(0)
+		if err != nil || st.Type == libvirt.DOMAIN_JOB_NONE {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("domain %s: its job still runs a minute after it was aborted", domain)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

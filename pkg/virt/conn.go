@@ -66,9 +66,19 @@ type Conn struct {
 	uri  string
 
 	mu sync.Mutex
-	// waiters receive the job-completed events of a domain (by name).
-	waiters map[string]chan libvirt.DomainJobInfo
-	cbID    int
+	// waiters receive the job-completed and stop events of a domain (by
+	// name) while a backup of it runs.
+	waiters map[string]*jobWaiter
+	cbIDs   []int
+}
+
+// jobWaiter receives what ends a backup job.
+type jobWaiter struct {
+	completed chan libvirt.DomainJobInfo
+	// stopped is closed when the domain stops (shut down, destroyed,
+	// crashed).
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 // Open connects to uri (e.g. qemu:///system).
@@ -80,18 +90,20 @@ func Open(uri string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to %s: %v", ErrUnavailable, uri, err)
 	}
-	c := &Conn{conn: conn, uri: uri, waiters: map[string]chan libvirt.DomainJobInfo{}}
-	id, err := conn.DomainEventJobCompletedRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventJobCompleted) {
+	c := &Conn{conn: conn, uri: uri, waiters: map[string]*jobWaiter{}}
+	waiterOf := func(d *libvirt.Domain) *jobWaiter {
 		name, err := d.GetName()
 		if err != nil {
-			return
+			return nil
 		}
 		c.mu.Lock()
-		ch := c.waiters[name]
-		c.mu.Unlock()
-		if ch != nil {
+		defer c.mu.Unlock()
+		return c.waiters[name]
+	}
+	id, err := conn.DomainEventJobCompletedRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventJobCompleted) {
+		if w := waiterOf(d); w != nil {
 			select {
-			case ch <- ev.Info:
+			case w.completed <- ev.Info:
 			default:
 			}
 		}
@@ -100,13 +112,28 @@ func Open(uri string) (*Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("registering for job-completed events on %s: %w", uri, err)
 	}
-	c.cbID = id
+	c.cbIDs = append(c.cbIDs, id)
+	id, err = conn.DomainEventLifecycleRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
+		if ev.Event != libvirt.DOMAIN_EVENT_STOPPED && ev.Event != libvirt.DOMAIN_EVENT_CRASHED {
+			return
+		}
+		if w := waiterOf(d); w != nil {
+			w.stopOnce.Do(func() { close(w.stopped) })
+		}
+	})
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("registering for lifecycle events on %s: %w", uri, err)
+	}
+	c.cbIDs = append(c.cbIDs, id)
 	return c, nil
 }
 
 // Close closes the connection.
 func (c *Conn) Close() error {
-	_ = c.conn.DomainEventDeregister(c.cbID)
+	for _, id := range c.cbIDs {
+		_ = c.conn.DomainEventDeregister(id)
+	}
 	_, err := c.conn.Close()
 	return err
 }
@@ -135,17 +162,17 @@ func (c *Conn) domain(name string) (*libvirt.Domain, error) {
 	return d, nil
 }
 
-// waiter registers for the job-completed event of a domain; one backup
-// per domain runs at a time.
-func (c *Conn) waiter(domain string) (chan libvirt.DomainJobInfo, func(), error) {
+// waiter registers for the events that end a backup job of a domain; one
+// backup per domain runs at a time.
+func (c *Conn) waiter(domain string) (*jobWaiter, func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, busy := c.waiters[domain]; busy {
 		return nil, nil, fmt.Errorf("domain %s already has a backup running", domain)
 	}
-	ch := make(chan libvirt.DomainJobInfo, 1)
-	c.waiters[domain] = ch
-	return ch, func() {
+	w := &jobWaiter{completed: make(chan libvirt.DomainJobInfo, 1), stopped: make(chan struct{})}
+	c.waiters[domain] = w
+	return w, func() {
 		c.mu.Lock()
 		delete(c.waiters, domain)
 		c.mu.Unlock()

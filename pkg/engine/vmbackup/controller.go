@@ -185,10 +185,20 @@ func (c *Controller) recoverInterrupted(ctx context.Context, b *kv.VirtualMachin
 	if src, err := c.resolve(b); err == nil {
 		if conn, err := c.cfg.Virt(); err == nil {
 			domain := b.Namespace + "_" + src.vm
-			if err := conn.AbortJob(domain); err != nil {
+			if err := conn.AbortJob(ctx, domain); err != nil {
 				msg += "; aborting its libvirt job: " + err.Error()
 			}
-			_ = conn.DeleteCheckpoint(domain, checkpointName(b))
+			if err := conn.DeleteCheckpoint(domain, checkpointName(b)); err != nil {
+				msg += "; deleting its checkpoint: " + err.Error()
+			}
+			if b.Spec.PvcName != nil {
+				// QEMU closes the targets a little after the job ends.
+				out := filepath.Join(c.cfg.VolumeRoot, b.Namespace, *b.Spec.PvcName, b.Name)
+				entries, _ := os.ReadDir(out)
+				for _, e := range entries {
+					_ = virt.WaitReleased(ctx, filepath.Join(out, e.Name()))
+				}
+			}
 		}
 	}
 	if b.Spec.PvcName != nil {
@@ -405,6 +415,10 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 			}
 			logger.Info("Backup aborted (cancelled or deleted)")
 			c.fail(ctx, b, ReasonAborted, "the backup was aborted; its partial output and checkpoint were removed")
+			return
+		}
+		if errors.Is(err, virt.ErrDomainStopped) {
+			c.fail(ctx, b, kv.ReasonSourceLost, fmt.Sprintf("VirtualMachine %s (domain %s) stopped during the backup; its partial output and checkpoint were removed", src.vm, domain))
 			return
 		}
 		c.fail(ctx, b, kv.ReasonFailed, err.Error())

@@ -363,6 +363,8 @@ func runCommand(name string, args ...string) (string, error) {
 // throttled so that it runs long) aborts the libvirt job: Failed with
 // reason Aborted, no output, no new checkpoint, the tracker unchanged; the
 // VM is free for the next backup, and cancelling a finished backup is 409.
+// A VM stopping during a backup, and the server killed during one, end it
+// Failed with the reason, leaving nothing behind.
 func TestVMBackupCancel(t *testing.T) {
 	root := virttest.Dir(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
@@ -422,5 +424,51 @@ func TestVMBackupCancel(t *testing.T) {
 	}
 	if err := cancel("next"); !apierrors.IsConflict(err) {
 		t.Errorf("cancelling a finished backup: %v, want 409", err)
+	}
+	tracked, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(vmNS).Get(ctx, "vm2-tracker", metav1.GetOptions{})
+	if err != nil || tracked.Status == nil || tracked.Status.LatestCheckpoint == nil {
+		t.Fatalf("tracker after a backup: %+v %v", tracked, err)
+	}
+	noOutputNorCheckpoint := func(name string) {
+		t.Helper()
+		if entries, err := os.ReadDir(filepath.Join(volume, name)); !os.IsNotExist(err) {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Errorf("backup %s left output: %v %v", name, names, err)
+		}
+		if cps, err := conn.Checkpoints(dom.Name); err != nil || strings.Join(cps, ",") != tracked.Status.LatestCheckpoint.Name {
+			t.Errorf("checkpoints after backup %s: %v %v, want only the tracker's", name, cps, err)
+		}
+	}
+
+	// The VM stops during a backup: Failed, reason SourceLost, never stuck.
+	// (Full backups of 512 MiB of data: long enough to be throttled.)
+	dom.Write(t, 0x22, "256M", "256M")
+	createVMBackup(t, s, vmNS, "lost", "vm2-tracker", true, "pvc", true)
+	dom.ThrottleBackupJob(t, 1<<20)
+	dom.Stop(t)
+	lost := waitVMBackup(t, s, vmNS, "lost", "finished", vmbFinished)
+	if c := vmbCondition(lost, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != kv.ReasonSourceLost {
+		t.Errorf("backup whose VM stopped: %+v", lost.Status)
+	}
+	noOutputNorCheckpoint("lost")
+	dom.Start(t)
+
+	// The server is killed during a backup: at the next start the libvirt
+	// job is aborted and the backup Failed, reason ServerRestarted; the VM
+	// is free for the next backup.
+	createVMBackup(t, s, vmNS, "interrupted", "vm2-tracker", true, "pvc", true)
+	dom.ThrottleBackupJob(t, 1<<20)
+	s.Restart(true)
+	interrupted := waitVMBackup(t, s, vmNS, "interrupted", "finished", vmbFinished)
+	if c := vmbCondition(interrupted, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != vmbackup.ReasonServerRestarted {
+		t.Errorf("backup interrupted by a restart: %+v", interrupted.Status)
+	}
+	noOutputNorCheckpoint("interrupted")
+	createVMBackup(t, s, vmNS, "after-restart", "vm2-tracker", true, "pvc", false)
+	if after := waitVMBackup(t, s, vmNS, "after-restart", "finished", vmbFinished); !meta.IsStatusConditionTrue(after.Status.Conditions, string(kv.ConditionComplete)) {
+		t.Errorf("backup after the restart: %+v", after.Status)
 	}
 }
