@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -441,6 +442,24 @@ func TestVMBackupCancel(t *testing.T) {
 		if cps, err := conn.Checkpoints(dom.Name); err != nil || strings.Join(cps, ",") != tracked.Status.LatestCheckpoint.Name {
 			t.Errorf("checkpoints after backup %s: %v %v, want only the tracker's", name, cps, err)
 		}
+	}
+
+	// A volume too small for the backup: Failed with both numbers, before
+	// anything is copied (a 1 MiB tmpfs).
+	small := filepath.Join(root, vmNS, "small")
+	if err := os.MkdirAll(small, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	virttest.Run(t, "mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", small)
+	t.Cleanup(func() { _ = exec.Command("umount", small).Run() })
+	createVMBackup(t, s, vmNS, "too-big", "vm2-tracker", true, "small", true)
+	tooBig := waitVMBackup(t, s, vmNS, "too-big", "finished", vmbFinished)
+	if c := vmbCondition(tooBig, kv.ConditionFailed); c == nil || c.Reason != vmbackup.ReasonInsufficientSpace ||
+		!regexp.MustCompile(`needs \d{9,} bytes but .*small has \d{6,7} bytes free`).MatchString(c.Message) {
+		t.Errorf("backup into a volume too small: %+v", tooBig.Status)
+	}
+	if entries, _ := os.ReadDir(small); len(entries) != 0 {
+		t.Errorf("the refused backup wrote into the volume: %d entries", len(entries))
 	}
 
 	// The VM stops during a backup: Failed, reason SourceLost, never stuck.
