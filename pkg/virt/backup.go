@@ -360,13 +360,19 @@ func (c *Conn) waitJob(ctx context.Context, d *libvirt.Domain, w *jobWaiter, pro
 // stoppedSoon reports whether the domain stops around a failed job: its
 // lifecycle event may come a little after the job's.
 func stoppedSoon(d *libvirt.Domain, w *jobWaiter) bool {
-	select {
-	case <-w.stopped:
-		return true
-	case <-time.After(500 * time.Millisecond):
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case <-w.stopped:
+			return true
+		case <-deadline:
+			return false
+		case <-time.After(100 * time.Millisecond):
+			if active, err := d.IsActive(); err == nil && !active {
+				return true
+			}
+		}
 	}
-	active, err := d.IsActive()
-	return err == nil && !active
 }
 
 // jobOutcome turns a finished job's information into an error when it

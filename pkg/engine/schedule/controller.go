@@ -152,9 +152,30 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		c.AddAfter(key, next.Sub(now)+time.Second)
 		return nil
 	}
-	mine, err := c.backups.Backups(s.Namespace).List(labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: s.Name}))
+	// The informer's copy may not show the last run yet: decide on the
+	// schedule as stored.
+	if s, err = c.cfg.Client.VeleroV1().Schedules(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if s.Spec.Paused {
+		return nil
+	}
+	if due, next = NextRunTime(s, sched, now); !due {
+		c.AddAfter(key, next.Sub(now)+time.Second)
+		return nil
+	}
+	// Its backups as stored, too: a run is rare, a stale view costly.
+	list, err := c.cfg.Client.VeleroV1().Backups(s.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: s.Name}).String()})
 	if err != nil {
 		return err
+	}
+	mine := make([]*velerov1.Backup, 0, len(list.Items))
+	for i := range list.Items {
+		mine = append(mine, &list.Items[i])
 	}
 	for _, b := range mine {
 		if !b.CreationTimestamp.Time.Before(next) {
@@ -179,6 +200,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		Do(ctx).Into(&created)
 	if apierrors.IsConflict(err) {
 		// A backup appeared meanwhile (a trigger): the next pass decides.
+		c.AddAfter(key, time.Second)
+		return nil
+	}
+	if apierrors.IsAlreadyExists(err) {
+		// A backup of this name (this second) exists already: try again
+		// with the next second's name.
 		c.AddAfter(key, time.Second)
 		return nil
 	}

@@ -279,6 +279,17 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if isRunning {
 		return nil
 	}
+	// The informer's copy may not show that the backup ended (failed at
+	// this start, say): decide on the backup as stored.
+	if b, err = c.cfg.Client.BackupV1alpha1().VirtualMachineBackups(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if finished(b) || b.DeletionTimestamp != nil {
+		return nil
+	}
 	src, err := c.resolve(b)
 	if err != nil {
 		c.fail(ctx, b, ReasonSourceNotFound, err.Error())
