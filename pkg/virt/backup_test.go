@@ -212,3 +212,62 @@ func TestAbortedBackupLeavesNothing(t *testing.T) {
 		t.Fatalf("backup after an aborted one: %v", err)
 	}
 }
+
+// bitmapsOf lists the dirty bitmaps stored in a qcow2 image.
+func bitmapsOf(t *testing.T, image string) []string {
+	t.Helper()
+	var info struct {
+		FormatSpecific struct {
+			Data struct {
+				Bitmaps []struct {
+					Name string `json:"name"`
+				} `json:"bitmaps"`
+			} `json:"data"`
+		} `json:"format-specific"`
+	}
+	if err := json.Unmarshal([]byte(virttest.Run(t, "qemu-img", "info", "-U", "--output=json", image)), &info); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, b := range info.FormatSpecific.Data.Bitmaps {
+		out = append(out, b.Name)
+	}
+	return out
+}
+
+// TestStaleBitmapsRemoved: a checkpoint whose bitmap was stored in the
+// image and was in use when QEMU was killed fails verification
+// (ErrCheckpointInconsistent); removing it as stale takes its bitmap out
+// of the image.
+func TestStaleBitmapsRemoved(t *testing.T) {
+	c := open(t)
+	dom := virttest.NewDomain(t, "backstop-virt-stale", "64M")
+	dom.Write(t, 0x11, "0", "1M")
+	if _, err := c.PushBackup(context.Background(), virt.BackupRequest{Domain: dom.Name, TargetDir: mkdir(t, dom.Dir, "full"), Checkpoint: "cp1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := c.CheckpointXML(dom.Name, "cp1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom.Stop(t) // QEMU stores the bitmap in the image
+	if got := bitmapsOf(t, dom.Disk); !slices.Equal(got, []string{"cp1"}) {
+		t.Fatalf("bitmaps after a clean stop: %v", got)
+	}
+	dom.Start(t) // ... and marks it in use
+	dom.KillQEMU(t)
+	dom.Start(t)
+	if err := c.VerifyCheckpoint(dom.Name, "cp1", saved); !errors.Is(err, virt.ErrCheckpointInconsistent) {
+		t.Fatalf("verifying a checkpoint whose QEMU was killed: %v, want ErrCheckpointInconsistent", err)
+	}
+	if err := c.RemoveStaleCheckpoint(dom.Name, "cp1", saved); err != nil {
+		t.Fatalf("removing the stale checkpoint: %v", err)
+	}
+	dom.Stop(t)
+	if got := bitmapsOf(t, dom.Disk); len(got) != 0 {
+		t.Errorf("bitmaps left in the image: %v", got)
+	}
+	if cps, err := c.Checkpoints(dom.Name); err != nil || len(cps) != 0 {
+		t.Errorf("checkpoints left: %v %v", cps, err)
+	}
+}

@@ -175,3 +175,41 @@ func (c *Conn) VerifyCheckpoint(domain, name, savedXML string) error {
 	}
 	return c.RedefineCheckpoint(domain, savedXML)
 }
+
+// RemoveStaleCheckpoint removes the bitmaps a checkpoint left in the
+// domain's disks when they cannot be used any more (inconsistent after
+// QEMU stopped abnormally), so they do not pile up in the images: the
+// checkpoint is redefined without validation from savedXML and deleted,
+// which has QEMU remove its bitmaps.
+func (c *Conn) RemoveStaleCheckpoint(domain, name, savedXML string) error {
+	d, err := c.domain(domain)
+	if err != nil {
+		return err
+	}
+	defer d.Free()
+	if cp, err := d.CheckpointLookupByName(name, 0); err == nil {
+		cp.Free()
+	} else {
+		if savedXML == "" {
+			return fmt.Errorf("domain %s: checkpoint %s: no XML to redefine it from", domain, name)
+		}
+		cp, err := d.CreateCheckpointXML(parentElement.ReplaceAllString(savedXML, ""), libvirt.DOMAIN_CHECKPOINT_CREATE_REDEFINE)
+		if err != nil {
+			return fmt.Errorf("domain %s: redefining stale checkpoint %s to remove it: %w", domain, name, err)
+		}
+		cp.Free()
+	}
+	cp, err := d.CheckpointLookupByName(name, 0)
+	if err != nil {
+		return fmt.Errorf("domain %s: checkpoint %s: %w", domain, name, err)
+	}
+	defer cp.Free()
+	if err := cp.Delete(0); err != nil {
+		// A bitmap QEMU never stored (it was killed before) cannot be
+		// removed: there is nothing stale, the metadata goes.
+		if merr := cp.Delete(libvirt.DOMAIN_CHECKPOINT_DELETE_METADATA_ONLY); merr != nil {
+			return fmt.Errorf("domain %s: removing stale checkpoint %s: %w", domain, name, err)
+		}
+	}
+	return nil
+}

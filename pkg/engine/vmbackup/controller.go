@@ -520,7 +520,11 @@ func (c *Controller) prepareIncremental(conn *virt.Conn, domain string, cp *kv.B
 	// validation: its bitmaps must be consistent.
 	if err := conn.VerifyCheckpoint(domain, cp.Name, cp.CheckpointXML); err != nil {
 		if errors.Is(err, virt.ErrCheckpointInconsistent) {
-			return fmt.Sprintf("checkpoint %s is inconsistent (the VM's QEMU stopped abnormally?): %v", cp.Name, err)
+			msg := fmt.Sprintf("checkpoint %s is inconsistent (the VM's QEMU stopped abnormally?): %v", cp.Name, err)
+			if rerr := conn.RemoveStaleCheckpoint(domain, cp.Name, cp.CheckpointXML); rerr != nil {
+				return msg + "; removing its stale bitmaps: " + rerr.Error()
+			}
+			return msg + "; its stale bitmaps, if any, were removed"
 		}
 		return fmt.Sprintf("checkpoint %s: %v", cp.Name, err)
 	}

@@ -250,6 +250,9 @@ func TestVMBackups(t *testing.T) {
 		c.Reason != kv.ReasonCompletedWithWarning || !strings.Contains(c.Message, "inconsistent") {
 		t.Fatalf("backup after QEMU was killed: %+v", b5.Status)
 	}
+	if c := vmbCondition(b5, kv.ConditionComplete); !strings.Contains(c.Message, "stale bitmaps, if any, were removed") {
+		t.Errorf("fallback message: %s", c.Message)
+	}
 	dom.Write(t, 0x98, "12M", "64k")
 	createVMBackup(t, s, vmNS, "b6", "vm1-tracker", true, "pvc1", false)
 	b6 := waitVMBackup(t, s, vmNS, "b6", "finished", vmbFinished)
