@@ -357,10 +357,12 @@ func (c *Conn) waitJob(ctx context.Context, d *libvirt.Domain, w *jobWaiter, pro
 	}
 }
 
-// stoppedSoon reports whether the domain stops around a failed job: its
-// lifecycle event may come a little after the job's.
+// stoppedSoon reports whether the domain stops around a failed job: the
+// job fails as soon as QEMU starts to go, and libvirt reports the domain
+// stopped only once QEMU has exited, seconds later when a block job has
+// to be torn down (about 2 s here, more under load).
 func stoppedSoon(d *libvirt.Domain, w *jobWaiter) bool {
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case <-w.stopped:
