@@ -25,26 +25,6 @@ func open(t *testing.T) *virt.Conn {
 	return c
 }
 
-// dataRanges lists the ranges an image itself holds data for (not its
-// backing chain), as "start+length".
-func dataRanges(t *testing.T, image string) []string {
-	t.Helper()
-	var extents []struct {
-		Start, Length, Depth int64
-		Data                 bool
-	}
-	if err := json.Unmarshal([]byte(virttest.Run(t, "qemu-img", "map", "-U", "--output=json", image)), &extents); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range extents {
-		if e.Depth == 0 && e.Data {
-			out = append(out, fmt.Sprintf("%d+%d", e.Start, e.Length))
-		}
-	}
-	return out
-}
-
 func backingOf(t *testing.T, image string) string {
 	t.Helper()
 	var info struct {
@@ -85,7 +65,7 @@ func TestPushBackupChain(t *testing.T) {
 		t.Errorf("quiesce without a guest agent: quiesced %v, error %v", full.Quiesced, full.QuiesceError)
 	}
 	prev := full.Targets["vda"]
-	if got := dataRanges(t, prev); len(got) == 0 {
+	if got := virttest.DataRanges(t, prev); len(got) == 0 {
 		t.Fatal("the full backup holds no data")
 	}
 
@@ -114,7 +94,7 @@ func TestPushBackupChain(t *testing.T) {
 			t.Fatalf("incremental %d: %v", i+1, err)
 		}
 		target := res.Targets["vda"]
-		if got := dataRanges(t, target); !slices.Equal(got, c2.want) {
+		if got := virttest.DataRanges(t, target); !slices.Equal(got, c2.want) {
 			t.Errorf("incremental %d holds %v, want exactly the writes %v", i+1, got, c2.want)
 		}
 		if res.Bytes != c2.bytes {
@@ -181,7 +161,7 @@ func TestCheckpointRedefinition(t *testing.T) {
 	if err != nil {
 		t.Fatalf("incremental after redefinition: %v", err)
 	}
-	if got := dataRanges(t, inc.Targets["vda"]); !slices.Equal(got, []string{"8388608+65536"}) {
+	if got := virttest.DataRanges(t, inc.Targets["vda"]); !slices.Equal(got, []string{"8388608+65536"}) {
 		t.Errorf("incremental after redefinition holds %v", got)
 	}
 	dom.Suspend(t)

@@ -13,11 +13,8 @@ package vmrestore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,7 +63,7 @@ func Restore(ctx context.Context, dirs []string, disk, output string) (Result, e
 			return Result{}, fmt.Errorf("%s has no disk %q", dir, disk)
 		}
 		file := filepath.Join(dir, entry.File)
-		sum, err := fileSHA256(file)
+		sum, err := vmbackup.FileSHA256(file)
 		if err != nil {
 			return Result{}, err
 		}
@@ -92,7 +89,7 @@ func Restore(ctx context.Context, dirs []string, disk, output string) (Result, e
 		_ = os.Remove(output)
 		return Result{}, fmt.Errorf("the restored image differs from the chain: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	sum, err := fileSHA256(output)
+	sum, err := vmbackup.FileSHA256(output)
 	if err != nil {
 		return Result{}, err
 	}
@@ -133,17 +130,4 @@ func chainSpec(files []string) (string, error) {
 		return "", err
 	}
 	return "json:" + string(data), nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("reading %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

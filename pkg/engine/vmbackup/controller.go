@@ -443,7 +443,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 	var volumes []kv.BackupVolumeInfo
 	for _, d := range disks {
 		file := res.Targets[d.Name]
-		sum, err := fileSHA256(file)
+		sum, err := FileSHA256(file)
 		if err != nil {
 			c.failCleanup(ctx, b, conn, domain, checkpoint, out, err.Error())
 			return
@@ -637,7 +637,8 @@ func freeBytes(dir string) (uint64, error) {
 	return st.Bavail * uint64(st.Bsize), nil
 }
 
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex sha256 of a file, as manifests record it.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err

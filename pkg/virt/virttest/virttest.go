@@ -242,3 +242,23 @@ func (d *Domain) ThrottleBackupJob(t testing.TB, bytesPerSecond int64) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// DataRanges lists the ranges an image holds data for itself (not its
+// backing chain), as "start+length" (qemu-img map).
+func DataRanges(t testing.TB, image string) []string {
+	t.Helper()
+	var extents []struct {
+		Start, Length, Depth int64
+		Data                 bool
+	}
+	if err := json.Unmarshal([]byte(Run(t, "qemu-img", "map", "-U", "--output=json", image)), &extents); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range extents {
+		if e.Depth == 0 && e.Data {
+			out = append(out, fmt.Sprintf("%d+%d", e.Start, e.Length))
+		}
+	}
+	return out
+}

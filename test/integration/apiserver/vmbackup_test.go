@@ -88,25 +88,6 @@ func conditionsOf(b *kv.VirtualMachineBackup) []metav1.Condition {
 	return b.Status.Conditions
 }
 
-// imageRanges lists the ranges an image holds data for itself.
-func imageRanges(t *testing.T, image string) []string {
-	t.Helper()
-	var extents []struct {
-		Start, Length, Depth int64
-		Data                 bool
-	}
-	if err := json.Unmarshal([]byte(virttest.Run(t, "qemu-img", "map", "-U", "--output=json", image)), &extents); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range extents {
-		if e.Depth == 0 && e.Data {
-			out = append(out, fmt.Sprintf("%d+%d", e.Start, e.Length))
-		}
-	}
-	return out
-}
-
 // checkManifest reads a backup's manifest and checks its digests.
 func checkManifest(t *testing.T, dir string) vmbackup.Manifest {
 	t.Helper()
@@ -201,7 +182,7 @@ func TestVMBackups(t *testing.T) {
 		t.Fatalf("second backup: %+v", b2.Status)
 	}
 	inc := filepath.Join(volume, "b2", "vda.qcow2")
-	if got := imageRanges(t, inc); !slices.Equal(got, []string{"1048576+65536", "41943040+196608"}) {
+	if got := virttest.DataRanges(t, inc); !slices.Equal(got, []string{"1048576+65536", "41943040+196608"}) {
 		t.Errorf("incremental holds %v, want exactly the writes", got)
 	}
 	if m2 := checkManifest(t, filepath.Join(volume, "b2")); m2.Parent != *b1.Status.CheckpointName || m2.Disks[0].Backing != filepath.Join(volume, "b1", "vda.qcow2") {
@@ -225,7 +206,7 @@ func TestVMBackups(t *testing.T) {
 	if !meta.IsStatusConditionTrue(b3.Status.Conditions, string(kv.ConditionComplete)) || b3.Status.Type != kv.Incremental {
 		t.Fatalf("backup after the VM was defined anew: %+v", b3.Status)
 	}
-	if got := imageRanges(t, filepath.Join(volume, "b3", "vda.qcow2")); !slices.Equal(got, []string{"52428800+131072"}) {
+	if got := virttest.DataRanges(t, filepath.Join(volume, "b3", "vda.qcow2")); !slices.Equal(got, []string{"52428800+131072"}) {
 		t.Errorf("incremental after redefinition holds %v", got)
 	}
 	dom.Suspend(t)
@@ -259,7 +240,7 @@ func TestVMBackups(t *testing.T) {
 	if b6.Status.Type != kv.Incremental || !meta.IsStatusConditionTrue(b6.Status.Conditions, string(kv.ConditionComplete)) {
 		t.Fatalf("backup after the full fallback: %+v", b6.Status)
 	}
-	if got := imageRanges(t, filepath.Join(volume, "b6", "vda.qcow2")); !slices.Equal(got, []string{"12582912+65536"}) {
+	if got := virttest.DataRanges(t, filepath.Join(volume, "b6", "vda.qcow2")); !slices.Equal(got, []string{"12582912+65536"}) {
 		t.Errorf("incremental after the full fallback holds %v", got)
 	}
 
@@ -287,7 +268,7 @@ func TestVMBackups(t *testing.T) {
 	if op.Status.Type != kv.Incremental {
 		t.Errorf("the VM backup of the Velero backup: %+v", op.Status)
 	}
-	if got := imageRanges(t, filepath.Join(volume, "with-vm-vm1-tracker", "vda.qcow2")); !slices.Equal(got, []string{"31457280+65536"}) {
+	if got := virttest.DataRanges(t, filepath.Join(volume, "with-vm-vm1-tracker", "vda.qcow2")); !slices.Equal(got, []string{"31457280+65536"}) {
 		t.Errorf("the Velero backup's VM backup holds %v", got)
 	}
 

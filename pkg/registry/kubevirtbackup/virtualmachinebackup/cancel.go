@@ -8,12 +8,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
 // CancelAnnotation records that cancellation of a VirtualMachineBackup
@@ -34,6 +34,7 @@ func Finished(b *kubevirtbackup.VirtualMachineBackup) bool {
 // to abort the backup (idempotent) and answers with it; 409 Conflict once
 // the backup has ended.
 type CancelREST struct {
+	resource.PostSubresource
 	store *genericregistry.Store
 }
 
@@ -42,37 +43,23 @@ var _ rest.Connecter = &CancelREST{}
 // New returns an empty VirtualMachineBackup.
 func (r *CancelREST) New() runtime.Object { return &kubevirtbackup.VirtualMachineBackup{} }
 
-// Destroy does nothing: the main store owns the storage.
-func (r *CancelREST) Destroy() {}
-
-// ConnectMethods: POST only.
-func (r *CancelREST) ConnectMethods() []string { return []string{http.MethodPost} }
-
-// NewConnectOptions: no options.
-func (r *CancelREST) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
-
 // Connect records the request.
 func (r *CancelREST) Connect(ctx context.Context, name string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
 	return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		obj, _, err := r.store.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
-			b := old.(*kubevirtbackup.VirtualMachineBackup).DeepCopy()
+		resource.UpdateAndRespond(ctx, r.store, name, responder, func(obj runtime.Object) error {
+			b := obj.(*kubevirtbackup.VirtualMachineBackup)
 			if _, done := b.Annotations[CancelAnnotation]; done {
-				return b, nil
+				return nil
 			}
 			if Finished(b) {
-				return nil, apierrors.NewConflict(kubevirtbackup.Resource("virtualmachinebackups"), name,
+				return apierrors.NewConflict(kubevirtbackup.Resource("virtualmachinebackups"), name,
 					fmt.Errorf("the backup has ended: it cannot be cancelled"))
 			}
 			if b.Annotations == nil {
 				b.Annotations = map[string]string{}
 			}
 			b.Annotations[CancelAnnotation] = time.Now().UTC().Format(time.RFC3339)
-			return b, nil
-		}), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
-		if err != nil {
-			responder.Error(err)
-			return
-		}
-		responder.Object(http.StatusOK, obj)
+			return nil
+		})
 	}), nil
 }

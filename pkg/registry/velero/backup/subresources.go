@@ -43,6 +43,7 @@ func refuseCancelOfFinished(_ context.Context, obj, old runtime.Object, _ *metav
 // CancelREST is backups/<name>/cancel: POST requests cancellation, like
 // setting spec.cancel, and answers with the backup. It is idempotent.
 type CancelREST struct {
+	resource.PostSubresource
 	store *genericregistry.Store
 }
 
@@ -51,29 +52,14 @@ var _ rest.Connecter = &CancelREST{}
 // New returns an empty backup.
 func (r *CancelREST) New() runtime.Object { return &velero.Backup{} }
 
-// Destroy does nothing: the main store owns the storage.
-func (r *CancelREST) Destroy() {}
-
-// ConnectMethods: POST only.
-func (r *CancelREST) ConnectMethods() []string { return []string{http.MethodPost} }
-
-// NewConnectOptions: the request takes no options.
-func (r *CancelREST) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
-
 // Connect sets spec.cancel through the store (so the update rules, the
 // 409 for finished backups among them, apply) and returns the backup.
 func (r *CancelREST) Connect(ctx context.Context, name string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
 	return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		obj, _, err := r.store.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
-			b := old.(*velero.Backup).DeepCopy()
-			b.Spec.Cancel = true
-			return b, nil
-		}), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
-		if err != nil {
-			responder.Error(err)
-			return
-		}
-		responder.Object(http.StatusOK, obj)
+		resource.UpdateAndRespond(ctx, r.store, name, responder, func(obj runtime.Object) error {
+			obj.(*velero.Backup).Spec.Cancel = true
+			return nil
+		})
 	}), nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/registry/resource"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
 )
 
@@ -96,34 +97,18 @@ func Pending(ctx context.Context, backups rest.Lister, schedule string) (*velero
 	return nil, nil
 }
 
-// postOnly is the part of a POST-only subresource that is the same for all.
-type postOnly struct{}
+// postOnly is a POST-only subresource answering with a schedule.
+type postOnly struct{ resource.PostSubresource }
 
 // New returns an empty schedule.
 func (postOnly) New() runtime.Object { return &velero.Schedule{} }
 
-// Destroy does nothing: the main store owns the storage.
-func (postOnly) Destroy() {}
-
-// ConnectMethods: POST only.
-func (postOnly) ConnectMethods() []string { return []string{http.MethodPost} }
-
-// NewConnectOptions: no query options.
-func (postOnly) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
-
-// update changes a schedule through the store, so the update rules apply,
-// and answers with it.
+// update changes a schedule through the store and answers with it.
 func update(ctx context.Context, store *genericregistry.Store, name string, responder rest.Responder, mutate func(*velero.Schedule)) {
-	obj, _, err := store.Update(ctx, name, rest.DefaultUpdatedObjectInfo(nil, func(_ context.Context, _, old runtime.Object) (runtime.Object, error) {
-		s := old.(*velero.Schedule).DeepCopy()
-		mutate(s)
-		return s, nil
-	}), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
-	if err != nil {
-		responder.Error(err)
-		return
-	}
-	responder.Object(http.StatusOK, obj)
+	resource.UpdateAndRespond(ctx, store, name, responder, func(obj runtime.Object) error {
+		mutate(obj.(*velero.Schedule))
+		return nil
+	})
 }
 
 // PauseREST is schedules/<name>/pause: POST sets spec.paused.
@@ -190,6 +175,7 @@ func (r *UnpauseREST) Connect(ctx context.Context, name string, _ runtime.Object
 // It does not move the schedule's own runs (status.lastBackup). Paused
 // schedules can be triggered.
 type TriggerREST struct {
+	resource.PostSubresource
 	store   *genericregistry.Store
 	backups BackupStore
 	clock   clock.PassiveClock
@@ -199,15 +185,6 @@ var _ rest.Connecter = &TriggerREST{}
 
 // New returns an empty backup: the answer is the backup created.
 func (r *TriggerREST) New() runtime.Object { return &velero.Backup{} }
-
-// Destroy does nothing: the main store owns the storage.
-func (r *TriggerREST) Destroy() {}
-
-// ConnectMethods: POST only.
-func (r *TriggerREST) ConnectMethods() []string { return []string{http.MethodPost} }
-
-// NewConnectOptions: no query options.
-func (r *TriggerREST) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
 
 // Connect creates the backup.
 func (r *TriggerREST) Connect(ctx context.Context, name string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
