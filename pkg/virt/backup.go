@@ -296,15 +296,19 @@ func xmlText(s string) string {
 func (c *Conn) waitJob(ctx context.Context, d *libvirt.Domain, w *jobWaiter, progress func(Progress)) (libvirt.DomainJobInfo, error) {
 	t := time.NewTicker(jobPoll)
 	defer t.Stop()
+	// ended is the outcome of a job that has ended, however that was seen.
+	ended := func(info libvirt.DomainJobInfo) (libvirt.DomainJobInfo, error) {
+		info, err := jobOutcome(info)
+		if err != nil && stoppedSoon(d, w) {
+			// The job failed because the domain went away.
+			return info, ErrDomainStopped
+		}
+		return info, err
+	}
 	for {
 		select {
 		case info := <-w.completed:
-			info, err := jobOutcome(info)
-			if err != nil && stoppedSoon(d, w) {
-				// The job failed because the domain went away.
-				return info, ErrDomainStopped
-			}
-			return info, err
+			return ended(info)
 		case <-w.stopped:
 			return libvirt.DomainJobInfo{}, ErrDomainStopped
 		case <-ctx.Done():
@@ -334,17 +338,13 @@ func (c *Conn) waitJob(ctx context.Context, d *libvirt.Domain, w *jobWaiter, pro
 				}
 				select {
 				case info := <-w.completed:
-					return jobOutcome(info)
+					return ended(info)
 				default:
 				}
 				if done.Type == libvirt.DOMAIN_JOB_NONE {
 					continue // not started yet
 				}
-				info, err := jobOutcome(*done)
-				if err != nil && stoppedSoon(d, w) {
-					return info, ErrDomainStopped
-				}
-				return info, err
+				return ended(*done)
 			}
 			if progress != nil {
 				total, processed := st.DataTotal, st.DataProcessed
