@@ -1,7 +1,9 @@
 // Command benchratio reads `go test -bench` output of test/storagebench
 // from stdin and prints a markdown table comparing, per benchmark and
 // metric, the backend=pebble result with the backend=etcd3 one, with the
-// targets the Pebble backend is meant to meet.
+// targets the Pebble backend is meant to meet; then, when the input has
+// backend=pebble+watchcache results, a table of Pebble with and without the
+// apiserver's watch cache in front.
 //
 // Usage: go run ./hack/benchratio < _output/bench.txt
 //
@@ -25,6 +27,7 @@ import (
 const (
 	candidate = "pebble"
 	baseline  = "etcd3"
+	cached    = "pebble+watchcache"
 )
 
 // target is a goal for the pebble/etcd3 ratio of one metric of the
@@ -107,6 +110,28 @@ func run(in io.Reader, out io.Writer) error {
 			strings.TrimPrefix(r.bench, "BenchmarkStorage/"), metricName(r.unit),
 			format(cv, r.unit), format(bv, r.unit), ratio, verdict(ratio, r.unit), targetCell(r, ratio))
 	}
+
+	header := false
+	for _, r := range order {
+		c, w, b := values[r][candidate], values[r][cached], values[r][baseline]
+		if c == nil || w == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(out, "\nWith the watch cache in front (%s) and without (%s):\n\n", cached, candidate)
+			fmt.Fprintf(out, "| Benchmark | Metric | %s | %s | with/without | with cache is | %s/%s |\n", candidate, cached, cached, baseline)
+			fmt.Fprintln(out, "|---|---|---:|---:|---:|---|---:|")
+			header = true
+		}
+		cv, wv := c.mean(), w.mean()
+		vsBaseline := "-"
+		if b != nil {
+			vsBaseline = fmt.Sprintf("%.2f", wv/b.mean())
+		}
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %.2f | %s | %s |\n",
+			strings.TrimPrefix(r.bench, "BenchmarkStorage/"), metricName(r.unit),
+			format(cv, r.unit), format(wv, r.unit), wv/cv, verdict(wv/cv, r.unit), vsBaseline)
+	}
 	return nil
 }
 
@@ -132,7 +157,7 @@ func parseLine(line string) (bench, backend string, metrics map[string]float64, 
 		}
 		parts = append(parts, p)
 	}
-	if backend != candidate && backend != baseline {
+	if backend != candidate && backend != baseline && backend != cached {
 		return "", "", nil, false
 	}
 	metrics = map[string]float64{}

@@ -316,10 +316,16 @@ func startWatchers(ctx context.Context, s storage.Interface, n int) (<-chan watc
 				var r watchResult
 				switch ev.Type {
 				case watch.Added:
-					if pod, ok := ev.Object.(*example.Pod); ok {
+					obj := ev.Object
+					if wrapped, ok := obj.(interface{ GetObject() runtime.Object }); ok {
+						// The watch cache sends objects wrapped for
+						// encoding once per event (cacher.cachingObject).
+						obj = wrapped.GetObject()
+					}
+					if pod, ok := obj.(*example.Pod); ok {
 						r.name = pod.Name
 					} else {
-						r.err = fmt.Errorf("watcher %d: ADDED event of a %T", i, ev.Object)
+						r.err = fmt.Errorf("watcher %d: ADDED event of a %T", i, obj)
 					}
 				case watch.Error:
 					r.err = fmt.Errorf("watcher %d: %w", i, apierrors.FromObject(ev.Object))

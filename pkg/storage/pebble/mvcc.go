@@ -120,7 +120,9 @@ type DB struct {
 	closedCh   chan struct{}
 	failed     error // a WAL sync failed: the database refuses further work
 
+	index      *keyIndex      // the keys that exist now, in memory
 	inflight   sync.WaitGroup // writes applied but not yet synced
+	writers    atomic.Int64   // writes in progress (group commit sizing)
 	reaperWake chan struct{}  // a TTL was set: re-check the next expiry
 	reaperDone chan struct{}
 }
@@ -144,8 +146,46 @@ func Open(opts Options) (*DB, error) {
 			po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		}
 	}
+	if po.MemTableSize == 0 {
+		// Pebble's 4 MiB default flushes every ~1,500 writes of a typical
+		// object (its current record and its log entry); fewer, larger
+		// flushes mean fewer L0 files to compact. At most
+		// MemTableStopWritesThreshold (2) memtables are held.
+		po.MemTableSize = 32 << 20
+	}
+	if po.FormatMajorVersion == pebble.FormatDefault {
+		// Newer formats (columnar blocks, blob files) on new databases;
+		// existing ones are ratcheted up on open.
+		po.FormatMajorVersion = pebble.FormatNewest
+	}
+	if po.Experimental.ValueSeparationPolicy == nil {
+		// Objects (typically 1-10 KB) go to blob files at flush: compactions
+		// then move references instead of rewriting the values, and scans
+		// that need only keys (counting the rest of a paginated list) do not
+		// read values.
+		po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+			return pebble.ValueSeparationPolicy{
+				Enabled:               true,
+				MinimumSize:           256,
+				MaxBlobReferenceDepth: 10,
+				RewriteMinimumAge:     5 * time.Minute,
+				TargetGarbageRatio:    0.2,
+			}
+		}
+	}
 	if opts.InMemory {
 		po.FS = vfs.NewMem()
+	}
+	d := &DB{
+		recentSz:   opts.RecentEvents,
+		index:      newKeyIndex(),
+		changed:    make(chan struct{}),
+		closedCh:   make(chan struct{}),
+		reaperWake: make(chan struct{}, 1),
+		reaperDone: make(chan struct{}),
+	}
+	if po.WALMinSyncInterval == nil {
+		po.WALMinSyncInterval = d.walSyncInterval
 	}
 	po.EnsureDefaults()
 	if po.Logger == nil || po.Logger == pebble.DefaultLogger {
@@ -162,14 +202,7 @@ func Open(opts Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("opening pebble database in %q: %w", dir, err)
 	}
-	d := &DB{
-		pdb:        pdb,
-		recentSz:   opts.RecentEvents,
-		changed:    make(chan struct{}),
-		closedCh:   make(chan struct{}),
-		reaperWake: make(chan struct{}, 1),
-		reaperDone: make(chan struct{}),
-	}
+	d.pdb = pdb
 	if d.recentSz <= 0 {
 		d.recentSz = 8192
 	}
@@ -188,6 +221,20 @@ func Open(opts Options) (*DB, error) {
 	go d.reapExpired()
 	return d, nil
 }
+
+// walSyncInterval is Pebble's WALMinSyncInterval: how long the WAL waits
+// after a sync before the next one. Alone, a writer syncs at once; with
+// concurrent writers, a short wait lets the ones just released by a sync
+// come back and share the next one, instead of a sync starting for the
+// first writer back and the others waiting for the one after it.
+func (d *DB) walSyncInterval() time.Duration {
+	if d.writers.Load() > 1 {
+		return groupCommitWait
+	}
+	return 0
+}
+
+var groupCommitWait = 150 * time.Microsecond
 
 func (d *DB) load() error {
 	format, err := d.getMeta(metaFormatKey)
@@ -213,6 +260,31 @@ func (d *DB) load() error {
 	d.durable = rev
 	d.compacted = compacted
 	d.recentHead = rev + 1
+	return d.loadIndex(rev)
+}
+
+// loadIndex builds the key index from the current records.
+func (d *DB) loadIndex(rev int64) error {
+	iter, err := d.pdb.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCurrent}, UpperBound: []byte{prefixCurrent + 1}})
+	if err != nil {
+		return fmt.Errorf("opening iterator to index keys: %w", err)
+	}
+	defer iter.Close()
+	for valid := iter.First(); valid; valid = iter.Next() {
+		key := string(iter.Key()[1:])
+		raw, err := iter.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("reading key %q to index it: %w", key, err)
+		}
+		if len(raw) < recordHeader {
+			return fmt.Errorf("corrupt record for key %q: %d bytes", key, len(raw))
+		}
+		d.index.tree.ReplaceOrInsert(indexEntry{key: key, modRev: int64(binary.BigEndian.Uint64(raw))})
+	}
+	if err := iter.Error(); err != nil {
+		return fmt.Errorf("indexing keys: %w", err)
+	}
+	d.index.rev = rev
 	return nil
 }
 
@@ -424,25 +496,37 @@ type txnResult struct {
 // a negative value means unconditional. The write is acknowledged (returns)
 // only after its WAL record is synced.
 func (d *DB) write(ctx context.Context, key string, value []byte, del bool, expectedModRev int64) (txnResult, error) {
-	return d.writeTTL(ctx, key, value, del, expectedModRev, 0)
+	return d.writeTTL(ctx, key, value, del, expectedModRev, 0, nil)
 }
 
 // writeTTL is write with a time to live: a put with ttl > 0 is deleted (with
 // a normal delete event) once ttl has passed, unless it is overwritten first.
-func (d *DB) writeTTL(ctx context.Context, key string, value []byte, del bool, expectedModRev int64, ttl time.Duration) (txnResult, error) {
+// read, if not nil, is the key's record as the caller read it (at its
+// modRev): when that is still the current one, it is not read again.
+func (d *DB) writeTTL(ctx context.Context, key string, value []byte, del bool, expectedModRev int64, ttl time.Duration, read *keyValue) (txnResult, error) {
+	d.writers.Add(1)
+	defer d.writers.Add(-1)
 	d.writeMu.Lock()
 	if err := d.usable(); err != nil {
 		d.writeMu.Unlock()
 		return txnResult{}, err
 	}
-	cur, err := d.getCurrent(d.pdb, key)
-	if err != nil {
-		d.writeMu.Unlock()
-		return txnResult{}, err
-	}
-	curRev := int64(0)
-	if cur != nil {
-		curRev = cur.modRev
+	// The index answers whether the key exists and at which revision; the
+	// record itself is read only when it exists (the log entry carries it).
+	curRev := d.index.modRev(key)
+	var cur *keyValue
+	if read != nil && read.key == key && read.modRev == curRev && curRev != 0 {
+		// Revisions are unique: the record read at curRev is the current one.
+		cur = read
+	} else if curRev != 0 {
+		var err error
+		if cur, err = d.getCurrent(d.pdb, key); err == nil && (cur == nil || cur.modRev != curRev) {
+			err = fmt.Errorf("key %q: the key index says revision %d, the database %v", key, curRev, cur)
+		}
+		if err != nil {
+			d.writeMu.Unlock()
+			return txnResult{}, err
+		}
 	}
 	if expectedModRev >= 0 && curRev != expectedModRev {
 		rev := d.rev.Load()
@@ -494,6 +578,11 @@ func (d *DB) writeTTL(ctx context.Context, key string, value []byte, del bool, e
 	}
 	d.rev.Store(newRev)
 	d.appendRecent(ev)
+	if del {
+		d.index.remove(key, newRev)
+	} else {
+		d.index.put(key, newRev)
+	}
 	d.writeMu.Unlock()
 
 	if err := batch.SyncWait(); err != nil {
@@ -598,6 +687,7 @@ func (d *DB) getCurrent(r pebble.Reader, key string) (*keyValue, error) {
 
 // view is a consistent point-in-time read of the database.
 type view struct {
+	db        *DB
 	snap      *pebble.Snapshot
 	rev       int64
 	compacted int64
@@ -608,7 +698,7 @@ func (d *DB) openView(ctx context.Context) (*view, error) {
 		return nil, err
 	}
 	snap := d.pdb.NewSnapshot()
-	v := &view{snap: snap}
+	v := &view{db: d, snap: snap}
 	var err error
 	if v.rev, err = readMetaInt(snap, metaRevKey); err == nil {
 		v.compacted, err = readMetaInt(snap, metaCompactKey)
@@ -642,6 +732,38 @@ func readMetaInt(r pebble.Reader, key []byte) (int64, error) {
 	return int64(binary.BigEndian.Uint64(raw)), nil
 }
 
+// getLatest reads the current record of one key without a snapshot. It is
+// served at the revision recorded after the read (every write visible to
+// the read is at or below it, as the counter is in each write's batch),
+// once that revision is durable. It does not answer (ok false) a record
+// newer than that (a corrupt header): the snapshot read does.
+func (d *DB) getLatest(ctx context.Context, key string, keysOnly bool) (res rangeResult, ok bool, err error) {
+	if err := d.usable(); err != nil {
+		return rangeResult{}, false, err
+	}
+	kv, err := d.getCurrent(d.pdb, key)
+	if err != nil {
+		return res, false, err
+	}
+	if res.rev, err = readMetaInt(d.pdb, metaRevKey); err != nil {
+		return res, false, err
+	}
+	if kv != nil {
+		if kv.modRev > res.rev {
+			return res, false, nil
+		}
+		if keysOnly {
+			kv.value = nil
+		}
+		res.kvs = []*keyValue{kv}
+		res.count = 1
+	}
+	if err := d.waitDurable(ctx, res.rev); err != nil {
+		return res, false, err
+	}
+	return res, true, nil
+}
+
 // rangeResult is the answer to a range read.
 type rangeResult struct {
 	kvs   []*keyValue
@@ -662,6 +784,11 @@ type rangeOptions struct {
 // revision. Old revisions are reconstructed from the current state by undoing
 // the log events written after them.
 func (d *DB) Range(ctx context.Context, start, end string, opts rangeOptions) (rangeResult, error) {
+	if end == "" && opts.rev == 0 && !opts.countOnly {
+		if res, ok, err := d.getLatest(ctx, start, opts.keysOnly); ok || err != nil {
+			return res, err
+		}
+	}
 	v, err := d.openView(ctx)
 	if err != nil {
 		return rangeResult{}, err
@@ -713,6 +840,7 @@ func (v *view) rangeRead(start, end string, opts rangeOptions) (rangeResult, err
 		}
 		res.kvs = append(res.kvs, kv)
 	}
+	scanCount := overlay != nil
 	oi := 0
 	valid := iter.First()
 	for valid || oi < len(overlayKeys) {
@@ -732,8 +860,19 @@ func (v *view) rangeRead(start, end string, opts rangeOptions) (rangeResult, err
 			continue
 		}
 		if opts.countOnly || (opts.limit > 0 && int64(len(res.kvs)) >= opts.limit) {
-			res.count++
 			res.more = res.more || !opts.countOnly
+			if !scanCount {
+				// The rest is only counted: from the key index, without
+				// reading it. (At an older revision, the scan below counts.)
+				n, err := v.db.countAt(start, end, v.rev)
+				if err == nil {
+					res.count = n
+					return res, nil
+				}
+				klog.V(4).InfoS("Counting keys from the index failed, scanning", "start", start, "revision", v.rev, "err", err)
+				scanCount = true
+			}
+			res.count++
 			valid = iter.Next()
 			continue
 		}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	goruntime "runtime"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,6 +62,7 @@ type store struct {
 var _ storage.Interface = (*store)(nil)
 
 type objState struct {
+	kv    *keyValue // the stored record, when read from storage
 	obj   runtime.Object
 	meta  *storage.ResponseMeta
 	rev   int64
@@ -251,7 +254,7 @@ func (s *store) Create(ctx context.Context, key string, obj, out runtime.Object,
 	if err != nil {
 		return storage.NewInternalError(err)
 	}
-	res, err := s.db.writeTTL(ctx, preparedKey, newData, false, 0, time.Duration(ttl)*time.Second)
+	res, err := s.db.writeTTL(ctx, preparedKey, newData, false, 0, time.Duration(ttl)*time.Second, nil)
 	if err != nil {
 		return err
 	}
@@ -335,7 +338,7 @@ func (s *store) conditionalDelete(ctx context.Context, key string, out runtime.O
 			continue
 		}
 
-		res, err := s.db.write(ctx, key, nil, true, origState.rev)
+		res, err := s.db.writeTTL(ctx, key, nil, true, origState.rev, 0, origState.kv)
 		if err != nil {
 			return err
 		}
@@ -440,7 +443,7 @@ func (s *store) GuaranteedUpdate(ctx context.Context, key string, destination ru
 		if err != nil {
 			return storage.NewInternalError(err)
 		}
-		res, err := s.db.writeTTL(ctx, preparedKey, newData, false, origState.rev, time.Duration(ttl)*time.Second)
+		res, err := s.db.writeTTL(ctx, preparedKey, newData, false, origState.rev, time.Duration(ttl)*time.Second, origState.kv)
 		if err != nil {
 			return err
 		}
@@ -488,6 +491,9 @@ func (s *store) GetList(ctx context.Context, key string, opts storage.ListOption
 	limit := opts.Predicate.Limit
 	paging := opts.Predicate.Limit > 0
 	newItemFunc := getNewItemFunc(listObj, v)
+	// Typed items are decoded in place, into the list's own slice.
+	_, unstructuredList := listObj.(*unstructured.UnstructuredList)
+	typedItems := !unstructuredList
 
 	withRev, continueKey, err := storage.ValidateListOptions(keyPrefix, s.versioner, opts)
 	if err != nil {
@@ -520,15 +526,29 @@ func (s *store) GetList(ctx context.Context, key string, opts storage.ListOption
 			growSlice(v, 2048, len(res.kvs))
 		}
 		limitReached := false
-		for _, kv := range res.kvs {
+		// Items are decoded a chunk at a time, each chunk in parallel.
+		for i := 0; i < len(res.kvs); {
 			if paging && int64(v.Len()) >= opts.Predicate.Limit {
 				limitReached = true
 				break
 			}
-			lastKey = kv.key
-			if err := s.processListItem(ctx, kv, opts.Predicate, newItemFunc, aggregator, v); err != nil {
+			select {
+			case <-ctx.Done():
+				return storage.NewTimeoutError(res.kvs[i].key, "request did not complete within requested timeout")
+			default:
+			}
+			n := min(listDecodeChunk, len(res.kvs)-i)
+			if paging {
+				// Never decode past the item that could fill the page (with
+				// a filter, fewer may match: the next chunk goes on from there).
+				n = min(n, int(opts.Predicate.Limit)-v.Len())
+			}
+			chunk := res.kvs[i : i+n]
+			if err := s.appendListItems(ctx, chunk, opts.Predicate, newItemFunc, typedItems, aggregator, v); err != nil {
 				return err
 			}
+			lastKey = chunk[n-1].key
+			i += n
 		}
 		hasMore = res.more || limitReached
 		if limitReached || !res.more {
@@ -582,31 +602,118 @@ func (s *store) readRange(ctx context.Context, keyPrefix string, recursive bool,
 	return s.db.Range(ctx, start, prefixEnd(keyPrefix), rangeOptions{rev: rev, limit: limit})
 }
 
-func (s *store) processListItem(ctx context.Context, kv *keyValue, pred storage.SelectionPredicate, newItemFunc func() runtime.Object, aggregator listItemErrors, v reflect.Value) error {
-	data, _, err := s.transformer.TransformFromStorage(ctx, kv.value, authenticatedDataString(kv.key))
-	if err != nil {
-		if done := aggregator.Append(kv.key, storage.NewInternalError(fmt.Errorf("unable to transform key %q: %w", kv.key, err))); done {
-			return aggregator.Aggregate()
+// listDecodeChunk is how many list items are decoded before they are
+// appended to the list: enough to share between cores, few enough that a
+// page cut short by its limit wastes little decoding.
+const listDecodeChunk = 1024
+
+// minItemsPerDecoder: below this many items per goroutine, a list chunk is
+// decoded by the calling goroutine alone.
+const minItemsPerDecoder = 64
+
+// itemResult is the outcome of decoding one list item.
+type itemResult struct {
+	matched bool
+	err     error // the item could not be transformed or decoded
+}
+
+// appendListItems decodes stored list items, in parallel, and appends those
+// matching pred to the list slice v in key order; items that cannot be
+// transformed or decoded go to the aggregator. Typed items are decoded into
+// v's own elements (no copy); others into new objects from newItemFunc.
+func (s *store) appendListItems(ctx context.Context, kvs []*keyValue, pred storage.SelectionPredicate, newItemFunc func() runtime.Object,
+	inPlace bool, aggregator listItemErrors, v reflect.Value) error {
+	results := make([]itemResult, len(kvs))
+	objs := make([]runtime.Object, len(kvs))
+	start := v.Len()
+	if inPlace {
+		if v.Cap() < start+len(kvs) {
+			grown := reflect.MakeSlice(v.Type(), start, max(start+len(kvs), 2*v.Cap()))
+			reflect.Copy(grown, v)
+			v.Set(grown)
 		}
-		return nil
+		v.SetLen(start + len(kvs))
 	}
-	select {
-	case <-ctx.Done():
-		return storage.NewTimeoutError(kv.key, "request did not complete within requested timeout")
-	default:
-	}
-	obj, err := s.decoder.DecodeListItem(ctx, data, uint64(kv.modRev), newItemFunc)
-	if err != nil {
-		klog.V(4).Infof("Decoding %s %q failed: %v", s.groupResource, kv.key, err)
-		if done := aggregator.Append(kv.key, err); done {
-			return aggregator.Aggregate()
+	inParallel(len(kvs), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			kv := kvs[i]
+			data, _, err := s.transformer.TransformFromStorage(ctx, kv.value, authenticatedDataString(kv.key))
+			if err != nil {
+				results[i].err = storage.NewInternalError(fmt.Errorf("unable to transform key %q: %w", kv.key, err))
+				continue
+			}
+			var obj runtime.Object
+			if inPlace {
+				obj = v.Index(start + i).Addr().Interface().(runtime.Object)
+				err = s.decoder.Decode(data, obj, kv.modRev)
+			} else {
+				obj, err = s.decoder.DecodeListItem(ctx, data, uint64(kv.modRev), newItemFunc)
+			}
+			if err != nil {
+				klog.V(4).Infof("Decoding %s %q failed: %v", s.groupResource, kv.key, err)
+				results[i].err = err
+				continue
+			}
+			objs[i] = obj
+			matched, err := pred.Matches(obj)
+			results[i].matched = matched && err == nil
 		}
-		return nil
+	})
+
+	// As if decoded one by one: an error that aborts the list leaves the
+	// items before it in the list.
+	var abortErr error
+	end := start // v[start:end] holds the kept items
+	for i, r := range results {
+		if r.err != nil {
+			if done := aggregator.Append(kvs[i].key, r.err); done {
+				abortErr = aggregator.Aggregate()
+				break
+			}
+		}
+		if !r.matched {
+			continue
+		}
+		if !inPlace {
+			v.Set(reflect.Append(v, reflect.ValueOf(objs[i]).Elem()))
+			continue
+		}
+		if end != start+i {
+			v.Index(end).Set(v.Index(start + i))
+		}
+		end++
 	}
-	if matched, err := pred.Matches(obj); err == nil && matched {
-		v.Set(reflect.Append(v, reflect.ValueOf(obj).Elem()))
+	if inPlace {
+		// Clear what was decoded but not kept, so the next chunk decodes
+		// into zero values.
+		for i := end; i < start+len(kvs); i++ {
+			v.Index(i).SetZero()
+		}
+		v.SetLen(end)
 	}
-	return nil
+	return abortErr
+}
+
+// inParallel runs f over [0, n) split into contiguous ranges, one per
+// goroutine, up to GOMAXPROCS goroutines of at least minItemsPerDecoder
+// items each, and waits for them.
+func inParallel(n int, f func(lo, hi int)) {
+	workers := min(goruntime.GOMAXPROCS(0), n/minItemsPerDecoder)
+	if workers <= 1 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (n + workers - 1) / workers
+	for lo := per; lo < n; lo += per {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			f(lo, hi)
+		}(lo, min(lo+per, n))
+	}
+	f(0, min(per, n))
+	wg.Wait()
 }
 
 // growSlice grows the capacity of a slice value up to the largest of sizes,
@@ -676,6 +783,7 @@ func (s *store) getState(ctx context.Context, kv *keyValue, key string, v reflec
 		}
 		return state, nil
 	}
+	state.kv = kv
 	state.rev = kv.modRev
 	state.meta.ResourceVersion = uint64(state.rev)
 
