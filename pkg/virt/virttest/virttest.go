@@ -46,7 +46,7 @@ func Dir(t testing.TB) string {
 	return dir
 }
 
-func domainXML(name, disk string) string {
+func domainXML(name, disk, format string) string {
 	return fmt.Sprintf(`<domain type='qemu'>
   <name>%s</name>
   <memory unit='MiB'>128</memory>
@@ -54,19 +54,31 @@ func domainXML(name, disk string) string {
   <os><type arch='x86_64' machine='pc'>hvm</type></os>
   <devices>
     <disk type='file' device='disk'>
-      <driver name='qemu' type='qcow2'/>
+      <driver name='qemu' type='%s'/>
       <source file='%s'/>
       <target dev='vda' bus='virtio'/>
     </disk>
     <memballoon model='none'/>
   </devices>
-</domain>`, name, disk)
+</domain>`, name, format, disk)
 }
 
 // NewDomain defines and starts a domain with a qcow2 disk of size (a
 // qemu-img size, e.g. "64M"); it is destroyed and undefined, with its
 // checkpoint metadata, when the test ends.
 func NewDomain(t testing.TB, name, size string) *Domain {
+	t.Helper()
+	return newDomain(t, name, size, "qcow2")
+}
+
+// NewRawDomain is NewDomain with a raw disk (disk.raw), as KubeVirt's
+// DataVolume and PVC disks are.
+func NewRawDomain(t testing.TB, name, size string) *Domain {
+	t.Helper()
+	return newDomain(t, name, size, "raw")
+}
+
+func newDomain(t testing.TB, name, size, format string) *Domain {
 	t.Helper()
 	conn, err := libvirt.NewConnect(URI)
 	if err != nil {
@@ -80,9 +92,9 @@ func NewDomain(t testing.TB, name, size string) *Domain {
 		_ = old.Free()
 	}
 	dir := Dir(t)
-	d := &Domain{Name: name, Dir: dir, Disk: filepath.Join(dir, "disk.qcow2"), conn: conn}
-	Run(t, "qemu-img", "create", "-q", "-f", "qcow2", d.Disk, size)
-	d.xml = domainXML(name, d.Disk)
+	d := &Domain{Name: name, Dir: dir, Disk: filepath.Join(dir, "disk."+format), conn: conn}
+	Run(t, "qemu-img", "create", "-q", "-f", format, d.Disk, size)
+	d.xml = domainXML(name, d.Disk, format)
 	d.Start(t)
 	t.Cleanup(func() {
 		if dom, err := conn.LookupDomainByName(name); err == nil {
@@ -114,7 +126,7 @@ func (d *Domain) Start(t testing.TB) {
 func (d *Domain) UseDisk(t testing.TB, disk string) {
 	t.Helper()
 	d.Disk = disk
-	d.xml = domainXML(d.Name, disk)
+	d.xml = domainXML(d.Name, disk, "qcow2")
 	if err := d.dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA); err != nil {
 		t.Fatalf("undefining domain %s: %v", d.Name, err)
 	}
