@@ -375,16 +375,47 @@ func encodeCurrent(value []byte, modRev, createRev, expireAt int64) []byte {
 }
 
 func decodeCurrent(key string, raw []byte) (*keyValue, error) {
+	return decodeCurrentInto(key, raw, nil)
+}
+
+// decodeCurrentInto decodes a current record, copying its value into a (nil:
+// its own allocation).
+func decodeCurrentInto(key string, raw []byte, a *arena) (*keyValue, error) {
 	if len(raw) < recordHeader {
 		return nil, fmt.Errorf("corrupt record for key %q: %d bytes", key, len(raw))
 	}
-	return &keyValue{
+	kv := &keyValue{
 		key:       key,
 		modRev:    int64(binary.BigEndian.Uint64(raw)),
 		createRev: int64(binary.BigEndian.Uint64(raw[8:])),
 		expireAt:  int64(binary.BigEndian.Uint64(raw[16:])),
-		value:     bytes.Clone(raw[recordHeader:]),
-	}, nil
+	}
+	if a == nil {
+		kv.value = bytes.Clone(raw[recordHeader:])
+	} else {
+		kv.value = a.copy(raw[recordHeader:])
+	}
+	return kv, nil
+}
+
+// arena hands out copies of byte slices from blocks that double in size up
+// to arenaBlock: the values a range read returns cost a few allocations
+// instead of one each, and a small read stays small.
+type arena struct{ block []byte }
+
+const arenaBlock = 256 << 10
+
+func (a *arena) copy(b []byte) []byte {
+	if len(b) > arenaBlock/4 {
+		return bytes.Clone(b)
+	}
+	if cap(a.block)-len(a.block) < len(b) {
+		size := min(max(2*cap(a.block), 4*len(b), 4096), arenaBlock)
+		a.block = make([]byte, 0, size)
+	}
+	n := len(a.block)
+	a.block = append(a.block, b...)
+	return a.block[n:len(a.block):len(a.block)]
 }
 
 func expiryKey(expireAt int64, key string) []byte {
@@ -841,6 +872,7 @@ func (v *view) rangeRead(start, end string, opts rangeOptions) (rangeResult, err
 		res.kvs = append(res.kvs, kv)
 	}
 	scanCount := overlay != nil
+	var values arena
 	oi := 0
 	valid := iter.First()
 	for valid || oi < len(overlayKeys) {
@@ -880,7 +912,7 @@ func (v *view) rangeRead(start, end string, opts rangeOptions) (rangeResult, err
 		if err != nil {
 			return res, fmt.Errorf("reading key %q: %w", curKey, err)
 		}
-		kv, err := decodeCurrent(curKey, raw)
+		kv, err := decodeCurrentInto(curKey, raw, &values)
 		if err != nil {
 			return res, err
 		}

@@ -10,6 +10,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -603,13 +604,12 @@ func (s *store) readRange(ctx context.Context, keyPrefix string, recursive bool,
 }
 
 // listDecodeChunk is how many list items are decoded before they are
-// appended to the list: enough to share between cores, few enough that a
-// page cut short by its limit wastes little decoding.
-const listDecodeChunk = 1024
+// appended to the list (and the request's context checked again).
+const listDecodeChunk = 10000
 
-// minItemsPerDecoder: below this many items per goroutine, a list chunk is
-// decoded by the calling goroutine alone.
-const minItemsPerDecoder = 64
+// minItemsPerDecoder: list items are decoded in batches of this many, and a
+// goroutine is added for every batch, up to GOMAXPROCS.
+const minItemsPerDecoder = 32
 
 // itemResult is the outcome of decoding one list item.
 type itemResult struct {
@@ -694,25 +694,34 @@ func (s *store) appendListItems(ctx context.Context, kvs []*keyValue, pred stora
 	return abortErr
 }
 
-// inParallel runs f over [0, n) split into contiguous ranges, one per
-// goroutine, up to GOMAXPROCS goroutines of at least minItemsPerDecoder
-// items each, and waits for them.
+// inParallel runs f over [0, n) in batches of minItemsPerDecoder items
+// taken in turn by up to GOMAXPROCS goroutines (the caller's included), and
+// waits for them.
 func inParallel(n int, f func(lo, hi int)) {
 	workers := min(goruntime.GOMAXPROCS(0), n/minItemsPerDecoder)
 	if workers <= 1 {
 		f(0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	per := (n + workers - 1) / workers
-	for lo := per; lo < n; lo += per {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			f(lo, hi)
-		}(lo, min(lo+per, n))
+	var next atomic.Int64
+	work := func() {
+		for {
+			lo := int(next.Add(minItemsPerDecoder)) - minItemsPerDecoder
+			if lo >= n {
+				return
+			}
+			f(lo, min(lo+minItemsPerDecoder, n))
+		}
 	}
-	f(0, min(per, n))
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
 	wg.Wait()
 }
 
