@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Benchmarks the Pebble storage backend against k8s.io/apiserver's etcd3
-# backend on a real etcd server (test/storagebench), then prints the
-# pebble/etcd3 ratios as a markdown table (`make bench` runs this). See
-# docs/benchmarks.md.
+# Benchmarks the Pebble storage backend, alone and behind the watch cache,
+# against k8s.io/apiserver's etcd3 backend on a real etcd server
+# (test/storagebench), then prints the ratios as markdown tables (`make
+# bench` runs this). See docs/benchmarks.md.
 #
-# Raw `go test` output: _output/bench.txt; table: _output/bench.md.
+# The whole benchmark runs RUNS times, one run after the other, and the
+# tables average the runs: the backends alternate over time, so a disk whose
+# latency drifts affects both alike.
+#
+# Raw `go test` output: _output/bench.txt; tables: _output/bench.md.
 #
 # Environment:
+#   RUNS       how many times the whole benchmark runs (default 3)
 #   BENCHTIME  -benchtime of every benchmark (default 2s)
 #   BENCH      -bench pattern (default ., i.e. all; e.g. 'Storage/List')
 #   ETCD_BIN   etcd binary to use instead of _output/bin/etcd
@@ -21,8 +26,12 @@ if [[ -z "${ETCD_BIN:-}" ]]; then
 fi
 mkdir -p _output
 
-go test ./test/storagebench -run '^$' -bench "${BENCH:-.}" \
-  -benchtime="${BENCHTIME:-2s}" -count=1 -timeout=60m "$@" 2>&1 | tee _output/bench.txt
+: >_output/bench.txt
+for run in $(seq "${RUNS:-3}"); do
+  echo "== run ${run} of ${RUNS:-3}"
+  go test ./test/storagebench -run '^$' -bench "${BENCH:-.}" \
+    -benchtime="${BENCHTIME:-2s}" -count=1 -timeout=60m "$@" 2>&1 | tee -a _output/bench.txt
+done
 
 echo
 go run ./hack/benchratio < _output/bench.txt | tee _output/bench.md

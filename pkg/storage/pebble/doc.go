@@ -18,6 +18,22 @@
 //	mrev, mcompact, mformat    the last revision, the compacted revision, the
 //	                           on-disk format
 //
+// Objects of 256 bytes and more are stored in Pebble's blob files (value
+// separation): compactions move references to them instead of rewriting
+// them, and scans that need only keys do not read them.
+//
+// # Key index
+//
+// Every key that exists is also held in memory, with its modification
+// revision, in a B-tree rebuilt from the current records when the database
+// opens (etcd keeps the same in its treeIndex). Writers check against it
+// that a key is absent (create) or unchanged (preconditions) without reading
+// Pebble, and read the current record only when there is one to carry into
+// the log. Counts come from it: the remainingItemCount of a paginated list
+// and object counts, taken from an O(1) copy-on-write snapshot of the tree
+// and corrected by the log entries between the tree's revision and the
+// read's.
+//
 // # Revisions
 //
 // Every write takes the next value of one global counter, used as the
@@ -30,7 +46,9 @@
 // never expose a revision before it is synced: a reader that sees a newer
 // revision waits for its sync, so nothing a client observed can be lost in a
 // crash. Revision 1 is written when the database is created, so revisions
-// start at 1 like etcd's.
+// start at 1 like etcd's. While several writes are in progress, the WAL waits
+// 150 µs after a sync before the next one, so that the writers a sync
+// released share the next sync instead of one of them starting it alone.
 //
 // # History and compaction
 //
@@ -73,6 +91,18 @@
 // CLI) then share one backend watch per resource instead of one per client,
 // and LISTs are served from memory. Both configurations pass the upstream
 // conformance suite (store_test.go, cacher_test.go). docs/benchmarks.md
-// measures the raw backend against etcd3; a side-by-side measurement of the
-// backend with and without the watch cache is still to be added there.
+// measures both against etcd3 (make bench): with the cache, lists are 4.7x
+// (paged) to 10x faster, watch events reach 100 watchers 1.5x sooner at the
+// median and updates are 1.3x faster (the current object comes from the
+// cache); creates with 16 concurrent clients are 0.72x, the cost of the
+// cache's own watch, on 2 cores. Clients list and watch far more than they
+// write, so the cache is on.
+//
+// # Lists
+//
+// A LIST reads the page's records from one Pebble snapshot (values copied
+// into a few large blocks), then decodes them in parallel, GOMAXPROCS
+// goroutines taking batches in turn, straight into the list's slice; never
+// more items than the page can still take, so a filtered page decodes what
+// the etcd3 backend would.
 package pebble
