@@ -763,14 +763,18 @@ func readMetaInt(r pebble.Reader, key []byte) (int64, error) {
 	return int64(binary.BigEndian.Uint64(raw)), nil
 }
 
-// getLatest reads the current record of one key without a snapshot. It is
-// served at the revision recorded after the read (every write visible to
-// the read is at or below it, as the counter is in each write's batch),
-// once that revision is durable. It does not answer (ok false) a record
+// getLatest reads the current record of one key without a snapshot. The
+// revision counter, written in every write's batch, is read before and
+// after the key: when both agree, no write landed in between and the record
+// is the state at that revision, served once it is durable. It does not answer (ok false) a record
 // newer than that (a corrupt header): the snapshot read does.
 func (d *DB) getLatest(ctx context.Context, key string, keysOnly bool) (res rangeResult, ok bool, err error) {
 	if err := d.usable(); err != nil {
 		return rangeResult{}, false, err
+	}
+	before, err := readMetaInt(d.pdb, metaRevKey)
+	if err != nil {
+		return res, false, err
 	}
 	kv, err := d.getCurrent(d.pdb, key)
 	if err != nil {
@@ -778,6 +782,11 @@ func (d *DB) getLatest(ctx context.Context, key string, keysOnly bool) (res rang
 	}
 	if res.rev, err = readMetaInt(d.pdb, metaRevKey); err != nil {
 		return res, false, err
+	}
+	if res.rev != before {
+		// A write landed between the reads: what was read is not known to
+		// be the state at either revision. The snapshot read answers.
+		return res, false, nil
 	}
 	if kv != nil {
 		if kv.modRev > res.rev {

@@ -704,7 +704,16 @@ func inParallel(n int, f func(lo, hi int)) {
 		return
 	}
 	var next atomic.Int64
+	var panicked atomic.Value
 	work := func() {
+		defer func() {
+			// A panic (a decoder, a conversion, GetAttrs) is raised again on
+			// the caller's goroutine, where the server's recovery turns it
+			// into a failed request instead of a crashed process.
+			if r := recover(); r != nil {
+				panicked.CompareAndSwap(nil, fmt.Sprint(r))
+			}
+		}()
 		for {
 			lo := int(next.Add(minItemsPerDecoder)) - minItemsPerDecoder
 			if lo >= n {
@@ -723,6 +732,9 @@ func inParallel(n int, f func(lo, hi int)) {
 	}
 	work()
 	wg.Wait()
+	if r := panicked.Load(); r != nil {
+		panic(fmt.Sprintf("decoding list items: %v", r))
+	}
 }
 
 // growSlice grows the capacity of a slice value up to the largest of sizes,
