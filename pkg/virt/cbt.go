@@ -166,36 +166,23 @@ func overlayDir(stateDir, domain string) string { return filepath.Join(stateDir,
 // the raw images (an ACL entry), which libvirt no longer manages. A running domain is PendingRestart until it is
 // started again; a stopped one is Enabled.
 func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
-	d, err := c.domain(domain)
-	if err != nil {
-		return "", err
-	}
-	defer d.Free()
-	desc, err := d.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE | libvirt.DOMAIN_XML_SECURE)
-	if err != nil {
-		return "", fmt.Errorf("domain %s: reading its definition: %w", domain, err)
-	}
 	owner, err := c.qemuOwner()
 	if err != nil {
 		return "", err
 	}
-	var failed error
-	changed := false
-	newDesc := fileDisk.ReplaceAllStringFunc(desc, func(disk string) string {
+	err = c.redefineDisks(domain, "with overlays", func(disk string) (string, error) {
 		format, raw := diskSource(disk)
 		target := targetDev(disk)
-		if failed != nil || format != "raw" || raw == "" || target == "" {
-			return disk
+		if format != "raw" || raw == "" || target == "" {
+			return disk, nil
 		}
 		overlay := filepath.Join(overlayDir(stateDir, domain), target+".qcow2")
 		if _, err := os.Stat(overlay); errors.Is(err, os.ErrNotExist) {
 			if err := CreateRawOverlay(raw, overlay); err != nil {
-				failed = fmt.Errorf("domain %s: disk %s: %w", domain, target, err)
-				return disk
+				return "", fmt.Errorf("disk %s: %w", target, err)
 			}
 		} else if err != nil {
-			failed = fmt.Errorf("domain %s: disk %s: %w", domain, target, err)
-			return disk
+			return "", fmt.Errorf("disk %s: %w", target, err)
 		}
 		if owner != nil {
 			// libvirt labels the overlay it knows; QEMU opens the raw
@@ -203,22 +190,51 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 			// raw image's owner back when a domain that used it directly
 			// stops.
 			if err := grantReadWrite(raw, owner.uid); err != nil {
-				failed = fmt.Errorf("domain %s: disk %s: giving QEMU access to its raw image: %w", domain, target, err)
-				return disk
+				return "", fmt.Errorf("disk %s: giving QEMU access to its raw image: %w", target, err)
 			}
 		}
-		changed = true
-		return withDiskSource(disk, "qcow2", overlay)
+		return withDiskSource(disk, "qcow2", overlay), nil
 	})
-	if failed != nil {
-		return "", failed
-	}
-	if changed {
-		if err := c.define(newDesc); err != nil {
-			return "", fmt.Errorf("domain %s: defining it with overlays: %w", domain, err)
-		}
+	if err != nil {
+		return "", err
 	}
 	return c.CBTStatus(domain, stateDir)
+}
+
+// redefineDisks rewrites each file-backed disk of the domain's persistent
+// definition and defines the domain again if any changed.
+func (c *Conn) redefineDisks(domain, what string, rewrite func(disk string) (string, error)) error {
+	d, err := c.domain(domain)
+	if err != nil {
+		return err
+	}
+	defer d.Free()
+	desc, err := d.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE | libvirt.DOMAIN_XML_SECURE)
+	if err != nil {
+		return fmt.Errorf("domain %s: reading its definition: %w", domain, err)
+	}
+	var failed error
+	newDesc := fileDisk.ReplaceAllStringFunc(desc, func(disk string) string {
+		if failed != nil {
+			return disk
+		}
+		out, err := rewrite(disk)
+		if err != nil {
+			failed = err
+			return disk
+		}
+		return out
+	})
+	if failed != nil {
+		return fmt.Errorf("domain %s: %w", domain, failed)
+	}
+	if newDesc == desc {
+		return nil
+	}
+	if err := c.define(newDesc); err != nil {
+		return fmt.Errorf("domain %s: defining it %s: %w", domain, what, err)
+	}
+	return nil
 }
 
 // DisableCBT defines the domain to read its raw images directly again. The
@@ -227,41 +243,23 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 // otherwise by a call after the domain was started again (PendingRestart
 // until then).
 func (c *Conn) DisableCBT(domain, stateDir string) (CBTState, error) {
-	d, err := c.domain(domain)
-	if err != nil {
-		return "", err
-	}
-	defer d.Free()
-	desc, err := d.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE | libvirt.DOMAIN_XML_SECURE)
-	if err != nil {
-		return "", fmt.Errorf("domain %s: reading its definition: %w", domain, err)
-	}
-	var failed error
-	changed := false
-	newDesc := fileDisk.ReplaceAllStringFunc(desc, func(disk string) string {
+	err := c.redefineDisks(domain, "without overlays", func(disk string) (string, error) {
 		format, source := diskSource(disk)
-		if failed != nil || format != "qcow2" || !isOverlayOf(stateDir, domain, source) {
-			return disk
+		if format != "qcow2" || !isOverlayOf(stateDir, domain, source) {
+			return disk, nil
 		}
 		info, err := imageInfo(source)
 		if err != nil {
-			failed = fmt.Errorf("domain %s: %w", domain, err)
-			return disk
+			return "", err
 		}
 		raw := info.FormatSpecific.Data.DataFile
 		if raw == "" || !info.FormatSpecific.Data.DataFileRaw {
-			return disk
+			return disk, nil
 		}
-		changed = true
-		return withDiskSource(disk, "raw", raw)
+		return withDiskSource(disk, "raw", raw), nil
 	})
-	if failed != nil {
-		return "", failed
-	}
-	if changed {
-		if err := c.define(newDesc); err != nil {
-			return "", fmt.Errorf("domain %s: defining it without overlays: %w", domain, err)
-		}
+	if err != nil {
+		return "", err
 	}
 	state, err := c.CBTStatus(domain, stateDir)
 	if err != nil || state != CBTDisabled {
@@ -269,6 +267,11 @@ func (c *Conn) DisableCBT(domain, stateDir string) (CBTState, error) {
 	}
 	// Nothing runs on the overlays: drop them and the checkpoints whose
 	// bitmaps they held.
+	d, err := c.domain(domain)
+	if err != nil {
+		return "", err
+	}
+	defer d.Free()
 	cps, err := d.ListAllCheckpoints(0)
 	if err != nil {
 		return "", fmt.Errorf("domain %s: listing checkpoints: %w", domain, err)

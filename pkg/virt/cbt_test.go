@@ -2,31 +2,24 @@ package virt_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
 	"github.com/backstop-io/backstop/pkg/virt"
 	"github.com/backstop-io/backstop/pkg/virt/virttest"
 )
 
 func fileDigest(t *testing.T, path string) string {
 	t.Helper()
-	f, err := os.Open(path)
+	sum, err := vmbackup.FileSHA256(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return sum
 }
 
 func wantCBT(t *testing.T, c *virt.Conn, domain, stateDir string, want virt.CBTState) {
