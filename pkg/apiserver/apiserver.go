@@ -97,6 +97,9 @@ type ExtraConfig struct {
 	// VolumeRoot holds the volumes VM backups push into (default
 	// <DataDir>/volumes).
 	VolumeRoot string
+	// CBTStateDir holds the overlays of raw VM disks with changed block
+	// tracking (default <volume-root>/.cbt).
+	CBTStateDir string
 	// BackupSyncPeriod is how often storage locations are synced.
 	BackupSyncPeriod time.Duration
 	// ItemOperationSyncFrequency is how often backups' async operations are polled.

@@ -26,6 +26,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/schedule"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
 	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
+	"github.com/backstop-io/backstop/pkg/engine/vmcbt"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
@@ -41,6 +42,7 @@ const (
 	ControllerBackupSync            = "backup-sync"
 	ControllerSchedule              = "schedule"
 	ControllerVMBackup              = "vmbackup"
+	ControllerVMCBT                 = "vmcbt"
 	ControllerBackupQueue           = "backup-queue"
 	ControllerBackupDeletion        = "backup-deletion"
 	ControllerGarbageCollection     = "gc"
@@ -51,7 +53,7 @@ const (
 
 // Controllers are the engines that may be disabled.
 var Controllers = []string{
-	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerVMBackup, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
+	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerVMBackup, ControllerVMCBT, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
 }
 
@@ -78,6 +80,9 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		velero := factory.Velero().V1()
 		// VM backups and trackers live in the VMs' namespaces.
 		everywhere := externalversions.NewSharedInformerFactory(client, 10*time.Minute)
+		kubevirt := everywhere.Backup().V1alpha1()
+		// One libvirt connection for the VM engines.
+		libvirtConn := virtConn(c.extra.LibvirtURI)
 		var engines []engine
 		add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
 			if c.extra.DisabledControllers.Has(name) {
@@ -143,16 +148,24 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				return runOf(e, err)
 			}),
 			add(ControllerVMBackup, 2, func() (func(context.Context, int), error) {
-				root := c.extra.VolumeRoot
-				if root == "" {
-					if c.extra.DataDir == "" {
-						return nil, fmt.Errorf("--volume-root is needed without a data directory")
-					}
-					root = filepath.Join(c.extra.DataDir, "volumes")
+				root, err := c.volumeRoot()
+				if err != nil {
+					return nil, err
 				}
-				kubevirt := everywhere.Backup().V1alpha1()
 				e, err := vmbackup.New(vmbackup.Config{Client: client, Backups: kubevirt.VirtualMachineBackups(), Trackers: kubevirt.VirtualMachineBackupTrackers(),
-					Virt: virtConn(c.extra.LibvirtURI), VolumeRoot: root, Clock: clock.RealClock{}})
+					Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}})
+				return runOf(e, err)
+			}),
+			add(ControllerVMCBT, 1, func() (func(context.Context, int), error) {
+				stateDir := c.extra.CBTStateDir
+				if stateDir == "" {
+					root, err := c.volumeRoot()
+					if err != nil {
+						return nil, err
+					}
+					stateDir = filepath.Join(root, ".cbt")
+				}
+				e, err := vmcbt.New(vmcbt.Config{Client: client, Trackers: kubevirt.VirtualMachineBackupTrackers(), Virt: libvirtConn, StateDir: stateDir})
 				return runOf(e, err)
 			}),
 			add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {
@@ -239,6 +252,17 @@ func (c CompletedConfig) scratchDir() (string, error) {
 		return "", fmt.Errorf("creating %s: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// volumeRoot is where VM backups push: --volume-root, or <data-dir>/volumes.
+func (c CompletedConfig) volumeRoot() (string, error) {
+	if c.extra.VolumeRoot != "" {
+		return c.extra.VolumeRoot, nil
+	}
+	if c.extra.DataDir == "" {
+		return "", fmt.Errorf("--volume-root is needed without a data directory")
+	}
+	return filepath.Join(c.extra.DataDir, "volumes"), nil
 }
 
 // virtConn opens the libvirt connection VM backups use on first need, and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 )
@@ -99,4 +100,39 @@ func encodeACL(entries []aclEntry) []byte {
 		b = binary.LittleEndian.AppendUint32(b, e.id)
 	}
 	return b
+}
+
+// checkReachable reports an error naming the first directory of dir or its
+// parents that user uid (group gid) may not search: QEMU, running as that
+// user, opens overlays by path. Mode bits only; an ACL granting search is
+// not consulted.
+func checkReachable(dir string, uid, gid int) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		perm := fi.Mode().Perm()
+		var can bool
+		switch {
+		case uid == 0:
+			can = true
+		case int(st.Uid) == uid:
+			can = perm&0o100 != 0
+		case int(st.Gid) == gid:
+			can = perm&0o010 != 0
+		default:
+			can = perm&0o001 != 0
+		}
+		if !can {
+			return fmt.Errorf("QEMU's user (uid %d) cannot reach %s: %s has mode %v (give it o+x)", uid, dir, d, perm)
+		}
+		if parent := filepath.Dir(d); parent == d {
+			return nil
+		}
+	}
 }

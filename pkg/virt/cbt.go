@@ -40,9 +40,10 @@ const (
 	// CBTInitializing: overlays are being made (reported by callers while
 	// EnableCBT runs).
 	CBTInitializing CBTState = "Initializing"
-	// CBTEnabled: every raw file disk is read through its overlay.
+	// CBTEnabled: every file disk keeps dirty bitmaps: qcow2 disks
+	// themselves, raw disks through their overlays.
 	CBTEnabled CBTState = "Enabled"
-	// CBTDisabled: no disk has an overlay.
+	// CBTDisabled: a raw disk has no overlay.
 	CBTDisabled CBTState = "Disabled"
 )
 
@@ -157,8 +158,8 @@ func xmlAttr(s string) string {
 	return strings.ReplaceAll(b.String(), "'", "&apos;")
 }
 
-// overlayDir is where a domain's overlays are kept.
-func overlayDir(stateDir, domain string) string { return filepath.Join(stateDir, domain) }
+// OverlayDir is where a domain's overlays are kept.
+func OverlayDir(stateDir, domain string) string { return filepath.Join(stateDir, domain) }
 
 // EnableCBT gives every raw file disk of the domain an overlay (made in
 // stateDir/<domain>/<disk>.qcow2 if it is not there) and defines the domain
@@ -170,14 +171,23 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 	if err != nil {
 		return "", err
 	}
+	dir := OverlayDir(stateDir, domain)
 	err = c.redefineDisks(domain, "with overlays", func(disk string) (string, error) {
 		format, raw := diskSource(disk)
 		target := targetDev(disk)
 		if format != "raw" || raw == "" || target == "" {
 			return disk, nil
 		}
-		overlay := filepath.Join(overlayDir(stateDir, domain), target+".qcow2")
+		overlay := filepath.Join(dir, target+".qcow2")
 		if _, err := os.Stat(overlay); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return "", fmt.Errorf("creating the overlay directory: %w", err)
+			}
+			if owner != nil {
+				if err := checkReachable(dir, owner.uid, owner.gid); err != nil {
+					return "", err
+				}
+			}
 			if err := CreateRawOverlay(raw, overlay); err != nil {
 				return "", fmt.Errorf("disk %s: %w", target, err)
 			}
@@ -262,11 +272,14 @@ func (c *Conn) DisableCBT(domain, stateDir string) (CBTState, error) {
 		return "", err
 	}
 	state, err := c.CBTStatus(domain, stateDir)
-	if err != nil || state != CBTDisabled {
+	if err != nil || state == CBTPendingRestart {
 		return state, err
 	}
 	// Nothing runs on the overlays: drop them and the checkpoints whose
 	// bitmaps they held.
+	if _, err := os.Stat(OverlayDir(stateDir, domain)); errors.Is(err, os.ErrNotExist) {
+		return state, nil
+	}
 	d, err := c.domain(domain)
 	if err != nil {
 		return "", err
@@ -283,16 +296,16 @@ func (c *Conn) DisableCBT(domain, stateDir string) (CBTState, error) {
 			return "", fmt.Errorf("domain %s: deleting checkpoint metadata: %w", domain, err)
 		}
 	}
-	if err := os.RemoveAll(overlayDir(stateDir, domain)); err != nil {
+	if err := os.RemoveAll(OverlayDir(stateDir, domain)); err != nil {
 		return "", fmt.Errorf("domain %s: removing its overlays: %w", domain, err)
 	}
-	return CBTDisabled, nil
+	return state, nil
 }
 
-// CBTStatus reports whether the domain's raw disks are read through
-// overlays: Enabled or Disabled when the definition and the running domain
-// agree (or it is stopped), PendingRestart when the running domain still
-// has the disks of the previous definition.
+// CBTStatus reports whether the domain's disks keep dirty bitmaps: Enabled
+// when every file disk is qcow2 (itself, or a raw disk's overlay), Disabled
+// when a raw disk has no overlay, PendingRestart when the running domain
+// still has the disks of the previous definition.
 func (c *Conn) CBTStatus(domain, stateDir string) (CBTState, error) {
 	d, err := c.domain(domain)
 	if err != nil {
@@ -303,7 +316,6 @@ func (c *Conn) CBTStatus(domain, stateDir string) (CBTState, error) {
 	if err != nil {
 		return "", fmt.Errorf("domain %s: reading its definition: %w", domain, err)
 	}
-	want := usesOverlays(persistent, stateDir, domain)
 	active, err := d.IsActive()
 	if err != nil {
 		return "", fmt.Errorf("domain %s: %w", domain, err)
@@ -313,14 +325,25 @@ func (c *Conn) CBTStatus(domain, stateDir string) (CBTState, error) {
 		if err != nil {
 			return "", fmt.Errorf("domain %s: reading its live definition: %w", domain, err)
 		}
-		if usesOverlays(live, stateDir, domain) != want {
+		if usesOverlays(live, stateDir, domain) != usesOverlays(persistent, stateDir, domain) || tracksChanges(live) != tracksChanges(persistent) {
 			return CBTPendingRestart, nil
 		}
 	}
-	if want {
+	if tracksChanges(persistent) {
 		return CBTEnabled, nil
 	}
 	return CBTDisabled, nil
+}
+
+// tracksChanges reports whether every file disk of a domain XML can hold
+// dirty bitmaps (is qcow2).
+func tracksChanges(desc string) bool {
+	for _, disk := range fileDisk.FindAllString(desc, -1) {
+		if format, _ := diskSource(disk); format != "qcow2" {
+			return false
+		}
+	}
+	return true
 }
 
 // usesOverlays reports whether a domain XML reads a disk through one of the
@@ -335,7 +358,7 @@ func usesOverlays(desc, stateDir, domain string) bool {
 }
 
 func isOverlayOf(stateDir, domain, path string) bool {
-	return filepath.Dir(path) == overlayDir(stateDir, domain)
+	return filepath.Dir(path) == OverlayDir(stateDir, domain)
 }
 
 var targetTag = regexp.MustCompile(`<target dev='([^']*)'`)

@@ -2,6 +2,7 @@ package virt_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -133,5 +134,30 @@ func TestRawOverlayRefusesNonRaw(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ov.qcow2")); !os.IsNotExist(err) {
 		t.Errorf("an overlay was left: %v", err)
+	}
+}
+
+// TestCBTOfQcow2Disk: a domain whose disks are qcow2 keeps bitmaps without
+// an overlay: Enabled, and neither enabling nor disabling redefines it or
+// makes overlays; a missing domain is ErrDomainNotFound.
+func TestCBTOfQcow2Disk(t *testing.T) {
+	c := open(t)
+	dom := virttest.NewDomain(t, "backstop-virt-cbt-qcow2", "16M")
+	stateDir := virttest.Dir(t)
+	wantCBT(t, c, dom.Name, stateDir, virt.CBTEnabled)
+	for name, op := range map[string]func(string, string) (virt.CBTState, error){"enabling": c.EnableCBT, "disabling": c.DisableCBT} {
+		if state, err := op(dom.Name, stateDir); err != nil || state != virt.CBTEnabled {
+			t.Errorf("%s on a qcow2 disk: %q, %v; want %q", name, state, err, virt.CBTEnabled)
+		}
+	}
+	disks, err := c.Disks(dom.Name)
+	if err != nil || len(disks) != 1 || disks[0].Source != dom.Disk {
+		t.Errorf("disks: %+v, %v; want the qcow2 image itself", disks, err)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, dom.Name)); !os.IsNotExist(err) {
+		t.Errorf("an overlay directory was made for a qcow2 disk: %v", err)
+	}
+	if _, err := c.CBTStatus("backstop-virt-no-such-domain", stateDir); !errors.Is(err, virt.ErrDomainNotFound) {
+		t.Errorf("status of a missing domain: %v, want ErrDomainNotFound", err)
 	}
 }

@@ -31,6 +31,9 @@ import (
 // ErrUnavailable: libvirt cannot be loaded or reached.
 var ErrUnavailable = errors.New("libvirt unavailable")
 
+// ErrDomainNotFound: libvirt has no domain of that name.
+var ErrDomainNotFound = errors.New("domain not found")
+
 // ErrCheckpointInconsistent: a checkpoint's bitmap is missing or
 // inconsistent (QEMU was killed, the disk was changed behind libvirt).
 var ErrCheckpointInconsistent = errors.New("checkpoint inconsistent")
@@ -69,7 +72,10 @@ type Conn struct {
 	// waiters receive the job-completed and stop events of a domain (by
 	// name) while a backup of it runs.
 	waiters map[string]*jobWaiter
-	cbIDs   []int
+	// lifecycle are told the name of every domain with a lifecycle event.
+	lifecycle map[int]func(domain string)
+	nextID    int
+	cbIDs     []int
 }
 
 // jobWaiter receives what ends a backup job.
@@ -90,7 +96,7 @@ func Open(uri string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to %s: %v", ErrUnavailable, uri, err)
 	}
-	c := &Conn{conn: conn, uri: uri, waiters: map[string]*jobWaiter{}}
+	c := &Conn{conn: conn, uri: uri, waiters: map[string]*jobWaiter{}, lifecycle: map[int]func(string){}}
 	waiterOf := func(d *libvirt.Domain) *jobWaiter {
 		name, err := d.GetName()
 		if err != nil {
@@ -114,6 +120,17 @@ func Open(uri string) (*Conn, error) {
 	}
 	c.cbIDs = append(c.cbIDs, id)
 	id, err = conn.DomainEventLifecycleRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
+		if name, err := d.GetName(); err == nil {
+			c.mu.Lock()
+			fns := make([]func(string), 0, len(c.lifecycle))
+			for _, fn := range c.lifecycle {
+				fns = append(fns, fn)
+			}
+			c.mu.Unlock()
+			for _, fn := range fns {
+				fn(name)
+			}
+		}
 		if ev.Event != libvirt.DOMAIN_EVENT_STOPPED && ev.Event != libvirt.DOMAIN_EVENT_CRASHED {
 			return
 		}
@@ -153,9 +170,29 @@ func (c *Conn) Versions() (libvirtVersion, qemuVersion string, err error) {
 	return v(lv), v(hv), nil
 }
 
-// domain looks a domain up by name; the caller frees it.
+// OnLifecycle calls fn with the domain's name on each lifecycle event
+// (defined, started, stopped, ...) of any domain, on libvirt's event loop:
+// fn must not block. The returned function stops the calls.
+func (c *Conn) OnLifecycle(fn func(domain string)) (stop func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := c.nextID
+	c.nextID++
+	c.lifecycle[id] = fn
+	return func() {
+		c.mu.Lock()
+		delete(c.lifecycle, id)
+		c.mu.Unlock()
+	}
+}
+
+// domain looks a domain up by name; the caller frees it. A missing domain
+// is ErrDomainNotFound.
 func (c *Conn) domain(name string) (*libvirt.Domain, error) {
 	d, err := c.conn.LookupDomainByName(name)
+	if isError(err, libvirt.ERR_NO_DOMAIN) {
+		return nil, fmt.Errorf("domain %s: %w", name, ErrDomainNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("domain %s: %w", name, err)
 	}

@@ -88,6 +88,9 @@ type Options struct {
 	// VolumeRoot holds the volumes VM backups push into:
 	// <VolumeRoot>/<namespace>/<pvcName> (default <data-dir>/volumes).
 	VolumeRoot string
+	// CBTStateDir holds the overlays that give raw VM disks changed block
+	// tracking, one directory per domain (default <volume-root>/.cbt).
+	CBTStateDir string
 	// ItemOperationSyncFrequency is how often backups' async operations
 	// are polled (Velero's --item-operation-sync-frequency).
 	ItemOperationSyncFrequency time.Duration
@@ -140,6 +143,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ItemOperationSyncFrequency, "item-operation-sync-frequency", o.ItemOperationSyncFrequency, "how often the async operations of backups (VM disk backups) are checked (Velero's --item-operation-sync-frequency)")
 	fs.BoolVar(&o.ScheduleSkipImmediately, "schedule-skip-immediately", o.ScheduleSkipImmediately, "skip the run that is due at once when a schedule is created or unpaused, for schedules that do not set spec.skipImmediately (Velero's --schedule-skip-immediately)")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
+	fs.StringVar(&o.CBTStateDir, "cbt-state-dir", o.CBTStateDir, "the directory holding the qcow2 overlays that give raw VM disks changed block tracking, one subdirectory per libvirt domain (default <volume-root>/.cbt); QEMU must be able to reach it")
 	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
@@ -296,7 +300,7 @@ func (o *Options) Run(ctx context.Context) error {
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, ClientPageSize: int64(o.ClientPageSize),
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately,
-		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot,
+		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir,
 	}
 	if kubeClient != nil {
 		// Aggregated: storage locations' Secrets are the host cluster's.

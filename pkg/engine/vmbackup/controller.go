@@ -14,7 +14,10 @@
 // one, or with forceFullBackup, it is full. A checkpoint libvirt lost (the
 // domain was defined anew) is redefined from the tracker; one whose bitmap
 // is inconsistent (QEMU was killed) makes the backup full, and the status
-// says why. The space needed (the disks' allocation for a full backup, the
+// says why. A backup of a tracker whose VM has a disk that keeps no dirty
+// bitmaps (raw, changed block tracking not enabled: pkg/engine/vmcbt) is
+// full without a checkpoint, says so (CompletedWithWarning) and leaves the
+// tracker without a checkpoint. The space needed (the disks' allocation for a full backup, the
 // checkpoint's size for an incremental) is checked against the free space
 // first. The guest is quiesced through its agent unless skipQuiesce; without
 // an agent the backup goes on and the Quiesced condition says so. On
@@ -39,6 +42,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -363,10 +367,16 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		return
 	}
 
-	// Full or incremental.
+	// Full or incremental. Disks without dirty bitmaps (raw, without
+	// changed block tracking) get a full backup and no checkpoint.
 	backupType, since, fallback := kv.Full, "", ""
 	backing := map[string]string{}
-	if src.tracker != nil && src.tracker.Status != nil && src.tracker.Status.LatestCheckpoint != nil && !b.Spec.ForceFullBackup {
+	untracked := untrackedDisks(disks)
+	if src.tracker != nil && len(untracked) > 0 {
+		fallback = fmt.Sprintf("disk(s) %s of VirtualMachine %s keep no dirty bitmaps (raw, changed block tracking %s): a full backup without a checkpoint was taken",
+			strings.Join(untracked, ", "), src.vm, cbtState(src.tracker))
+		logger.Info("Full backup without a checkpoint", "reason", fallback)
+	} else if src.tracker != nil && src.tracker.Status != nil && src.tracker.Status.LatestCheckpoint != nil && !b.Spec.ForceFullBackup {
 		cp := src.tracker.Status.LatestCheckpoint
 		if fallback = c.prepareIncremental(conn, domain, cp, disks, backing); fallback == "" {
 			backupType, since = kv.Incremental, cp.Name
@@ -403,7 +413,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		return
 	}
 	checkpoint := ""
-	if src.tracker != nil {
+	if src.tracker != nil && len(untracked) == 0 {
 		checkpoint = checkpointName(b)
 	}
 	var lastProgress time.Time
@@ -457,11 +467,17 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		return
 	}
 
-	// The tracker moves to the new checkpoint.
-	if src.tracker != nil {
+	// The tracker moves to the new checkpoint (none: its VM cannot track
+	// changes, there is nothing to be incremental to).
+	if src.tracker != nil && checkpoint == "" {
+		if err := c.moveTracker(ctx, src.tracker, nil); err != nil {
+			c.failCleanup(ctx, b, conn, domain, "", out, fmt.Sprintf("clearing the checkpoint of tracker %s: %v", src.tracker.Name, err))
+			return
+		}
+	} else if src.tracker != nil {
 		xmlDesc, err := conn.CheckpointXML(domain, checkpoint)
 		if err == nil {
-			err = c.moveTracker(ctx, src.tracker, kv.BackupCheckpoint{Name: checkpoint, CreationTime: &metav1.Time{Time: now},
+			err = c.moveTracker(ctx, src.tracker, &kv.BackupCheckpoint{Name: checkpoint, CreationTime: &metav1.Time{Time: now},
 				Volumes: volumes, Disks: diskNames(disks), CheckpointXML: xmlDesc})
 		}
 		if err != nil {
@@ -481,7 +497,10 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 	}
 	complete := metav1.Condition{Type: string(kv.ConditionComplete), Status: metav1.ConditionTrue, Reason: kv.ReasonCompleted,
 		Message: fmt.Sprintf("%s backup of %d disk(s), %d bytes copied", backupType, len(disks), res.Bytes)}
-	if fallback != "" {
+	switch {
+	case len(untracked) > 0 && src.tracker != nil:
+		complete.Reason, complete.Message = kv.ReasonCompletedWithWarning, fallback
+	case fallback != "":
 		complete.Reason = kv.ReasonCompletedWithWarning
 		complete.Message = fmt.Sprintf("a full backup was taken instead of an incremental one: %s", fallback)
 	}
@@ -556,7 +575,28 @@ func diskNames(disks []virt.Disk) []string {
 	return out
 }
 
-func (c *Controller) moveTracker(ctx context.Context, t *kv.VirtualMachineBackupTracker, cp kv.BackupCheckpoint) error {
+// untrackedDisks names the disks that cannot hold dirty bitmaps (not
+// qcow2).
+func untrackedDisks(disks []virt.Disk) []string {
+	var out []string
+	for _, d := range disks {
+		if d.Format != "qcow2" {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// cbtState is the tracker's changed block tracking state, for messages.
+func cbtState(t *kv.VirtualMachineBackupTracker) string {
+	if t.Status == nil || t.Status.ChangedBlockTracking == nil || t.Status.ChangedBlockTracking.State == "" {
+		return "not set up"
+	}
+	return string(t.Status.ChangedBlockTracking.State)
+}
+
+// moveTracker points the tracker at cp (nil: no checkpoint).
+func (c *Controller) moveTracker(ctx context.Context, t *kv.VirtualMachineBackupTracker, cp *kv.BackupCheckpoint) error {
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur, err := c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
@@ -565,7 +605,7 @@ func (c *Controller) moveTracker(ctx context.Context, t *kv.VirtualMachineBackup
 		if cur.Status == nil {
 			cur.Status = &kv.VirtualMachineBackupTrackerStatus{}
 		}
-		cur.Status.LatestCheckpoint = &cp
+		cur.Status.LatestCheckpoint = cp
 		no := false
 		cur.Status.CheckpointRedefinitionRequired = &no
 		_, err = c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(t.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})

@@ -42,6 +42,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &kubevirtbackupv1alpha1.BackupProgressApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BackupVolumeInfo"):
 		return &kubevirtbackupv1alpha1.BackupVolumeInfoApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ChangedBlockTrackingStatus"):
+		return &kubevirtbackupv1alpha1.ChangedBlockTrackingStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackup"):
 		return &kubevirtbackupv1alpha1.VirtualMachineBackupApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackupSpec"):

@@ -41,6 +41,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.BackupOptions{}.OpenAPIModelName():                     schema_pkg_apis_kubevirtbackup_v1alpha1_BackupOptions(ref),
 		v1alpha1.BackupProgress{}.OpenAPIModelName():                    schema_pkg_apis_kubevirtbackup_v1alpha1_BackupProgress(ref),
 		v1alpha1.BackupVolumeInfo{}.OpenAPIModelName():                  schema_pkg_apis_kubevirtbackup_v1alpha1_BackupVolumeInfo(ref),
+		v1alpha1.ChangedBlockTrackingStatus{}.OpenAPIModelName():        schema_pkg_apis_kubevirtbackup_v1alpha1_ChangedBlockTrackingStatus(ref),
 		v1alpha1.VirtualMachineBackup{}.OpenAPIModelName():              schema_pkg_apis_kubevirtbackup_v1alpha1_VirtualMachineBackup(ref),
 		v1alpha1.VirtualMachineBackupList{}.OpenAPIModelName():          schema_pkg_apis_kubevirtbackup_v1alpha1_VirtualMachineBackupList(ref),
 		v1alpha1.VirtualMachineBackupSpec{}.OpenAPIModelName():          schema_pkg_apis_kubevirtbackup_v1alpha1_VirtualMachineBackupSpec(ref),
@@ -662,6 +663,40 @@ func schema_pkg_apis_kubevirtbackup_v1alpha1_BackupVolumeInfo(ref common.Referen
 	}
 }
 
+func schema_pkg_apis_kubevirtbackup_v1alpha1_ChangedBlockTrackingStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ChangedBlockTrackingStatus is a VM's changed block tracking state (the shape of KubeVirt's), with why it is not what was asked for.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"state": {
+						SchemaProps: spec.SchemaProps{
+							Description: "State is PendingRestart, Initializing, Enabled or Disabled.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason is why the state is not the selected one, in CamelCase (DomainNotFound, LibvirtUnavailable, EnableFailed, DisableFailed). Backstop addition.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says what happened, for humans. Backstop addition.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_kubevirtbackup_v1alpha1_VirtualMachineBackup(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1069,11 +1104,17 @@ func schema_pkg_apis_kubevirtbackup_v1alpha1_VirtualMachineBackupTrackerStatus(r
 							Format:      "",
 						},
 					},
+					"changedBlockTracking": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ChangedBlockTracking is the changed block tracking state of the tracked VM's disks (KubeVirt's VirtualMachine status.changedBlockTracking): a tracker selects its VM for changed block tracking unless its annotation backstop.io/changed-block-tracking is \"false\". Backstop addition.",
+							Ref:         ref(v1alpha1.ChangedBlockTrackingStatus{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.BackupCheckpoint{}.OpenAPIModelName()},
+			v1alpha1.BackupCheckpoint{}.OpenAPIModelName(), v1alpha1.ChangedBlockTrackingStatus{}.OpenAPIModelName()},
 	}
 }
 

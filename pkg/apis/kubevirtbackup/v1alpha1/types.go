@@ -137,6 +137,55 @@ type VirtualMachineBackupTrackerStatus struct {
 	// restarts and has a checkpoint that needs to be redefined in libvirt.
 	// virt-controller will process this flag, attempt redefinition, and clear it.
 	CheckpointRedefinitionRequired *bool `json:"checkpointRedefinitionRequired,omitempty"`
+
+	// ChangedBlockTracking is the changed block tracking state of the
+	// tracked VM's disks (KubeVirt's VirtualMachine
+	// status.changedBlockTracking): a tracker selects its VM for changed
+	// block tracking unless its annotation backstop.io/changed-block-tracking
+	// is "false". Backstop addition.
+	// +optional
+	ChangedBlockTracking *ChangedBlockTrackingStatus `json:"changedBlockTracking,omitempty"`
+}
+
+// ChangedBlockTrackingState is the changed block tracking state of a VM,
+// with KubeVirt's names.
+type ChangedBlockTrackingState string
+
+const (
+	// ChangedBlockTrackingPendingRestart: the VM's definition has changed
+	// (tracking enabled or disabled); the running VM takes it when it is
+	// started again.
+	ChangedBlockTrackingPendingRestart ChangedBlockTrackingState = "PendingRestart"
+	// ChangedBlockTrackingInitializing: the overlays of the VM's raw disks
+	// are being made.
+	ChangedBlockTrackingInitializing ChangedBlockTrackingState = "Initializing"
+	// ChangedBlockTrackingEnabled: every disk of the VM keeps dirty bitmaps
+	// (qcow2 disks themselves, raw disks through their overlays).
+	ChangedBlockTrackingEnabled ChangedBlockTrackingState = "Enabled"
+	// ChangedBlockTrackingDisabled: raw disks have no overlay; backups of
+	// the VM are full, without a checkpoint.
+	ChangedBlockTrackingDisabled ChangedBlockTrackingState = "Disabled"
+)
+
+// ChangedBlockTrackingAnnotation on a VirtualMachineBackupTracker: "false"
+// deselects its VM for changed block tracking ("true", the default without
+// it, selects it). A VM is selected while one of its trackers selects it.
+const ChangedBlockTrackingAnnotation = "backstop.io/changed-block-tracking"
+
+// ChangedBlockTrackingStatus is a VM's changed block tracking state (the
+// shape of KubeVirt's), with why it is not what was asked for.
+type ChangedBlockTrackingStatus struct {
+	// State is PendingRestart, Initializing, Enabled or Disabled.
+	// +optional
+	State ChangedBlockTrackingState `json:"state,omitempty"`
+	// Reason is why the state is not the selected one, in CamelCase
+	// (DomainNotFound, LibvirtUnavailable, EnableFailed, DisableFailed).
+	// Backstop addition.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says what happened, for humans. Backstop addition.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // VirtualMachineBackupTrackerList is a list of VirtualMachineBackupTracker resources

@@ -42,6 +42,11 @@ func (in BackupVolumeInfo) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ChangedBlockTrackingStatus) OpenAPIModelName() string {
+	return "io.kubevirt.backup.v1alpha1.ChangedBlockTrackingStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VirtualMachineBackup) OpenAPIModelName() string {
 	return "io.kubevirt.backup.v1alpha1.VirtualMachineBackup"
 }

@@ -102,6 +102,17 @@ func ValidateTrackerSpec(spec *kubevirtbackup.VirtualMachineBackupTrackerSpec, f
 	return errs
 }
 
+// ValidateTrackerAnnotations checks the annotations Backstop reads from a
+// VirtualMachineBackupTracker: backstop.io/changed-block-tracking is "true"
+// or "false".
+func ValidateTrackerAnnotations(annotations map[string]string, fldPath *field.Path) field.ErrorList {
+	v, ok := annotations[kubevirtbackup.ChangedBlockTrackingAnnotation]
+	if !ok || v == "true" || v == "false" {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(fldPath.Key(kubevirtbackup.ChangedBlockTrackingAnnotation), v, []string{"true", "false"})}
+}
+
 // NormalizeBackupStatus makes status.type and status.backupType agree: a
 // client (engine or vendor) may write either spelling, in any case.
 func NormalizeBackupStatus(st *kubevirtbackup.VirtualMachineBackupStatus) {

@@ -107,3 +107,26 @@ func TestValidateTrackerSpec(t *testing.T) {
 		t.Errorf("empty tracker: errors at %v, want %s", got, want)
 	}
 }
+
+func TestValidateTrackerAnnotations(t *testing.T) {
+	path := field.NewPath("metadata", "annotations")
+	for _, tc := range []struct {
+		annotations map[string]string
+		wantField   string
+	}{
+		{annotations: nil},
+		{annotations: map[string]string{"other": "x"}},
+		{annotations: map[string]string{kubevirtbackup.ChangedBlockTrackingAnnotation: "true"}},
+		{annotations: map[string]string{kubevirtbackup.ChangedBlockTrackingAnnotation: "false"}},
+		{annotations: map[string]string{kubevirtbackup.ChangedBlockTrackingAnnotation: "no"}, wantField: "metadata.annotations[backstop.io/changed-block-tracking]"},
+		{annotations: map[string]string{kubevirtbackup.ChangedBlockTrackingAnnotation: ""}, wantField: "metadata.annotations[backstop.io/changed-block-tracking]"},
+	} {
+		errs := ValidateTrackerAnnotations(tc.annotations, path)
+		switch {
+		case tc.wantField == "" && len(errs) != 0:
+			t.Errorf("%v: unexpected errors %v", tc.annotations, errs)
+		case tc.wantField != "" && (len(errs) != 1 || errs[0].Field != tc.wantField || errs[0].Type != field.ErrorTypeNotSupported):
+			t.Errorf("%v: errors %v, want one NotSupported at %s", tc.annotations, errs, tc.wantField)
+		}
+	}
+}

@@ -26,13 +26,15 @@ func NewStrategy(typer runtime.ObjectTyper) Strategy {
 // Validate checks the metadata and the spec.
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	t := obj.(*kubevirtbackup.VirtualMachineBackupTracker)
-	return append(s.Strategy.Validate(ctx, obj), vmvalidation.ValidateTrackerSpec(&t.Spec, field.NewPath("spec"))...)
+	errs := append(s.Strategy.Validate(ctx, obj), vmvalidation.ValidateTrackerSpec(&t.Spec, field.NewPath("spec"))...)
+	return append(errs, vmvalidation.ValidateTrackerAnnotations(t.Annotations, field.NewPath("metadata", "annotations"))...)
 }
 
-// ValidateUpdate refuses any change of the spec.
+// ValidateUpdate refuses any change of the spec; annotations may change.
 func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	t, oldT := obj.(*kubevirtbackup.VirtualMachineBackupTracker), old.(*kubevirtbackup.VirtualMachineBackupTracker)
 	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
+	errs = append(errs, vmvalidation.ValidateTrackerAnnotations(t.Annotations, field.NewPath("metadata", "annotations"))...)
 	if !resource.DeepEqual(t.Spec, oldT.Spec) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec"), "spec is immutable after creation"))
 	}
@@ -59,6 +61,12 @@ var Table = resource.NewTableConvertor(
 	resource.Column{Name: "Latest Checkpoint", Type: "string", Description: "Checkpoint of the latest backup", Cell: func(o runtime.Object) any {
 		if st := o.(*kubevirtbackup.VirtualMachineBackupTracker).Status; st != nil && st.LatestCheckpoint != nil {
 			return st.LatestCheckpoint.Name
+		}
+		return "<none>"
+	}},
+	resource.Column{Name: "CBT", Type: "string", Description: "Changed block tracking state of the VM", Cell: func(o runtime.Object) any {
+		if st := o.(*kubevirtbackup.VirtualMachineBackupTracker).Status; st != nil && st.ChangedBlockTracking != nil && st.ChangedBlockTracking.State != "" {
+			return string(st.ChangedBlockTracking.State)
 		}
 		return "<none>"
 	}},

@@ -28,6 +28,12 @@ type VirtualMachineBackupTrackerStatusApplyConfiguration struct {
 	// restarts and has a checkpoint that needs to be redefined in libvirt.
 	// virt-controller will process this flag, attempt redefinition, and clear it.
 	CheckpointRedefinitionRequired *bool `json:"checkpointRedefinitionRequired,omitempty"`
+	// ChangedBlockTracking is the changed block tracking state of the
+	// tracked VM's disks (KubeVirt's VirtualMachine
+	// status.changedBlockTracking): a tracker selects its VM for changed
+	// block tracking unless its annotation backstop.io/changed-block-tracking
+	// is "false". Backstop addition.
+	ChangedBlockTracking *ChangedBlockTrackingStatusApplyConfiguration `json:"changedBlockTracking,omitempty"`
 }
 
 // VirtualMachineBackupTrackerStatusApplyConfiguration constructs a declarative configuration of the VirtualMachineBackupTrackerStatus type for use with
@@ -49,5 +55,13 @@ func (b *VirtualMachineBackupTrackerStatusApplyConfiguration) WithLatestCheckpoi
 // If called multiple times, the CheckpointRedefinitionRequired field is set to the value of the last call.
 func (b *VirtualMachineBackupTrackerStatusApplyConfiguration) WithCheckpointRedefinitionRequired(value bool) *VirtualMachineBackupTrackerStatusApplyConfiguration {
 	b.CheckpointRedefinitionRequired = &value
+	return b
+}
+
+// WithChangedBlockTracking sets the ChangedBlockTracking field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ChangedBlockTracking field is set to the value of the last call.
+func (b *VirtualMachineBackupTrackerStatusApplyConfiguration) WithChangedBlockTracking(value *ChangedBlockTrackingStatusApplyConfiguration) *VirtualMachineBackupTrackerStatusApplyConfiguration {
+	b.ChangedBlockTracking = value
 	return b
 }

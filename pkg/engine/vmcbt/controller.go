@@ -1,0 +1,275 @@
+// Package vmcbt is the changed block tracking engine (KubeVirt VEP 25,
+// "Enable/Disable QEMU backup"): it selects VMs for changed block tracking
+// and reports their state on their VirtualMachineBackupTrackers.
+//
+// Selection: a VirtualMachine is selected while one of its
+// VirtualMachineBackupTrackers selects it; a tracker selects its VM unless
+// its annotation backstop.io/changed-block-tracking is "false". (KubeVirt
+// selects by label selectors in its CR; Backstop serves no VirtualMachine
+// objects, and a tracker is what says a VM's backups are to be
+// incremental.)
+//
+// A selected VM's libvirt domain ("<ns>_<name>") gets an overlay per raw
+// disk (pkg/virt EnableCBT, in --cbt-state-dir/<domain>/); a VM no longer
+// selected, or whose last tracker was deleted, has them removed
+// (DisableCBT). Each tracker of the VM shows the state in
+// status.changedBlockTracking: Initializing while overlays are made,
+// PendingRestart while the running domain has the disks of the previous
+// definition, then Enabled or Disabled; reason and message say why when
+// it cannot be done (no such domain, libvirt unavailable, overlay failed).
+//
+// The engine looks at a VM again on every change of its trackers, on every
+// libvirt lifecycle event of its domain (a restart moves PendingRestart on)
+// and every resync period.
+package vmcbt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
+	listers "github.com/backstop-io/backstop/pkg/generated/listers/kubevirtbackup/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/virt"
+)
+
+// Reasons of status.changedBlockTracking.
+const (
+	ReasonDomainNotFound     = "DomainNotFound"
+	ReasonLibvirtUnavailable = "LibvirtUnavailable"
+	ReasonEnableFailed       = "EnableFailed"
+	ReasonDisableFailed      = "DisableFailed"
+)
+
+// Config is what the engine needs.
+type Config struct {
+	Client   versioned.Interface
+	Trackers informers.VirtualMachineBackupTrackerInformer
+	// Virt returns the libvirt connection (an error wrapping
+	// virt.ErrUnavailable when there is no libvirt).
+	Virt func() (*virt.Conn, error)
+	// StateDir holds the overlays, one directory per domain; QEMU's user
+	// must be able to reach it.
+	StateDir string
+	// Resync is how often every VM with a tracker or overlays is looked at
+	// again (0: one minute).
+	Resync time.Duration
+}
+
+// Controller is the changed block tracking engine. Its keys are VMs:
+// namespace and VirtualMachine name.
+type Controller struct {
+	*reconcile.Loop
+	cfg      Config
+	trackers listers.VirtualMachineBackupTrackerLister
+
+	mu         sync.Mutex
+	subscribed *virt.Conn
+}
+
+// New returns the engine.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Resync <= 0 {
+		cfg.Resync = time.Minute
+	}
+	c := &Controller{cfg: cfg, trackers: cfg.Trackers.Lister()}
+	c.Loop = reconcile.NewLoop("vmcbt", c.sync)
+	enqueue := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if t, ok := obj.(*kv.VirtualMachineBackupTracker); ok {
+			c.Add(cache.ObjectName{Namespace: t.Namespace, Name: t.Spec.Source.Name})
+		}
+	}
+	if _, err := cfg.Trackers.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("vmcbt engine: watching trackers: %w", err)
+	}
+	c.WaitFor(cfg.Trackers.Informer())
+	return c, nil
+}
+
+// Run runs the engine until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("controller", "vmcbt"))
+	go wait.UntilWithContext(ctx, func(context.Context) { c.resync() }, c.cfg.Resync)
+	c.Loop.Run(ctx, workers)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subscribed = nil
+}
+
+// resync queues every VM with a tracker, and every domain with overlays
+// (a VM whose last tracker was deleted).
+func (c *Controller) resync() {
+	all, err := c.trackers.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, t := range all {
+		c.Add(cache.ObjectName{Namespace: t.Namespace, Name: t.Spec.Source.Name})
+	}
+	entries, _ := os.ReadDir(c.cfg.StateDir)
+	for _, e := range entries {
+		if key, ok := vmOf(e.Name()); ok && e.IsDir() {
+			c.Add(key)
+		}
+	}
+}
+
+// vmOf is the VM of a domain name "<ns>_<name>" (a namespace has no "_").
+func vmOf(domain string) (cache.ObjectName, bool) {
+	ns, name, ok := strings.Cut(domain, "_")
+	return cache.ObjectName{Namespace: ns, Name: name}, ok && ns != "" && name != ""
+}
+
+// conn returns the libvirt connection, subscribed to its lifecycle events.
+func (c *Controller) conn() (*virt.Conn, error) {
+	conn, err := c.cfg.Virt()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.subscribed != conn {
+		conn.OnLifecycle(func(domain string) {
+			if key, ok := vmOf(domain); ok {
+				c.Add(key)
+			}
+		})
+		c.subscribed = conn
+	}
+	return conn, nil
+}
+
+// trackersOf returns the trackers of a VM, and whether one selects it.
+func (c *Controller) trackersOf(key cache.ObjectName) ([]*kv.VirtualMachineBackupTracker, bool, error) {
+	all, err := c.trackers.VirtualMachineBackupTrackers(key.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, false, err
+	}
+	var out []*kv.VirtualMachineBackupTracker
+	selected := false
+	for _, t := range all {
+		if t.Spec.Source.Name != key.Name || t.DeletionTimestamp != nil {
+			continue
+		}
+		out = append(out, t)
+		if t.Annotations[kv.ChangedBlockTrackingAnnotation] != "false" {
+			selected = true
+		}
+	}
+	return out, selected, nil
+}
+
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	trackers, selected, err := c.trackersOf(key)
+	if err != nil {
+		return err
+	}
+	domain := key.Namespace + "_" + key.Name
+	if len(trackers) == 0 {
+		// No tracker left: the VM's overlays, if any, go.
+		if _, err := os.Stat(virt.OverlayDir(c.cfg.StateDir, domain)); err != nil {
+			return nil
+		}
+		selected = false
+	}
+	conn, err := c.conn()
+	if err != nil {
+		c.report(ctx, trackers, nil, ReasonLibvirtUnavailable, err.Error())
+		c.AddAfter(key, c.cfg.Resync)
+		return nil
+	}
+	logger := klog.FromContext(ctx).WithValues("virtualMachine", key.String(), "domain", domain)
+	var state virt.CBTState
+	failed := ReasonDisableFailed
+	if selected {
+		failed = ReasonEnableFailed
+		state, err = conn.CBTStatus(domain, c.cfg.StateDir)
+		if err == nil && state == virt.CBTDisabled {
+			initializing := kv.ChangedBlockTrackingInitializing
+			c.report(ctx, trackers, &initializing, "", "")
+			logger.Info("Enabling changed block tracking")
+			state, err = conn.EnableCBT(domain, c.cfg.StateDir)
+		}
+	} else {
+		state, err = conn.DisableCBT(domain, c.cfg.StateDir)
+	}
+	switch {
+	case errors.Is(err, virt.ErrDomainNotFound):
+		c.report(ctx, trackers, nil, ReasonDomainNotFound,
+			fmt.Sprintf("VirtualMachine %s has no libvirt domain %s", key.Name, domain))
+		return nil
+	case err != nil:
+		logger.Error(err, "Changed block tracking", "reason", failed)
+		current, _ := conn.CBTStatus(domain, c.cfg.StateDir)
+		c.report(ctx, trackers, stateOf(current), failed, err.Error())
+		c.AddAfter(key, c.cfg.Resync)
+		return nil
+	}
+	c.report(ctx, trackers, stateOf(state), "", "")
+	return nil
+}
+
+func stateOf(s virt.CBTState) *kv.ChangedBlockTrackingState {
+	if s == "" {
+		return nil
+	}
+	st := kv.ChangedBlockTrackingState(s)
+	return &st
+}
+
+// report writes the state (nil: keep the one shown), reason and message on
+// every tracker of a VM whose status shows something else.
+func (c *Controller) report(ctx context.Context, trackers []*kv.VirtualMachineBackupTracker, state *kv.ChangedBlockTrackingState, reason, msg string) {
+	for _, t := range trackers {
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			cur, err := c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if cur.UID != t.UID {
+				return nil
+			}
+			want := kv.ChangedBlockTrackingStatus{Reason: reason, Message: msg}
+			if cur.Status != nil && cur.Status.ChangedBlockTracking != nil {
+				want.State = cur.Status.ChangedBlockTracking.State
+			}
+			if state != nil {
+				want.State = *state
+			}
+			if cur.Status != nil && cur.Status.ChangedBlockTracking != nil && *cur.Status.ChangedBlockTracking == want {
+				return nil
+			}
+			if cur.Status == nil {
+				cur.Status = &kv.VirtualMachineBackupTrackerStatus{}
+			}
+			cur.Status.ChangedBlockTracking = &want
+			_, err = c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(t.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			klog.FromContext(ctx).Error(err, "Updating the changed block tracking state of a tracker", "tracker", klog.KObj(t))
+		}
+	}
+}
