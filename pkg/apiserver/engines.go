@@ -83,6 +83,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		kubevirt := everywhere.Backup().V1alpha1()
 		// One libvirt connection for the VM engines.
 		libvirtConn := virtConn(c.extra.LibvirtURI)
+		volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
 		var engines []engine
 		add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
 			if c.extra.DisabledControllers.Has(name) {
@@ -131,7 +132,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				}
 				e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
 					Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch,
-					Actions: []backup.ItemAction{vmoperation.Action{Client: client}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency})
+					Actions: []backup.ItemAction{vmoperation.Action{Client: client, Virt: libvirtConn, VolumeRoot: volumeRoot}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency})
 				return runOf(e, err)
 			}),
 			add(ControllerRestore, 1, func() (func(context.Context, int), error) {

@@ -221,3 +221,20 @@ func isError(err error, code libvirt.ErrorNumber) bool {
 	var lerr libvirt.Error
 	return errors.As(err, &lerr) && lerr.Code == code
 }
+
+// DomainNames lists the names of the defined and running domains.
+func (c *Conn) DomainNames() ([]string, error) {
+	doms, err := c.conn.ListAllDomains(0)
+	if err != nil {
+		return nil, fmt.Errorf("listing domains on %s: %w", c.uri, err)
+	}
+	names := make([]string, 0, len(doms))
+	for i := range doms {
+		name, err := doms[i].GetName()
+		_ = doms[i].Free()
+		if err == nil {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -383,7 +384,7 @@ func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store obje
 	if err != nil {
 		return err
 	}
-	filter, err := items.NewFilter(&b.Spec, resources)
+	filter, err := items.NewFilter(&b.Spec, withDiscovered(resources, c.cfg.Actions))
 	if err != nil {
 		return err
 	}
@@ -418,6 +419,7 @@ func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store obje
 	if err := <-uploaded; err != nil {
 		return fmt.Errorf("uploading the backup tarball: %w", err)
 	}
+	ops.discover(ctx, filter)
 	done, _ := counter.Progress()
 	log.Info("Backed up items", "items", done)
 
@@ -430,6 +432,23 @@ func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store obje
 		return fmt.Errorf("uploading the resource list: %w", err)
 	}
 	return nil
+}
+
+// withDiscovered adds the resources of discovered items the source does not
+// serve, so that filters can name them.
+func withDiscovered(resources []items.Resource, actions []ItemAction) []items.Resource {
+	out := resources
+	for _, a := range actions {
+		d, ok := a.(ItemDiscoverer)
+		if !ok {
+			continue
+		}
+		r := d.DiscoveredResource()
+		if !slices.ContainsFunc(resources, func(s items.Resource) bool { return s.GroupResource() == r.GroupResource() }) {
+			out = append(slices.Clip(out), r)
+		}
+	}
+	return out
 }
 
 // reportProgress writes the progress every ProgressInterval until done.

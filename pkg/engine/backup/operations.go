@@ -37,6 +37,22 @@ type ItemAction interface {
 	Cancel(ctx context.Context, backup *velerov1.Backup, operationID string) error
 }
 
+// ItemDiscoverer is an ItemAction some of whose items are not API objects
+// of the source cluster (the VMs that are libvirt domains). After the API
+// items are collected, the backup asks it for the items of its resource,
+// keeps those its filters take (namespace, resource, labels) and for which
+// no operation was started yet, and starts the action's operations for
+// them. They are not written to the tarball: only their operations back
+// them up.
+type ItemDiscoverer interface {
+	ItemAction
+	// DiscoveredResource is the resource of the discovered items.
+	DiscoveredResource() items.Resource
+	// Discover lists the items of the namespaces the backup takes
+	// (includesNamespace).
+	Discover(ctx context.Context, backup *velerov1.Backup, includesNamespace func(string) bool) ([]*unstructured.Unstructured, error)
+}
+
 // OperationProgress is an operation's state as its action reports it.
 type OperationProgress struct {
 	// Completed: the operation has ended, successfully unless Err is set.
@@ -144,6 +160,42 @@ func (o *operations) start(ctx context.Context, r items.Resource, item *unstruct
 		o.log.Info("Started an async operation", "action", a.Name(), "operationID", id,
 			"item", r.GroupResource()+" "+qualified(item.GetNamespace(), item.GetName()))
 	}
+}
+
+// discover starts the operations of the discovered items the filter takes.
+func (o *operations) discover(ctx context.Context, filter *items.Filter) {
+	for _, a := range o.actions {
+		d, ok := a.(ItemDiscoverer)
+		if !ok {
+			continue
+		}
+		r := d.DiscoveredResource()
+		if !filter.IncludesResource(r) {
+			continue
+		}
+		found, err := d.Discover(ctx, o.backup, filter.IncludesNamespace)
+		if err != nil {
+			o.log.Warning("", items.ScopeVelero, fmt.Sprintf("%s: looking for %s: %v", a.Name(), r.GroupResource(), err))
+			continue
+		}
+		for _, item := range found {
+			if !filter.IncludesNamespace(item.GetNamespace()) || !filter.IncludesItem(item.GetLabels()) || o.startedFor(r, item) {
+				continue
+			}
+			o.start(ctx, r, item)
+		}
+	}
+}
+
+// startedFor reports whether an operation was started for the item.
+func (o *operations) startedFor(r items.Resource, item *unstructured.Unstructured) bool {
+	for _, op := range o.list {
+		id := op.Spec.ResourceIdentifier
+		if id.Group == r.GVR.Group && id.Resource == r.GVR.Resource && id.Namespace == item.GetNamespace() && id.Name == item.GetName() {
+			return true
+		}
+	}
+	return false
 }
 
 // counts returns operations attempted, completed and failed.

@@ -16,7 +16,8 @@
 // status.changedBlockTracking: Initializing while overlays are made,
 // PendingRestart while the running domain has the disks of the previous
 // definition, then Enabled or Disabled; reason and message say why when
-// it cannot be done (no such domain, libvirt unavailable, overlay failed).
+// it cannot be done (libvirt unavailable, overlay failed, the domain gone).
+// Trackers of a VM without a domain on this host are left as they are.
 //
 // The engine looks at a VM again on every change of its trackers, on every
 // libvirt lifecycle event of its domain (a restart moves PendingRestart on)
@@ -217,7 +218,16 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	switch {
 	case errors.Is(err, virt.ErrDomainNotFound):
-		c.report(ctx, trackers, nil, ReasonDomainNotFound,
+		// A VM this host does not run: trackers that showed a state
+		// say it is gone; others are left alone (the domain's
+		// definition, a lifecycle event, brings the VM back here).
+		var shown []*kv.VirtualMachineBackupTracker
+		for _, t := range trackers {
+			if t.Status != nil && t.Status.ChangedBlockTracking != nil {
+				shown = append(shown, t)
+			}
+		}
+		c.report(ctx, shown, nil, ReasonDomainNotFound,
 			fmt.Sprintf("VirtualMachine %s has no libvirt domain %s", key.Name, domain))
 		return nil
 	case err != nil:

@@ -1,12 +1,28 @@
-// Package vmoperation is the backup engine's async operation for VM disks.
-// A Velero backup that takes a VirtualMachineBackupTracker annotated with
-// the PVC its VM's disk backups go to (PVCAnnotation) creates a
-// VirtualMachineBackup of that tracker (incremental against the tracker's
-// last checkpoint, full without one) and waits for it
+// Package vmoperation is the backup engine's async operation for VM disks:
+// a Velero backup backs up the disks of the VMs it takes by creating a
+// VirtualMachineBackup per VM and waiting for it
 // (WaitingForPluginOperations) until its Complete or Failed condition is
 // true. The VM backup engine runs the VirtualMachineBackup; cancelling the
 // backup, or the operation timing out, cancels it through its cancel
 // subresource.
+//
+// Which VMs: those of the namespaces the backup takes, found as libvirt
+// domains "<ns>_<name>" (kubevirt.io VirtualMachines, filtered like API
+// items: excludedResources: [virtualmachines] or a label selector leaves
+// them out), and the VirtualMachines the source cluster serves, if any.
+// A VM with a VirtualMachineBackupTracker annotated with PVCAnnotation is
+// backed up through that tracker instead (the tracker is an item of the
+// backup).
+//
+// Where: the PVC the backup's PVCAnnotation names, else DefaultPVC (its
+// directory is created under the volume root).
+//
+// Full or incremental: backups of a series — a schedule's backups (label
+// velero.io/schedule-name) or those annotated with SeriesAnnotation — share
+// a tracker per VM ("<series>-<vm>", labelled SeriesLabel, created on
+// first use), so each is incremental since the previous one (and the
+// tracker selects the VM for changed block tracking); other backups are
+// full, without a checkpoint.
 package vmoperation
 
 import (
@@ -14,6 +30,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,16 +39,33 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
+	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	"github.com/backstop-io/backstop/pkg/virt"
 )
 
-// PVCAnnotation on a VirtualMachineBackupTracker names the PVC (push
-// mode target) of the VM disk backups Velero backups run for it.
+// PVCAnnotation names the PVC (push mode target) of VM disk backups: on a
+// VirtualMachineBackupTracker, for the Velero backups that take it; on a
+// Backup (or a Schedule, whose backups copy its annotations), for the VMs
+// it discovers.
 const PVCAnnotation = "backstop.io/vm-backup-pvc"
+
+// DefaultPVC is the PVC of discovered VMs' disk backups when the backup
+// names none.
+const DefaultPVC = "vm-backups"
+
+// SeriesAnnotation on a Backup names the series its VM disk backups are
+// incremental within (a schedule's backups are the schedule's series).
+const SeriesAnnotation = "backstop.io/vm-backup-series"
+
+// SeriesLabel on a tracker the action created names its series.
+const SeriesLabel = "backstop.io/vm-backup-series"
 
 // Labels on the VirtualMachineBackups a backup starts.
 const (
@@ -41,21 +76,73 @@ const (
 // Name is the action's name in item operation records.
 const Name = "backstop.io/vm-disks"
 
-const trackerResource = "virtualmachinebackuptrackers." + kvbackupv1alpha1.GroupName
+const (
+	trackerResource = "virtualmachinebackuptrackers." + kvbackupv1alpha1.GroupName
+	vmGroup         = "kubevirt.io"
+)
+
+// VirtualMachines is the resource of discovered VMs.
+var VirtualMachines = items.Resource{
+	GVR:  schema.GroupVersionResource{Group: vmGroup, Version: "v1", Resource: "virtualmachines"},
+	Kind: "VirtualMachine", Singular: "virtualmachine", ShortNames: []string{"vm", "vms"}, Namespaced: true,
+}
 
 // Action starts and follows VirtualMachineBackups.
 type Action struct {
 	// Client is the server's own API, which serves VirtualMachineBackups.
 	Client versioned.Interface
+	// Virt returns the libvirt connection VMs are discovered on (nil: no
+	// discovery).
+	Virt func() (*virt.Conn, error)
+	// VolumeRoot is where DefaultPVC directories are created.
+	VolumeRoot string
 }
 
-var _ backup.ItemAction = Action{}
+var (
+	_ backup.ItemAction     = Action{}
+	_ backup.ItemDiscoverer = Action{}
+)
 
 // Name implements backup.ItemAction.
 func (Action) Name() string { return Name }
 
-// AppliesTo implements backup.ItemAction: trackers.
-func (Action) AppliesTo(groupResource string) bool { return groupResource == trackerResource }
+// AppliesTo implements backup.ItemAction: trackers and VMs.
+func (Action) AppliesTo(groupResource string) bool {
+	return groupResource == trackerResource || groupResource == VirtualMachines.GroupResource()
+}
+
+// DiscoveredResource implements backup.ItemDiscoverer.
+func (Action) DiscoveredResource() items.Resource { return VirtualMachines }
+
+// Discover implements backup.ItemDiscoverer: the libvirt domains named
+// "<ns>_<name>" of the namespaces the backup takes.
+func (a Action) Discover(ctx context.Context, b *velerov1.Backup, includesNamespace func(string) bool) ([]*unstructured.Unstructured, error) {
+	if a.Virt == nil {
+		return nil, nil
+	}
+	conn, err := a.Virt()
+	if err != nil {
+		return nil, err
+	}
+	names, err := conn.DomainNames()
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, domain := range names {
+		ns, name, ok := strings.Cut(domain, "_")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 || !includesNamespace(ns) {
+			continue
+		}
+		vm := &unstructured.Unstructured{}
+		vm.SetAPIVersion(VirtualMachines.GVR.GroupVersion().String())
+		vm.SetKind(VirtualMachines.Kind)
+		vm.SetNamespace(ns)
+		vm.SetName(name)
+		out = append(out, vm)
+	}
+	return out, nil
+}
 
 // objectName is the VirtualMachineBackup of a backup and tracker:
 // "<backup>-<tracker>", shortened with a hash when too long for a name.
@@ -70,23 +157,99 @@ func objectName(backupName, tracker string) string {
 
 // Start implements backup.ItemAction.
 func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructured.Unstructured) (string, error) {
+	ns := item.GetNamespace()
+	group := kvbackupv1alpha1.GroupName
+	if item.GroupVersionKind().Group == vmGroup {
+		return a.startVM(ctx, b, ns, item.GetName())
+	}
 	pvc := item.GetAnnotations()[PVCAnnotation]
 	if pvc == "" {
 		return "", nil
 	}
-	ns := item.GetNamespace()
+	return a.create(ctx, b, ns, objectName(b.Name, item.GetName()), pvc,
+		corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachineBackupTracker", Name: item.GetName()})
+}
+
+// startVM backs up a VM the backup takes: through the series' tracker, or
+// full; not at all when an annotated tracker of the VM does it.
+func (a Action) startVM(ctx context.Context, b *velerov1.Backup, ns, vm string) (string, error) {
+	trackers, err := a.Client.BackupV1alpha1().VirtualMachineBackupTrackers(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("listing the trackers of namespace %s: %w", ns, err)
+	}
+	for _, t := range trackers.Items {
+		if t.Spec.Source.Name == vm && t.Annotations[PVCAnnotation] != "" {
+			return "", nil
+		}
+	}
+	pvc := b.Annotations[PVCAnnotation]
+	if pvc == "" {
+		pvc = DefaultPVC
+		if a.VolumeRoot != "" {
+			if err := os.MkdirAll(filepath.Join(a.VolumeRoot, ns, pvc), 0o755); err != nil {
+				return "", fmt.Errorf("creating the volume of VM disk backups: %w", err)
+			}
+		}
+	}
+	vmGroupName := vmGroup
+	source := corev1.TypedLocalObjectReference{APIGroup: &vmGroupName, Kind: "VirtualMachine", Name: vm}
+	if series := seriesOf(b); series != "" {
+		tracker, err := a.ensureTracker(ctx, ns, series, vm)
+		if err != nil {
+			return "", err
+		}
+		group := kvbackupv1alpha1.GroupName
+		source = corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachineBackupTracker", Name: tracker}
+	}
+	return a.create(ctx, b, ns, objectName(b.Name, "vm-"+vm), pvc, source)
+}
+
+// seriesOf is the series of a backup: its annotation, else its schedule.
+func seriesOf(b *velerov1.Backup) string {
+	if s := b.Annotations[SeriesAnnotation]; s != "" {
+		return s
+	}
+	return b.Labels[velerov1.ScheduleNameLabel]
+}
+
+// ensureTracker returns the name of the series' tracker of a VM, creating
+// it the first time.
+func (a Action) ensureTracker(ctx context.Context, ns, series, vm string) (string, error) {
+	name := objectName(series, vm)
+	client := a.Client.BackupV1alpha1().VirtualMachineBackupTrackers(ns)
+	vmGroupName := vmGroup
+	_, err := client.Create(ctx, &kvbackupv1alpha1.VirtualMachineBackupTracker{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{SeriesLabel: labelValue(series)}},
+		Spec: kvbackupv1alpha1.VirtualMachineBackupTrackerSpec{
+			Source: corev1.TypedLocalObjectReference{APIGroup: &vmGroupName, Kind: "VirtualMachine", Name: vm},
+		},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		existing, getErr := client.Get(ctx, name, metav1.GetOptions{})
+		if getErr != nil {
+			return "", fmt.Errorf("tracker %s/%s exists: %w", ns, name, getErr)
+		}
+		if existing.Spec.Source.Name != vm {
+			return "", fmt.Errorf("tracker %s/%s of series %s tracks VirtualMachine %s, not %s", ns, name, series, existing.Spec.Source.Name, vm)
+		}
+		return name, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("creating tracker %s/%s of series %s: %w", ns, name, series, err)
+	}
+	return name, nil
+}
+
+// create creates the backup's VirtualMachineBackup (or finds the one an
+// earlier attempt of this backup run created) and returns its operation ID.
+func (a Action) create(ctx context.Context, b *velerov1.Backup, ns, name, pvc string, source corev1.TypedLocalObjectReference) (string, error) {
 	mode := kvbackupv1alpha1.PushMode
-	group := kvbackupv1alpha1.GroupName
 	vmb := &kvbackupv1alpha1.VirtualMachineBackup{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: objectName(b.Name, item.GetName()), Namespace: ns,
+			Name: name, Namespace: ns,
 			Labels: map[string]string{BackupNameLabel: labelValue(b.Name), BackupUIDLabel: string(b.UID)},
 		},
-		Spec: kvbackupv1alpha1.VirtualMachineBackupSpec{
-			Source:  corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachineBackupTracker", Name: item.GetName()},
-			Mode:    &mode,
-			PvcName: &pvc,
-		},
+		Spec: kvbackupv1alpha1.VirtualMachineBackupSpec{Source: source, Mode: &mode, PvcName: &pvc},
 	}
 	client := a.Client.BackupV1alpha1().VirtualMachineBackups(ns)
 	created, err := client.Create(ctx, vmb, metav1.CreateOptions{})
