@@ -61,6 +61,10 @@ func runCrashChild(dir, round string) {
 		fmt.Fprintf(os.Stdout, "ACK %s %s %s\n", rev, op, key)
 		out.Unlock()
 	}
+	// Objects of 0 to 6 KiB by round, so that the WAL of some rounds
+	// grows past its zero-filled chunks (walfill.go) before the kill.
+	n, _ := strconv.Atoi(round)
+	pad := strings.Repeat("x", (n%4)*2048)
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
 		wg.Add(1)
@@ -69,7 +73,8 @@ func runCrashChild(dir, round string) {
 			for i := 0; ; i++ {
 				name := fmt.Sprintf("r%s-w%d-%d", round, w, i)
 				key := "/pods/crash/" + name
-				pod := &example.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "crash", Name: name, Labels: map[string]string{"round": round}}}
+				pod := &example.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "crash", Name: name, Labels: map[string]string{"round": round},
+					Annotations: map[string]string{"pad": pad}}}
 				created := &example.Pod{}
 				if err := s.Create(ctx, key, pod, created, 0); err != nil {
 					fmt.Fprintln(os.Stderr, "create:", err)
@@ -81,7 +86,7 @@ func runCrashChild(dir, round string) {
 					updated := &example.Pod{}
 					err := s.GuaranteedUpdate(ctx, key, updated, false, nil, storage.SimpleUpdate(func(obj runtime.Object) (runtime.Object, error) {
 						p := obj.(*example.Pod)
-						p.Annotations = map[string]string{"updated": "yes"}
+						p.Annotations = map[string]string{"updated": "yes", "pad": pad}
 						return p, nil
 					}), nil)
 					if err != nil {

@@ -188,6 +188,9 @@ func Open(opts Options) (*DB, error) {
 		po.WALMinSyncInterval = d.walSyncInterval
 	}
 	po.EnsureDefaults()
+	if !opts.InMemory {
+		po.FS = newWALFillFS(po.FS)
+	}
 	if po.Logger == nil || po.Logger == pebble.DefaultLogger {
 		po.Logger = quietLogger{}
 	}
