@@ -49,6 +49,10 @@
 // start at 1 like etcd's. While several writes are in progress, the WAL waits
 // 150 µs after a sync before the next one, so that the writers a sync
 // released share the next sync instead of one of them starting it alone.
+// New WAL files are zero-filled a megabyte ahead of their end (walfill.go):
+// a sync then flushes data into blocks already written, as in the recycled
+// WALs Pebble reuses after its first flushes, instead of also committing the
+// file's growth to the file system's journal on every write.
 //
 // # History and compaction
 //
@@ -91,11 +95,11 @@
 // CLI) then share one backend watch per resource instead of one per client,
 // and LISTs are served from memory. Both configurations pass the upstream
 // conformance suite (store_test.go, cacher_test.go). docs/benchmarks.md
-// measures both against etcd3 (make bench): with the cache, lists are 4.7x
-// (paged) to 10x faster, watch events reach 100 watchers 1.5x sooner at the
-// median and updates are 1.3x faster (the current object comes from the
-// cache); creates with 16 concurrent clients are 0.72x, the cost of the
-// cache's own watch, on 2 cores. Clients list and watch far more than they
+// measures both against etcd3 (make bench): with the cache, lists are 6.9x
+// (paged) to 15.7x faster, watch events reach 100 watchers 1.4x sooner and
+// one-client updates are 1.1x faster (the current object comes from the
+// cache); creates are 0.85x with one client and 0.67x with 16, the cost of
+// the cache's own watch, on 2 cores. Clients list and watch far more than they
 // write, so the cache is on.
 //
 // # Lists
