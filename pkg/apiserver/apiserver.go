@@ -94,6 +94,8 @@ type ExtraConfig struct {
 	ScheduleSkipImmediately bool
 	// LibvirtURI is the libvirt daemon VM backups run on.
 	LibvirtURI string
+	// VMFullBackupMode is "push" or "pull" (vmbackup.Config.FullBackupPull).
+	VMFullBackupMode string
 	// VolumeRoot holds the volumes VM backups push into (default
 	// <DataDir>/volumes).
 	VolumeRoot string

@@ -154,7 +154,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					return nil, err
 				}
 				e, err := vmbackup.New(vmbackup.Config{Client: client, Backups: kubevirt.VirtualMachineBackups(), Trackers: kubevirt.VirtualMachineBackupTrackers(),
-					Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}})
+					Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull"})
 				return runOf(e, err)
 			}),
 			add(ControllerVMCBT, 1, func() (func(context.Context, int), error) {

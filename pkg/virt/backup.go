@@ -178,21 +178,8 @@ func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(
 		return BackupResult{}, err
 	}
 	defer done()
-	var quiesced bool
-	var quiesceErr error
-	if req.Quiesce {
-		if quiesceErr = d.FSFreeze(nil, 0); quiesceErr == nil {
-			quiesced = true
-		} else {
-			quiesceErr = fmt.Errorf("freezing the guest's file systems: %w", quiesceErr)
-		}
-	}
-	beginErr := d.BackupBegin(backupXML(disks, targets, req.Incremental), checkpointXML(req.Checkpoint, disks), libvirt.DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL)
-	if quiesced {
-		if err := d.FSThaw(nil, 0); err != nil {
-			quiesced, quiesceErr = false, fmt.Errorf("thawing the guest's file systems: %w", err)
-		}
-	}
+	quiesced, quiesceErr, beginErr := c.begin(d, req.Quiesce, backupXML(disks, targets, req.Incremental), checkpointXML(req.Checkpoint, disks),
+		libvirt.DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL)
 	if beginErr != nil {
 		// BackupBegin created nothing (a libvirt job is all or nothing).
 		for _, t := range targets {

@@ -1,9 +1,10 @@
 // Package vmbench measures VM disk backups on a real libvirt daemon and
 // QEMU (pkg/virt), side by side with the reference in the same run:
 //
-//   - BenchmarkFullBackup: a full push backup of a running domain's disk
-//     holding -vmbench.data bytes of random data, against `qemu-img convert`
-//     of the same disk to qcow2 (read while the domain runs, -U): MB/s of
+//   - BenchmarkFullBackup: a full backup, pull mode (what the server runs)
+//     and push mode, of a running domain's disk holding -vmbench.data bytes
+//     of random data, against `qemu-img convert` of the same disk to qcow2
+//     (read while the domain runs, -U) with several cache modes: MB/s of
 //     data copied.
 //   - BenchmarkIncrementalSize: the bytes an incremental backup holds
 //     against the bytes written since the previous backup (random 4 KiB to
@@ -83,22 +84,67 @@ func BenchmarkFullBackup(b *testing.B) {
 	}
 
 	// qemu-img convert writes through the page cache and does not flush
-	// by default (-t unsafe); -t none writes with O_DIRECT.
-	for _, ref := range []struct{ name, cache string }{{"qemu-img-convert", "unsafe"}, {"qemu-img-convert-direct", "none"}} {
+	// by default (-t unsafe); "+fsync" then syncs the file, as a backup
+	// must; -t none writes with O_DIRECT; "-direct-parallel" adds the
+	// pull-mode copy's options (8 requests in flight, out of order): it is
+	// the pull copy without NBD in between.
+	for _, ref := range []struct {
+		name  string
+		args  []string
+		fsync bool
+	}{
+		{"qemu-img-convert", []string{"-t", "unsafe"}, false},
+		{"qemu-img-convert+fsync", []string{"-t", "unsafe"}, true},
+		{"qemu-img-convert-direct", []string{"-t", "none"}, false},
+		{"qemu-img-convert-direct-parallel", []string{"-t", "none", "-W", "-m", "8"}, false},
+	} {
 		b.Run("impl=reference-"+ref.name, func(b *testing.B) {
 			target := filepath.Join(out, "convert.qcow2")
 			var elapsed time.Duration
 			for i := 0; i < b.N; i++ {
 				_ = os.Remove(target)
 				start := time.Now()
-				if o, err := exec.Command("qemu-img", "convert", "-U", "-t", ref.cache, "-O", "qcow2", disk, target).CombinedOutput(); err != nil {
+				args := append(append([]string{"convert", "-U"}, ref.args...), "-O", "qcow2", disk, target)
+				if o, err := exec.Command("qemu-img", args...).CombinedOutput(); err != nil {
 					b.Fatalf("qemu-img convert: %v: %s", err, o)
+				}
+				if ref.fsync {
+					f, err := os.Open(target)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := f.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					f.Close()
 				}
 				elapsed += time.Since(start)
 			}
 			b.ReportMetric(float64(*dataSize)*float64(b.N)/elapsed.Seconds()/1e6, "MB/s")
 		})
 	}
+	b.Run("impl=libvirt-pull-backup", func(b *testing.B) {
+		var elapsed time.Duration
+		var copied uint64
+		for i := 0; i < b.N; i++ {
+			dir := filepath.Join(out, fmt.Sprintf("pull-%d", i))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			res, err := c.FullBackupPull(context.Background(), virt.BackupRequest{Domain: dom.Name, TargetDir: dir}, 0, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			elapsed += time.Since(start)
+			copied += res.Bytes
+			_ = os.RemoveAll(dir)
+		}
+		if copied < uint64(*dataSize)*uint64(b.N) {
+			b.Fatalf("the backups wrote %d bytes, the disk holds %d", copied, *dataSize)
+		}
+		b.ReportMetric(float64(*dataSize)*float64(b.N)/elapsed.Seconds()/1e6, "MB/s")
+	})
 	b.Run("impl=libvirt-push-backup", func(b *testing.B) {
 		var elapsed time.Duration
 		var copied uint64

@@ -85,6 +85,9 @@ type Options struct {
 	ScheduleSkipImmediately bool
 	// LibvirtURI is the libvirt daemon VM backups run on.
 	LibvirtURI string
+	// VMFullBackupMode is how full VM backups copy: "push" (libvirt's
+	// backup job) or "pull" (NBD export read by qemu-img).
+	VMFullBackupMode string
 	// VolumeRoot holds the volumes VM backups push into:
 	// <VolumeRoot>/<namespace>/<pvcName> (default <data-dir>/volumes).
 	VolumeRoot string
@@ -119,6 +122,7 @@ func NewOptions() *Options {
 		ClientPageSize:             500,
 		BackupSyncPeriod:           time.Minute,
 		ItemOperationSyncFrequency: 10 * time.Second,
+		VMFullBackupMode:           "push",
 		SecureServing:              genericoptions.NewSecureServingOptions().WithLoopback(),
 		Audit:                      genericoptions.NewAuditOptions(),
 		Features:                   genericoptions.NewFeatureOptions(),
@@ -142,6 +146,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.BackupSyncPeriod, "backup-sync-period", o.BackupSyncPeriod, "how often storage locations are read for backups this server has no Backup of, which are then created (Velero's --backup-sync-period)")
 	fs.DurationVar(&o.ItemOperationSyncFrequency, "item-operation-sync-frequency", o.ItemOperationSyncFrequency, "how often the async operations of backups (VM disk backups) are checked (Velero's --item-operation-sync-frequency)")
 	fs.BoolVar(&o.ScheduleSkipImmediately, "schedule-skip-immediately", o.ScheduleSkipImmediately, "skip the run that is due at once when a schedule is created or unpaused, for schedules that do not set spec.skipImmediately (Velero's --schedule-skip-immediately)")
+	fs.StringVar(&o.VMFullBackupMode, "vm-full-backup-mode", o.VMFullBackupMode, "how full VM disk backups copy: push (QEMU's backup job writes the target) or pull (QEMU exports the disk over NBD and qemu-img copies it, 8 requests in flight); docs/benchmarks.md compares them; incrementals are always pushed")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
 	fs.StringVar(&o.CBTStateDir, "cbt-state-dir", o.CBTStateDir, "the directory holding the qcow2 overlays that give raw VM disks changed block tracking, one subdirectory per libvirt domain (default <volume-root>/.cbt); QEMU must be able to reach it")
 	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
@@ -171,6 +176,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	if o.VMFullBackupMode != "pull" && o.VMFullBackupMode != "push" {
+		errs = append(errs, fmt.Errorf("--vm-full-backup-mode must be pull or push, not %q", o.VMFullBackupMode))
 	}
 	if o.ItemOperationSyncFrequency <= 0 {
 		errs = append(errs, fmt.Errorf("--item-operation-sync-frequency must be positive, not %s", o.ItemOperationSyncFrequency))
@@ -300,7 +308,7 @@ func (o *Options) Run(ctx context.Context) error {
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, ClientPageSize: int64(o.ClientPageSize),
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately,
-		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir,
+		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
 	}
 	if kubeClient != nil {
 		// Aggregated: storage locations' Secrets are the host cluster's.

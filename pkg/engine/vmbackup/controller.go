@@ -119,6 +119,9 @@ type Config struct {
 	Virt       func() (*virt.Conn, error)
 	VolumeRoot string
 	Clock      clock.Clock
+	// FullBackupPull makes full backups copy in pull mode
+	// (virt.FullBackupPull) instead of running libvirt's push job.
+	FullBackupPull bool
 }
 
 // Controller is the VirtualMachineBackup engine.
@@ -417,7 +420,13 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		checkpoint = checkpointName(b)
 	}
 	var lastProgress time.Time
-	res, err := conn.PushBackup(runCtx, virt.BackupRequest{
+	backup := conn.PushBackup
+	if backupType == kv.Full && c.cfg.FullBackupPull {
+		backup = func(ctx context.Context, req virt.BackupRequest, progress func(virt.Progress)) (virt.BackupResult, error) {
+			return conn.FullBackupPull(ctx, req, 0, progress)
+		}
+	}
+	res, err := backup(runCtx, virt.BackupRequest{
 		Domain: domain, TargetDir: out, Incremental: since, Backing: backing, Checkpoint: checkpoint, Quiesce: !b.Spec.SkipQuiesce,
 	}, func(p virt.Progress) {
 		if time.Since(lastProgress) < time.Second {

@@ -118,10 +118,12 @@ func checkManifest(t *testing.T, dir string) vmbackup.Manifest {
 // full one, equal to the live disk), the tracker moving from checkpoint
 // to checkpoint, an incremental after the VM was defined anew
 // (redefinition), a forced full one, a missing VM, and a Velero backup
-// whose VM disk backup runs as its async operation.
+// whose VM disk backup runs as its async operation. Full backups are
+// copied in pull mode (--vm-full-backup-mode=pull) here.
 func TestVMBackups(t *testing.T) {
 	root := virttest.Dir(t)
-	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
+	// Full backups in pull mode; the other VM tests run the default, push.
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms", "--vm-full-backup-mode=pull"}})
 	ctx := context.Background()
 	const vmNS = "vms"
 	dom := virttest.NewDomain(t, vmNS+"_vm1", "64M")
@@ -352,6 +354,8 @@ func runCommand(name string, args ...string) (string, error) {
 // Failed with the reason, leaving nothing behind.
 func TestVMBackupCancel(t *testing.T) {
 	root := virttest.Dir(t)
+	// Full backups in push mode (the default): the test slows QEMU's backup
+	// job down (pull-mode copies are interrupted in pkg/virt's tests).
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
 	ctx := context.Background()
 	const vmNS = "vmc"
