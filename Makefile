@@ -26,11 +26,14 @@ build:
 # The clients the tests drive the server with: kubectl (k8s.io/kubectl at the
 # client-go version of go.mod) and the velero CLI (v1.18.0, module proxy); the
 # S3 server the S3 storage location tests run on loopback (versitygw); the
-# libvirt daemon and QEMU the VM backup tests drive (Debian packages, as root).
+# libvirt daemon and QEMU the VM backup tests drive (Debian packages, as root);
+# the small Linux guest with QEMU's guest agent the quiesce tests boot
+# (hack/build-guest.sh: Debian's cloud kernel, busybox, qemu-ga).
 tools: setup
 	bash hack/install-velero.sh
 	bash hack/install-versitygw.sh
 	bash hack/install-libvirt.sh
+	bash hack/build-guest.sh
 
 # Standalone server on https://127.0.0.1:8443, data under ./data; then
 #   kubectl --kubeconfig data/admin.kubeconfig get backups -A

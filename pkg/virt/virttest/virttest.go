@@ -27,9 +27,11 @@ type Domain struct {
 	// QEMU process (user libvirt-qemu) needs for every path it opens.
 	Dir  string
 	Disk string
-	conn *libvirt.Connect
-	dom  *libvirt.Domain
-	xml  string
+	// console is the serial console's log (guest domains).
+	console string
+	conn    *libvirt.Connect
+	dom     *libvirt.Domain
+	xml     string
 }
 
 // Dir makes a directory QEMU can reach, removed when the test ends.

@@ -479,3 +479,52 @@ func TestVMBackupCancel(t *testing.T) {
 		t.Errorf("backup after the restart: %+v", after.Status)
 	}
 }
+
+// TestVMBackupQuiesced: through the server, a VM with a guest agent (a
+// booted Linux guest, its disk a mounted ext4 file system) is backed up
+// quiesced: the Quiesced condition is true and the backup's file system is
+// clean; with skipQuiesce it is QuiesceSkipped and the copy of the mounted
+// file system needs journal recovery.
+func TestVMBackupQuiesced(t *testing.T) {
+	root := virttest.Dir(t)
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
+	ctx := context.Background()
+	const vmNS = "vmq"
+	virttest.NewGuestDomain(t, vmNS+"_vm1")
+	volume := filepath.Join(root, vmNS, "pvc1")
+	if err := os.MkdirAll(volume, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, vmNS), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	group, mode, pvc := "kubevirt.io", kv.PushMode, "pvc1"
+	for _, c := range []struct {
+		name   string
+		skip   bool
+		status metav1.ConditionStatus
+		reason string
+		fs     string
+	}{
+		{"quiesced", false, metav1.ConditionTrue, kv.ReasonQuiesceSucceeded, "clean"},
+		{"not-quiesced", true, metav1.ConditionFalse, kv.ReasonQuiesceSkipped, "needs_recovery"},
+	} {
+		if _, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(vmNS).Create(ctx, &kv.VirtualMachineBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: vmNS},
+			Spec: kv.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "vm1"},
+				Mode: &mode, PvcName: &pvc, SkipQuiesce: c.skip},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b := waitVMBackup(t, s, vmNS, c.name, "finished", vmbFinished)
+		if !meta.IsStatusConditionTrue(b.Status.Conditions, string(kv.ConditionComplete)) {
+			t.Fatalf("backup %s: %+v", c.name, b.Status)
+		}
+		if q := vmbCondition(b, kv.ConditionQuiesced); q == nil || q.Status != c.status || q.Reason != c.reason {
+			t.Errorf("backup %s: Quiesced condition %+v, want %s %s", c.name, q, c.status, c.reason)
+		}
+		if got := virttest.FilesystemState(t, filepath.Join(volume, c.name, "vda.qcow2")); got != c.fs {
+			t.Errorf("backup %s: file system %s, want %s", c.name, got, c.fs)
+		}
+	}
+}
