@@ -172,6 +172,16 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 		return "", err
 	}
 	dir := OverlayDir(stateDir, domain)
+	// An overlay left from an earlier enabling is current only while the
+	// running domain writes through it; otherwise the raw image may have
+	// been written without it (the domain ran on its raw disks) and its
+	// bitmaps would hide those writes from incrementals: it and the
+	// checkpoints it holds bitmaps for are dropped and made anew.
+	inUse, err := c.liveOverlays(domain, stateDir)
+	if err != nil {
+		return "", err
+	}
+	stale := false
 	err = c.redefineDisks(domain, "with overlays", func(disk string) (string, error) {
 		format, raw := diskSource(disk)
 		target := targetDev(disk)
@@ -179,6 +189,17 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 			return disk, nil
 		}
 		overlay := filepath.Join(dir, target+".qcow2")
+		if _, err := os.Stat(overlay); err == nil && !inUse[overlay] {
+			if !stale {
+				if err := c.deleteCheckpointMetadata(domain); err != nil {
+					return "", err
+				}
+				stale = true
+			}
+			if err := os.Remove(overlay); err != nil {
+				return "", fmt.Errorf("disk %s: removing its stale overlay: %w", target, err)
+			}
+		}
 		if _, err := os.Stat(overlay); errors.Is(err, os.ErrNotExist) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return "", fmt.Errorf("creating the overlay directory: %w", err)
@@ -280,26 +301,59 @@ func (c *Conn) DisableCBT(domain, stateDir string) (CBTState, error) {
 	if _, err := os.Stat(OverlayDir(stateDir, domain)); errors.Is(err, os.ErrNotExist) {
 		return state, nil
 	}
-	d, err := c.domain(domain)
-	if err != nil {
+	if err := c.deleteCheckpointMetadata(domain); err != nil {
 		return "", err
-	}
-	defer d.Free()
-	cps, err := d.ListAllCheckpoints(0)
-	if err != nil {
-		return "", fmt.Errorf("domain %s: listing checkpoints: %w", domain, err)
-	}
-	for i := range cps {
-		err := cps[i].Delete(libvirt.DOMAIN_CHECKPOINT_DELETE_METADATA_ONLY)
-		_ = cps[i].Free()
-		if err != nil && !isError(err, libvirt.ERR_NO_DOMAIN_CHECKPOINT) {
-			return "", fmt.Errorf("domain %s: deleting checkpoint metadata: %w", domain, err)
-		}
 	}
 	if err := os.RemoveAll(OverlayDir(stateDir, domain)); err != nil {
 		return "", fmt.Errorf("domain %s: removing its overlays: %w", domain, err)
 	}
 	return state, nil
+}
+
+// deleteCheckpointMetadata drops libvirt's record of every checkpoint of
+// the domain (their bitmaps go with the overlays that hold them).
+func (c *Conn) deleteCheckpointMetadata(domain string) error {
+	d, err := c.domain(domain)
+	if err != nil {
+		return err
+	}
+	defer d.Free()
+	cps, err := d.ListAllCheckpoints(0)
+	if err != nil {
+		return fmt.Errorf("domain %s: listing checkpoints: %w", domain, err)
+	}
+	for i := range cps {
+		err := cps[i].Delete(libvirt.DOMAIN_CHECKPOINT_DELETE_METADATA_ONLY)
+		_ = cps[i].Free()
+		if err != nil && !isError(err, libvirt.ERR_NO_DOMAIN_CHECKPOINT) {
+			return fmt.Errorf("domain %s: deleting checkpoint metadata: %w", domain, err)
+		}
+	}
+	return nil
+}
+
+// liveOverlays returns the domain's overlays its running QEMU reads its
+// disks through (none when it is stopped).
+func (c *Conn) liveOverlays(domain, stateDir string) (map[string]bool, error) {
+	d, err := c.domain(domain)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Free()
+	out := map[string]bool{}
+	if active, err := d.IsActive(); err != nil || !active {
+		return out, err
+	}
+	live, err := d.GetXMLDesc(0)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: reading its live definition: %w", domain, err)
+	}
+	for _, disk := range fileDisk.FindAllString(live, -1) {
+		if format, source := diskSource(disk); format == "qcow2" && isOverlayOf(stateDir, domain, source) {
+			out[source] = true
+		}
+	}
+	return out, nil
 }
 
 // CBTStatus reports whether the domain's disks keep dirty bitmaps: Enabled

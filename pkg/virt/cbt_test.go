@@ -161,3 +161,45 @@ func TestCBTOfQcow2Disk(t *testing.T) {
 		t.Errorf("status of a missing domain: %v, want ErrDomainNotFound", err)
 	}
 }
+
+// TestCBTStaleOverlayReplaced: an overlay left by an enabling that was
+// undone (the domain then ran on its raw disk, writing past the overlay's
+// bitmaps) is not reused: enabling again makes a new one and drops the
+// checkpoints whose bitmaps the old one held, so no incremental can miss
+// those writes.
+func TestCBTStaleOverlayReplaced(t *testing.T) {
+	c := open(t)
+	ctx := context.Background()
+	dom := virttest.NewRawDomain(t, "backstop-virt-cbt-stale", "16M")
+	stateDir := virttest.Dir(t)
+	if _, err := c.EnableCBT(dom.Name, stateDir); err != nil {
+		t.Fatal(err)
+	}
+	dom.Stop(t)
+	dom.Start(t)
+	wantCBT(t, c, dom.Name, stateDir, virt.CBTEnabled)
+	if _, err := c.PushBackup(ctx, virt.BackupRequest{Domain: dom.Name, TargetDir: mkdir(t, dom.Dir, "full"), Checkpoint: "cp1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Disabled, restarted on the raw disk (the overlay not yet removed),
+	// written to, then enabled again.
+	if state, err := c.DisableCBT(dom.Name, stateDir); err != nil || state != virt.CBTPendingRestart {
+		t.Fatalf("disabling: %q %v", state, err)
+	}
+	dom.Stop(t)
+	dom.Start(t)
+	dom.Write(t, 0x42, "1M", "64k")
+	overlay := filepath.Join(stateDir, dom.Name, "vda.qcow2")
+	if bitmaps := bitmapsOf(t, overlay); !slices.Equal(bitmaps, []string{"cp1"}) {
+		t.Fatalf("bitmaps of the old overlay: %v, want cp1", bitmaps)
+	}
+	if state, err := c.EnableCBT(dom.Name, stateDir); err != nil || state != virt.CBTPendingRestart {
+		t.Fatalf("enabling again: %q %v", state, err)
+	}
+	if bitmaps := bitmapsOf(t, overlay); len(bitmaps) != 0 {
+		t.Errorf("the overlay after enabling again has bitmaps %v: the stale one was reused", bitmaps)
+	}
+	if cps, err := c.Checkpoints(dom.Name); err != nil || len(cps) != 0 {
+		t.Errorf("checkpoints after enabling again: %v %v, want none", cps, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,6 +235,7 @@ func pullDisk(ctx context.Context, socket, disk, target string, rateLimit int64,
 			}
 		}
 	}
+	_, _ = io.Copy(io.Discard, stdout) // what a failed scan left
 	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -483,6 +483,13 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 			c.failCleanup(ctx, b, conn, domain, "", out, fmt.Sprintf("clearing the checkpoint of tracker %s: %v", src.tracker.Name, err))
 			return
 		}
+		// Its previous checkpoint, if libvirt still has it (bitmaps of
+		// the VM's qcow2 disks), is of no use now.
+		if st := src.tracker.Status; st != nil && st.LatestCheckpoint != nil {
+			if err := conn.DeleteCheckpoint(domain, st.LatestCheckpoint.Name); err != nil {
+				logger.Error(err, "Deleting the tracker's previous checkpoint", "checkpoint", st.LatestCheckpoint.Name)
+			}
+		}
 	} else if src.tracker != nil {
 		xmlDesc, err := conn.CheckpointXML(domain, checkpoint)
 		if err == nil {

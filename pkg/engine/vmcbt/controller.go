@@ -99,8 +99,16 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 	if _, err := cfg.Trackers.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: enqueue,
+		// Only a change of what selects the VM: status writes (this
+		// engine's own, the backups' checkpoints) are not one.
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*kv.VirtualMachineBackupTracker)
+			n, ok2 := obj.(*kv.VirtualMachineBackupTracker)
+			if !ok1 || !ok2 || selects(o) != selects(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
+				enqueue(obj)
+			}
+		},
 		DeleteFunc: enqueue,
 	}); err != nil {
 		return nil, fmt.Errorf("vmcbt engine: watching trackers: %w", err)
@@ -175,11 +183,27 @@ func (c *Controller) trackersOf(key cache.ObjectName) ([]*kv.VirtualMachineBacku
 			continue
 		}
 		out = append(out, t)
-		if t.Annotations[kv.ChangedBlockTrackingAnnotation] != "false" {
+		if selects(t) {
 			selected = true
 		}
 	}
 	return out, selected, nil
+}
+
+// selects reports whether a tracker selects its VM.
+func selects(t *kv.VirtualMachineBackupTracker) bool {
+	return t.Annotations[kv.ChangedBlockTrackingAnnotation] != "false"
+}
+
+// failing reports whether a tracker shows that enabling failed: the next
+// attempt is not announced as Initializing again.
+func failing(trackers []*kv.VirtualMachineBackupTracker) bool {
+	for _, t := range trackers {
+		if t.Status != nil && t.Status.ChangedBlockTracking != nil && t.Status.ChangedBlockTracking.Reason == ReasonEnableFailed {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
@@ -208,15 +232,28 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		failed = ReasonEnableFailed
 		state, err = conn.CBTStatus(domain, c.cfg.StateDir)
 		if err == nil && state == virt.CBTDisabled {
-			initializing := kv.ChangedBlockTrackingInitializing
-			c.report(ctx, trackers, &initializing, "", "")
+			if !failing(trackers) {
+				initializing := kv.ChangedBlockTrackingInitializing
+				c.report(ctx, trackers, &initializing, "", "")
+			}
 			logger.Info("Enabling changed block tracking")
 			state, err = conn.EnableCBT(domain, c.cfg.StateDir)
+			if err == nil && state == virt.CBTDisabled {
+				err = errors.New("a disk is neither raw nor qcow2: it cannot keep dirty bitmaps")
+			}
 		}
 	} else {
 		state, err = conn.DisableCBT(domain, c.cfg.StateDir)
 	}
 	switch {
+	case errors.Is(err, virt.ErrDomainNotFound) && len(trackers) == 0:
+		// Overlays of a domain that is gone, and no tracker: nothing can
+		// use them.
+		if err := os.RemoveAll(virt.OverlayDir(c.cfg.StateDir, domain)); err != nil {
+			return fmt.Errorf("removing the overlays of domain %s, which is gone: %w", domain, err)
+		}
+		logger.Info("Removed the overlays of a domain that is gone")
+		return nil
 	case errors.Is(err, virt.ErrDomainNotFound):
 		// A VM this host does not run: trackers that showed a state
 		// say it is gone; others are left alone (the domain's
@@ -234,8 +271,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		logger.Error(err, "Changed block tracking", "reason", failed)
 		current, _ := conn.CBTStatus(domain, c.cfg.StateDir)
 		c.report(ctx, trackers, stateOf(current), failed, err.Error())
-		c.AddAfter(key, c.cfg.Resync)
-		return nil
+		return err // retried with backoff
 	}
 	c.report(ctx, trackers, stateOf(state), "", "")
 	return nil

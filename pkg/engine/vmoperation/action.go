@@ -229,8 +229,9 @@ func (a Action) ensureTracker(ctx context.Context, ns, series, vm string) (strin
 		if getErr != nil {
 			return "", fmt.Errorf("tracker %s/%s exists: %w", ns, name, getErr)
 		}
-		if existing.Spec.Source.Name != vm {
-			return "", fmt.Errorf("tracker %s/%s of series %s tracks VirtualMachine %s, not %s", ns, name, series, existing.Spec.Source.Name, vm)
+		if existing.Labels[SeriesLabel] != labelValue(series) || existing.Spec.Source.Name != vm {
+			return "", fmt.Errorf("tracker %s/%s exists and is not series %s's tracker of VirtualMachine %s (label %s=%q, VirtualMachine %s)",
+				ns, name, series, vm, SeriesLabel, existing.Labels[SeriesLabel], existing.Spec.Source.Name)
 		}
 		return name, nil
 	}
@@ -269,11 +270,13 @@ func (a Action) create(ctx context.Context, b *velerov1.Backup, ns, name, pvc st
 	return ns + "/" + created.Name, nil
 }
 
+// labelValue fits a name into a label value: at most 63 characters,
+// ending with an alphanumeric one.
 func labelValue(s string) string {
 	if len(s) <= 63 {
 		return s
 	}
-	return s[:63]
+	return strings.TrimRight(s[:63], "-_.")
 }
 
 func split(operationID string) (string, string, error) {

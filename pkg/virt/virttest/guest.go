@@ -121,7 +121,6 @@ func NewGuestDomain(t testing.TB, name string) *Domain {
 	_ = os.Remove(raw)
 	d.console = filepath.Join(dir, "console.log")
 	d.xml = guestXML(name, d.Disk, k, i, d.console)
-	d.Start(t)
 	t.Cleanup(func() {
 		if dom, err := conn.LookupDomainByName(name); err == nil {
 			_ = dom.Destroy()
@@ -129,6 +128,7 @@ func NewGuestDomain(t testing.TB, name string) *Domain {
 			_ = dom.Free()
 		}
 	})
+	d.Start(t)
 	d.WaitAgent(t)
 	return d
 }

@@ -34,7 +34,11 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	t, oldT := obj.(*kubevirtbackup.VirtualMachineBackupTracker), old.(*kubevirtbackup.VirtualMachineBackupTracker)
 	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
-	errs = append(errs, vmvalidation.ValidateTrackerAnnotations(t.Annotations, field.NewPath("metadata", "annotations"))...)
+	if t.Annotations[kubevirtbackup.ChangedBlockTrackingAnnotation] != oldT.Annotations[kubevirtbackup.ChangedBlockTrackingAnnotation] {
+		// Checked when it changes: a tracker stored before the rule
+		// existed can still be updated.
+		errs = append(errs, vmvalidation.ValidateTrackerAnnotations(t.Annotations, field.NewPath("metadata", "annotations"))...)
+	}
 	if !resource.DeepEqual(t.Spec, oldT.Spec) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec"), "spec is immutable after creation"))
 	}
