@@ -135,19 +135,11 @@ const jobPoll = 250 * time.Millisecond
 // targets. When ctx ends first, the job is aborted and ErrAborted
 // returned. On any failure the targets and the new checkpoint are removed.
 func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(Progress)) (BackupResult, error) {
-	d, err := c.domain(req.Domain)
+	d, disks, err := c.backupDisks(req)
 	if err != nil {
 		return BackupResult{}, err
 	}
 	defer d.Free()
-	all, err := disksOf(d, req.Domain)
-	if err != nil {
-		return BackupResult{}, err
-	}
-	disks, err := selectDisks(all, req.Disks)
-	if err != nil {
-		return BackupResult{}, fmt.Errorf("domain %s: %w", req.Domain, err)
-	}
 	targets := map[string]string{}
 	cleanup := func() {
 		for _, t := range targets {
@@ -204,6 +196,25 @@ func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(
 		bytes = info.DiskTotal
 	}
 	return BackupResult{Targets: targets, Bytes: bytes, Quiesced: quiesced, QuiesceError: quiesceErr}, nil
+}
+
+// backupDisks looks up the domain of a backup request (the caller frees
+// it) and the disks it backs up.
+func (c *Conn) backupDisks(req BackupRequest) (*libvirt.Domain, []Disk, error) {
+	d, err := c.domain(req.Domain)
+	if err != nil {
+		return nil, nil, err
+	}
+	all, err := disksOf(d, req.Domain)
+	if err == nil {
+		var disks []Disk
+		if disks, err = selectDisks(all, req.Disks); err == nil {
+			return d, disks, nil
+		}
+		err = fmt.Errorf("domain %s: %w", req.Domain, err)
+	}
+	_ = d.Free()
+	return nil, nil, err
 }
 
 func selectDisks(all []Disk, names []string) ([]Disk, error) {

@@ -39,19 +39,11 @@ func (c *Conn) FullBackupPull(ctx context.Context, req BackupRequest, rateLimit 
 	if req.Incremental != "" {
 		return BackupResult{}, errors.New("a pull backup is full: incrementals are pushed")
 	}
-	d, err := c.domain(req.Domain)
+	d, disks, err := c.backupDisks(req)
 	if err != nil {
 		return BackupResult{}, err
 	}
 	defer d.Free()
-	all, err := disksOf(d, req.Domain)
-	if err != nil {
-		return BackupResult{}, err
-	}
-	disks, err := selectDisks(all, req.Disks)
-	if err != nil {
-		return BackupResult{}, fmt.Errorf("domain %s: %w", req.Domain, err)
-	}
 	// QEMU creates the NBD socket: a directory of its own, with a short
 	// path (a socket's path has at most 107 bytes).
 	sockDir, err := os.MkdirTemp("", "backstop-nbd-")

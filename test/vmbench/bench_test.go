@@ -123,50 +123,40 @@ func BenchmarkFullBackup(b *testing.B) {
 			b.ReportMetric(float64(*dataSize)*float64(b.N)/elapsed.Seconds()/1e6, "MB/s")
 		})
 	}
-	b.Run("impl=libvirt-pull-backup", func(b *testing.B) {
-		var elapsed time.Duration
-		var copied uint64
-		for i := 0; i < b.N; i++ {
-			dir := filepath.Join(out, fmt.Sprintf("pull-%d", i))
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				b.Fatal(err)
+	for _, impl := range []struct {
+		name   string
+		backup func(dir string) (virt.BackupResult, error)
+	}{
+		{"pull", func(dir string) (virt.BackupResult, error) {
+			return c.FullBackupPull(context.Background(), virt.BackupRequest{Domain: dom.Name, TargetDir: dir}, 0, nil)
+		}},
+		{"push", func(dir string) (virt.BackupResult, error) {
+			return c.PushBackup(context.Background(), virt.BackupRequest{Domain: dom.Name, TargetDir: dir}, nil)
+		}},
+	} {
+		b.Run("impl=libvirt-"+impl.name+"-backup", func(b *testing.B) {
+			var elapsed time.Duration
+			var copied uint64
+			for i := 0; i < b.N; i++ {
+				dir := filepath.Join(out, fmt.Sprintf("%s-%d", impl.name, i))
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				res, err := impl.backup(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				elapsed += time.Since(start)
+				copied += res.Bytes
+				_ = os.RemoveAll(dir)
 			}
-			start := time.Now()
-			res, err := c.FullBackupPull(context.Background(), virt.BackupRequest{Domain: dom.Name, TargetDir: dir}, 0, nil)
-			if err != nil {
-				b.Fatal(err)
+			if copied < uint64(*dataSize)*uint64(b.N) {
+				b.Fatalf("the backups copied %d bytes, the disk holds %d", copied, *dataSize)
 			}
-			elapsed += time.Since(start)
-			copied += res.Bytes
-			_ = os.RemoveAll(dir)
-		}
-		if copied < uint64(*dataSize)*uint64(b.N) {
-			b.Fatalf("the backups wrote %d bytes, the disk holds %d", copied, *dataSize)
-		}
-		b.ReportMetric(float64(*dataSize)*float64(b.N)/elapsed.Seconds()/1e6, "MB/s")
-	})
-	b.Run("impl=libvirt-push-backup", func(b *testing.B) {
-		var elapsed time.Duration
-		var copied uint64
-		for i := 0; i < b.N; i++ {
-			dir := filepath.Join(out, fmt.Sprintf("full-%d", i))
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				b.Fatal(err)
-			}
-			start := time.Now()
-			res, err := c.PushBackup(context.Background(), virt.BackupRequest{Domain: dom.Name, TargetDir: dir}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			elapsed += time.Since(start)
-			copied += res.Bytes
-			_ = os.RemoveAll(dir)
-		}
-		if copied < uint64(*dataSize)*uint64(b.N) {
-			b.Fatalf("the backups copied %d bytes, the disk holds %d", copied, *dataSize)
-		}
-		b.ReportMetric(float64(*dataSize)*float64(b.N)/elapsed.Seconds()/1e6, "MB/s")
-	})
+			b.ReportMetric(float64(*dataSize)*float64(b.N)/elapsed.Seconds()/1e6, "MB/s")
+		})
+	}
 }
 
 func BenchmarkIncrementalSize(b *testing.B) {

@@ -98,16 +98,7 @@ func guestXML(name, disk, kernel, initrd, console string) string {
 func NewGuestDomain(t testing.TB, name string) *Domain {
 	t.Helper()
 	kernel, initrd := guestFiles(t)
-	conn, err := libvirt.NewConnect(URI)
-	if err != nil {
-		t.Fatalf("connecting to %s (is libvirtd running? hack/start-libvirt.sh): %v", URI, err)
-	}
-	t.Cleanup(func() { _, _ = conn.Close() })
-	if old, err := conn.LookupDomainByName(name); err == nil {
-		_ = old.Destroy()
-		_ = old.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA)
-		_ = old.Free()
-	}
+	conn := connectFor(t, name)
 	dir := Dir(t)
 	// Copies QEMU can reach (libvirt labels them for it while it runs).
 	k, i := filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initrd.gz")
@@ -121,13 +112,6 @@ func NewGuestDomain(t testing.TB, name string) *Domain {
 	_ = os.Remove(raw)
 	d.console = filepath.Join(dir, "console.log")
 	d.xml = guestXML(name, d.Disk, k, i, d.console)
-	t.Cleanup(func() {
-		if dom, err := conn.LookupDomainByName(name); err == nil {
-			_ = dom.Destroy()
-			_ = dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA)
-			_ = dom.Free()
-		}
-	})
 	d.Start(t)
 	d.WaitAgent(t)
 	return d

@@ -82,30 +82,38 @@ func NewRawDomain(t testing.TB, name, size string) *Domain {
 
 func newDomain(t testing.TB, name, size, format string) *Domain {
 	t.Helper()
-	conn, err := libvirt.NewConnect(URI)
-	if err != nil {
-		t.Fatalf("connecting to %s (is libvirtd running? hack/start-libvirt.sh): %v", URI, err)
-	}
-	t.Cleanup(func() { _, _ = conn.Close() })
-	// A domain left by an earlier run that was killed.
-	if old, err := conn.LookupDomainByName(name); err == nil {
-		_ = old.Destroy()
-		_ = old.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA)
-		_ = old.Free()
-	}
+	conn := connectFor(t, name)
 	dir := Dir(t)
 	d := &Domain{Name: name, Dir: dir, Disk: filepath.Join(dir, "disk."+format), conn: conn}
 	Run(t, "qemu-img", "create", "-q", "-f", format, d.Disk, size)
 	d.xml = domainXML(name, d.Disk, format)
 	d.Start(t)
-	t.Cleanup(func() {
+	return d
+}
+
+// connectFor connects to the test daemon for a domain of that name: one
+// left by an earlier run that was killed is removed now, and the domain
+// is destroyed and undefined, with its checkpoint metadata, when the test
+// ends.
+func connectFor(t testing.TB, name string) *libvirt.Connect {
+	t.Helper()
+	conn, err := libvirt.NewConnect(URI)
+	if err != nil {
+		t.Fatalf("connecting to %s (is libvirtd running? hack/start-libvirt.sh): %v", URI, err)
+	}
+	remove := func() {
 		if dom, err := conn.LookupDomainByName(name); err == nil {
 			_ = dom.Destroy()
 			_ = dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA)
 			_ = dom.Free()
 		}
+	}
+	remove()
+	t.Cleanup(func() {
+		remove()
+		_, _ = conn.Close()
 	})
-	return d
+	return conn
 }
 
 // Start starts the domain, defining it first when it is not defined
