@@ -108,6 +108,9 @@ type ExtraConfig struct {
 	ItemOperationSyncFrequency time.Duration
 	// DisabledControllers are engines not to run (names in Controllers).
 	DisabledControllers sets.Set[string]
+	// EngineGroups are groups whose members write status as the server's
+	// engines do (resource.Engines).
+	EngineGroups []string
 }
 
 // Server is a running Backstop API server.
@@ -123,6 +126,16 @@ type CompletedConfig struct {
 
 // Complete fills in defaults.
 func (c *Config) Complete() CompletedConfig {
+	// Requests of the server's engines are marked once authenticated: the
+	// status rules of resources with a life tell them from clients.
+	engines := resource.Engines{Groups: c.Extra.EngineGroups}
+	buildChain := c.GenericConfig.BuildHandlerChainFunc
+	if buildChain == nil {
+		buildChain = genericapiserver.DefaultBuildHandlerChain
+	}
+	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, cfg *genericapiserver.Config) http.Handler {
+		return buildChain(engines.Filter(h), cfg)
+	}
 	c.GenericConfig.RESTOptionsGetter = &pebbleRESTOptionsGetter{
 		backend: c.Extra.Backend, scheme: c.Extra.Scheme, codecs: c.Extra.Codecs,
 		garbageCollection: c.Extra.GarbageCollection,

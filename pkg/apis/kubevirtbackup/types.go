@@ -166,11 +166,6 @@ const (
 	ChangedBlockTrackingDisabled ChangedBlockTrackingState = "Disabled"
 )
 
-// ChangedBlockTrackingAnnotation on a VirtualMachineBackupTracker: "false"
-// deselects its VM for changed block tracking ("true", the default without
-// it, selects it). A VM is selected while one of its trackers selects it.
-const ChangedBlockTrackingAnnotation = "backstop.io/changed-block-tracking"
-
 // ChangedBlockTrackingStatus is a VM's changed block tracking state (the
 // shape of KubeVirt's), with why it is not what was asked for.
 type ChangedBlockTrackingStatus struct {
@@ -311,39 +306,3 @@ type BackupProgress struct {
 	// BytesDone is the amount of data copied so far.
 	BytesDone int64 `json:"bytesDone,omitempty"`
 }
-
-// ConditionType is the const type for Conditions
-type ConditionType string
-
-const (
-	// ConditionComplete indicates the backup completed successfully
-	ConditionComplete ConditionType = "Complete"
-
-	// ConditionFailed indicates the backup has encountered a terminal failure
-	ConditionFailed ConditionType = "Failed"
-
-	// ConditionProgressing indicates the backup is in progress
-	ConditionProgressing ConditionType = "Progressing"
-
-	// ConditionQuiesced indicates whether the VM filesystem was quiesced (frozen) during backup
-	ConditionQuiesced ConditionType = "Quiesced"
-)
-
-// Reason constants for ConditionProgressing, ConditionComplete, ConditionFailed, and ConditionQuiesced
-const (
-	ReasonInitializing         = "Initializing"
-	ReasonInitiated            = "Initiated"
-	ReasonPreparingExport      = "PreparingExport"
-	ReasonExportInitiated      = "ExportInitiated"
-	ReasonExportReady          = "ExportReady"
-	ReasonAborting             = "Aborting"
-	ReasonCompleted            = "Completed"
-	ReasonCompletedWithWarning = "CompletedWithWarning"
-	ReasonFailed               = "Failed"
-	ReasonQuiesceSucceeded     = "QuiesceSucceeded"
-	ReasonQuiesceFailed        = "QuiesceFailed"
-	ReasonQuiesceSkipped       = "QuiesceSkipped"
-	ReasonSourceLost           = "SourceLost"
-	ReasonSourceUnhealthy      = "SourceUnhealthy"
-	ReasonDeletedDuringInit    = "DeletedDuringInit"
-)

@@ -294,79 +294,9 @@ const (
 
 // BackupPhase is a string representation of the lifecycle phase
 // of a Velero backup.
+//
+// Its values, and the changes between them, are velerov1.BackupLifecycle.
 type BackupPhase string
-
-const (
-	// BackupPhaseNew means the backup has been created but not
-	// yet processed by the BackupController.
-	BackupPhaseNew BackupPhase = "New"
-
-	// BackupPhaseQueued means the backup has been added to the queue and is waiting for the Queue to move it out of the queue.
-	BackupPhaseQueued BackupPhase = "Queued"
-
-	// BackupPhaseReadyToStart means the backup has been pulled from the queue and is ready to start.
-	BackupPhaseReadyToStart BackupPhase = "ReadyToStart"
-
-	// BackupPhaseFailedValidation means the backup has failed
-	// the controller's validations and therefore will not run.
-	BackupPhaseFailedValidation BackupPhase = "FailedValidation"
-
-	// BackupPhaseInProgress means the backup is currently executing.
-	BackupPhaseInProgress BackupPhase = "InProgress"
-
-	// BackupPhaseWaitingForPluginOperations means the backup of
-	// Kubernetes resources, creation of snapshots, and other
-	// async plugin operations was successful and snapshot data is
-	// currently uploading or other plugin operations are still
-	// ongoing.  The backup is not usable yet.
-	BackupPhaseWaitingForPluginOperations BackupPhase = "WaitingForPluginOperations"
-
-	// BackupPhaseWaitingForPluginOperationsPartiallyFailed means
-	// the backup of Kubernetes resources, creation of snapshots,
-	// and other async plugin operations partially failed (final
-	// phase will be PartiallyFailed) and snapshot data is
-	// currently uploading or other plugin operations are still
-	// ongoing.  The backup is not usable yet.
-	BackupPhaseWaitingForPluginOperationsPartiallyFailed BackupPhase = "WaitingForPluginOperationsPartiallyFailed"
-
-	// BackupPhaseFinalizing means the backup of
-	// Kubernetes resources, creation of snapshots, and other
-	// async plugin operations were successful and snapshot upload and
-	// other plugin operations are now complete, but the Backup is awaiting
-	// final update of resources modified during async operations.
-	// The backup is not usable yet.
-	BackupPhaseFinalizing BackupPhase = "Finalizing"
-
-	// BackupPhaseFinalizingPartiallyFailed means the backup of
-	// Kubernetes resources, creation of snapshots, and other
-	// async plugin operations were successful and snapshot upload and
-	// other plugin operations are now complete, but one or more errors
-	// occurred during backup or async operation processing, and the
-	// Backup is awaiting final update of resources modified during async
-	// operations. The backup is not usable yet.
-	BackupPhaseFinalizingPartiallyFailed BackupPhase = "FinalizingPartiallyFailed"
-
-	// BackupPhaseFinalizingCancelled means cancellation was requested
-	// (spec.cancel), async operations have been cancelled and the backup's
-	// data is being removed while its logs are kept. The backup then moves
-	// to Failed. (Backstop addition from the backup-cancellation design.)
-	BackupPhaseFinalizingCancelled BackupPhase = "FinalizingCancelled"
-
-	// BackupPhaseCompleted means the backup has run successfully without
-	// errors.
-	BackupPhaseCompleted BackupPhase = "Completed"
-
-	// BackupPhasePartiallyFailed means the backup has run to completion
-	// but encountered 1+ errors backing up individual items.
-	BackupPhasePartiallyFailed BackupPhase = "PartiallyFailed"
-
-	// BackupPhaseFailed means the backup ran but encountered an error that
-	// prevented it from completing successfully.
-	BackupPhaseFailed BackupPhase = "Failed"
-
-	// BackupPhaseDeleting means the backup and all its associated data are being deleted.
-	BackupPhaseDeleting BackupPhase = "Deleting"
-)
 
 // BackupStatus captures the current status of a Velero backup.
 type BackupStatus struct {

@@ -24,18 +24,9 @@ type DeleteBackupRequestSpec struct {
 }
 
 // DeleteBackupRequestPhase represents the lifecycle phase of a DeleteBackupRequest.
+//
+// Its values, and the changes between them, are velerov1.DeleteBackupRequestLifecycle.
 type DeleteBackupRequestPhase string
-
-const (
-	// DeleteBackupRequestPhaseNew means the DeleteBackupRequest has not been processed yet.
-	DeleteBackupRequestPhaseNew DeleteBackupRequestPhase = "New"
-
-	// DeleteBackupRequestPhaseInProgress means the DeleteBackupRequest is being processed.
-	DeleteBackupRequestPhaseInProgress DeleteBackupRequestPhase = "InProgress"
-
-	// DeleteBackupRequestPhaseProcessed means the DeleteBackupRequest has been processed.
-	DeleteBackupRequestPhaseProcessed DeleteBackupRequestPhase = "Processed"
-)
 
 // DeleteBackupRequestStatus is the current status of a DeleteBackupRequest.
 type DeleteBackupRequestStatus struct {

@@ -251,58 +251,11 @@ type InitRestoreHook struct {
 
 // RestorePhase is a string representation of the lifecycle phase
 // of a Velero restore
+//
+// Its values, and the changes between them, are velerov1.RestoreLifecycle.
 type RestorePhase string
 
 const (
-	// RestorePhaseNew means the restore has been created but not
-	// yet processed by the RestoreController
-	RestorePhaseNew RestorePhase = "New"
-
-	// RestorePhaseFailedValidation means the restore has failed
-	// the controller's validations and therefore will not run.
-	RestorePhaseFailedValidation RestorePhase = "FailedValidation"
-
-	// RestorePhaseInProgress means the restore is currently executing.
-	RestorePhaseInProgress RestorePhase = "InProgress"
-
-	// RestorePhaseWaitingForPluginOperations means the restore of
-	// Kubernetes resources and other async plugin operations was
-	// successful and plugin operations are still ongoing.  The
-	// restore is not complete yet.
-	RestorePhaseWaitingForPluginOperations RestorePhase = "WaitingForPluginOperations"
-
-	// RestorePhaseWaitingForPluginOperationsPartiallyFailed means
-	// the restore of Kubernetes resources and other async plugin
-	// operations partially failed (final phase will be
-	// PartiallyFailed) and other plugin operations are still
-	// ongoing.  The restore is not complete yet.
-	RestorePhaseWaitingForPluginOperationsPartiallyFailed RestorePhase = "WaitingForPluginOperationsPartiallyFailed"
-
-	// RestorePhaseFinalizing means the restore of
-	// Kubernetes resources and other async plugin operations were successful and
-	// other plugin operations are now complete, but the restore is awaiting
-	// the completion of wrap-up tasks before the restore process enters terminal phase.
-	RestorePhaseFinalizing RestorePhase = "Finalizing"
-
-	// RestorePhaseFinalizingPartiallyFailed means the restore of
-	// Kubernetes resources and other async plugin operations were successful and
-	// other plugin operations are now complete, but one or more errors
-	// occurred during restore or async operation processing. The restore is awaiting
-	// the completion of wrap-up tasks before the restore process enters terminal phase.
-	RestorePhaseFinalizingPartiallyFailed RestorePhase = "FinalizingPartiallyFailed"
-
-	// RestorePhaseCompleted means the restore has run successfully
-	// without errors.
-	RestorePhaseCompleted RestorePhase = "Completed"
-
-	// RestorePhasePartiallyFailed means the restore has run to completion
-	// but encountered 1+ errors restoring individual items.
-	RestorePhasePartiallyFailed RestorePhase = "PartiallyFailed"
-
-	// RestorePhaseFailed means the restore was unable to execute.
-	// The failing error is recorded in status.FailureReason.
-	RestorePhaseFailed RestorePhase = "Failed"
-
 	// PolicyTypeNone means velero will not overwrite the resource
 	// in cluster with the one in backup whether changed/unchanged.
 	PolicyTypeNone PolicyType = "none"

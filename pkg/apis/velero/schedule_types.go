@@ -50,21 +50,9 @@ type ScheduleSpec struct {
 
 // SchedulePhase is a string representation of the lifecycle phase
 // of a Velero schedule
+//
+// Its values, and the changes between them, are velerov1.ScheduleLifecycle.
 type SchedulePhase string
-
-const (
-	// SchedulePhaseNew means the schedule has been created but not
-	// yet processed by the ScheduleController
-	SchedulePhaseNew SchedulePhase = "New"
-
-	// SchedulePhaseEnabled means the schedule has been validated and
-	// will now be triggering backups according to the schedule spec.
-	SchedulePhaseEnabled SchedulePhase = "Enabled"
-
-	// SchedulePhaseFailedValidation means the schedule has failed
-	// the controller's validations and therefore will not trigger backups.
-	SchedulePhaseFailedValidation SchedulePhase = "FailedValidation"
-)
 
 // ScheduleStatus captures the current state of a Velero schedule
 type ScheduleStatus struct {

@@ -83,6 +83,8 @@ type Options struct {
 	// ScheduleSkipImmediately is spec.skipImmediately of new schedules that
 	// leave it unset (Velero's --schedule-skip-immediately).
 	ScheduleSkipImmediately bool
+	// EngineGroups are groups whose members act as the server's engines.
+	EngineGroups []string
 	// LibvirtURI is the libvirt daemon VM backups run on.
 	LibvirtURI string
 	// VMFullBackupMode is how full VM backups copy: "push" (libvirt's
@@ -145,6 +147,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
 	fs.DurationVar(&o.BackupSyncPeriod, "backup-sync-period", o.BackupSyncPeriod, "how often storage locations are read for backups this server has no Backup of, which are then created (Velero's --backup-sync-period)")
 	fs.DurationVar(&o.ItemOperationSyncFrequency, "item-operation-sync-frequency", o.ItemOperationSyncFrequency, "how often the async operations of backups (VM disk backups) are checked (Velero's --item-operation-sync-frequency)")
+	fs.StringSliceVar(&o.EngineGroups, "engine-groups", o.EngineGroups, "groups whose members may write the status of backups, restores, deletion requests, schedules and VM backups as the server's own engines do (for engines run elsewhere with --disable-controllers); by default only the server itself")
 	fs.BoolVar(&o.ScheduleSkipImmediately, "schedule-skip-immediately", o.ScheduleSkipImmediately, "skip the run that is due at once when a schedule is created or unpaused, for schedules that do not set spec.skipImmediately (Velero's --schedule-skip-immediately)")
 	fs.StringVar(&o.VMFullBackupMode, "vm-full-backup-mode", o.VMFullBackupMode, "how full VM disk backups copy: push (QEMU's backup job writes the target) or pull (QEMU exports the disk over NBD and qemu-img copies it, 8 requests in flight); docs/benchmarks.md compares them; incrementals are always pushed")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
@@ -307,7 +310,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, ClientPageSize: int64(o.ClientPageSize),
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
-		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately,
+		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
 	}
 	if kubeClient != nil {

@@ -47,19 +47,11 @@ import (
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
 
-// CancelledReason is the failureReason of a cancelled backup (seed:
-// backup-cancellation.md).
-const CancelledReason = "Backup cancelled by user"
-
-// RestartedReason is the failureReason of a backup the server was running
-// when it stopped.
-const RestartedReason = "the server stopped while the backup was in progress; its partial data was removed"
-
 // ProgressInterval is how often a running backup's progress is written.
 const ProgressInterval = time.Second
 
 var (
-	errCancelled = errors.New(CancelledReason)
+	errCancelled = errors.New(velerov1.BackupCancelledReason)
 	errDeleted   = errors.New("the backup was deleted")
 )
 
@@ -312,7 +304,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *velerov1.Backup) {
 		}
 		logger.Info("Backup deleted while running: stopped and its data removed")
 	case errors.Is(cause, errCancelled):
-		ops.cancelAll(ctx, CancelledReason)
+		ops.cancelAll(ctx, velerov1.BackupCancelledReason)
 		c.cancelled(ctx, b, store, layout, log, counter)
 	case err != nil:
 		ops.cancelAll(ctx, "the backup failed")
@@ -668,7 +660,7 @@ func (c *Controller) cancelled(ctx context.Context, b *velerov1.Backup, store ob
 	now := metav1.NewTime(c.cfg.Clock.Now())
 	if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
 		s.Phase = velerov1.BackupPhaseFailed
-		s.FailureReason = CancelledReason
+		s.FailureReason = velerov1.BackupCancelledReason
 		s.CompletionTimestamp = &now
 		s.Errors += len(problems)
 	}); err != nil {
@@ -726,7 +718,7 @@ func (c *Controller) recover(ctx context.Context) {
 			velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed:
 			store, layout, err := c.openStore(ctx, b)
 			if err != nil {
-				c.fail(ctx, b, nil, layout, nil, RestartedReason)
+				c.fail(ctx, b, nil, layout, nil, velerov1.BackupRestartedReason)
 				continue
 			}
 			log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
@@ -740,7 +732,7 @@ func (c *Controller) recover(ctx context.Context) {
 			if err := deleteData(ctx, store, layout, b.Name, false); err != nil {
 				logger.Error(err, "Removing the partial data of an interrupted backup")
 			}
-			c.fail(ctx, b, store, layout, log, RestartedReason)
+			c.fail(ctx, b, store, layout, log, velerov1.BackupRestartedReason)
 			if log != nil {
 				log.Close()
 			}

@@ -3,7 +3,7 @@
 // and makes the server's Backups match what the location holds. A backup
 // found in the location (its velero-backup.json) with no Backup of that
 // name is created, with its final status, labelled and annotated with the
-// location (registry.SyncedAnnotation), so that a second server, or this
+// location (backstop.io/synced-from-location), so that a second server, or this
 // one after its data directory was lost, can restore from it. A Completed
 // Backup of the location whose files are gone from it (deleted by another
 // server) is deleted, as Velero does, unless a DeleteBackupRequest is
@@ -32,7 +32,6 @@ import (
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
-	registry "github.com/backstop-io/backstop/pkg/registry/velero/backup"
 )
 
 // DefaultPeriod is how often locations are synced (Velero's
@@ -138,7 +137,7 @@ func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLoca
 	if stored.Name != name {
 		return fmt.Errorf("%s names backup %q", layout.BackupMetadataKey(name), stored.Name)
 	}
-	if !terminal(stored.Status.Phase) {
+	if p := stored.Status.Phase; !p.Terminal() || p == velerov1.BackupPhaseDeleting {
 		return nil // written by a server that has not finished it
 	}
 	b := &velerov1.Backup{
@@ -156,8 +155,8 @@ func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLoca
 		b.Annotations = map[string]string{}
 	}
 	b.Labels[velerov1.StorageLocationLabel] = bsl.Name
-	b.Annotations[registry.SyncedAnnotation] = bsl.Name
-	delete(b.Annotations, registry.SequenceAnnotation)
+	b.Annotations[velerov1.SyncedFromLocationAnnotation] = bsl.Name
+	delete(b.Annotations, velerov1.QueueSequenceAnnotation)
 	b.Spec.StorageLocation = bsl.Name
 	b.Spec.Cancel = false
 	b.Status.QueuePosition = 0
@@ -200,12 +199,4 @@ func (c *Controller) deleteOrphans(ctx context.Context, bsl *velerov1.BackupStor
 		klog.FromContext(ctx).Info("Deleted a backup whose files are gone from its storage location", "backup", b.Name, "location", bsl.Name)
 	}
 	return nil
-}
-
-func terminal(p velerov1.BackupPhase) bool {
-	switch p {
-	case velerov1.BackupPhaseCompleted, velerov1.BackupPhasePartiallyFailed, velerov1.BackupPhaseFailed, velerov1.BackupPhaseFailedValidation:
-		return true
-	}
-	return false
 }

@@ -68,17 +68,6 @@ func New(client versioned.Interface, inf Informers, opener objectstore.Opener, c
 	return c, nil
 }
 
-// finished reports whether a backup has stopped running (its data may go).
-func finished(p velerov1.BackupPhase) bool {
-	switch p {
-	case "", velerov1.BackupPhaseNew, velerov1.BackupPhaseQueued, velerov1.BackupPhaseCompleted,
-		velerov1.BackupPhasePartiallyFailed, velerov1.BackupPhaseFailed, velerov1.BackupPhaseFailedValidation,
-		velerov1.BackupPhaseDeleting:
-		return true
-	}
-	return false
-}
-
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	req, err := c.requests.DeleteBackupRequests(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
@@ -133,7 +122,7 @@ func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupReque
 	if uid := req.Labels[velerov1.BackupUIDLabel]; uid != "" && types.UID(uid) != backup.UID {
 		return c.finish(ctx, req, fmt.Sprintf("backup %s was replaced by a newer backup of the same name: not deleting it", backup.Name))
 	}
-	if !finished(backup.Status.Phase) {
+	if backup.Status.Phase.Running() {
 		// A running backup is cancelled first, then deleted once it stops.
 		if !backup.Spec.Cancel {
 			patch := []byte(`{"spec":{"cancel":true}}`)

@@ -23,11 +23,6 @@ import (
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 )
 
-// SequenceAnnotation is where the registry keeps a queued backup's place
-// (pkg/registry/velero/backup.SequenceAnnotation; engines do not import
-// registries).
-const SequenceAnnotation = "backstop.io/queue-sequence"
-
 // ResyncPeriod: the queue is also re-examined this often, whatever happens.
 const ResyncPeriod = 30 * time.Second
 
@@ -86,7 +81,7 @@ func (c *Controller) entry(b *velerov1.Backup) Entry {
 }
 
 func sequence(b *velerov1.Backup) int64 {
-	n, err := strconv.ParseInt(b.Annotations[SequenceAnnotation], 10, 64)
+	n, err := strconv.ParseInt(b.Annotations[velerov1.QueueSequenceAnnotation], 10, 64)
 	if err != nil {
 		return 0
 	}
@@ -104,7 +99,7 @@ func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 	var fresh, queued, running []*velerov1.Backup
 	for _, b := range all {
 		live[b.UID] = true
-		if b.Spec.Cancel && waiting(b.Status.Phase) {
+		if b.Spec.Cancel && b.Status.Phase.Pending() {
 			// A cancelled backup that has not started leaves the queue:
 			// nothing was written, so there is nothing to finalize.
 			if err := c.cancel(ctx, b); err != nil {
@@ -205,23 +200,13 @@ func (c *Controller) explain(ctx context.Context, queued []*velerov1.Backup, run
 	}
 }
 
-// CancelledReason is the failureReason of a cancelled backup (seed:
-// backup-cancellation.md).
-const CancelledReason = "Backup cancelled by user"
-
-// waiting reports whether a backup has not started: New, Queued, or
-// ReadyToStart (the backup engine has not picked it up).
-func waiting(p velerov1.BackupPhase) bool {
-	return p == "" || p == velerov1.BackupPhaseNew || p == velerov1.BackupPhaseQueued || p == velerov1.BackupPhaseReadyToStart
-}
-
 // cancel takes a backup that has not started out of the queue, through
 // FinalizingCancelled to Failed, as the cancellation design's phases go.
 func (c *Controller) cancel(ctx context.Context, b *velerov1.Backup) error {
 	b = b.DeepCopy()
 	now := metav1.Now()
 	b.Status.Phase = velerov1.BackupPhaseFinalizingCancelled
-	b.Status.FailureReason = CancelledReason
+	b.Status.FailureReason = velerov1.BackupCancelledReason
 	out, err := c.client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil

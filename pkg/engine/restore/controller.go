@@ -57,10 +57,6 @@ const (
 	ScheduleNameLabel = "velero.io/schedule-name"
 )
 
-// RestartedReason is the failureReason of a restore the server was
-// running when it stopped.
-const RestartedReason = "the server stopped while the restore was in progress"
-
 // ProgressInterval is how often a running restore's progress is written.
 const ProgressInterval = time.Second
 
@@ -122,7 +118,7 @@ func (c *Controller) Run(ctx context.Context, _ int) {
 	if all, err := c.restores.List(labels.Everything()); err == nil {
 		for _, r := range all {
 			if r.Status.Phase == velerov1.RestorePhaseInProgress {
-				c.finish(ctx, r, velerov1.RestorePhaseFailed, RestartedReason, nil, nil)
+				c.finish(ctx, r, velerov1.RestorePhaseFailed, velerov1.RestoreRestartedReason, nil, nil)
 			}
 		}
 	}
@@ -205,7 +201,7 @@ func (c *Controller) validate(r *velerov1.Restore) (*velerov1.Backup, []string) 
 	default:
 		return nil, []string{"either backupName or scheduleName must be set"}
 	}
-	if p := backup.Status.Phase; p != velerov1.BackupPhaseCompleted && p != velerov1.BackupPhasePartiallyFailed {
+	if p := backup.Status.Phase; !p.Restorable() {
 		return nil, []string{fmt.Sprintf("backup %q is %s: only Completed or PartiallyFailed backups can be restored", backup.Name, phaseText(p))}
 	}
 	bsl, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation)
@@ -218,11 +214,6 @@ func (c *Controller) validate(r *velerov1.Restore) (*velerov1.Backup, []string) 
 			msg += ": " + bsl.Status.Message
 		}
 		return nil, []string{msg}
-	}
-	for from, to := range r.Spec.NamespaceMapping {
-		if from == "" || to == "" {
-			return nil, []string{fmt.Sprintf("namespaceMapping %q: %q: both namespaces must be named", from, to)}
-		}
 	}
 	return backup, nil
 }

@@ -87,15 +87,6 @@ func NextRunTime(s *velerov1.Schedule, sched cron.Schedule, now time.Time) (bool
 	return now.After(next), next
 }
 
-func terminal(p velerov1.BackupPhase) bool {
-	switch p {
-	case velerov1.BackupPhaseCompleted, velerov1.BackupPhasePartiallyFailed, velerov1.BackupPhaseFailed,
-		velerov1.BackupPhaseFailedValidation, velerov1.BackupPhaseDeleting:
-		return true
-	}
-	return false
-}
-
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	s, err := c.schedules.Schedules(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
@@ -186,7 +177,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 	}
 	for _, b := range mine {
-		if !terminal(b.Status.Phase) {
+		if !b.Status.Phase.Terminal() {
 			logger.Info("Skipping a due run: a backup of the schedule has not finished", "backup", b.Name, "phase", b.Status.Phase, "due", next)
 			if _, err := c.updateStatus(ctx, s, func(st *velerov1.ScheduleStatus) { st.LastSkipped = &metav1.Time{Time: now} }); err != nil {
 				return err

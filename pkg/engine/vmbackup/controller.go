@@ -62,20 +62,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/kubevirtbackup/v1alpha1"
-	vmbregistry "github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/virt"
-)
-
-// Reasons of the conditions this engine sets, beside the upstream ones.
-const (
-	ReasonWaitingForVolume      = "WaitingForVolume"
-	ReasonWaitingForOtherBackup = "WaitingForOtherBackup"
-	ReasonLibvirtUnavailable    = "LibvirtUnavailable"
-	ReasonSourceNotFound        = "SourceNotFound"
-	ReasonInsufficientSpace     = "InsufficientSpace"
-	ReasonAborted               = "Aborted"
-	ReasonFullFallback          = "FullBackupFallback"
-	ReasonServerRestarted       = "ServerRestarted"
 )
 
 // waitPoll is how often a waiting backup looks again.
@@ -175,7 +162,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if all, err := c.backups.List(labels.Everything()); err == nil {
 		for _, b := range all {
 			if cond := meta.FindStatusCondition(conditions(b), string(kv.ConditionProgressing)); cond != nil &&
-				cond.Status == metav1.ConditionTrue && !finished(b) {
+				cond.Status == metav1.ConditionTrue && !b.State().Terminal() {
 				c.recoverInterrupted(ctx, b)
 			}
 		}
@@ -211,7 +198,7 @@ func (c *Controller) recoverInterrupted(ctx context.Context, b *kv.VirtualMachin
 	if b.Spec.PvcName != nil {
 		_ = os.RemoveAll(filepath.Join(c.cfg.VolumeRoot, b.Namespace, *b.Spec.PvcName, b.Name))
 	}
-	c.fail(ctx, b, ReasonServerRestarted, msg+"; its partial output was removed: run it again")
+	c.fail(ctx, b, kv.ReasonServerRestarted, msg+"; its partial output was removed: run it again")
 }
 
 // checkpointName is the checkpoint a backup of a tracker creates: unique
@@ -225,15 +212,6 @@ func conditions(b *kv.VirtualMachineBackup) []metav1.Condition {
 		return nil
 	}
 	return b.Status.Conditions
-}
-
-func finished(b *kv.VirtualMachineBackup) bool {
-	for _, t := range []kv.ConditionType{kv.ConditionComplete, kv.ConditionFailed} {
-		if meta.IsStatusConditionTrue(conditions(b), string(t)) {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *Controller) abort(uid types.UID) {
@@ -269,18 +247,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return err
 	}
-	if finished(b) || b.DeletionTimestamp != nil {
+	if b.State().Terminal() || b.DeletionTimestamp != nil {
 		return nil
 	}
 	c.mu.Lock()
 	r, isRunning := c.running[b.UID]
 	c.mu.Unlock()
-	if _, cancel := b.Annotations[vmbregistry.CancelAnnotation]; cancel {
+	if _, cancel := b.Annotations[kv.CancelAnnotation]; cancel {
 		if isRunning {
 			r.cancel() // the run ends Aborted
 			return nil
 		}
-		c.fail(ctx, b, ReasonAborted, "the backup was cancelled before it started")
+		c.fail(ctx, b, kv.ReasonAborted, "the backup was cancelled before it started")
 		return nil
 	}
 	if isRunning {
@@ -294,30 +272,30 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 		return err
 	}
-	if finished(b) || b.DeletionTimestamp != nil {
+	if b.State().Terminal() || b.DeletionTimestamp != nil {
 		return nil
 	}
 	src, err := c.resolve(b)
 	if err != nil {
-		c.fail(ctx, b, ReasonSourceNotFound, err.Error())
+		c.fail(ctx, b, kv.ReasonSourceNotFound, err.Error())
 		return nil
 	}
 	volume := filepath.Join(c.cfg.VolumeRoot, b.Namespace, *b.Spec.PvcName)
 	if fi, err := os.Stat(volume); err != nil || !fi.IsDir() {
-		c.wait(ctx, key, b, ReasonWaitingForVolume, fmt.Sprintf("the volume directory %s does not exist yet", volume))
+		c.wait(ctx, key, b, kv.ReasonWaitingForVolume, fmt.Sprintf("the volume directory %s does not exist yet", volume))
 		return nil
 	}
 	vmKey := b.Namespace + "/" + src.vm
 	c.mu.Lock()
 	if other, ok := c.busy[vmKey]; ok && other != b.UID {
 		c.mu.Unlock()
-		c.wait(ctx, key, b, ReasonWaitingForOtherBackup, fmt.Sprintf("another backup of VirtualMachine %s is running", src.vm))
+		c.wait(ctx, key, b, kv.ReasonWaitingForOtherBackup, fmt.Sprintf("another backup of VirtualMachine %s is running", src.vm))
 		return nil
 	}
 	conn, err := c.cfg.Virt()
 	if err != nil {
 		c.mu.Unlock()
-		c.fail(ctx, b, ReasonLibvirtUnavailable, err.Error())
+		c.fail(ctx, b, kv.ReasonLibvirtUnavailable, err.Error())
 		return nil
 	}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -339,7 +317,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			// Backups of the same VM waiting for this one.
 			if others, err := c.backups.VirtualMachineBackups(b.Namespace).List(labels.Everything()); err == nil {
 				for _, o := range others {
-					if o.UID != b.UID && !finished(o) {
+					if o.UID != b.UID && !o.State().Terminal() {
 						c.Add(cache.ObjectName{Namespace: o.Namespace, Name: o.Name})
 					}
 				}
@@ -366,7 +344,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 
 	disks, err := conn.Disks(domain)
 	if err != nil {
-		c.fail(ctx, b, ReasonSourceNotFound, fmt.Sprintf("VirtualMachine %s (libvirt domain %s): %v", src.vm, domain, err))
+		c.fail(ctx, b, kv.ReasonSourceNotFound, fmt.Sprintf("VirtualMachine %s (libvirt domain %s): %v", src.vm, domain, err))
 		return
 	}
 
@@ -402,7 +380,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		}
 	}
 	if free, err := freeBytes(volume); err == nil && need > free {
-		c.fail(ctx, b, ReasonInsufficientSpace, fmt.Sprintf("the backup needs %d bytes but %s has %d bytes free", need, volume, free))
+		c.fail(ctx, b, kv.ReasonInsufficientSpace, fmt.Sprintf("the backup needs %d bytes but %s has %d bytes free", need, volume, free))
 		return
 	}
 
@@ -444,7 +422,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 				return // the server is stopping: failed at the next start
 			}
 			logger.Info("Backup aborted (cancelled or deleted)")
-			c.fail(ctx, b, ReasonAborted, "the backup was aborted; its partial output and checkpoint were removed")
+			c.fail(ctx, b, kv.ReasonAborted, "the backup was aborted; its partial output and checkpoint were removed")
 			return
 		}
 		if errors.Is(err, virt.ErrDomainStopped) {

@@ -49,14 +49,6 @@ import (
 	"github.com/backstop-io/backstop/pkg/virt"
 )
 
-// Reasons of status.changedBlockTracking.
-const (
-	ReasonDomainNotFound     = "DomainNotFound"
-	ReasonLibvirtUnavailable = "LibvirtUnavailable"
-	ReasonEnableFailed       = "EnableFailed"
-	ReasonDisableFailed      = "DisableFailed"
-)
-
 // Config is what the engine needs.
 type Config struct {
 	Client   versioned.Interface
@@ -199,7 +191,7 @@ func selects(t *kv.VirtualMachineBackupTracker) bool {
 // attempt is not announced as Initializing again.
 func failing(trackers []*kv.VirtualMachineBackupTracker) bool {
 	for _, t := range trackers {
-		if t.Status != nil && t.Status.ChangedBlockTracking != nil && t.Status.ChangedBlockTracking.Reason == ReasonEnableFailed {
+		if t.Status != nil && t.Status.ChangedBlockTracking != nil && t.Status.ChangedBlockTracking.Reason == kv.ReasonEnableFailed {
 			return true
 		}
 	}
@@ -221,15 +213,15 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	conn, err := c.conn()
 	if err != nil {
-		c.report(ctx, trackers, nil, ReasonLibvirtUnavailable, err.Error())
+		c.report(ctx, trackers, nil, kv.ReasonLibvirtUnavailable, err.Error())
 		c.AddAfter(key, c.cfg.Resync)
 		return nil
 	}
 	logger := klog.FromContext(ctx).WithValues("virtualMachine", key.String(), "domain", domain)
 	var state virt.CBTState
-	failed := ReasonDisableFailed
+	failed := kv.ReasonDisableFailed
 	if selected {
-		failed = ReasonEnableFailed
+		failed = kv.ReasonEnableFailed
 		state, err = conn.CBTStatus(domain, c.cfg.StateDir)
 		if err == nil && state == virt.CBTDisabled {
 			if !failing(trackers) {
@@ -264,7 +256,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 				shown = append(shown, t)
 			}
 		}
-		c.report(ctx, shown, nil, ReasonDomainNotFound,
+		c.report(ctx, shown, nil, kv.ReasonDomainNotFound,
 			fmt.Sprintf("VirtualMachine %s has no libvirt domain %s", key.Name, domain))
 		return nil
 	case err != nil:

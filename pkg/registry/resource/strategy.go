@@ -145,7 +145,12 @@ func (s Strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 // status may change; the spec and generation are kept.
 type StatusStrategy struct {
 	Strategy
-	// ValidateStatus, if set, checks the new status (internal object).
+	// EnginesOnly names the kind of a resource whose status only the
+	// server's engines write (engines.go): a change by anyone else is
+	// refused. Empty: anyone authorized may write the status.
+	EnginesOnly string
+	// ValidateStatus, if set, checks the new status (internal object),
+	// whoever writes it: the resource's transition rules.
 	ValidateStatus func(ctx context.Context, obj, old runtime.Object) field.ErrorList
 }
 
@@ -162,9 +167,14 @@ func (s StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Obj
 	}
 }
 
-// ValidateUpdate checks metadata rules and, if set, the status rules.
+// ValidateUpdate checks metadata rules, who writes, and, if set, the
+// status rules.
 func (s StatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
+	if s.EnginesOnly != "" && !FromEngine(ctx) && !StatusEqual(obj, old) {
+		return append(errs, field.Forbidden(field.NewPath("status"),
+			fmt.Sprintf("the status of a %s is written by the server's engines only", s.EnginesOnly)))
+	}
 	if s.ValidateStatus != nil {
 		errs = append(errs, s.ValidateStatus(ctx, obj, old)...)
 	}
@@ -252,6 +262,16 @@ func deepCopyOf(v reflect.Value) (reflect.Value, bool) {
 // SpecEqual reports whether the Spec fields of a and b are semantically equal.
 func SpecEqual(a, b runtime.Object) bool {
 	fa, fb := structField(a, "Spec"), structField(b, "Spec")
+	if !fa.IsValid() || !fb.IsValid() {
+		return true
+	}
+	return apiequality.Semantic.DeepEqual(fa.Interface(), fb.Interface())
+}
+
+// StatusEqual reports whether the Status fields of a and b are
+// semantically equal.
+func StatusEqual(a, b runtime.Object) bool {
+	fa, fb := structField(a, "Status"), structField(b, "Status")
 	if !fa.IsValid() || !fb.IsValid() {
 		return true
 	}

@@ -71,13 +71,7 @@ func statusOf(b *velerov1.Backup) any {
 	return b.Status
 }
 
-func finished(b *velerov1.Backup) bool {
-	switch b.Status.Phase {
-	case velerov1.BackupPhaseCompleted, velerov1.BackupPhasePartiallyFailed, velerov1.BackupPhaseFailed, velerov1.BackupPhaseFailedValidation:
-		return true
-	}
-	return false
-}
+func finished(b *velerov1.Backup) bool { return b.Status.Phase.Terminal() }
 
 // tarballItems lists the items of a backup's tarball in the default
 // location as "<groupResource> <namespace>/<name>" (preferred-version

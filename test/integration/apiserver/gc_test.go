@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -18,19 +17,9 @@ import (
 // backup engine does when it finishes.
 func expireAt(t *testing.T, s *framework.Server, name string, at time.Time) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		b, err := s.Clientset.VeleroV1().Backups(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		b.Status.Phase = velerov1.BackupPhaseCompleted
-		b.Status.Expiration = &metav1.Time{Time: at}
-		_, err = s.Clientset.VeleroV1().Backups(ns).UpdateStatus(context.Background(), b, metav1.UpdateOptions{})
-		return err
+	walkBackup(t, s, name, velerov1.BackupPhaseCompleted, func(st *velerov1.BackupStatus) {
+		st.Expiration = &metav1.Time{Time: at}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestExpiredBackupsAreCollected: a backup past its expiration is deleted

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 
@@ -50,25 +50,53 @@ func do(t *testing.T, s *framework.Server, cfg *rest.Config, method, path, conte
 
 func gzipReader(s string) (io.Reader, error) { return gzip.NewReader(strings.NewReader(s)) }
 
-// setBackupPhase sets a backup's phase through the status subresource, as
-// the backup engine would, retrying when an engine wrote it meanwhile.
+// setBackupPhase brings a backup to phase through the status subresource,
+// as the engines would: one transition of velerov1.BackupLifecycle at a
+// time, as an engine (framework.EngineClientset), from wherever the
+// running engines have taken it meanwhile.
 func setBackupPhase(t *testing.T, s *framework.Server, name string, phase velerov1.BackupPhase) *velerov1.Backup {
 	t.Helper()
+	return walkBackup(t, s, name, phase, nil)
+}
+
+// walkBackup is setBackupPhase; mutate, if set, changes the status with
+// the last step.
+func walkBackup(t *testing.T, s *framework.Server, name string, phase velerov1.BackupPhase, mutate func(*velerov1.BackupStatus)) *velerov1.Backup {
+	t.Helper()
 	ctx := context.Background()
-	var out *velerov1.Backup
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, name, metav1.GetOptions{})
+	backups := s.EngineClientset().VeleroV1().Backups(ns)
+	for range 50 {
+		b, err := backups.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return err
+			t.Fatalf("setting backup %s to %s: %v", name, phase, err)
 		}
-		b.Status.Phase = phase
-		out, err = s.Clientset.VeleroV1().Backups(ns).UpdateStatus(ctx, b, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("setting backup %s to %s: %v", name, phase, err)
+		path := velerov1.BackupLifecycle.Path(b.Status.Phase, phase)
+		if path == nil {
+			t.Fatalf("backup %s cannot go from %q to %s", name, b.Status.Phase, phase)
+		}
+		if len(path) == 0 && mutate == nil {
+			return b
+		}
+		if len(path) == 0 || len(path) == 1 {
+			b.Status.Phase = phase
+			if mutate != nil {
+				mutate(&b.Status)
+			}
+		} else {
+			b.Status.Phase = path[0]
+		}
+		out, err := backups.UpdateStatus(ctx, b, metav1.UpdateOptions{})
+		switch {
+		case apierrors.IsConflict(err):
+			continue // an engine moved it: walk on from there
+		case err != nil:
+			t.Fatalf("setting backup %s to %s (step %s): %v", name, phase, b.Status.Phase, err)
+		case len(path) <= 1:
+			return out
+		}
 	}
-	return out
+	t.Fatalf("setting backup %s to %s: still moving after 50 steps", name, phase)
+	return nil
 }
 
 // withoutBackupEngine starts a server whose backups are not run: tests of

@@ -43,19 +43,30 @@ func createVMTracker(t *testing.T, s *framework.Server, namespace, name, pvc str
 func endVMBackup(t *testing.T, s *framework.Server, namespace, name string, cond kvbackupv1alpha1.ConditionType, message string) {
 	t.Helper()
 	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		vmb, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+	vmbs := s.EngineClientset().BackupV1alpha1().VirtualMachineBackups(namespace)
+	set := func(conds ...metav1.Condition) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			vmb, err := vmbs.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if vmb.Status == nil {
+				vmb.Status = &kvbackupv1alpha1.VirtualMachineBackupStatus{}
+			}
+			vmb.Status.Progress = &kvbackupv1alpha1.BackupProgress{TotalBytes: 4096, BytesDone: 4096}
+			for _, c := range conds {
+				meta.SetStatusCondition(&vmb.Status.Conditions, c)
+			}
+			_, err = vmbs.UpdateStatus(ctx, vmb, metav1.UpdateOptions{})
 			return err
-		}
-		if vmb.Status == nil {
-			vmb.Status = &kvbackupv1alpha1.VirtualMachineBackupStatus{}
-		}
-		vmb.Status.Progress = &kvbackupv1alpha1.BackupProgress{TotalBytes: 4096, BytesDone: 4096}
-		meta.SetStatusCondition(&vmb.Status.Conditions, metav1.Condition{Type: string(cond), Status: metav1.ConditionTrue, Reason: string(cond), Message: message})
-		_, err = s.Clientset.BackupV1alpha1().VirtualMachineBackups(namespace).UpdateStatus(ctx, vmb, metav1.UpdateOptions{})
-		return err
-	})
+		})
+	}
+	// Running first, then the end: the transitions the engine makes.
+	err := set(metav1.Condition{Type: string(kvbackupv1alpha1.ConditionProgressing), Status: metav1.ConditionTrue, Reason: kvbackupv1alpha1.ReasonInitiated, Message: "test"})
+	if err == nil {
+		err = set(metav1.Condition{Type: string(kvbackupv1alpha1.ConditionProgressing), Status: metav1.ConditionFalse, Reason: string(cond), Message: message},
+			metav1.Condition{Type: string(cond), Status: metav1.ConditionTrue, Reason: string(cond), Message: message})
+	}
 	if err != nil {
 		t.Fatalf("ending VirtualMachineBackup %s/%s: %v", namespace, name, err)
 	}

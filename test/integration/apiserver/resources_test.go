@@ -47,6 +47,9 @@ type typedClient[T any, L any] interface {
 type resourceCase[T any, L any] struct {
 	gvk    schema.GroupVersionKind
 	client typedClient[T, L]
+	// engine, when set, writes the status: the resource's status is the
+	// server's engines' (resource.Engines); the admin's write is refused.
+	engine typedClient[T, L]
 	// valid returns a valid new object.
 	valid func(name string) *T
 	// changeSpec changes the spec validly; nil when the spec is immutable
@@ -164,7 +167,11 @@ func exercise[T any, L any](c resourceCase[T, L]) func(t *testing.T) {
 				c.changeSpec(cur)
 				c.changeSpec(cur)
 			}
-			statusUpdated, err = cl.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			writer := cl
+			if c.engine != nil {
+				writer = c.engine
+			}
+			statusUpdated, err = writer.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 			return err
 		})
 		if err != nil {
@@ -363,26 +370,27 @@ func TestEveryResourceAndVerb(t *testing.T) {
 	velero := cs.VeleroV1()
 	oadp := cs.OadpV1alpha1()
 	kv := cs.BackupV1alpha1()
+	engine := s.EngineClientset()
 	om := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns} }
 	vmRef := corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "vm1"}
 
 	cases := map[string]func(t *testing.T){
 		"backups": exercise(resourceCase[velerov1.Backup, velerov1.BackupList]{
-			gvk: velerov1.SchemeGroupVersion.WithKind("Backup"), client: velero.Backups(ns),
+			gvk: velerov1.SchemeGroupVersion.WithKind("Backup"), client: velero.Backups(ns), engine: engine.VeleroV1().Backups(ns),
 			valid: func(n string) *velerov1.Backup {
 				return &velerov1.Backup{ObjectMeta: om(n), Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"app"}}}
 			},
 			changeSpec: func(b *velerov1.Backup) { b.Spec.IncludedNamespaces = append(b.Spec.IncludedNamespaces, "more") },
 			spec:       func(b *velerov1.Backup) any { return b.Spec },
 			status:     func(b *velerov1.Backup) any { return b.Status },
-			setStatus:  func(b *velerov1.Backup) { b.Status.Phase = velerov1.BackupPhaseCompleted },
+			setStatus:  func(b *velerov1.Backup) { b.Status.Warnings = 3 },
 			invalid: func(n string) *velerov1.Backup {
 				return &velerov1.Backup{ObjectMeta: om(n), Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"a"}, ExcludedNamespaces: []string{"a"}}}
 			},
 			invalidAt: "spec.excludedNamespaces[0]",
 		}),
 		"schedules": exercise(resourceCase[velerov1.Schedule, velerov1.ScheduleList]{
-			gvk: velerov1.SchemeGroupVersion.WithKind("Schedule"), client: velero.Schedules(ns),
+			gvk: velerov1.SchemeGroupVersion.WithKind("Schedule"), client: velero.Schedules(ns), engine: engine.VeleroV1().Schedules(ns),
 			valid: func(n string) *velerov1.Schedule {
 				return &velerov1.Schedule{ObjectMeta: om(n), Spec: velerov1.ScheduleSpec{Schedule: "@every 1h"}}
 			},
@@ -396,26 +404,26 @@ func TestEveryResourceAndVerb(t *testing.T) {
 			invalidAt: "spec.schedule",
 		}),
 		"restores": exercise(resourceCase[velerov1.Restore, velerov1.RestoreList]{
-			gvk: velerov1.SchemeGroupVersion.WithKind("Restore"), client: velero.Restores(ns),
+			gvk: velerov1.SchemeGroupVersion.WithKind("Restore"), client: velero.Restores(ns), engine: engine.VeleroV1().Restores(ns),
 			valid: func(n string) *velerov1.Restore {
 				return &velerov1.Restore{ObjectMeta: om(n), Spec: velerov1.RestoreSpec{BackupName: "b1"}}
 			},
 			changeSpec: func(r *velerov1.Restore) { r.Spec.IncludedNamespaces = append(r.Spec.IncludedNamespaces, "x") },
 			spec:       func(r *velerov1.Restore) any { return r.Spec },
 			status:     func(r *velerov1.Restore) any { return r.Status },
-			setStatus:  func(r *velerov1.Restore) { r.Status.Phase = velerov1.RestorePhaseCompleted },
+			setStatus:  func(r *velerov1.Restore) { r.Status.Warnings = 2 },
 			invalid:    func(n string) *velerov1.Restore { return &velerov1.Restore{ObjectMeta: om(n)} },
 			invalidAt:  "spec.backupName",
 		}),
 		"deletebackuprequests": exercise(resourceCase[velerov1.DeleteBackupRequest, velerov1.DeleteBackupRequestList]{
-			gvk: velerov1.SchemeGroupVersion.WithKind("DeleteBackupRequest"), client: velero.DeleteBackupRequests(ns),
+			gvk: velerov1.SchemeGroupVersion.WithKind("DeleteBackupRequest"), client: velero.DeleteBackupRequests(ns), engine: engine.VeleroV1().DeleteBackupRequests(ns),
 			valid: func(n string) *velerov1.DeleteBackupRequest {
 				return &velerov1.DeleteBackupRequest{ObjectMeta: om(n), Spec: velerov1.DeleteBackupRequestSpec{BackupName: "b1"}}
 			},
 			changeSpec: func(d *velerov1.DeleteBackupRequest) { d.Spec.BackupName += "x" },
 			spec:       func(d *velerov1.DeleteBackupRequest) any { return d.Spec },
 			status:     func(d *velerov1.DeleteBackupRequest) any { return d.Status },
-			setStatus:  func(d *velerov1.DeleteBackupRequest) { d.Status.Phase = velerov1.DeleteBackupRequestPhaseProcessed },
+			setStatus:  func(d *velerov1.DeleteBackupRequest) { d.Status.Errors = []string{"an error"} },
 			invalid: func(n string) *velerov1.DeleteBackupRequest {
 				return &velerov1.DeleteBackupRequest{ObjectMeta: om(n)}
 			},
@@ -540,7 +548,7 @@ func TestEveryResourceAndVerb(t *testing.T) {
 			invalidAt: "spec.restoreSpec.backupName",
 		}),
 		"virtualmachinebackups": exercise(resourceCase[kvbackupv1alpha1.VirtualMachineBackup, kvbackupv1alpha1.VirtualMachineBackupList]{
-			gvk: kvbackupv1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackup"), client: kv.VirtualMachineBackups("vms"),
+			gvk: kvbackupv1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackup"), client: kv.VirtualMachineBackups("vms"), engine: engine.BackupV1alpha1().VirtualMachineBackups("vms"),
 			valid: func(n string) *kvbackupv1alpha1.VirtualMachineBackup {
 				return &kvbackupv1alpha1.VirtualMachineBackup{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "vms"},
 					Spec: kvbackupv1alpha1.VirtualMachineBackupSpec{Source: vmRef, PvcName: ptr.To("out")}}
@@ -549,7 +557,10 @@ func TestEveryResourceAndVerb(t *testing.T) {
 			spec:      func(b *kvbackupv1alpha1.VirtualMachineBackup) any { return b.Spec },
 			status:    func(b *kvbackupv1alpha1.VirtualMachineBackup) any { return b.Status },
 			setStatus: func(b *kvbackupv1alpha1.VirtualMachineBackup) {
-				b.Status = &kvbackupv1alpha1.VirtualMachineBackupStatus{Type: kvbackupv1alpha1.Full, BackupType: kvbackupv1alpha1.Full}
+				if b.Status == nil {
+					b.Status = &kvbackupv1alpha1.VirtualMachineBackupStatus{}
+				}
+				b.Status.Type, b.Status.BackupType = kvbackupv1alpha1.Full, kvbackupv1alpha1.Full
 			},
 			invalid: func(n string) *kvbackupv1alpha1.VirtualMachineBackup {
 				return &kvbackupv1alpha1.VirtualMachineBackup{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "vms"},
@@ -558,7 +569,7 @@ func TestEveryResourceAndVerb(t *testing.T) {
 			invalidAt: "spec.source",
 		}),
 		"virtualmachinebackuptrackers": exercise(resourceCase[kvbackupv1alpha1.VirtualMachineBackupTracker, kvbackupv1alpha1.VirtualMachineBackupTrackerList]{
-			gvk: kvbackupv1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackupTracker"), client: kv.VirtualMachineBackupTrackers("vms"),
+			gvk: kvbackupv1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackupTracker"), client: kv.VirtualMachineBackupTrackers("vms"), engine: engine.BackupV1alpha1().VirtualMachineBackupTrackers("vms"),
 			valid: func(n string) *kvbackupv1alpha1.VirtualMachineBackupTracker {
 				return &kvbackupv1alpha1.VirtualMachineBackupTracker{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "vms"},
 					Spec: kvbackupv1alpha1.VirtualMachineBackupTrackerSpec{Source: vmRef}}

@@ -117,7 +117,7 @@ func TestRestore(t *testing.T) {
 	// t1 has a status, which is restored only when restoreStatus asks.
 	t1 := getTracker(t, s, "shop", "t1")
 	t1.Status = &kvbackupv1alpha1.VirtualMachineBackupTrackerStatus{LatestCheckpoint: &kvbackupv1alpha1.BackupCheckpoint{Name: "cp-1", Disks: []string{"vda"}}}
-	t1, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers("shop").UpdateStatus(ctx, t1, metav1.UpdateOptions{})
+	t1, err := s.EngineClientset().BackupV1alpha1().VirtualMachineBackupTrackers("shop").UpdateStatus(ctx, t1, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -258,7 +258,7 @@ func startScheduleEngine(t *testing.T, s *framework.Server, start time.Time) *sc
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := externalversions.NewSharedInformerFactoryWithOptions(s.Clientset, 0, externalversions.WithNamespace(ns))
 	clk := &passClock{FakeClock: clocktesting.NewFakeClock(start)}
-	c, err := schedule.New(schedule.Config{Client: s.Clientset, Schedules: factory.Velero().V1().Schedules(), Backups: factory.Velero().V1().Backups(), Clock: clk})
+	c, err := schedule.New(schedule.Config{Client: s.EngineClientset(), Schedules: factory.Velero().V1().Schedules(), Backups: factory.Velero().V1().Backups(), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

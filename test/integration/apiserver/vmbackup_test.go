@@ -77,9 +77,7 @@ func vmbCondition(b *kv.VirtualMachineBackup, t kv.ConditionType) *metav1.Condit
 	return meta.FindStatusCondition(b.Status.Conditions, string(t))
 }
 
-func vmbFinished(b *kv.VirtualMachineBackup) bool {
-	return meta.IsStatusConditionTrue(conditionsOf(b), string(kv.ConditionComplete)) || meta.IsStatusConditionTrue(conditionsOf(b), string(kv.ConditionFailed))
-}
+func vmbFinished(b *kv.VirtualMachineBackup) bool { return b.State().Terminal() }
 
 func conditionsOf(b *kv.VirtualMachineBackup) []metav1.Condition {
 	if b.Status == nil {
@@ -146,7 +144,7 @@ func TestVMBackups(t *testing.T) {
 	createVMBackup(t, s, vmNS, "b1", "vm1-tracker", true, "pvc1", false)
 	waitVMBackup(t, s, vmNS, "b1", "waiting for its volume", func(b *kv.VirtualMachineBackup) bool {
 		c := vmbCondition(b, kv.ConditionProgressing)
-		return c != nil && c.Reason == vmbackup.ReasonWaitingForVolume
+		return c != nil && c.Reason == kv.ReasonWaitingForVolume
 	})
 	volume := filepath.Join(root, vmNS, "pvc1")
 	if err := os.MkdirAll(volume, 0o755); err != nil {
@@ -249,7 +247,7 @@ func TestVMBackups(t *testing.T) {
 	// A VM that does not exist.
 	createVMBackup(t, s, vmNS, "ghost", "no-such-vm", false, "pvc1", false)
 	ghost := waitVMBackup(t, s, vmNS, "ghost", "finished", vmbFinished)
-	if c := vmbCondition(ghost, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != vmbackup.ReasonSourceNotFound ||
+	if c := vmbCondition(ghost, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != kv.ReasonSourceNotFound ||
 		!strings.Contains(c.Message, vmNS+"_no-such-vm") {
 		t.Errorf("backup of a missing VM: %+v", ghost.Status)
 	}
@@ -393,7 +391,7 @@ func TestVMBackupCancel(t *testing.T) {
 		t.Errorf("a second cancel: %v", err)
 	}
 	slow := waitVMBackup(t, s, vmNS, "slow", "finished", vmbFinished)
-	if c := vmbCondition(slow, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != vmbackup.ReasonAborted {
+	if c := vmbCondition(slow, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != kv.ReasonAborted {
 		t.Fatalf("cancelled backup: %+v", slow.Status)
 	}
 	if _, err := os.Stat(filepath.Join(volume, "slow")); !os.IsNotExist(err) {
@@ -442,7 +440,7 @@ func TestVMBackupCancel(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("umount", small).Run() })
 	createVMBackup(t, s, vmNS, "too-big", "vm2-tracker", true, "small", true)
 	tooBig := waitVMBackup(t, s, vmNS, "too-big", "finished", vmbFinished)
-	if c := vmbCondition(tooBig, kv.ConditionFailed); c == nil || c.Reason != vmbackup.ReasonInsufficientSpace ||
+	if c := vmbCondition(tooBig, kv.ConditionFailed); c == nil || c.Reason != kv.ReasonInsufficientSpace ||
 		!regexp.MustCompile(`needs \d{9,} bytes but .*small has \d{6,7} bytes free`).MatchString(c.Message) {
 		t.Errorf("backup into a volume too small: %+v", tooBig.Status)
 	}
@@ -470,7 +468,7 @@ func TestVMBackupCancel(t *testing.T) {
 	dom.ThrottleBackupJob(t, 1<<20)
 	s.Restart(true)
 	interrupted := waitVMBackup(t, s, vmNS, "interrupted", "finished", vmbFinished)
-	if c := vmbCondition(interrupted, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != vmbackup.ReasonServerRestarted {
+	if c := vmbCondition(interrupted, kv.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != kv.ReasonServerRestarted {
 		t.Errorf("backup interrupted by a restart: %+v", interrupted.Status)
 	}
 	noOutputNorCheckpoint("interrupted")

@@ -47,7 +47,15 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    *os.File
+
+	engineOnce sync.Once
+	engine     versioned.Interface
 }
+
+// EngineGroup is the group test servers accept as the server's engines
+// (--engine-groups): tests that turned an engine off make its status
+// writes through EngineClientset.
+const EngineGroup = "backstop:test-engines"
 
 // Options change how the server is started.
 type Options struct {
@@ -91,6 +99,7 @@ func (s *Server) start() {
 		"--data-dir", s.DataDir,
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(s.Port),
+		"--engine-groups", EngineGroup,
 	}, s.args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -219,6 +228,25 @@ func (s *Server) KubectlAs(kubeconfig string, stdin []byte, args ...string) (str
 		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// EngineClientset is a clientset of a user in EngineGroup: its status
+// writes are the server's engines' (the status rules still apply).
+func (s *Server) EngineClientset() versioned.Interface {
+	s.t.Helper()
+	s.engineOnce.Do(func() {
+		cfg, err := clientcmd.BuildConfigFromFlags("", s.IssueKubeconfig("test-engine", "system:masters", EngineGroup))
+		if err != nil {
+			s.t.Fatalf("engine kubeconfig: %v", err)
+		}
+		if s.engine, err = versioned.NewForConfig(cfg); err != nil {
+			s.t.Fatalf("engine clientset: %v", err)
+		}
+	})
+	if s.engine == nil {
+		s.t.Fatal("no engine clientset (its creation failed earlier)")
+	}
+	return s.engine
 }
 
 // IssueKubeconfig writes a kubeconfig for user and groups (signed by the

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 )
 
 // API groups and kinds a backup source may name.
@@ -106,11 +107,11 @@ func ValidateTrackerSpec(spec *kubevirtbackup.VirtualMachineBackupTrackerSpec, f
 // VirtualMachineBackupTracker: backstop.io/changed-block-tracking is "true"
 // or "false".
 func ValidateTrackerAnnotations(annotations map[string]string, fldPath *field.Path) field.ErrorList {
-	v, ok := annotations[kubevirtbackup.ChangedBlockTrackingAnnotation]
+	v, ok := annotations[kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation]
 	if !ok || v == "true" || v == "false" {
 		return nil
 	}
-	return field.ErrorList{field.NotSupported(fldPath.Key(kubevirtbackup.ChangedBlockTrackingAnnotation), v, []string{"true", "false"})}
+	return field.ErrorList{field.NotSupported(fldPath.Key(kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation), v, []string{"true", "false"})}
 }
 
 // NormalizeBackupStatus makes status.type and status.backupType agree: a

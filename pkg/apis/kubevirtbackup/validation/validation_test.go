@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 )
 
 var vm = corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "vm1"}
@@ -116,10 +117,10 @@ func TestValidateTrackerAnnotations(t *testing.T) {
 	}{
 		{annotations: nil},
 		{annotations: map[string]string{"other": "x"}},
-		{annotations: map[string]string{kubevirtbackup.ChangedBlockTrackingAnnotation: "true"}},
-		{annotations: map[string]string{kubevirtbackup.ChangedBlockTrackingAnnotation: "false"}},
-		{annotations: map[string]string{kubevirtbackup.ChangedBlockTrackingAnnotation: "no"}, wantField: "metadata.annotations[backstop.io/changed-block-tracking]"},
-		{annotations: map[string]string{kubevirtbackup.ChangedBlockTrackingAnnotation: ""}, wantField: "metadata.annotations[backstop.io/changed-block-tracking]"},
+		{annotations: map[string]string{kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation: "true"}},
+		{annotations: map[string]string{kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation: "false"}},
+		{annotations: map[string]string{kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation: "no"}, wantField: "metadata.annotations[backstop.io/changed-block-tracking]"},
+		{annotations: map[string]string{kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation: ""}, wantField: "metadata.annotations[backstop.io/changed-block-tracking]"},
 	} {
 		errs := ValidateTrackerAnnotations(tc.annotations, path)
 		switch {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
@@ -66,6 +67,30 @@ func ValidateRestoreSpec(spec *velero.RestoreSpec, fldPath *field.Path) field.Er
 	errs = append(errs, validateSelectors(spec.LabelSelector, spec.OrLabelSelectors, fldPath)...)
 	if spec.ItemOperationTimeout.Duration < 0 {
 		errs = append(errs, field.Invalid(fldPath.Child("itemOperationTimeout"), spec.ItemOperationTimeout.Duration.String(), "must not be negative"))
+	}
+	return append(errs, validateNamespaceMapping(spec.NamespaceMapping, fldPath.Child("namespaceMapping"))...)
+}
+
+// validateNamespaceMapping: both sides of each mapping are namespace
+// names, and no two namespaces are restored into the same one.
+func validateNamespaceMapping(mapping map[string]string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	into := map[string]string{}
+	for _, from := range sets.List(sets.KeySet(mapping)) {
+		to, p := mapping[from], fldPath.Key(from)
+		if from == "" || to == "" {
+			errs = append(errs, field.Invalid(p, to, "both namespaces must be named"))
+			continue
+		}
+		for _, name := range []string{from, to} {
+			for _, msg := range validation.IsDNS1123Label(name) {
+				errs = append(errs, field.Invalid(p, name, "not a namespace name: "+msg))
+			}
+		}
+		if other, ok := into[to]; ok {
+			errs = append(errs, field.Duplicate(p, fmt.Sprintf("%s and %s are both mapped to %s", other, from, to)))
+		}
+		into[to] = from
 	}
 	return errs
 }

@@ -100,6 +100,15 @@ func TestValidateRestoreSpec(t *testing.T) {
 		{"two sources", velero.RestoreSpec{BackupName: "b", ScheduleName: "s"}, []string{"spec.scheduleName"}},
 		{"namespace overlap", velero.RestoreSpec{BackupName: "b", IncludedNamespaces: []string{"x"}, ExcludedNamespaces: []string{"x"}},
 			[]string{"spec.excludedNamespaces[0]"}},
+		{"namespace mapping", velero.RestoreSpec{BackupName: "b", NamespaceMapping: map[string]string{"a": "b", "c": "d"}}, nil},
+		{"namespace mapped to nothing", velero.RestoreSpec{BackupName: "b", NamespaceMapping: map[string]string{"a": ""}},
+			[]string{"spec.namespaceMapping[a]"}},
+		{"nothing mapped", velero.RestoreSpec{BackupName: "b", NamespaceMapping: map[string]string{"": "a"}},
+			[]string{"spec.namespaceMapping[]"}},
+		{"not a namespace name", velero.RestoreSpec{BackupName: "b", NamespaceMapping: map[string]string{"a": "Not_A_Name"}},
+			[]string{"spec.namespaceMapping[a]"}},
+		{"two namespaces into one", velero.RestoreSpec{BackupName: "b", NamespaceMapping: map[string]string{"a": "x", "b": "x"}},
+			[]string{"spec.namespaceMapping[b]"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

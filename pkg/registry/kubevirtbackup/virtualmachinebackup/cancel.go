@@ -7,27 +7,52 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
+	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// CancelAnnotation records that cancellation of a VirtualMachineBackup
-// was requested (its value is when); the VM backup engine aborts the
-// backup. Its spec is immutable, its metadata is not.
-const CancelAnnotation = "backstop.io/cancel-requested"
-
-// Finished reports whether a backup has ended (Complete or Failed).
-func Finished(b *kubevirtbackup.VirtualMachineBackup) bool {
+// state is the backup's state (kubevirtbackupv1alpha1.StateOf).
+func state(b *kubevirtbackup.VirtualMachineBackup) kubevirtbackupv1alpha1.BackupState {
 	if b.Status == nil {
-		return false
+		return kubevirtbackupv1alpha1.BackupPending
 	}
-	return meta.IsStatusConditionTrue(b.Status.Conditions, string(kubevirtbackup.ConditionComplete)) ||
-		meta.IsStatusConditionTrue(b.Status.Conditions, string(kubevirtbackup.ConditionFailed))
+	return kubevirtbackupv1alpha1.StateOf(b.Status.Conditions)
+}
+
+// refuseCancelOfFinished is the store's BeginUpdate: requesting
+// cancellation (adding kubevirtbackupv1alpha1.CancelAnnotation, by update,
+// patch, apply or the cancel subresource) of a backup that has ended is a
+// 409 Conflict, and nothing changes.
+func refuseCancelOfFinished(_ context.Context, obj, old runtime.Object, _ *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
+	b, oldB := obj.(*kubevirtbackup.VirtualMachineBackup), old.(*kubevirtbackup.VirtualMachineBackup)
+	_, was := oldB.Annotations[kubevirtbackupv1alpha1.CancelAnnotation]
+	_, is := b.Annotations[kubevirtbackupv1alpha1.CancelAnnotation]
+	if is && !was && state(oldB).Terminal() {
+		return nil, apierrors.NewConflict(kubevirtbackup.Resource("virtualmachinebackups"), b.Name,
+			fmt.Errorf("the backup has ended (%s): it cannot be cancelled", state(oldB)))
+	}
+	return func(context.Context, bool) {}, nil
+}
+
+// validateCancel refuses removing or changing the cancel annotation: a
+// cancelled backup cannot be un-cancelled.
+func validateCancel(b, old *kubevirtbackup.VirtualMachineBackup) field.ErrorList {
+	was, ok := old.Annotations[kubevirtbackupv1alpha1.CancelAnnotation]
+	if !ok {
+		return nil
+	}
+	if is, ok := b.Annotations[kubevirtbackupv1alpha1.CancelAnnotation]; !ok || is != was {
+		return field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(kubevirtbackupv1alpha1.CancelAnnotation),
+			"a cancelled backup cannot be un-cancelled")}
+	}
+	return nil
 }
 
 // CancelREST is virtualmachinebackups/<name>/cancel: POST asks the engine
@@ -48,17 +73,14 @@ func (r *CancelREST) Connect(ctx context.Context, name string, _ runtime.Object,
 	return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		resource.UpdateAndRespond(ctx, r.store, name, responder, func(obj runtime.Object) error {
 			b := obj.(*kubevirtbackup.VirtualMachineBackup)
-			if _, done := b.Annotations[CancelAnnotation]; done {
+			if _, done := b.Annotations[kubevirtbackupv1alpha1.CancelAnnotation]; done {
 				return nil
-			}
-			if Finished(b) {
-				return apierrors.NewConflict(kubevirtbackup.Resource("virtualmachinebackups"), name,
-					fmt.Errorf("the backup has ended: it cannot be cancelled"))
 			}
 			if b.Annotations == nil {
 				b.Annotations = map[string]string{}
 			}
-			b.Annotations[CancelAnnotation] = time.Now().UTC().Format(time.RFC3339)
+			// A backup that has ended is refused by refuseCancelOfFinished.
+			b.Annotations[kubevirtbackupv1alpha1.CancelAnnotation] = time.Now().UTC().Format(time.RFC3339)
 			return nil
 		})
 	}), nil

@@ -6,6 +6,9 @@ package virtualmachinebackup
 
 import (
 	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,19 +47,55 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	return append(s.Strategy.Validate(ctx, obj), vmvalidation.ValidateBackupSpec(&b.Spec, field.NewPath("spec"))...)
 }
 
-// ValidateUpdate refuses any change of the spec.
+// ValidateUpdate refuses any change of the spec and an un-cancel.
 func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	b, oldB := obj.(*kubevirtbackup.VirtualMachineBackup), old.(*kubevirtbackup.VirtualMachineBackup)
 	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
 	if !resource.DeepEqual(b.Spec, oldB.Spec) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec"), "spec is immutable after creation"))
 	}
-	return errs
+	return append(errs, validateCancel(b, oldB)...)
 }
 
-// StatusStrategy is the strategy of the status subresource: it keeps
-// status.type and status.backupType in agreement.
+// StatusStrategy is the strategy of the status subresource: only the
+// server's engines write it, along
+// kubevirtbackupv1alpha1.VirtualMachineBackupLifecycle, and the conditions
+// of a backup that has ended do not change again; it keeps status.type and
+// status.backupType in agreement. The cancel annotation is set through the
+// cancel subresource or the main resource, not here.
 type StatusStrategy struct{ resource.StatusStrategy }
+
+// NewStatusStrategy returns the status strategy beside s.
+func NewStatusStrategy(s Strategy) StatusStrategy {
+	st := resource.NewStatusStrategy(s.Strategy)
+	st.EnginesOnly = kubevirtbackupv1alpha1.VirtualMachineBackupLifecycle.Kind
+	st.ValidateStatus = validateStatus
+	return StatusStrategy{st}
+}
+
+func validateStatus(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	b, oldB := obj.(*kubevirtbackup.VirtualMachineBackup), old.(*kubevirtbackup.VirtualMachineBackup)
+	from, to := state(oldB), state(b)
+	conds := field.NewPath("status", "conditions")
+	errs := kubevirtbackupv1alpha1.VirtualMachineBackupLifecycle.ValidateChange(from, to, conds)
+	if len(errs) == 0 && from.Terminal() && !resource.DeepEqual(conditionsOf(b), conditionsOf(oldB)) {
+		errs = append(errs, field.Forbidden(conds, fmt.Sprintf("the backup has ended (%s): its conditions do not change", from)))
+	}
+	if _, was := oldB.Annotations[kubevirtbackupv1alpha1.CancelAnnotation]; !was {
+		if _, is := b.Annotations[kubevirtbackupv1alpha1.CancelAnnotation]; is {
+			errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(kubevirtbackupv1alpha1.CancelAnnotation),
+				"cancellation is requested through the cancel subresource or the backup itself"))
+		}
+	}
+	return append(errs, validateCancel(b, oldB)...)
+}
+
+func conditionsOf(b *kubevirtbackup.VirtualMachineBackup) []metav1.Condition {
+	if b.Status == nil {
+		return nil
+	}
+	return b.Status.Conditions
+}
 
 // PrepareForUpdate keeps the spec and normalizes the status.
 func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
@@ -64,33 +103,17 @@ func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 	vmvalidation.NormalizeBackupStatus(obj.(*kubevirtbackup.VirtualMachineBackup).Status)
 }
 
-// Phase summarizes the conditions: Failed, Complete, the Progressing
-// reason, or Pending.
+// Phase summarizes the conditions for kubectl: the state, with the
+// Progressing reason while the backup waits or runs.
 func Phase(b *kubevirtbackup.VirtualMachineBackup) string {
-	if b.Status == nil {
-		return "Pending"
-	}
-	for _, t := range []kubevirtbackup.ConditionType{kubevirtbackup.ConditionFailed, kubevirtbackup.ConditionComplete} {
-		if c := findCondition(b.Status.Conditions, string(t)); c != nil && c.Status == metav1.ConditionTrue {
-			return string(t)
-		}
-	}
-	if c := findCondition(b.Status.Conditions, string(kubevirtbackup.ConditionProgressing)); c != nil {
-		if c.Reason != "" {
+	s := state(b)
+	if s == kubevirtbackupv1alpha1.BackupWaiting || s == kubevirtbackupv1alpha1.BackupRunning {
+		if c := meta.FindStatusCondition(b.Status.Conditions, string(kubevirtbackupv1alpha1.ConditionProgressing)); c.Reason != "" {
 			return c.Reason
 		}
-		return string(kubevirtbackup.ConditionProgressing)
+		return string(kubevirtbackupv1alpha1.ConditionProgressing)
 	}
-	return "Pending"
-}
-
-func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
+	return string(s)
 }
 
 // Table renders VirtualMachineBackups.

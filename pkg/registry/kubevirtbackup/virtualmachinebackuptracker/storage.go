@@ -17,7 +17,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*res
 		NewFunc:        func() runtime.Object { return &kubevirtbackup.VirtualMachineBackupTracker{} },
 		NewListFunc:    func() runtime.Object { return &kubevirtbackup.VirtualMachineBackupTrackerList{} },
 		Strategy:       strategy,
-		StatusStrategy: StatusStrategy{resource.NewStatusStrategy(strategy.Strategy)},
+		StatusStrategy: NewStatusStrategy(strategy),
 		Table:          Table,
 		ShortNames:     []string{"vmbackuptracker"},
 		Categories:     []string{"kubevirt"},

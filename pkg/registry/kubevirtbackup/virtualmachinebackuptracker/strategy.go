@@ -34,7 +34,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	t, oldT := obj.(*kubevirtbackup.VirtualMachineBackupTracker), old.(*kubevirtbackup.VirtualMachineBackupTracker)
 	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
-	if t.Annotations[kubevirtbackup.ChangedBlockTrackingAnnotation] != oldT.Annotations[kubevirtbackup.ChangedBlockTrackingAnnotation] {
+	if t.Annotations[kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation] != oldT.Annotations[kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation] {
 		// Checked when it changes: a tracker stored before the rule
 		// existed can still be updated.
 		errs = append(errs, vmvalidation.ValidateTrackerAnnotations(t.Annotations, field.NewPath("metadata", "annotations"))...)
@@ -45,9 +45,31 @@ func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) f
 	return errs
 }
 
-// StatusStrategy is the strategy of the status subresource: the latest
+// StatusStrategy is the strategy of the status subresource: only the
+// server's engines write it (the checkpoint by the VM backup engine, the
+// changed block tracking state by the vmcbt engine, along
+// kubevirtbackupv1alpha1.ChangedBlockTrackingLifecycle); the latest
 // checkpoint lists its disks in both spellings (volumes and disks).
 type StatusStrategy struct{ resource.StatusStrategy }
+
+// NewStatusStrategy returns the status strategy beside s.
+func NewStatusStrategy(s Strategy) StatusStrategy {
+	st := resource.NewStatusStrategy(s.Strategy)
+	st.EnginesOnly = "VirtualMachineBackupTracker"
+	st.ValidateStatus = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		return kubevirtbackupv1alpha1.ChangedBlockTrackingLifecycle.ValidateChange(cbtState(old), cbtState(obj),
+			field.NewPath("status", "changedBlockTracking", "state"))
+	}
+	return StatusStrategy{st}
+}
+
+func cbtState(obj runtime.Object) kubevirtbackupv1alpha1.ChangedBlockTrackingState {
+	st := obj.(*kubevirtbackup.VirtualMachineBackupTracker).Status
+	if st == nil || st.ChangedBlockTracking == nil {
+		return ""
+	}
+	return kubevirtbackupv1alpha1.ChangedBlockTrackingState(st.ChangedBlockTracking.State)
+}
 
 // PrepareForUpdate keeps the spec and normalizes the checkpoint.
 func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {

@@ -15,13 +15,12 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// SequenceAnnotation holds a backup's place in the queue: a number the
-// registry assigns when the backup enters the Queued phase, increasing
-// with each backup queued. Clients cannot change it.
-const SequenceAnnotation = "backstop.io/queue-sequence"
+// queued is the internal spelling of the Queued phase.
+const queued = velero.BackupPhase(velerov1.BackupPhaseQueued)
 
 // Queue positions are not stored. status.queuePosition is filled in when a
 // backup is read (get, list, watch events as they are sent, write
@@ -66,7 +65,7 @@ func (x *QueueIndex) ensureLoaded() error {
 }
 
 func sequenceOf(b *velero.Backup) (int64, bool) {
-	s, ok := b.Annotations[SequenceAnnotation]
+	s, ok := b.Annotations[velerov1.QueueSequenceAnnotation]
 	if !ok {
 		return 0, false
 	}
@@ -84,7 +83,7 @@ func (x *QueueIndex) observeLocked(b *velero.Backup) {
 	if ok && seq >= x.next {
 		x.next = seq + 1
 	}
-	if !ok || b.Status.Phase != velero.BackupPhaseQueued || b.DeletionTimestamp != nil {
+	if !ok || b.Status.Phase != queued || b.DeletionTimestamp != nil {
 		return
 	}
 	x.seqOf[b.Name] = seq
@@ -153,7 +152,7 @@ func (x *QueueIndex) fill(obj runtime.Object) {
 	}
 	set := func(b *velero.Backup) {
 		b.Status.QueuePosition = 0
-		if b.Status.Phase != velero.BackupPhaseQueued || b.Namespace != x.namespace {
+		if b.Status.Phase != queued || b.Namespace != x.namespace {
 			return
 		}
 		// The backup's own sequence comes from the object read, so a read

@@ -31,7 +31,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		NewFunc:        func() runtime.Object { return &velero.Backup{} },
 		NewListFunc:    func() runtime.Object { return &velero.BackupList{} },
 		Strategy:       strategy,
-		StatusStrategy: StatusStrategy{StatusStrategy: resource.NewStatusStrategy(strategy.Strategy), index: index},
+		StatusStrategy: NewStatusStrategy(strategy, index),
 		AfterWrite:     index.Observe,
 		AfterDelete:    index.Forget,
 		BeginUpdate:    refuseCancelOfFinished,

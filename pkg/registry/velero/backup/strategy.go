@@ -11,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/authentication/user"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -46,27 +44,22 @@ func NewStrategy(typer runtime.ObjectTyper, defaultLocation DefaultLocationFunc)
 	return Strategy{Strategy: base, defaultLocation: defaultLocation}
 }
 
-// SyncedAnnotation marks a Backup the server created from the
-// velero-backup.json it found in a storage location (backup sync); its
-// value is the location. Such a Backup is created with its final status.
-const SyncedAnnotation = "backstop.io/synced-from-location"
-
 // PrepareForCreate clears the status and applies Velero's defaults. Only
-// the server itself (its loopback user) may create a Backup with a
-// status, and only a synced one: from anyone else the annotation is
-// dropped and the status cleared, as for any new backup.
+// the server's engines may create a Backup with a status, and only a
+// synced one (velerov1.SyncedFromLocationAnnotation): from anyone else the
+// annotation is dropped and the status cleared, as for any new backup.
 func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	b := obj.(*velero.Backup)
 	synced := b.Status
 	s.Strategy.PrepareForCreate(ctx, obj)
-	if _, ok := b.Annotations[SyncedAnnotation]; ok {
-		if u, ok := genericapirequest.UserFrom(ctx); ok && u.GetName() == user.APIServerUser {
+	if _, ok := b.Annotations[velerov1.SyncedFromLocationAnnotation]; ok {
+		if resource.FromEngine(ctx) {
 			b.Status = synced
 		} else {
-			delete(b.Annotations, SyncedAnnotation)
+			delete(b.Annotations, velerov1.SyncedFromLocationAnnotation)
 		}
 	}
-	delete(b.Annotations, SequenceAnnotation)
+	delete(b.Annotations, velerov1.QueueSequenceAnnotation)
 	ApplyDefaults(&b.Spec)
 	if b.Spec.StorageLocation == "" && s.defaultLocation != nil {
 		// An error here leaves the location empty; the backup engine then
@@ -90,25 +83,47 @@ func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
 	keepSequence(obj.(*velero.Backup), old.(*velero.Backup))
 }
 
+// Validate checks a new backup; one created with a status (synced, by the
+// server) must be in a terminal phase.
+func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	errs := s.Strategy.Validate(ctx, obj)
+	if p := velerov1.BackupPhase(obj.(*velero.Backup).Status.Phase); p != "" && !p.Terminal() {
+		errs = append(errs, field.Invalid(field.NewPath("status", "phase"), p, "a backup created with a status must be in a terminal phase"))
+	}
+	return errs
+}
+
 // keepSequence carries the stored queue sequence over to b.
 func keepSequence(b, old *velero.Backup) {
-	seq, ok := old.Annotations[SequenceAnnotation]
+	seq, ok := old.Annotations[velerov1.QueueSequenceAnnotation]
 	if !ok {
-		delete(b.Annotations, SequenceAnnotation)
+		delete(b.Annotations, velerov1.QueueSequenceAnnotation)
 		return
 	}
 	if b.Annotations == nil {
 		b.Annotations = map[string]string{}
 	}
-	b.Annotations[SequenceAnnotation] = seq
+	b.Annotations[velerov1.QueueSequenceAnnotation] = seq
 }
 
-// StatusStrategy is the strategy of the status subresource: a backup
+// StatusStrategy is the strategy of the status subresource: only the
+// server's engines write it, along velerov1.BackupLifecycle; a backup
 // entering the Queued phase gets the next queue sequence; queue positions
 // are never stored (they are computed when read).
 type StatusStrategy struct {
 	resource.StatusStrategy
 	index *QueueIndex
+}
+
+// NewStatusStrategy returns the status strategy beside s.
+func NewStatusStrategy(s Strategy, index *QueueIndex) StatusStrategy {
+	st := resource.NewStatusStrategy(s.Strategy)
+	st.EnginesOnly = velerov1.BackupLifecycle.Kind
+	st.ValidateStatus = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		return velerov1.BackupLifecycle.ValidateChange(velerov1.BackupPhase(old.(*velero.Backup).Status.Phase),
+			velerov1.BackupPhase(obj.(*velero.Backup).Status.Phase), field.NewPath("status", "phase"))
+	}
+	return StatusStrategy{StatusStrategy: st, index: index}
 }
 
 // PrepareForUpdate keeps the spec and manages the queue sequence.
@@ -117,7 +132,7 @@ func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 	b, oldB := obj.(*velero.Backup), old.(*velero.Backup)
 	b.Status.QueuePosition = 0
 	keepSequence(b, oldB)
-	if b.Status.Phase == velero.BackupPhaseQueued && oldB.Status.Phase != velero.BackupPhaseQueued {
+	if b.Status.Phase == queued && oldB.Status.Phase != queued {
 		seq, err := s.index.NextSequence()
 		if err != nil {
 			// Without a sequence the backup sorts first; the error is logged
@@ -127,7 +142,7 @@ func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 		if b.Annotations == nil {
 			b.Annotations = map[string]string{}
 		}
-		b.Annotations[SequenceAnnotation] = strconv.FormatInt(seq, 10)
+		b.Annotations[velerov1.QueueSequenceAnnotation] = strconv.FormatInt(seq, 10)
 	}
 }
 

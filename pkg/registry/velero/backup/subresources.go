@@ -16,24 +16,13 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// Terminal reports whether a backup in phase has finished: it can no
-// longer be cancelled.
-func Terminal(phase velero.BackupPhase) bool {
-	switch phase {
-	case velero.BackupPhaseCompleted, velero.BackupPhasePartiallyFailed, velero.BackupPhaseFailed,
-		velero.BackupPhaseFailedValidation, velero.BackupPhaseDeleting:
-		return true
-	}
-	return false
-}
-
 // refuseCancelOfFinished is the store's BeginUpdate: requesting
 // cancellation (spec.cancel false → true, by update, patch, apply or the
 // cancel subresource) of a finished backup is a 409 Conflict, and nothing
 // changes.
 func refuseCancelOfFinished(_ context.Context, obj, old runtime.Object, _ *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
 	b, oldB := obj.(*velero.Backup), old.(*velero.Backup)
-	if b.Spec.Cancel && !oldB.Spec.Cancel && Terminal(oldB.Status.Phase) {
+	if b.Spec.Cancel && !oldB.Spec.Cancel && velerov1.BackupPhase(oldB.Status.Phase).Terminal() {
 		return nil, apierrors.NewConflict(velero.Resource("backups"), b.Name,
 			fmt.Errorf("the backup is %s: a finished backup cannot be cancelled", oldB.Status.Phase))
 	}

@@ -17,7 +17,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		NewFunc:        func() runtime.Object { return &velero.DeleteBackupRequest{} },
 		NewListFunc:    func() runtime.Object { return &velero.DeleteBackupRequestList{} },
 		Strategy:       strategy,
-		StatusStrategy: resource.NewStatusStrategy(strategy),
+		StatusStrategy: NewStatusStrategy(strategy),
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		ShortNames:     []string{},

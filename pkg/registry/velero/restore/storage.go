@@ -17,7 +17,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		NewFunc:        func() runtime.Object { return &velero.Restore{} },
 		NewListFunc:    func() runtime.Object { return &velero.RestoreList{} },
 		Strategy:       strategy,
-		StatusStrategy: resource.NewStatusStrategy(strategy),
+		StatusStrategy: NewStatusStrategy(strategy),
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		ShortNames:     []string{},

@@ -29,7 +29,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		NewFunc:        func() runtime.Object { return &velero.Schedule{} },
 		NewListFunc:    func() runtime.Object { return &velero.ScheduleList{} },
 		Strategy:       strategy,
-		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
+		StatusStrategy: NewStatusStrategy(strategy),
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		ShortNames:     []string{},

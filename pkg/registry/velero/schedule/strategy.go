@@ -43,6 +43,18 @@ func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	}
 }
 
+// NewStatusStrategy returns the strategy of the status subresource: only
+// the server's engines write it, along velerov1.ScheduleLifecycle.
+func NewStatusStrategy(s Strategy) resource.StatusStrategy {
+	st := resource.NewStatusStrategy(s.Strategy)
+	st.EnginesOnly = velerov1.ScheduleLifecycle.Kind
+	st.ValidateStatus = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		return velerov1.ScheduleLifecycle.ValidateChange(velerov1.SchedulePhase(old.(*velero.Schedule).Status.Phase),
+			velerov1.SchedulePhase(obj.(*velero.Schedule).Status.Phase), field.NewPath("status", "phase"))
+	}
+	return st
+}
+
 func validate(obj runtime.Object) field.ErrorList {
 	return velerovalidation.ValidateScheduleSpec(&obj.(*velero.Schedule).Spec, field.NewPath("spec"))
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
-	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
 )
 
 // BackupName is the name of the backup a schedule runs at now:
@@ -90,7 +89,7 @@ func Pending(ctx context.Context, backups rest.Lister, schedule string) (*velero
 	}
 	for i := range obj.(*velero.BackupList).Items {
 		b := &obj.(*velero.BackupList).Items[i]
-		if !backup.Terminal(b.Status.Phase) {
+		if !velerov1.BackupPhase(b.Status.Phase).Terminal() {
 			return b, nil
 		}
 	}
@@ -203,7 +202,7 @@ func (r *TriggerREST) Connect(ctx context.Context, name string, _ runtime.Object
 		if pending != nil {
 			phase := string(pending.Status.Phase)
 			if phase == "" {
-				phase = string(velero.BackupPhaseNew)
+				phase = string(velerov1.BackupPhaseNew)
 			}
 			responder.Error(apierrors.NewConflict(velero.Resource("schedules"), s.Name,
 				fmt.Errorf("backup %s of this schedule has not finished (%s)", pending.Name, phase)))

@@ -1,0 +1,163 @@
+package v1
+
+import "github.com/backstop-io/backstop/pkg/apis/lifecycle"
+
+// The lives of Backups, Restores, DeleteBackupRequests and Schedules: their
+// words (phases grouped as pending, running, terminal; the reasons and
+// annotations the server writes) and transition tables. Registry, engines
+// and tests use these and define none of their own. docs/lifecycle.md shows
+// the tables.
+
+// Engines, by their --disable-controllers names, as the tables name them.
+const (
+	EngineBackupQueue    = "backup-queue"
+	EngineBackup         = "backup"
+	EngineBackupDeletion = "backup-deletion"
+	EngineBackupSync     = "backup-sync"
+	EngineRestore        = "restore"
+	EngineSchedule       = "schedule"
+)
+
+// Backup words the server writes.
+const (
+	// BackupCancelledReason is status.failureReason of a cancelled backup.
+	BackupCancelledReason = "Backup cancelled by user"
+	// BackupRestartedReason is status.failureReason of a backup the
+	// server was running when it stopped.
+	BackupRestartedReason = "the server stopped while the backup was in progress; its partial data was removed"
+
+	// QueueSequenceAnnotation holds a backup's place in the queue: a
+	// number the server assigns when the backup enters the Queued phase,
+	// increasing with each backup queued. Clients cannot set or change it.
+	QueueSequenceAnnotation = "backstop.io/queue-sequence"
+	// SyncedFromLocationAnnotation marks a Backup the server created from
+	// the velero-backup.json it found in a storage location (backup sync);
+	// its value is the location. Only the server creates a Backup with a
+	// status, and only such a one.
+	SyncedFromLocationAnnotation = "backstop.io/synced-from-location"
+)
+
+// BackupLifecycle is the life of a Backup. Velero's phases
+// WaitingForPluginOperations* and Finalizing* are kept; Backstop adds
+// FinalizingCancelled (seed: backup cancellation).
+var BackupLifecycle = lifecycle.Table[BackupPhase]{
+	Kind: "Backup",
+	Phases: []BackupPhase{"", BackupPhaseNew, BackupPhaseQueued, BackupPhaseReadyToStart, BackupPhaseFailedValidation,
+		BackupPhaseInProgress, BackupPhaseWaitingForPluginOperations, BackupPhaseWaitingForPluginOperationsPartiallyFailed,
+		BackupPhaseFinalizing, BackupPhaseFinalizingPartiallyFailed, BackupPhaseFinalizingCancelled,
+		BackupPhaseCompleted, BackupPhasePartiallyFailed, BackupPhaseFailed, BackupPhaseDeleting},
+	Terminal: []BackupPhase{BackupPhaseFailedValidation, BackupPhaseCompleted, BackupPhasePartiallyFailed, BackupPhaseFailed, BackupPhaseDeleting},
+	Transitions: []lifecycle.Transition[BackupPhase]{
+		{From: lifecycle.From[BackupPhase]("", BackupPhaseNew), To: BackupPhaseQueued, By: EngineBackupQueue,
+			When: "a new backup joins the queue (the server numbers it)"},
+		{From: lifecycle.From(BackupPhaseQueued), To: BackupPhaseReadyToStart, By: EngineBackupQueue,
+			When: "a slot is free and no running or earlier backup shares a namespace"},
+		{From: lifecycle.From[BackupPhase]("", BackupPhaseNew, BackupPhaseQueued, BackupPhaseReadyToStart), To: BackupPhaseFinalizingCancelled, By: EngineBackupQueue,
+			When: "cancelled before it started"},
+		{From: lifecycle.From(BackupPhaseReadyToStart), To: BackupPhaseFailedValidation, By: EngineBackup,
+			When: "its storage location is missing, read-only or unavailable"},
+		{From: lifecycle.From(BackupPhaseReadyToStart), To: BackupPhaseInProgress, By: EngineBackup,
+			When: "the engine starts it"},
+		{From: lifecycle.From(BackupPhaseInProgress), To: BackupPhaseWaitingForPluginOperations, By: EngineBackup,
+			When: "items written, async operations (VM disks) still running"},
+		{From: lifecycle.From(BackupPhaseInProgress, BackupPhaseWaitingForPluginOperations), To: BackupPhaseWaitingForPluginOperationsPartiallyFailed, By: EngineBackup,
+			When: "as above, with errors"},
+		{From: lifecycle.From(BackupPhaseInProgress, BackupPhaseWaitingForPluginOperations, BackupPhaseWaitingForPluginOperationsPartiallyFailed), To: BackupPhaseFinalizing, By: EngineBackup,
+			When: "items and operations done without errors: uploading the records"},
+		{From: lifecycle.From(BackupPhaseInProgress, BackupPhaseWaitingForPluginOperations, BackupPhaseWaitingForPluginOperationsPartiallyFailed), To: BackupPhaseFinalizingPartiallyFailed, By: EngineBackup,
+			When: "as above, with errors"},
+		{From: lifecycle.From(BackupPhaseInProgress, BackupPhaseWaitingForPluginOperations, BackupPhaseWaitingForPluginOperationsPartiallyFailed), To: BackupPhaseFinalizingCancelled, By: EngineBackup,
+			When: "cancelled while running: its data is deleted but the log"},
+		{From: lifecycle.From(BackupPhaseFinalizing), To: BackupPhaseCompleted, By: EngineBackup,
+			When: "velero-backup.json written"},
+		{From: lifecycle.From(BackupPhaseFinalizingPartiallyFailed), To: BackupPhasePartiallyFailed, By: EngineBackup,
+			When: "velero-backup.json written"},
+		{From: lifecycle.From(BackupPhaseInProgress, BackupPhaseWaitingForPluginOperations, BackupPhaseWaitingForPluginOperationsPartiallyFailed,
+			BackupPhaseFinalizing, BackupPhaseFinalizingPartiallyFailed), To: BackupPhaseFailed, By: EngineBackup,
+			When: "the tarball or the records could not be written, or the server stopped while it ran"},
+		{From: lifecycle.From(BackupPhaseFinalizingCancelled), To: BackupPhaseFailed, By: EngineBackup + ", " + EngineBackupQueue,
+			When: "cancellation finished: failureReason " + BackupCancelledReason},
+		{From: lifecycle.From[BackupPhase]("", BackupPhaseNew, BackupPhaseQueued, BackupPhaseReadyToStart,
+			BackupPhaseFailedValidation, BackupPhaseCompleted, BackupPhasePartiallyFailed, BackupPhaseFailed), To: BackupPhaseDeleting, By: EngineBackupDeletion,
+			When: "a DeleteBackupRequest deletes a backup that is not running"},
+	},
+}
+
+// Pending reports whether a backup has not started: nothing of it is
+// written yet.
+func (p BackupPhase) Pending() bool {
+	return p == "" || p == BackupPhaseNew || p == BackupPhaseQueued || p == BackupPhaseReadyToStart
+}
+
+// Terminal reports whether a backup has finished (or is being deleted): it
+// will not run again and can no longer be cancelled.
+func (p BackupPhase) Terminal() bool { return BackupLifecycle.IsTerminal(p) }
+
+// Running reports whether the backup engine owns the backup: neither
+// pending nor terminal.
+func (p BackupPhase) Running() bool { return !p.Pending() && !p.Terminal() }
+
+// Restorable reports whether a backup in phase p can be restored from.
+func (p BackupPhase) Restorable() bool {
+	return p == BackupPhaseCompleted || p == BackupPhasePartiallyFailed
+}
+
+// RestoreRestartedReason is status.failureReason of a restore the server
+// was running when it stopped.
+const RestoreRestartedReason = "the server stopped while the restore was in progress"
+
+// RestoreLifecycle is the life of a Restore. Velero's phases
+// WaitingForPluginOperations* and Finalizing* are not entered: restores run
+// no async operations yet.
+var RestoreLifecycle = lifecycle.Table[RestorePhase]{
+	Kind: "Restore",
+	Phases: []RestorePhase{"", RestorePhaseNew, RestorePhaseFailedValidation, RestorePhaseInProgress,
+		RestorePhaseWaitingForPluginOperations, RestorePhaseWaitingForPluginOperationsPartiallyFailed,
+		RestorePhaseFinalizing, RestorePhaseFinalizingPartiallyFailed,
+		RestorePhaseCompleted, RestorePhasePartiallyFailed, RestorePhaseFailed},
+	Terminal: []RestorePhase{RestorePhaseFailedValidation, RestorePhaseCompleted, RestorePhasePartiallyFailed, RestorePhaseFailed},
+	Transitions: []lifecycle.Transition[RestorePhase]{
+		{From: lifecycle.From[RestorePhase]("", RestorePhaseNew), To: RestorePhaseFailedValidation, By: EngineRestore,
+			When: "its backup is not restorable or its storage location is missing or unavailable"},
+		{From: lifecycle.From[RestorePhase]("", RestorePhaseNew), To: RestorePhaseInProgress, By: EngineRestore,
+			When: "the engine starts it"},
+		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhaseCompleted, By: EngineRestore,
+			When: "every item restored"},
+		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhasePartiallyFailed, By: EngineRestore,
+			When: "some items could not be restored"},
+		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhaseFailed, By: EngineRestore,
+			When: "the tarball could not be read, or the server stopped while it ran"},
+	},
+}
+
+// Terminal reports whether a restore has finished.
+func (p RestorePhase) Terminal() bool { return RestoreLifecycle.IsTerminal(p) }
+
+// DeleteBackupRequestLifecycle is the life of a DeleteBackupRequest.
+var DeleteBackupRequestLifecycle = lifecycle.Table[DeleteBackupRequestPhase]{
+	Kind:     "DeleteBackupRequest",
+	Phases:   []DeleteBackupRequestPhase{"", DeleteBackupRequestPhaseNew, DeleteBackupRequestPhaseInProgress, DeleteBackupRequestPhaseProcessed},
+	Terminal: []DeleteBackupRequestPhase{DeleteBackupRequestPhaseProcessed},
+	Transitions: []lifecycle.Transition[DeleteBackupRequestPhase]{
+		{From: lifecycle.From[DeleteBackupRequestPhase]("", DeleteBackupRequestPhaseNew), To: DeleteBackupRequestPhaseInProgress, By: EngineBackupDeletion,
+			When: "the engine takes the request"},
+		{From: lifecycle.From[DeleteBackupRequestPhase]("", DeleteBackupRequestPhaseNew, DeleteBackupRequestPhaseInProgress), To: DeleteBackupRequestPhaseProcessed, By: EngineBackupDeletion,
+			When: "done, with status.errors saying what could not be deleted (a request for a backup another request is deleting ends at once)"},
+	},
+}
+
+// Terminal reports whether a deletion request has been processed.
+func (p DeleteBackupRequestPhase) Terminal() bool { return DeleteBackupRequestLifecycle.IsTerminal(p) }
+
+// ScheduleLifecycle is the life of a Schedule: its phase follows the
+// validity of its spec, which users may change at any time.
+var ScheduleLifecycle = lifecycle.Table[SchedulePhase]{
+	Kind:   "Schedule",
+	Phases: []SchedulePhase{"", SchedulePhaseNew, SchedulePhaseEnabled, SchedulePhaseFailedValidation},
+	Transitions: []lifecycle.Transition[SchedulePhase]{
+		{From: lifecycle.From[SchedulePhase]("", SchedulePhaseNew, SchedulePhaseFailedValidation), To: SchedulePhaseEnabled, By: EngineSchedule,
+			When: "its cron expression parses"},
+		{From: lifecycle.From[SchedulePhase]("", SchedulePhaseNew, SchedulePhaseEnabled), To: SchedulePhaseFailedValidation, By: EngineSchedule,
+			When: "its cron expression does not parse (the API refuses such specs; stored ones may predate a rule)"},
+	},
+}
