@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm run setup
 
 all: build
 
@@ -59,6 +59,17 @@ test: fmt-check vet verify-codegen build tools
 	bash hack/start-libvirt.sh
 	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m $(PKGS)
 	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
+
+# The fast tier, for the edit-test loop: the package tests in short mode,
+# without root, libvirt, an S3 server or the network (tests that need one
+# of them say so and skip; under `make test` they run, and fail when it is
+# missing).
+test-unit:
+	set -o pipefail; $(GO) test -short -count=1 -v ./pkg/... ./hack/... | awk '\
+		/^=== (RUN|CONT|PAUSE)/ { buf = ""; next } \
+		/^--- (SKIP|FAIL)/ { printf "%s%s\n", buf, $$0; buf = ""; next } \
+		/^(ok|FAIL|panic:)/ { print; next } \
+		/^    / { buf = buf $$0 "\n" }'
 
 # Pebble vs etcd3 benchmarks against a real etcd on loopback (docs/benchmarks.md).
 bench:

@@ -12,8 +12,11 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/clock"
 
+	kvv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
 	"github.com/backstop-io/backstop/pkg/engine/deletion"
@@ -21,10 +24,12 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/gc"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/location"
+	"github.com/backstop-io/backstop/pkg/engine/metrics"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/engine/schedule"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
 	"github.com/backstop-io/backstop/pkg/engine/vmcbt"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
@@ -36,19 +41,21 @@ import (
 
 // Engine names, for --disable-controllers (Velero's names where Velero
 // has the controller).
+// The engines of resources with a life are named beside their transition
+// tables, the others in their packages.
 const (
-	ControllerBackup                = "backup"
-	ControllerRestore               = "restore"
-	ControllerBackupSync            = "backup-sync"
-	ControllerSchedule              = "schedule"
-	ControllerVMBackup              = "vmbackup"
-	ControllerVMCBT                 = "vmcbt"
-	ControllerBackupQueue           = "backup-queue"
-	ControllerBackupDeletion        = "backup-deletion"
-	ControllerGarbageCollection     = "gc"
-	ControllerDownloadRequest       = "download-request"
-	ControllerServerStatusRequest   = "server-status-request"
-	ControllerBackupStorageLocation = "backup-storage-location"
+	ControllerBackup                = velerov1.EngineBackup
+	ControllerRestore               = velerov1.EngineRestore
+	ControllerBackupSync            = velerov1.EngineBackupSync
+	ControllerSchedule              = velerov1.EngineSchedule
+	ControllerVMBackup              = kvv1alpha1.EngineVMBackup
+	ControllerVMCBT                 = kvv1alpha1.EngineVMCBT
+	ControllerBackupQueue           = velerov1.EngineBackupQueue
+	ControllerBackupDeletion        = velerov1.EngineBackupDeletion
+	ControllerGarbageCollection     = gc.Name
+	ControllerDownloadRequest       = download.Name
+	ControllerServerStatusRequest   = serverstatus.Name
+	ControllerBackupStorageLocation = location.Name
 )
 
 // Controllers are the engines that may be disabled.
@@ -84,6 +91,8 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		// One libvirt connection for the VM engines.
 		libvirtConn := virtConn(c.extra.LibvirtURI)
 		volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
+		// Every phase transition the engines write is counted.
+		observers := []status.Observer{metrics.New(legacyregistry.MustRegister)}
 		var engines []engine
 		add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
 			if c.extra.DisabledControllers.Has(name) {
@@ -122,7 +131,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				return runOf(e, err)
 			}),
 			add(ControllerBackupQueue, 1, func() (func(context.Context, int), error) {
-				e, err := queue.New(client, velero.Backups(), c.extra.Namespace, c.extra.ConcurrentBackups)
+				e, err := queue.New(client, velero.Backups(), c.extra.Namespace, c.extra.ConcurrentBackups, observers...)
 				return runOf(e, err)
 			}),
 			add(ControllerBackup, 1, func() (func(context.Context, int), error) {
@@ -132,7 +141,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				}
 				e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
 					Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch,
-					Actions: []backup.ItemAction{vmoperation.Action{Client: client, Virt: libvirtConn, VolumeRoot: volumeRoot}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency})
+					Actions: []backup.ItemAction{vmoperation.Action{Client: client, Virt: libvirtConn, VolumeRoot: volumeRoot}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency, Observers: observers})
 				return runOf(e, err)
 			}),
 			add(ControllerRestore, 1, func() (func(context.Context, int), error) {
@@ -141,11 +150,11 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					return nil, err
 				}
 				e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
-					Locations: velero.BackupStorageLocations(), Target: target, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch})
+					Locations: velero.BackupStorageLocations(), Target: target, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers})
 				return runOf(e, err)
 			}),
 			add(ControllerSchedule, 1, func() (func(context.Context, int), error) {
-				e, err := schedule.New(schedule.Config{Client: client, Schedules: velero.Schedules(), Backups: velero.Backups(), Clock: clock.RealClock{}})
+				e, err := schedule.New(schedule.Config{Client: client, Schedules: velero.Schedules(), Backups: velero.Backups(), Clock: clock.RealClock{}, Observers: observers})
 				return runOf(e, err)
 			}),
 			add(ControllerVMBackup, 2, func() (func(context.Context, int), error) {
@@ -154,7 +163,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					return nil, err
 				}
 				e, err := vmbackup.New(vmbackup.Config{Client: client, Backups: kubevirt.VirtualMachineBackups(), Trackers: kubevirt.VirtualMachineBackupTrackers(),
-					Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull"})
+					Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull", Observers: observers})
 				return runOf(e, err)
 			}),
 			add(ControllerVMCBT, 1, func() (func(context.Context, int), error) {
@@ -166,7 +175,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					}
 					stateDir = filepath.Join(root, ".cbt")
 				}
-				e, err := vmcbt.New(vmcbt.Config{Client: client, Trackers: kubevirt.VirtualMachineBackupTrackers(), Virt: libvirtConn, StateDir: stateDir})
+				e, err := vmcbt.New(vmcbt.Config{Client: client, Trackers: kubevirt.VirtualMachineBackupTrackers(), Virt: libvirtConn, StateDir: stateDir, Observers: observers})
 				return runOf(e, err)
 			}),
 			add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {
@@ -178,7 +187,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				e, err := deletion.New(client, deletion.Informers{
 					Requests: velero.DeleteBackupRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
 					Locations: velero.BackupStorageLocations(),
-				}, c.extra.Opener, clock.RealClock{})
+				}, c.extra.Opener, clock.RealClock{}, observers...)
 				return runOf(e, err)
 			}),
 			add(ControllerGarbageCollection, 1, func() (func(context.Context, int), error) {

@@ -1,6 +1,8 @@
 package objectstore
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -132,4 +134,21 @@ func (l Locations) OpenTarget(ctx context.Context, namespace, location string, k
 		return nil, err
 	}
 	return store.Get(ctx, key)
+}
+
+// PutGzip stores data gzip-compressed under key, as Velero stores a
+// backup's results, item operations and resource list.
+func PutGzip(ctx context.Context, store Store, key string, data []byte) error {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	if _, err := gz.Write(data); err != nil {
+		return err
+	}
+	if err := gz.Close(); err != nil {
+		return err
+	}
+	if err := store.Put(ctx, key, &buf); err != nil {
+		return fmt.Errorf("uploading %s: %w", key, err)
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 func open(t *testing.T) *virt.Conn {
 	t.Helper()
+	virttest.Require(t)
 	c, err := virt.Open(virttest.URI)
 	if err != nil {
 		t.Fatalf("libvirt is needed (make test installs and starts it: hack/install-libvirt.sh, hack/start-libvirt.sh): %v", err)

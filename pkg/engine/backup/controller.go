@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -41,6 +40,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -73,6 +73,8 @@ type Config struct {
 	// OperationSyncFrequency is how often running operations are polled
 	// (default DefaultOperationSyncFrequency).
 	OperationSyncFrequency time.Duration
+	// Observers are told about the phase transitions the engine writes.
+	Observers []status.Observer
 }
 
 // Controller is the backup engine.
@@ -86,6 +88,11 @@ type Controller struct {
 	mu      sync.Mutex
 	running map[string]*run // by backup name
 	wg      sync.WaitGroup
+}
+
+// statusOf is the engine's status writer for the backups of a namespace.
+func (c *Controller) statusOf(namespace string) *status.ResourceWriter[velerov1.Backup, *velerov1.Backup] {
+	return status.Writer{Engine: velerov1.EngineBackup, Observers: c.cfg.Observers}.Backups(c.cfg.Client, namespace)
 }
 
 // run is a backup being executed.
@@ -173,32 +180,44 @@ func (c *Controller) stop(name string, uid types.UID, cause error) {
 // start moves a ReadyToStart backup to InProgress and runs it.
 func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
-	b = b.DeepCopy()
 	now := metav1.NewTime(c.cfg.Clock.Now())
+	// Decided on the stored backup: one cancelled or moved meanwhile is
+	// left to the next event.
+	startable := func(cur *velerov1.Backup) bool {
+		return cur.Status.Phase == velerov1.BackupPhaseReadyToStart && !cur.Spec.Cancel
+	}
 	if problems := c.validate(b); len(problems) > 0 {
-		b.Status.Phase = velerov1.BackupPhaseFailedValidation
-		b.Status.ValidationErrors = problems
-		b.Status.CompletionTimestamp = &now
-		_, err := c.cfg.Client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
-		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("failing the validation of backup %s: %w", b.Name, err)
+		_, err := c.statusOf(b.Namespace).Update(ctx, b, func(cur *velerov1.Backup) {
+			if startable(cur) {
+				cur.Status.Phase = velerov1.BackupPhaseFailedValidation
+				cur.Status.ValidationErrors = problems
+				cur.Status.CompletionTimestamp = &now
+			}
+		})
+		if err != nil && !status.Gone(err) {
+			return err
 		}
 		logger.Info("Backup failed validation", "errors", problems)
 		return nil
 	}
-	b.Status.Phase = velerov1.BackupPhaseInProgress
-	b.Status.StartTimestamp = &now
-	expiration := metav1.NewTime(now.Add(b.Spec.TTL.Duration))
-	b.Status.Expiration = &expiration
-	b.Status.FormatVersion = archive.FormatVersion
-	b.Status.Version = 1
-	b.Status.Progress = &velerov1.BackupProgress{}
-	out, err := c.cfg.Client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+	started := false
+	out, err := c.statusOf(b.Namespace).Update(ctx, b, func(cur *velerov1.Backup) {
+		if started = startable(cur); !started {
+			return
+		}
+		cur.Status.Phase = velerov1.BackupPhaseInProgress
+		cur.Status.StartTimestamp = &now
+		expiration := metav1.NewTime(now.Add(cur.Spec.TTL.Duration))
+		cur.Status.Expiration = &expiration
+		cur.Status.FormatVersion = archive.FormatVersion
+		cur.Status.Version = 1
+		cur.Status.Progress = &velerov1.BackupProgress{}
+	})
+	if status.Gone(err) || (err == nil && !started) {
 		return nil // cancelled or changed meanwhile: the next event decides
 	}
 	if err != nil {
-		return fmt.Errorf("starting backup %s: %w", b.Name, err)
+		return err
 	}
 	waited := ""
 	if queued := b.CreationTimestamp; !queued.IsZero() {
@@ -443,55 +462,30 @@ func withDiscovered(resources []items.Resource, actions []ItemAction) []items.Re
 	return out
 }
 
-// reportProgress writes the progress every ProgressInterval until done.
-func (c *Controller) reportProgress(ctx context.Context, b *velerov1.Backup, counter *Counter, log *items.Log, done <-chan struct{}) {
-	t := time.NewTicker(ProgressInterval)
-	defer t.Stop()
-	lastDone, lastTotal := -1, -1
-	for {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		d, total := counter.Progress()
-		if d == lastDone && total == lastTotal {
-			continue
-		}
-		errs, warns := log.Counts()
-		if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
-			s.Progress = &velerov1.BackupProgress{ItemsBackedUp: d, TotalItems: total}
-			s.Errors, s.Warnings = errs, warns
-		}); err != nil {
-			klog.FromContext(ctx).V(2).Info("Writing backup progress", "backup", klog.KObj(b), "err", err)
-			continue
-		}
-		lastDone, lastTotal = d, total
-	}
+// progress is what a running backup reports.
+type progress struct {
+	done, total, errors, warnings int
 }
 
-// updateStatus applies mutate to the backup's current status (retrying on
-// conflicts with other writers, e.g. a cancel).
-func (c *Controller) updateStatus(ctx context.Context, b *velerov1.Backup, mutate func(*velerov1.BackupStatus)) (*velerov1.Backup, error) {
-	var out *velerov1.Backup
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := c.cfg.Client.VeleroV1().Backups(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != b.UID {
-			return apierrors.NewNotFound(velerov1.Resource("backups"), b.Name)
-		}
-		mutate(&cur.Status)
-		out, err = c.cfg.Client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+// reportProgress writes the progress every ProgressInterval until done.
+func (c *Controller) reportProgress(ctx context.Context, b *velerov1.Backup, counter *Counter, log *items.Log, done <-chan struct{}) {
+	status.Report(ctx, ProgressInterval, done, func() progress {
+		d, total := counter.Progress()
+		errs, warns := log.Counts()
+		return progress{d, total, errs, warns}
+	}, func(p progress) error {
+		_, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+			s.Progress = &velerov1.BackupProgress{ItemsBackedUp: p.done, TotalItems: p.total}
+			s.Errors, s.Warnings = p.errors, p.warnings
+		})
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("updating the status of backup %s: %w", b.Name, err)
-	}
-	return out, nil
+}
+
+// updateStatus applies mutate to the backup's current status through the
+// engine's status writer.
+func (c *Controller) updateStatus(ctx context.Context, b *velerov1.Backup, mutate func(*velerov1.BackupStatus)) (*velerov1.Backup, error) {
+	return c.statusOf(b.Namespace).Update(ctx, b, func(cur *velerov1.Backup) { mutate(&cur.Status) })
 }
 
 // finalize uploads the log, results and metadata and completes the backup.
@@ -576,22 +570,11 @@ func uploadLog(ctx context.Context, store objectstore.Store, layout objectstore.
 }
 
 func putGzip(ctx context.Context, store objectstore.Store, layout objectstore.Layout, kind velerov1.DownloadTargetKind, name string, data []byte) error {
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	if _, err := gz.Write(data); err != nil {
-		return err
-	}
-	if err := gz.Close(); err != nil {
-		return err
-	}
 	key, err := layout.Key(kind, name)
 	if err != nil {
 		return err
 	}
-	if err := store.Put(ctx, key, &buf); err != nil {
-		return fmt.Errorf("uploading %s: %w", key, err)
-	}
-	return nil
+	return objectstore.PutGzip(ctx, store, key, data)
 }
 
 // putMetadata writes velero-backup.json, the backup as Velero stores it.

@@ -23,6 +23,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -46,6 +47,7 @@ type Controller struct {
 	locations listers.BackupStorageLocationLister
 	opener    objectstore.Opener
 	clock     clock.Clock
+	status    status.Writer
 }
 
 // Informers are what the controller reads.
@@ -57,9 +59,10 @@ type Informers struct {
 }
 
 // New returns the controller.
-func New(client versioned.Interface, inf Informers, opener objectstore.Opener, clk clock.Clock) (*Controller, error) {
+func New(client versioned.Interface, inf Informers, opener objectstore.Opener, clk clock.Clock, observers ...status.Observer) (*Controller, error) {
 	c := &Controller{client: client, requests: inf.Requests.Lister(), backups: inf.Backups.Lister(),
-		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), opener: opener, clock: clk}
+		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), opener: opener, clock: clk,
+		status: status.Writer{Engine: velerov1.EngineBackupDeletion, Observers: observers}}
 	c.Loop = reconcile.NewLoop("deletebackuprequests", c.sync)
 	if err := c.Watch(inf.Requests.Informer()); err != nil {
 		return nil, err
@@ -134,12 +137,21 @@ func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupReque
 		c.AddAfter(cache.ObjectName{Namespace: req.Namespace, Name: req.Name}, RunningPollInterval)
 		return nil
 	}
-	if backup.Status.Phase != velerov1.BackupPhaseDeleting {
-		b := backup.DeepCopy()
-		b.Status.Phase = velerov1.BackupPhaseDeleting
-		if _, err := c.client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("marking backup %s Deleting: %w", b.Name, err)
+	marked, err := c.status.Backups(c.client, backup.Namespace).Update(ctx, backup, func(cur *velerov1.Backup) {
+		if !cur.Status.Phase.Running() {
+			cur.Status.Phase = velerov1.BackupPhaseDeleting
 		}
+	})
+	if status.Gone(err) {
+		return c.finish(ctx, req, fmt.Sprintf("backup %s not found", req.Spec.BackupName))
+	}
+	if err != nil {
+		return err
+	}
+	if marked.Status.Phase != velerov1.BackupPhaseDeleting {
+		// It started meanwhile: cancelled first, as above.
+		c.Add(cache.ObjectName{Namespace: req.Namespace, Name: req.Name})
+		return nil
 	}
 
 	var errs []string
@@ -223,12 +235,10 @@ func (c *Controller) finish(ctx context.Context, req *velerov1.DeleteBackupReque
 }
 
 func (c *Controller) setPhase(ctx context.Context, req *velerov1.DeleteBackupRequest, phase velerov1.DeleteBackupRequestPhase, errs []string) (*velerov1.DeleteBackupRequest, error) {
-	req = req.DeepCopy()
-	req.Status.Phase = phase
-	req.Status.Errors = errs
-	out, err := c.client.VeleroV1().DeleteBackupRequests(req.Namespace).UpdateStatus(ctx, req, metav1.UpdateOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("setting delete request %s to %s: %w", req.Name, phase, err)
-	}
-	return out, nil
+	return c.status.DeleteBackupRequests(c.client, req.Namespace).Update(ctx, req, func(cur *velerov1.DeleteBackupRequest) {
+		if !cur.Status.Phase.Terminal() {
+			cur.Status.Phase = phase
+			cur.Status.Errors = errs
+		}
+	})
 }

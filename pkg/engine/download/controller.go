@@ -2,7 +2,6 @@ package download
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,11 +11,15 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
+
+// Name is the engine's name (--disable-controllers, field manager).
+const Name = "download-request"
 
 // TTL is how long a download link, and its processed request, live
 // (Velero: ten minutes).
@@ -72,12 +75,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			return err
 		}
 		expires := now.Add(TTL)
-		req = req.DeepCopy()
-		req.Status.Phase = velerov1.DownloadRequestPhaseProcessed
-		req.Status.DownloadURL = Link(c.signer, c.baseURL, key.Namespace, location, req.Spec.Target.Kind, req.Spec.Target.Name, expires)
-		req.Status.Expiration = &metav1.Time{Time: expires}
-		if _, err := c.client.VeleroV1().DownloadRequests(key.Namespace).UpdateStatus(ctx, req, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("setting the download URL: %w", err)
+		_, err = status.Writer{Engine: Name}.DownloadRequests(c.client, key.Namespace).Update(ctx, req, func(cur *velerov1.DownloadRequest) {
+			if cur.Status.Phase == "" || cur.Status.Phase == velerov1.DownloadRequestPhaseNew {
+				cur.Status.Phase = velerov1.DownloadRequestPhaseProcessed
+				cur.Status.DownloadURL = Link(c.signer, c.baseURL, key.Namespace, location, cur.Spec.Target.Kind, cur.Spec.Target.Name, expires)
+				cur.Status.Expiration = &metav1.Time{Time: expires}
+			}
+		})
+		if status.Gone(err) {
+			return nil
+		}
+		if err != nil {
+			return err
 		}
 		c.AddAfter(key, TTL)
 	case velerov1.DownloadRequestPhaseProcessed:

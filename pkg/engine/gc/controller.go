@@ -29,6 +29,9 @@ import (
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 )
 
+// Name is the engine's name (--disable-controllers).
+const Name = "gc"
+
 // FailureLabel says why an expired backup could not be collected.
 const FailureLabel = "velero.io/gc-failure"
 

@@ -21,11 +21,15 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
+
+// Name is the engine's name (--disable-controllers, field manager).
+const Name = "backup-storage-location"
 
 // DefaultValidationFrequency is how often a location is checked when its
 // spec.validationFrequency is unset (Velero: one minute).
@@ -134,12 +138,16 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		phase, message = velerov1.BackupStorageLocationPhaseUnavailable, err.Error()
 	}
-	l = l.DeepCopy()
-	l.Status.Phase = phase
-	l.Status.Message = message
-	l.Status.LastValidationTime = &metav1.Time{Time: now}
-	if _, err := c.client.VeleroV1().BackupStorageLocations(key.Namespace).UpdateStatus(ctx, l, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("recording the availability of %s: %w", key, err)
+	_, err = status.Writer{Engine: Name}.BackupStorageLocations(c.client, key.Namespace).Update(ctx, l, func(cur *velerov1.BackupStorageLocation) {
+		cur.Status.Phase = phase
+		cur.Status.Message = message
+		cur.Status.LastValidationTime = &metav1.Time{Time: now}
+	})
+	if status.Gone(err) {
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	c.probed[key] = l.Generation

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +17,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -43,6 +43,7 @@ type Controller struct {
 	entries  map[types.UID]Entry
 	// explained is what was last logged of why a queued backup waits.
 	explained map[types.UID]string
+	observers []status.Observer
 }
 
 // maxExplained bounds how many waiting backups, from the head of the
@@ -54,12 +55,12 @@ var queueKey = cache.ObjectName{Name: "queue"}
 
 // New returns the queue engine of namespace, starting at most limit
 // backups at once.
-func New(client versioned.Interface, informer informers.BackupInformer, namespace string, limit int) (*Controller, error) {
+func New(client versioned.Interface, informer informers.BackupInformer, namespace string, limit int, observers ...status.Observer) (*Controller, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("the number of concurrent backups must be at least 1, not %d", limit)
 	}
 	c := &Controller{client: client, lister: informer.Lister(), namespace: namespace, limit: limit,
-		interner: NewInterner(), entries: map[types.UID]Entry{}, explained: map[types.UID]string{}}
+		interner: NewInterner(), entries: map[types.UID]Entry{}, explained: map[types.UID]string{}, observers: observers}
 	c.Loop = reconcile.NewLoop("backup-queue", c.sync)
 	enqueue := func(any) { c.Loop.Add(queueKey) }
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -202,37 +203,51 @@ func (c *Controller) explain(ctx context.Context, queued []*velerov1.Backup, run
 
 // cancel takes a backup that has not started out of the queue, through
 // FinalizingCancelled to Failed, as the cancellation design's phases go.
+// Each step is decided on the stored backup.
 func (c *Controller) cancel(ctx context.Context, b *velerov1.Backup) error {
-	b = b.DeepCopy()
-	now := metav1.Now()
-	b.Status.Phase = velerov1.BackupPhaseFinalizingCancelled
-	b.Status.FailureReason = velerov1.BackupCancelledReason
-	out, err := c.client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+	w := c.statusOf(b.Namespace)
+	out, err := w.Update(ctx, b, func(cur *velerov1.Backup) {
+		if cur.Spec.Cancel && cur.Status.Phase.Pending() {
+			cur.Status.Phase = velerov1.BackupPhaseFinalizingCancelled
+			cur.Status.FailureReason = velerov1.BackupCancelledReason
+		}
+	})
+	if err == nil {
+		now := metav1.Now()
+		out, err = w.Update(ctx, out, func(cur *velerov1.Backup) {
+			if cur.Status.Phase == velerov1.BackupPhaseFinalizingCancelled && cur.Status.StartTimestamp == nil {
+				cur.Status.Phase = velerov1.BackupPhaseFailed
+				cur.Status.CompletionTimestamp = &now
+			}
+		})
+	}
+	if status.Gone(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("cancelling backup %s: %w", b.Name, err)
+		return err
 	}
-	out.Status.Phase = velerov1.BackupPhaseFailed
-	out.Status.CompletionTimestamp = &now
-	if _, err := c.client.VeleroV1().Backups(out.Namespace).UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failing cancelled backup %s: %w", out.Name, err)
+	if out.Status.Phase == velerov1.BackupPhaseFailed {
+		klog.FromContext(ctx).Info("Backup cancelled before it started", "backup", out.Name)
 	}
-	klog.FromContext(ctx).Info("Backup cancelled before it started", "backup", out.Name)
 	return nil
 }
 
+// setPhase moves a backup to phase if it is still in the phase this pass
+// saw; otherwise the next pass decides.
 func (c *Controller) setPhase(ctx context.Context, b *velerov1.Backup, phase velerov1.BackupPhase) error {
-	b = b.DeepCopy()
-	b.Status.Phase = phase
-	_, err := c.client.VeleroV1().Backups(b.Namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		// A newer version is on its way through the informer: the next pass decides.
+	_, err := c.statusOf(b.Namespace).Update(ctx, b, func(cur *velerov1.Backup) {
+		if cur.Status.Phase == b.Status.Phase && !cur.Spec.Cancel {
+			cur.Status.Phase = phase
+		}
+	})
+	if status.Gone(err) {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("moving backup %s to %s: %w", b.Name, phase, err)
-	}
-	return nil
+	return err
+}
+
+// statusOf is the engine's status writer for the backups of a namespace.
+func (c *Controller) statusOf(namespace string) *status.ResourceWriter[velerov1.Backup, *velerov1.Backup] {
+	return status.Writer{Engine: velerov1.EngineBackupQueue, Observers: c.observers}.Backups(c.client, namespace)
 }

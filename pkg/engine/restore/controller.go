@@ -18,8 +18,6 @@
 package restore
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,7 +34,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -44,6 +41,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -84,6 +82,8 @@ type Config struct {
 	Opener     objectstore.Opener
 	Clock      clock.Clock
 	ScratchDir string
+	// Observers are told about the phase transitions the engine writes.
+	Observers []status.Observer
 }
 
 // Controller is the restore engine.
@@ -138,13 +138,20 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	r = r.DeepCopy()
 	now := metav1.NewTime(c.cfg.Clock.Now())
+	isNew := func(cur *velerov1.Restore) bool {
+		return cur.Status.Phase == "" || cur.Status.Phase == velerov1.RestorePhaseNew
+	}
 	backup, problems := c.validate(r)
 	if len(problems) > 0 {
-		r.Status.Phase = velerov1.RestorePhaseFailedValidation
-		r.Status.ValidationErrors = problems
-		r.Status.CompletionTimestamp = &now
-		if _, err := c.cfg.Client.VeleroV1().Restores(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("failing the validation of restore %s: %w", r.Name, err)
+		_, err := c.statusOf(r.Namespace).Update(ctx, r, func(cur *velerov1.Restore) {
+			if isNew(cur) {
+				cur.Status.Phase = velerov1.RestorePhaseFailedValidation
+				cur.Status.ValidationErrors = problems
+				cur.Status.CompletionTimestamp = &now
+			}
+		})
+		if err != nil && !status.Gone(err) {
+			return err
 		}
 		return nil
 	}
@@ -158,15 +165,19 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			return fmt.Errorf("restore %s: recording backup %s: %w", key.Name, backup.Name, err)
 		}
 	}
-	r.Status.Phase = velerov1.RestorePhaseInProgress
-	r.Status.StartTimestamp = &now
-	r.Status.Progress = &velerov1.RestoreProgress{}
-	r, err = c.cfg.Client.VeleroV1().Restores(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+	started := false
+	r, err = c.statusOf(r.Namespace).Update(ctx, r, func(cur *velerov1.Restore) {
+		if started = isNew(cur); started {
+			cur.Status.Phase = velerov1.RestorePhaseInProgress
+			cur.Status.StartTimestamp = &now
+			cur.Status.Progress = &velerov1.RestoreProgress{}
+		}
+	})
+	if status.Gone(err) || (err == nil && !started) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("starting restore %s: %w", key.Name, err)
+		return err
 	}
 	c.run(ctx, r, backup)
 	return nil
@@ -543,46 +554,33 @@ func same(existing, restored *unstructured.Unstructured) bool {
 	return apiequality.Semantic.DeepEqual(a.Object, b.Object)
 }
 
+// progress is what a running restore reports.
+type progress struct {
+	items            velerov1.RestoreProgress
+	errors, warnings int
+}
+
 // reportProgress writes the progress every ProgressInterval until done.
-func (c *Controller) reportProgress(ctx context.Context, r *velerov1.Restore, progress *counter, log *items.Log, done <-chan struct{}) {
-	t := time.NewTicker(ProgressInterval)
-	defer t.Stop()
-	var last velerov1.RestoreProgress
-	for {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p := velerov1.RestoreProgress{TotalItems: int(progress.total.Load()), ItemsRestored: int(progress.restored.Load())}
-		if p == last {
-			continue
-		}
+func (c *Controller) reportProgress(ctx context.Context, r *velerov1.Restore, count *counter, log *items.Log, done <-chan struct{}) {
+	status.Report(ctx, ProgressInterval, done, func() progress {
 		errs, warns := log.Counts()
-		if err := c.updateStatus(ctx, r, func(s *velerov1.RestoreStatus) {
-			s.Progress = &p
-			s.Errors, s.Warnings = errs, warns
-		}); err == nil {
-			last = p
-		}
-	}
+		return progress{velerov1.RestoreProgress{TotalItems: int(count.total.Load()), ItemsRestored: int(count.restored.Load())}, errs, warns}
+	}, func(p progress) error {
+		return c.updateStatus(ctx, r, func(s *velerov1.RestoreStatus) {
+			s.Progress = &p.items
+			s.Errors, s.Warnings = p.errors, p.warnings
+		})
+	})
+}
+
+// statusOf is the engine's status writer for the restores of a namespace.
+func (c *Controller) statusOf(namespace string) *status.ResourceWriter[velerov1.Restore, *velerov1.Restore] {
+	return status.Writer{Engine: velerov1.EngineRestore, Observers: c.cfg.Observers}.Restores(c.cfg.Client, namespace)
 }
 
 func (c *Controller) updateStatus(ctx context.Context, r *velerov1.Restore, mutate func(*velerov1.RestoreStatus)) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := c.cfg.Client.VeleroV1().Restores(r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != r.UID {
-			return apierrors.NewNotFound(velerov1.Resource("restores"), r.Name)
-		}
-		mutate(&cur.Status)
-		_, err = c.cfg.Client.VeleroV1().Restores(r.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
+	_, err := c.statusOf(r.Namespace).Update(ctx, r, func(cur *velerov1.Restore) { mutate(&cur.Status) })
+	return err
 }
 
 // finish uploads the log and results (when there is a location) and
@@ -625,17 +623,9 @@ func uploadRecords(ctx context.Context, st *storage, name string, log *items.Log
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	if _, err := gz.Write(results); err != nil {
-		return err
-	}
-	if err := gz.Close(); err != nil {
-		return err
-	}
 	key, _ := st.layout.Key(velerov1.DownloadTargetKindRestoreResults, name)
-	if err := st.store.Put(ctx, key, &buf); err != nil {
-		return fmt.Errorf("uploading the restore results: %w", err)
+	if err := objectstore.PutGzip(ctx, st.store, key, results); err != nil {
+		return err
 	}
 	rd, err := log.Finish()
 	if err != nil {

@@ -41,6 +41,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -52,6 +53,8 @@ type Config struct {
 	Schedules informers.ScheduleInformer
 	Backups   informers.BackupInformer
 	Clock     clock.Clock
+	// Observers are told about the phase transitions the engine writes.
+	Observers []status.Observer
 }
 
 // Controller is the schedule engine.
@@ -216,24 +219,9 @@ func (c *Controller) recordRun(ctx context.Context, key cache.ObjectName, s *vel
 	return nil
 }
 
-// updateStatus writes the schedule's status, changed by mutate, retrying
-// on conflicts with the latest version.
+// updateStatus writes the schedule's status, changed by mutate, through
+// the engine's status writer.
 func (c *Controller) updateStatus(ctx context.Context, s *velerov1.Schedule, mutate func(*velerov1.ScheduleStatus)) (*velerov1.Schedule, error) {
-	cur := s.DeepCopy()
-	for attempt := 0; ; attempt++ {
-		mutate(&cur.Status)
-		out, err := c.cfg.Client.VeleroV1().Schedules(cur.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		if err == nil {
-			return out, nil
-		}
-		if !apierrors.IsConflict(err) || attempt == 4 {
-			return nil, fmt.Errorf("updating the status of schedule %s: %w", s.Name, err)
-		}
-		if cur, err = c.cfg.Client.VeleroV1().Schedules(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); err != nil {
-			return nil, fmt.Errorf("updating the status of schedule %s: %w", s.Name, err)
-		}
-		if cur.UID != s.UID {
-			return nil, apierrors.NewNotFound(velerov1.Resource("schedules"), s.Name)
-		}
-	}
+	w := status.Writer{Engine: velerov1.EngineSchedule, Observers: c.cfg.Observers}.Schedules(c.cfg.Client, s.Namespace)
+	return w.Update(ctx, s, func(cur *velerov1.Schedule) { mutate(&cur.Status) })
 }

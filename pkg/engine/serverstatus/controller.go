@@ -6,7 +6,6 @@ package serverstatus
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,10 +15,14 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 )
+
+// Name is the engine's name (--disable-controllers, field manager).
+const Name = "server-status-request"
 
 // TTL is how long a processed request is kept (Velero: one minute).
 const TTL = time.Minute
@@ -55,13 +58,20 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	switch req.Status.Phase {
 	case "", velerov1.ServerStatusRequestPhaseNew:
-		req = req.DeepCopy()
-		req.Status.Phase = velerov1.ServerStatusRequestPhaseProcessed
-		req.Status.ServerVersion = c.version
-		req.Status.ProcessedTimestamp = &metav1.Time{Time: c.clock.Now()}
-		req.Status.Plugins = c.plugins
-		if _, err := c.client.VeleroV1().ServerStatusRequests(key.Namespace).UpdateStatus(ctx, req, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("marking the request processed: %w", err)
+		now := metav1.Time{Time: c.clock.Now()}
+		_, err := status.Writer{Engine: Name}.ServerStatusRequests(c.client, key.Namespace).Update(ctx, req, func(cur *velerov1.ServerStatusRequest) {
+			if cur.Status.Phase == "" || cur.Status.Phase == velerov1.ServerStatusRequestPhaseNew {
+				cur.Status.Phase = velerov1.ServerStatusRequestPhaseProcessed
+				cur.Status.ServerVersion = c.version
+				cur.Status.ProcessedTimestamp = &now
+				cur.Status.Plugins = c.plugins
+			}
+		})
+		if status.Gone(err) {
+			return nil
+		}
+		if err != nil {
+			return err
 		}
 		c.AddAfter(key, TTL)
 	case velerov1.ServerStatusRequestPhaseProcessed:

@@ -53,12 +53,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/kubevirtbackup/v1alpha1"
@@ -109,6 +109,8 @@ type Config struct {
 	// FullBackupPull makes full backups copy in pull mode
 	// (virt.FullBackupPull) instead of running libvirt's push job.
 	FullBackupPull bool
+	// Observers are told about the state transitions the engine writes.
+	Observers []status.Observer
 }
 
 // Controller is the VirtualMachineBackup engine.
@@ -591,20 +593,15 @@ func cbtState(t *kv.VirtualMachineBackupTracker) string {
 
 // moveTracker points the tracker at cp (nil: no checkpoint).
 func (c *Controller) moveTracker(ctx context.Context, t *kv.VirtualMachineBackupTracker, cp *kv.BackupCheckpoint) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	_, err := c.writer().VirtualMachineBackupTrackers(c.cfg.Client, t.Namespace).Update(ctx, t, func(cur *kv.VirtualMachineBackupTracker) {
 		if cur.Status == nil {
 			cur.Status = &kv.VirtualMachineBackupTrackerStatus{}
 		}
 		cur.Status.LatestCheckpoint = cp
 		no := false
 		cur.Status.CheckpointRedefinitionRequired = &no
-		_, err = c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(t.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
 	})
+	return err
 }
 
 func (c *Controller) failCleanup(ctx context.Context, b *kv.VirtualMachineBackup, conn *virt.Conn, domain, checkpoint, out, msg string) {
@@ -631,36 +628,26 @@ func (c *Controller) setConditions(ctx context.Context, b *kv.VirtualMachineBack
 	})
 }
 
-// updateStatus applies mutate to the backup's current status.
+// writer is the engine's status writer.
+func (c *Controller) writer() status.Writer {
+	return status.Writer{Engine: kv.EngineVMBackup, Observers: c.cfg.Observers}
+}
+
+// updateStatus applies mutate to the backup's current status. A backup
+// that has ended is not written again.
 func (c *Controller) updateStatus(ctx context.Context, b *kv.VirtualMachineBackup, mutate func(*kv.VirtualMachineBackupStatus)) {
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := c.cfg.Client.BackupV1alpha1().VirtualMachineBackups(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != b.UID {
-			return apierrors.NewNotFound(kv.Resource("virtualmachinebackups"), b.Name)
+	_, err := c.writer().VirtualMachineBackups(c.cfg.Client, b.Namespace).Update(ctx, b, func(cur *kv.VirtualMachineBackup) {
+		if cur.State().Terminal() {
+			return
 		}
 		if cur.Status == nil {
 			cur.Status = &kv.VirtualMachineBackupStatus{}
 		}
-		before := cur.Status.DeepCopy()
 		mutate(cur.Status)
-		if equalStatus(before, cur.Status) {
-			return nil
-		}
-		_, err = c.cfg.Client.BackupV1alpha1().VirtualMachineBackups(b.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err != nil && !status.Gone(err) {
 		klog.FromContext(ctx).Error(err, "Updating the status of a VM backup", "virtualMachineBackup", klog.KObj(b))
 	}
-}
-
-func equalStatus(a, b *kv.VirtualMachineBackupStatus) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
 }
 
 func freeBytes(dir string) (uint64, error) {

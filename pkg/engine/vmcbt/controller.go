@@ -33,16 +33,14 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/kubevirtbackup/v1alpha1"
@@ -62,6 +60,8 @@ type Config struct {
 	// Resync is how often every VM with a tracker or overlays is looked at
 	// again (0: one minute).
 	Resync time.Duration
+	// Observers are told about the state transitions the engine writes.
+	Observers []status.Observer
 }
 
 // Controller is the changed block tracking engine. Its keys are VMs:
@@ -281,14 +281,8 @@ func stateOf(s virt.CBTState) *kv.ChangedBlockTrackingState {
 // every tracker of a VM whose status shows something else.
 func (c *Controller) report(ctx context.Context, trackers []*kv.VirtualMachineBackupTracker, state *kv.ChangedBlockTrackingState, reason, msg string) {
 	for _, t := range trackers {
-		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-			cur, err := c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if cur.UID != t.UID {
-				return nil
-			}
+		w := status.Writer{Engine: kv.EngineVMCBT, Observers: c.cfg.Observers}.VirtualMachineBackupTrackers(c.cfg.Client, t.Namespace)
+		_, err := w.Update(ctx, t, func(cur *kv.VirtualMachineBackupTracker) {
 			want := kv.ChangedBlockTrackingStatus{Reason: reason, Message: msg}
 			if cur.Status != nil && cur.Status.ChangedBlockTracking != nil {
 				want.State = cur.Status.ChangedBlockTracking.State
@@ -296,17 +290,12 @@ func (c *Controller) report(ctx context.Context, trackers []*kv.VirtualMachineBa
 			if state != nil {
 				want.State = *state
 			}
-			if cur.Status != nil && cur.Status.ChangedBlockTracking != nil && *cur.Status.ChangedBlockTracking == want {
-				return nil
-			}
 			if cur.Status == nil {
 				cur.Status = &kv.VirtualMachineBackupTrackerStatus{}
 			}
 			cur.Status.ChangedBlockTracking = &want
-			_, err = c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(t.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-			return err
 		})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err != nil && !status.Gone(err) {
 			klog.FromContext(ctx).Error(err, "Updating the changed block tracking state of a tracker", "tracker", klog.KObj(t))
 		}
 	}

@@ -34,9 +34,20 @@ type Domain struct {
 	xml     string
 }
 
+// Require skips t in the fast tier (go test -short, make test-unit): it
+// needs libvirtd, QEMU and its tools, as root. In the full tier (make
+// test) a missing daemon fails the test instead.
+func Require(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs libvirtd and QEMU as root: not in the fast tier (make test-unit); make test runs it")
+	}
+}
+
 // Dir makes a directory QEMU can reach, removed when the test ends.
 func Dir(t testing.TB) string {
 	t.Helper()
+	Require(t)
 	dir, err := os.MkdirTemp("", "backstop-virt-")
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +108,7 @@ func newDomain(t testing.TB, name, size, format string) *Domain {
 // ends.
 func connectFor(t testing.TB, name string) *libvirt.Connect {
 	t.Helper()
+	Require(t)
 	conn, err := libvirt.NewConnect(URI)
 	if err != nil {
 		t.Fatalf("connecting to %s (is libvirtd running? hack/start-libvirt.sh): %v", URI, err)

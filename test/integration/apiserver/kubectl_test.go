@@ -119,11 +119,13 @@ spec:
 		t.Errorf("explain virtualmachinebackup.spec.backupTracker:\n%s", out)
 	}
 
-	// wait --for=jsonpath sees a status change.
+	// wait --for=jsonpath sees a status change (of a backup that was not
+	// cancelled: nightly-apps has failed as cancelled, for good).
+	createBackup(t, s, "watched", "app")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	waitCmd := exec.CommandContext(ctx, framework.Binary(t, "kubectl"), "--kubeconfig", s.KubeconfigPath, "wait", "-n", ns,
-		"--for=jsonpath={.status.phase}=Completed", "backup/nightly-apps", "--timeout=50s")
+		"--for=jsonpath={.status.phase}=Completed", "backup/watched", "--timeout=50s")
 	waitOut := &strings.Builder{}
 	waitCmd.Stdout, waitCmd.Stderr = waitOut, waitOut
 	if err := waitCmd.Start(); err != nil {
@@ -131,7 +133,7 @@ spec:
 	}
 	// get -w sees an update.
 	watchCmd := exec.CommandContext(ctx, framework.Binary(t, "kubectl"), "--kubeconfig", s.KubeconfigPath, "get", "-w", "-n", ns,
-		"backup/nightly-apps", "-o", "jsonpath={.status.phase}{\"\\n\"}")
+		"backup/watched", "-o", "jsonpath={.status.phase}{\"\\n\"}")
 	stdout, err := watchCmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +145,7 @@ spec:
 	if !lines.Scan() { // the initial state
 		t.Fatalf("kubectl get -w printed nothing")
 	}
-	setBackupPhase(t, s, "nightly-apps", velerov1.BackupPhaseCompleted)
+	setBackupPhase(t, s, "watched", velerov1.BackupPhaseCompleted)
 	sawUpdate := false
 	for lines.Scan() {
 		if lines.Text() == "Completed" {
@@ -162,6 +164,7 @@ spec:
 
 	// delete.
 	mustKubectl(t, s, "delete", "-f", filepath.Dir(examples(t, "backup.yaml")))
+	mustKubectl(t, s, "delete", "backup", "watched", "-n", ns)
 	if out = mustKubectl(t, s, "get", "backups,schedules,restores", "-n", ns, "-o", "name"); strings.TrimSpace(out) != "" {
 		t.Errorf("objects left after delete:\n%s", out)
 	}

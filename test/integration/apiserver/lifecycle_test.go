@@ -134,3 +134,29 @@ func TestVMBackupCancelRules(t *testing.T) {
 		t.Errorf("an engine failing a completed VM backup: %v, want 422 at status.conditions", err)
 	}
 }
+
+// TestMetricsAfterBackup: a backup's transitions are counted at /metrics
+// with Velero's names and labels.
+func TestMetricsAfterBackup(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	createBackup(t, s, "counted", "app")
+	if b := waitBackup(t, s, "counted", "finished", finished); b.Status.Phase != velerov1.BackupPhaseCompleted {
+		t.Fatalf("backup: %s %q", b.Status.Phase, b.Status.FailureReason)
+	}
+	raw, err := s.Clientset.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	for _, want := range []string{
+		`velero_backup_attempt_total{schedule=""} 1`,
+		`velero_backup_success_total{schedule=""} 1`,
+		`velero_backup_last_status{schedule=""} 1`,
+		`velero_backup_duration_seconds_count{schedule=""} 1`,
+		`# TYPE velero_backup_last_successful_timestamp gauge`,
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("/metrics has no line %q", want)
+		}
+	}
+}

@@ -62,6 +62,9 @@ func (s *S3Server) MakeBucket(t testing.TB, name string) {
 // StartS3 starts an S3 server and stops it when the test ends.
 func StartS3(t testing.TB) *S3Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs versitygw, a real S3 server that make tools builds: not in the fast tier (make test-unit); make test runs it")
+	}
 	bin := Binary(t, "versitygw")
 	root := t.TempDir()
 	sidecar := t.TempDir()

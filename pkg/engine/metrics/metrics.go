@@ -1,0 +1,193 @@
+// Package metrics turns the phase transitions the engines write into
+// Prometheus metrics with Velero's names and labels (Velero's
+// pkg/metrics: velero_backup_attempt_total{schedule}, ...), so that
+// dashboards and alerts written for Velero work against Backstop, and
+// VirtualMachineBackups into backstop_vm_backup_* metrics. It is a
+// status.Observer: every transition goes through the engines' one status
+// writer, so no transition is counted twice or missed.
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/component-base/metrics"
+
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/status"
+)
+
+const (
+	scheduleLabel  = "schedule"
+	namespaceLabel = "namespace"
+)
+
+// Velero's duration buckets: one minute to four hours.
+var durationBuckets = []float64{60, 300, 600, 900, 1800, 3600, 7200, 10800, 14400}
+
+// Recorder holds the metrics.
+type Recorder struct {
+	backupAttempt, backupSuccess, backupPartialFailure, backupFailure, backupValidationFailure *metrics.CounterVec
+	backupWarnings                                                                             *metrics.CounterVec
+	backupDuration                                                                             *metrics.HistogramVec
+	backupItems, backupItemErrors, backupLastSuccess, backupLastStatus                         *metrics.GaugeVec
+	deletionAttempt, deletionSuccess, deletionFailure                                          *metrics.CounterVec
+
+	restoreAttempt, restoreSuccess, restorePartialFailure, restoreFailed, restoreValidationFailed *metrics.CounterVec
+
+	vmAttempt, vmSuccess, vmFailure *metrics.CounterVec
+	vmDuration                      *metrics.HistogramVec
+}
+
+func counter(namespace, name, help string, label string) *metrics.CounterVec {
+	return metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: name, Help: help, StabilityLevel: metrics.ALPHA}, []string{label})
+}
+
+func gauge(name, help string) *metrics.GaugeVec {
+	return metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: "velero", Name: name, Help: help, StabilityLevel: metrics.ALPHA}, []string{scheduleLabel})
+}
+
+// New returns the recorder, its metrics registered by register (the
+// server's: legacyregistry.MustRegister, served at /metrics).
+func New(register func(...metrics.Registerable)) *Recorder {
+	r := &Recorder{
+		backupAttempt:           counter("velero", "backup_attempt_total", "Total number of attempted backups", scheduleLabel),
+		backupSuccess:           counter("velero", "backup_success_total", "Total number of successful backups", scheduleLabel),
+		backupPartialFailure:    counter("velero", "backup_partial_failure_total", "Total number of partially failed backups", scheduleLabel),
+		backupFailure:           counter("velero", "backup_failure_total", "Total number of failed backups", scheduleLabel),
+		backupValidationFailure: counter("velero", "backup_validation_failure_total", "Total number of validation failed backups", scheduleLabel),
+		backupWarnings:          counter("velero", "backup_warning_total", "Total number of warned backups", scheduleLabel),
+		backupDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{Namespace: "velero", Name: "backup_duration_seconds",
+			Help: "Time taken to complete backup, in seconds", Buckets: durationBuckets, StabilityLevel: metrics.ALPHA}, []string{scheduleLabel}),
+		backupItems:       gauge("backup_items_total", "Total number of items backed up"),
+		backupItemErrors:  gauge("backup_items_errors", "Total number of errors encountered during backup"),
+		backupLastSuccess: gauge("backup_last_successful_timestamp", "Last time a backup ran successfully, Unix timestamp in seconds"),
+		backupLastStatus:  gauge("backup_last_status", "Last status of the backup. A value of 1 is success, 0 is failure"),
+		deletionAttempt:   counter("velero", "backup_deletion_attempt_total", "Total number of attempted backup deletions", scheduleLabel),
+		deletionSuccess:   counter("velero", "backup_deletion_success_total", "Total number of successful backup deletions", scheduleLabel),
+		deletionFailure:   counter("velero", "backup_deletion_failure_total", "Total number of failed backup deletions", scheduleLabel),
+
+		restoreAttempt:          counter("velero", "restore_attempt_total", "Total number of attempted restores", scheduleLabel),
+		restoreSuccess:          counter("velero", "restore_success_total", "Total number of successful restores", scheduleLabel),
+		restorePartialFailure:   counter("velero", "restore_partial_failure_total", "Total number of partially failed restores", scheduleLabel),
+		restoreFailed:           counter("velero", "restore_failed_total", "Total number of failed restores", scheduleLabel),
+		restoreValidationFailed: counter("velero", "restore_validation_failed_total", "Total number of failed restores failing validations", scheduleLabel),
+
+		vmAttempt: counter("backstop", "vm_backup_attempt_total", "Total number of attempted VirtualMachineBackups", namespaceLabel),
+		vmSuccess: counter("backstop", "vm_backup_success_total", "Total number of completed VirtualMachineBackups", namespaceLabel),
+		vmFailure: counter("backstop", "vm_backup_failure_total", "Total number of failed VirtualMachineBackups", namespaceLabel),
+		vmDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{Namespace: "backstop", Name: "vm_backup_duration_seconds",
+			Help: "Time taken to complete a VirtualMachineBackup, in seconds", Buckets: durationBuckets, StabilityLevel: metrics.ALPHA}, []string{namespaceLabel}),
+	}
+	for _, c := range []metrics.Registerable{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
+		r.backupValidationFailure, r.backupWarnings, r.backupDuration, r.backupItems, r.backupItemErrors, r.backupLastSuccess,
+		r.backupLastStatus, r.deletionAttempt, r.deletionSuccess, r.deletionFailure, r.restoreAttempt, r.restoreSuccess,
+		r.restorePartialFailure, r.restoreFailed, r.restoreValidationFailed, r.vmAttempt, r.vmSuccess, r.vmFailure, r.vmDuration} {
+		register(c)
+	}
+	return r
+}
+
+var _ status.Observer = &Recorder{}
+
+// Transition records one phase transition.
+func (r *Recorder) Transition(_ context.Context, t status.Transition) {
+	switch o := t.New.(type) {
+	case *velerov1.Backup:
+		r.backup(o, velerov1.BackupPhase(t.To))
+	case *velerov1.Restore:
+		r.restore(o, velerov1.RestorePhase(t.To))
+	case *velerov1.DeleteBackupRequest:
+		if velerov1.DeleteBackupRequestPhase(t.To) == velerov1.DeleteBackupRequestPhaseProcessed && velerov1.DeleteBackupRequestPhase(t.From) == velerov1.DeleteBackupRequestPhaseInProgress {
+			schedule := o.Labels[velerov1.ScheduleNameLabel]
+			if len(o.Status.Errors) == 0 {
+				r.deletionSuccess.WithLabelValues(schedule).Inc()
+			} else {
+				r.deletionFailure.WithLabelValues(schedule).Inc()
+			}
+		}
+	case *kv.VirtualMachineBackup:
+		r.vmBackup(o, kv.BackupState(t.To))
+	}
+}
+
+func (r *Recorder) backup(b *velerov1.Backup, to velerov1.BackupPhase) {
+	schedule := b.Labels[velerov1.ScheduleNameLabel]
+	switch to {
+	case velerov1.BackupPhaseInProgress:
+		r.backupAttempt.WithLabelValues(schedule).Inc()
+		return
+	case velerov1.BackupPhaseFailedValidation:
+		r.backupValidationFailure.WithLabelValues(schedule).Inc()
+		return
+	case velerov1.BackupPhaseDeleting:
+		r.deletionAttempt.WithLabelValues(schedule).Inc()
+		return
+	case velerov1.BackupPhaseCompleted:
+		r.backupSuccess.WithLabelValues(schedule).Inc()
+		r.backupLastStatus.WithLabelValues(schedule).Set(1)
+		if b.Status.CompletionTimestamp != nil {
+			r.backupLastSuccess.WithLabelValues(schedule).Set(float64(b.Status.CompletionTimestamp.Unix()))
+		}
+	case velerov1.BackupPhasePartiallyFailed:
+		r.backupPartialFailure.WithLabelValues(schedule).Inc()
+		r.backupLastStatus.WithLabelValues(schedule).Set(0)
+	case velerov1.BackupPhaseFailed:
+		r.backupFailure.WithLabelValues(schedule).Inc()
+		r.backupLastStatus.WithLabelValues(schedule).Set(0)
+	default:
+		return
+	}
+	// The backup has ended (Completed, PartiallyFailed, Failed).
+	if b.Status.Progress != nil {
+		r.backupItems.WithLabelValues(schedule).Set(float64(b.Status.Progress.ItemsBackedUp))
+	}
+	r.backupItemErrors.WithLabelValues(schedule).Set(float64(b.Status.Errors))
+	if b.Status.Warnings > 0 {
+		r.backupWarnings.WithLabelValues(schedule).Inc()
+	}
+	if start, end := b.Status.StartTimestamp, b.Status.CompletionTimestamp; start != nil && end != nil {
+		if d, ok := duration(start.Time, end.Time); ok {
+			r.backupDuration.WithLabelValues(schedule).Observe(d)
+		}
+	}
+}
+
+func (r *Recorder) restore(rs *velerov1.Restore, to velerov1.RestorePhase) {
+	schedule := rs.Spec.ScheduleName
+	switch to {
+	case velerov1.RestorePhaseInProgress:
+		r.restoreAttempt.WithLabelValues(schedule).Inc()
+	case velerov1.RestorePhaseFailedValidation:
+		r.restoreValidationFailed.WithLabelValues(schedule).Inc()
+	case velerov1.RestorePhaseCompleted:
+		r.restoreSuccess.WithLabelValues(schedule).Inc()
+	case velerov1.RestorePhasePartiallyFailed:
+		r.restorePartialFailure.WithLabelValues(schedule).Inc()
+	case velerov1.RestorePhaseFailed:
+		r.restoreFailed.WithLabelValues(schedule).Inc()
+	}
+}
+
+func (r *Recorder) vmBackup(b *kv.VirtualMachineBackup, to kv.BackupState) {
+	switch to {
+	case kv.BackupRunning:
+		r.vmAttempt.WithLabelValues(b.Namespace).Inc()
+	case kv.BackupComplete:
+		r.vmSuccess.WithLabelValues(b.Namespace).Inc()
+		if d, ok := duration(b.CreationTimestamp.Time, time.Now()); ok {
+			r.vmDuration.WithLabelValues(b.Namespace).Observe(d)
+		}
+	case kv.BackupFailed:
+		r.vmFailure.WithLabelValues(b.Namespace).Inc()
+	}
+}
+
+// duration is end - start in seconds, when they are in order.
+func duration(start, end time.Time) (float64, bool) {
+	if start.IsZero() || end.Before(start) {
+		return 0, false
+	}
+	return end.Sub(start).Seconds(), true
+}

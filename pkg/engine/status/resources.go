@@ -1,0 +1,73 @@
+package status
+
+import (
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+)
+
+// The writers of each resource an engine writes the status of.
+
+// Backups writes the status of the backups of namespace.
+func (w Writer) Backups(c versioned.Interface, namespace string) *ResourceWriter[velerov1.Backup, *velerov1.Backup] {
+	return For[velerov1.Backup](w, velerov1.Resource("backups"), c.VeleroV1().Backups(namespace),
+		func(b *velerov1.Backup) string { return string(b.Status.Phase) })
+}
+
+// Restores writes the status of the restores of namespace.
+func (w Writer) Restores(c versioned.Interface, namespace string) *ResourceWriter[velerov1.Restore, *velerov1.Restore] {
+	return For[velerov1.Restore](w, velerov1.Resource("restores"), c.VeleroV1().Restores(namespace),
+		func(r *velerov1.Restore) string { return string(r.Status.Phase) })
+}
+
+// DeleteBackupRequests writes the status of the deletion requests of
+// namespace.
+func (w Writer) DeleteBackupRequests(c versioned.Interface, namespace string) *ResourceWriter[velerov1.DeleteBackupRequest, *velerov1.DeleteBackupRequest] {
+	return For[velerov1.DeleteBackupRequest](w, velerov1.Resource("deletebackuprequests"), c.VeleroV1().DeleteBackupRequests(namespace),
+		func(r *velerov1.DeleteBackupRequest) string { return string(r.Status.Phase) })
+}
+
+// Schedules writes the status of the schedules of namespace.
+func (w Writer) Schedules(c versioned.Interface, namespace string) *ResourceWriter[velerov1.Schedule, *velerov1.Schedule] {
+	return For[velerov1.Schedule](w, velerov1.Resource("schedules"), c.VeleroV1().Schedules(namespace),
+		func(s *velerov1.Schedule) string { return string(s.Status.Phase) })
+}
+
+// BackupStorageLocations writes the status of the locations of namespace.
+func (w Writer) BackupStorageLocations(c versioned.Interface, namespace string) *ResourceWriter[velerov1.BackupStorageLocation, *velerov1.BackupStorageLocation] {
+	return For[velerov1.BackupStorageLocation](w, velerov1.Resource("backupstoragelocations"), c.VeleroV1().BackupStorageLocations(namespace),
+		func(l *velerov1.BackupStorageLocation) string { return string(l.Status.Phase) })
+}
+
+// DownloadRequests writes the status of the download requests of
+// namespace.
+func (w Writer) DownloadRequests(c versioned.Interface, namespace string) *ResourceWriter[velerov1.DownloadRequest, *velerov1.DownloadRequest] {
+	return For[velerov1.DownloadRequest](w, velerov1.Resource("downloadrequests"), c.VeleroV1().DownloadRequests(namespace),
+		func(r *velerov1.DownloadRequest) string { return string(r.Status.Phase) })
+}
+
+// ServerStatusRequests writes the status of the server status requests of
+// namespace.
+func (w Writer) ServerStatusRequests(c versioned.Interface, namespace string) *ResourceWriter[velerov1.ServerStatusRequest, *velerov1.ServerStatusRequest] {
+	return For[velerov1.ServerStatusRequest](w, velerov1.Resource("serverstatusrequests"), c.VeleroV1().ServerStatusRequests(namespace),
+		func(r *velerov1.ServerStatusRequest) string { return string(r.Status.Phase) })
+}
+
+// VirtualMachineBackups writes the status of the VM backups of namespace;
+// their phase is their state (kv.StateOf).
+func (w Writer) VirtualMachineBackups(c versioned.Interface, namespace string) *ResourceWriter[kv.VirtualMachineBackup, *kv.VirtualMachineBackup] {
+	return For[kv.VirtualMachineBackup](w, kv.Resource("virtualmachinebackups"), c.BackupV1alpha1().VirtualMachineBackups(namespace),
+		func(b *kv.VirtualMachineBackup) string { return string(b.State()) })
+}
+
+// VirtualMachineBackupTrackers writes the status of the trackers of
+// namespace; their phase is their changed block tracking state.
+func (w Writer) VirtualMachineBackupTrackers(c versioned.Interface, namespace string) *ResourceWriter[kv.VirtualMachineBackupTracker, *kv.VirtualMachineBackupTracker] {
+	return For[kv.VirtualMachineBackupTracker](w, kv.Resource("virtualmachinebackuptrackers"), c.BackupV1alpha1().VirtualMachineBackupTrackers(namespace),
+		func(t *kv.VirtualMachineBackupTracker) string {
+			if t.Status == nil || t.Status.ChangedBlockTracking == nil {
+				return ""
+			}
+			return string(t.Status.ChangedBlockTracking.State)
+		})
+}

@@ -1,0 +1,166 @@
+// Package status is the one way engines write the status of the objects
+// they own: read the object as stored, apply the engine's change, write it
+// through the status subresource when something changed, retry on
+// conflicts, and tell the observers (metrics, events) about every phase
+// transition. Each engine writes under its own field manager name, so the
+// managed fields of an object say which engine wrote what.
+package status
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+)
+
+// Client is what the writer needs of a generated typed client (for
+// example VeleroV1().Backups(ns)).
+type Client[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*T, error)
+	UpdateStatus(ctx context.Context, obj *T, opts metav1.UpdateOptions) (*T, error)
+}
+
+// Object is a pointer to an API object.
+type Object[T any] interface {
+	*T
+	runtime.Object
+	metav1.Object
+}
+
+// Transition is a phase change the writer made.
+type Transition struct {
+	// Resource is the object's resource ("backups").
+	Resource schema.GroupResource
+	// Engine made it.
+	Engine string
+	// Old and New are the object before and after the write.
+	Old, New runtime.Object
+	// From and To are the phases.
+	From, To string
+}
+
+// Observer is told about every phase transition written.
+type Observer interface {
+	Transition(ctx context.Context, t Transition)
+}
+
+// Writer writes statuses for one engine.
+type Writer struct {
+	// Engine is the engine's name: its field manager and the name
+	// observers see.
+	Engine string
+	// Observers are told about phase transitions (metrics, events).
+	Observers []Observer
+}
+
+// PhaseFunc reads an object's phase ("" for none).
+type PhaseFunc[T any] func(*T) string
+
+// For returns the writer of one resource through client.
+func For[T any, PT Object[T]](w Writer, resource schema.GroupResource, client Client[T], phase PhaseFunc[T]) *ResourceWriter[T, PT] {
+	return &ResourceWriter[T, PT]{w: w, resource: resource, client: client, phase: phase}
+}
+
+// ResourceWriter writes the status of one resource.
+type ResourceWriter[T any, PT Object[T]] struct {
+	w        Writer
+	resource schema.GroupResource
+	client   Client[T]
+	phase    PhaseFunc[T]
+}
+
+// Update applies mutate to the stored object of obj's name and UID and
+// writes it when mutate changed it; it returns what is stored after (the
+// object read when nothing changed). A conflict reads the object again and
+// applies mutate again: mutate must decide from the object it is given. A
+// different UID (deleted and created again) is NotFound.
+func (r *ResourceWriter[T, PT]) Update(ctx context.Context, obj PT, mutate func(PT)) (PT, error) {
+	var out PT
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := r.client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if obj.GetUID() != "" && PT(cur).GetUID() != obj.GetUID() {
+			return apierrors.NewNotFound(r.resource, obj.GetName())
+		}
+		before := PT(cur).DeepCopyObject().(PT)
+		mutate(cur)
+		if apiequality.Semantic.DeepEqual(before, PT(cur)) {
+			out = cur
+			return nil
+		}
+		written, err := r.client.UpdateStatus(ctx, cur, metav1.UpdateOptions{FieldManager: r.w.Engine})
+		if err != nil {
+			return err
+		}
+		out = written
+		r.observe(ctx, before, written)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: writing the status of %s %s: %w", r.w.Engine, r.resource, name(obj), err)
+	}
+	return out, nil
+}
+
+func (r *ResourceWriter[T, PT]) observe(ctx context.Context, before, after PT) {
+	if r.phase == nil || len(r.w.Observers) == 0 {
+		return
+	}
+	from, to := r.phase((*T)(before)), r.phase((*T)(after))
+	if from == to {
+		return
+	}
+	t := Transition{Resource: r.resource, Engine: r.w.Engine, Old: before, New: after, From: from, To: to}
+	for _, o := range r.w.Observers {
+		o.Transition(ctx, t)
+	}
+}
+
+func name(obj metav1.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// Gone reports whether err says the object no longer exists (deleted, or
+// deleted and created again): nothing is left to write.
+func Gone(err error) bool { return apierrors.IsNotFound(err) }
+
+// Report writes progress while work runs: every interval, sample is read
+// and, when it differs from what was last written, handed to write; it
+// returns when done is closed or ctx ends. A failed write is tried again
+// at the next tick.
+func Report[S comparable](ctx context.Context, interval time.Duration, done <-chan struct{}, sample func() S, write func(S) error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last S
+	written := false
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s := sample()
+		if written && s == last {
+			continue
+		}
+		if err := write(s); err != nil {
+			klog.FromContext(ctx).V(2).Info("Writing progress", "err", err)
+			continue
+		}
+		last, written = s, true
+	}
+}
