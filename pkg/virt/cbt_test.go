@@ -9,14 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
 	"github.com/backstop-io/backstop/pkg/virt"
 	"github.com/backstop-io/backstop/pkg/virt/virttest"
+	"github.com/backstop-io/backstop/pkg/vmmanifest"
 )
 
 func fileDigest(t *testing.T, path string) string {
 	t.Helper()
-	sum, err := vmbackup.FileSHA256(path)
+	sum, err := vmmanifest.FileSHA256(path)
 	if err != nil {
 		t.Fatal(err)
 	}

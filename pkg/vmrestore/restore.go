@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
+	"github.com/backstop-io/backstop/pkg/vmmanifest"
 )
 
 // Result describes a restored image.
@@ -38,9 +38,9 @@ func Restore(ctx context.Context, dirs []string, disk, output string) (Result, e
 		return Result{}, fmt.Errorf("no backup directory given")
 	}
 	var files []string
-	var prev *vmbackup.Manifest
+	var prev *vmmanifest.Manifest
 	for i, dir := range dirs {
-		m, err := readManifest(dir)
+		m, err := vmmanifest.Read(dir)
 		if err != nil {
 			return Result{}, err
 		}
@@ -53,7 +53,7 @@ func Restore(ctx context.Context, dirs []string, disk, output string) (Result, e
 			return Result{}, fmt.Errorf("broken chain: %s was taken since checkpoint %q, but the backup before it (%s) ends at checkpoint %q",
 				dir, m.Parent, dirs[i-1], prev.Checkpoint)
 		}
-		var entry *vmbackup.ManifestDisk
+		var entry *vmmanifest.Disk
 		for j := range m.Disks {
 			if m.Disks[j].Name == disk {
 				entry = &m.Disks[j]
@@ -63,7 +63,7 @@ func Restore(ctx context.Context, dirs []string, disk, output string) (Result, e
 			return Result{}, fmt.Errorf("%s has no disk %q", dir, disk)
 		}
 		file := filepath.Join(dir, entry.File)
-		sum, err := vmbackup.FileSHA256(file)
+		sum, err := vmmanifest.FileSHA256(file)
 		if err != nil {
 			return Result{}, err
 		}
@@ -89,23 +89,11 @@ func Restore(ctx context.Context, dirs []string, disk, output string) (Result, e
 		_ = os.Remove(output)
 		return Result{}, fmt.Errorf("the restored image differs from the chain: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	sum, err := vmbackup.FileSHA256(output)
+	sum, err := vmmanifest.FileSHA256(output)
 	if err != nil {
 		return Result{}, err
 	}
 	return Result{Output: output, SHA256: sum, Chain: files}, nil
-}
-
-func readManifest(dir string) (vmbackup.Manifest, error) {
-	var m vmbackup.Manifest
-	data, err := os.ReadFile(filepath.Join(dir, vmbackup.ManifestFile))
-	if err != nil {
-		return m, fmt.Errorf("%s is not a VM backup: %w", dir, err)
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("%s: %w", filepath.Join(dir, vmbackup.ManifestFile), err)
-	}
-	return m, nil
 }
 
 // chainSpec is a qemu-img json: image reading the newest file over the

@@ -34,17 +34,12 @@ package vmbackup
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,38 +58,11 @@ import (
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/virt"
+	"github.com/backstop-io/backstop/pkg/vmmanifest"
 )
 
 // waitPoll is how often a waiting backup looks again.
 const waitPoll = 2 * time.Second
-
-// ManifestFile is the manifest of a backup, beside its disk files.
-const ManifestFile = "manifest.json"
-
-// Manifest describes a backup's output: enough to check and restore it.
-type Manifest struct {
-	Backup         string         `json:"backup"`
-	VirtualMachine string         `json:"virtualMachine"`
-	Domain         string         `json:"domain"`
-	Type           kv.BackupType  `json:"type"`
-	Checkpoint     string         `json:"checkpoint,omitempty"`
-	Parent         string         `json:"parent,omitempty"`
-	Created        time.Time      `json:"created"`
-	LibvirtVersion string         `json:"libvirtVersion"`
-	QEMUVersion    string         `json:"qemuVersion"`
-	Disks          []ManifestDisk `json:"disks"`
-}
-
-// ManifestDisk is one disk's file in a backup.
-type ManifestDisk struct {
-	Name        string `json:"name"`
-	File        string `json:"file"`
-	VirtualSize uint64 `json:"virtualSize"`
-	// Backing is the previous backup's file (incremental), absolute.
-	Backing string `json:"backing,omitempty"`
-	// SHA256 is the digest of the file as written.
-	SHA256 string `json:"sha256"`
-}
 
 // Config is what the engine needs.
 type Config struct {
@@ -381,7 +349,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 			need += d.Allocation
 		}
 	}
-	if free, err := freeBytes(volume); err == nil && need > free {
+	if free, err := vmmanifest.FreeBytes(volume); err == nil && need > free {
 		c.fail(ctx, b, kv.ReasonInsufficientSpace, fmt.Sprintf("the backup needs %d bytes but %s has %d bytes free", need, volume, free))
 		return
 	}
@@ -437,22 +405,21 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 
 	// Manifest.
 	lv, qv, _ := conn.Versions()
-	m := Manifest{Backup: b.Name, VirtualMachine: src.vm, Domain: domain, Type: backupType, Checkpoint: checkpoint, Parent: since,
+	m := vmmanifest.Manifest{Backup: b.Name, VirtualMachine: src.vm, Domain: domain, Type: backupType, Checkpoint: checkpoint, Parent: since,
 		Created: now.UTC(), LibvirtVersion: lv, QEMUVersion: qv}
 	var volumes []kv.BackupVolumeInfo
 	for _, d := range disks {
 		file := res.Targets[d.Name]
-		sum, err := FileSHA256(file)
+		sum, err := vmmanifest.FileSHA256(file)
 		if err != nil {
 			c.failCleanup(ctx, b, conn, domain, checkpoint, out, err.Error())
 			return
 		}
-		m.Disks = append(m.Disks, ManifestDisk{Name: d.Name, File: filepath.Base(file), VirtualSize: d.VirtualSize, Backing: backing[d.Name], SHA256: sum})
+		m.Disks = append(m.Disks, vmmanifest.Disk{Name: d.Name, File: filepath.Base(file), VirtualSize: d.VirtualSize, Backing: backing[d.Name], SHA256: sum})
 		volumes = append(volumes, kv.BackupVolumeInfo{VolumeName: d.Name, DiskTarget: d.Name, DataEndpoint: file})
 	}
-	data, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.WriteFile(filepath.Join(out, ManifestFile), append(data, '\n'), 0o644); err != nil {
-		c.failCleanup(ctx, b, conn, domain, checkpoint, out, fmt.Sprintf("writing the manifest: %v", err))
+	if err := vmmanifest.Write(out, m); err != nil {
+		c.failCleanup(ctx, b, conn, domain, checkpoint, out, err.Error())
 		return
 	}
 
@@ -648,26 +615,4 @@ func (c *Controller) updateStatus(ctx context.Context, b *kv.VirtualMachineBacku
 	if err != nil && !status.Gone(err) {
 		klog.FromContext(ctx).Error(err, "Updating the status of a VM backup", "virtualMachineBackup", klog.KObj(b))
 	}
-}
-
-func freeBytes(dir string) (uint64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return st.Bavail * uint64(st.Bsize), nil
-}
-
-// FileSHA256 is the hex sha256 of a file, as manifests record it.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hashing %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

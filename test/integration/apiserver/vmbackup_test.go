@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,9 +22,9 @@ import (
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
-	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
 	"github.com/backstop-io/backstop/pkg/virt"
 	"github.com/backstop-io/backstop/pkg/virt/virttest"
+	"github.com/backstop-io/backstop/pkg/vmmanifest"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -87,22 +86,14 @@ func conditionsOf(b *kv.VirtualMachineBackup) []metav1.Condition {
 }
 
 // checkManifest reads a backup's manifest and checks its digests.
-func checkManifest(t *testing.T, dir string) vmbackup.Manifest {
+func checkManifest(t *testing.T, dir string) vmmanifest.Manifest {
 	t.Helper()
-	var m vmbackup.Manifest
-	data, err := os.ReadFile(filepath.Join(dir, vmbackup.ManifestFile))
-	if err != nil || json.Unmarshal(data, &m) != nil {
+	m, err := vmmanifest.Read(dir)
+	if err != nil {
 		t.Fatalf("manifest in %s: %v", dir, err)
 	}
-	for _, d := range m.Disks {
-		f, err := os.ReadFile(filepath.Join(dir, d.File))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(f)
-		if hex.EncodeToString(sum[:]) != d.SHA256 {
-			t.Errorf("manifest digest of %s does not match the file", d.File)
-		}
+	if err := vmmanifest.Verify(dir, m); err != nil {
+		t.Error(err)
 	}
 	if m.LibvirtVersion == "" || m.QEMUVersion == "" {
 		t.Errorf("manifest without versions: %+v", m)
