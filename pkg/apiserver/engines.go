@@ -33,6 +33,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
 	"github.com/backstop-io/backstop/pkg/engine/vmcbt"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
 	"github.com/backstop-io/backstop/pkg/version"
@@ -93,6 +94,8 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
 		// Every phase transition the engines write is counted.
 		observers := []status.Observer{metrics.New(legacyregistry.MustRegister)}
+		// Crash points, for the crash-point tests only (failpoint.EnvVar).
+		crash := failpoint.FromEnv()
 		var engines []engine
 		add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
 			if c.extra.DisabledControllers.Has(name) {
@@ -141,7 +144,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				}
 				e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
 					Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch,
-					Actions: []backup.ItemAction{vmoperation.Action{Client: client, Virt: libvirtConn, VolumeRoot: volumeRoot}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency, Observers: observers})
+					Actions: []backup.ItemAction{vmoperation.Action{Client: client, Virt: libvirtConn, VolumeRoot: volumeRoot}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency, Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
 			add(ControllerRestore, 1, func() (func(context.Context, int), error) {
@@ -150,7 +153,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					return nil, err
 				}
 				e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
-					Locations: velero.BackupStorageLocations(), Target: target, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers})
+					Locations: velero.BackupStorageLocations(), Target: target, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
 			add(ControllerSchedule, 1, func() (func(context.Context, int), error) {
@@ -163,7 +166,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					return nil, err
 				}
 				e, err := vmbackup.New(vmbackup.Config{Client: client, Backups: kubevirt.VirtualMachineBackups(), Trackers: kubevirt.VirtualMachineBackupTrackers(),
-					Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull", Observers: observers})
+					Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull", Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
 			add(ControllerVMCBT, 1, func() (func(context.Context, int), error) {
@@ -187,7 +190,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				e, err := deletion.New(client, deletion.Informers{
 					Requests: velero.DeleteBackupRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
 					Locations: velero.BackupStorageLocations(),
-				}, c.extra.Opener, clock.RealClock{}, observers...)
+				}, c.extra.Opener, clock.RealClock{}, crash, observers...)
 				return runOf(e, err)
 			}),
 			add(ControllerGarbageCollection, 1, func() (func(context.Context, int), error) {

@@ -152,3 +152,17 @@ func PutGzip(ctx context.Context, store Store, key string, data []byte) error {
 	}
 	return nil
 }
+
+// DeletePrefix deletes every object under prefix.
+func DeletePrefix(ctx context.Context, store Store, prefix string) error {
+	keys, err := store.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := store.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}

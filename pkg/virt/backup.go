@@ -102,6 +102,8 @@ type BackupRequest struct {
 	// Quiesce freezes the guest's file systems (guest agent) for the
 	// instant the backup starts, and thaws them right after.
 	Quiesce bool
+	// Begun, if set, is called once libvirt has begun the backup job.
+	Begun func()
 }
 
 // Progress is a running backup's progress in bytes.
@@ -178,6 +180,9 @@ func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(
 			_ = os.Remove(t)
 		}
 		return BackupResult{}, fmt.Errorf("domain %s: starting the backup: %w", req.Domain, beginErr)
+	}
+	if req.Begun != nil {
+		req.Begun()
 	}
 
 	info, err := c.waitJob(ctx, d, w, progress)

@@ -96,6 +96,9 @@ func (c *Conn) FullBackupPull(ctx context.Context, req BackupRequest, rateLimit 
 	if beginErr != nil {
 		return BackupResult{}, fmt.Errorf("domain %s: starting the backup: %w", req.Domain, beginErr)
 	}
+	if req.Begun != nil {
+		req.Begun()
+	}
 
 	// The copy stops when ctx ends or the domain stops.
 	copyCtx, stopCopy := context.WithCancel(ctx)

@@ -41,6 +41,8 @@ type collector struct {
 	counter   *Counter
 	// operations are started for the items actions apply to.
 	operations *operations
+	// written, if set, is told the count of items written after each.
+	written func(n int64)
 }
 
 // errFatal marks errors that end the backup (the archive cannot be
@@ -162,7 +164,10 @@ func (c *collector) item(ctx context.Context, r items.Resource, item *unstructur
 		kind = r.Kind
 	}
 	c.resources.add(apiVersion+"/"+kind, ns, item.GetName())
-	c.counter.backedUp.Add(1)
+	n := c.counter.backedUp.Add(1)
+	if c.written != nil {
+		c.written(n)
+	}
 	c.operations.start(ctx, r, item)
 	return nil
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -75,6 +76,8 @@ type Config struct {
 	OperationSyncFrequency time.Duration
 	// Observers are told about the phase transitions the engine writes.
 	Observers []status.Observer
+	// Crash kills the server at a named point (crash-point tests).
+	Crash failpoint.Set
 }
 
 // Controller is the backup engine.
@@ -156,6 +159,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			// starts once it has stopped.
 			r.cancel(errDeleted)
 			go func() { <-r.done; c.Add(key) }()
+		case b.DeletionTimestamp != nil:
+			r.cancel(errDeleted)
 		case b.Spec.Cancel:
 			r.cancel(errCancelled)
 		}
@@ -184,7 +189,7 @@ func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 	// Decided on the stored backup: one cancelled or moved meanwhile is
 	// left to the next event.
 	startable := func(cur *velerov1.Backup) bool {
-		return cur.Status.Phase == velerov1.BackupPhaseReadyToStart && !cur.Spec.Cancel
+		return cur.Status.Phase == velerov1.BackupPhaseReadyToStart && !cur.Spec.Cancel && cur.DeletionTimestamp == nil
 	}
 	if problems := c.validate(b); len(problems) > 0 {
 		_, err := c.statusOf(b.Namespace).Update(ctx, b, func(cur *velerov1.Backup) {
@@ -219,6 +224,7 @@ func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 	if err != nil {
 		return err
 	}
+	c.cfg.Crash.Hit(failpoint.BackupInProgress)
 	waited := ""
 	if queued := b.CreationTimestamp; !queued.IsZero() {
 		waited = now.Sub(queued.Time).Round(time.Millisecond).String()
@@ -321,6 +327,14 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *velerov1.Backup) {
 		if err := deleteData(ctx, store, layout, b.Name, false); err != nil {
 			logger.Error(err, "Deleting the data of a deleted backup")
 		}
+		// Failed, so that the deletion engine finishes it (the Backup
+		// stays until its finalizer is removed).
+		now := metav1.NewTime(c.cfg.Clock.Now())
+		if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+			s.Phase, s.FailureReason, s.CompletionTimestamp = velerov1.BackupPhaseFailed, velerov1.BackupDeletedReason, &now
+		}); err != nil && !status.Gone(err) {
+			logger.Error(err, "Failing a deleted backup")
+		}
 		logger.Info("Backup deleted while running: stopped and its data removed")
 	case errors.Is(cause, errCancelled):
 		ops.cancelAll(ctx, velerov1.BackupCancelledReason)
@@ -354,6 +368,7 @@ func (c *Controller) waitForOperations(ctx, runCtx context.Context, b *velerov1.
 	}); err != nil {
 		return err
 	}
+	c.cfg.Crash.Hit(failpoint.BackupWaitingForOps)
 	log.Info("Waiting for async operations", "operations", attempted)
 	var timeout time.Duration
 	if b.Spec.ItemOperationTimeout.Duration > 0 {
@@ -415,9 +430,15 @@ func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store obje
 	}()
 	aw, err := archive.NewWriter(pw, c.cfg.Clock.Now())
 	if err == nil {
-		col := &collector{source: c.cfg.Source, filter: filter, archive: aw, resources: list, log: log, counter: counter, operations: ops}
+		col := &collector{source: c.cfg.Source, filter: filter, archive: aw, resources: list, log: log, counter: counter, operations: ops,
+			written: func(n int64) {
+				if n == 1 {
+					c.cfg.Crash.Hit(failpoint.BackupMidCollection)
+				}
+			}}
 		err = col.run(ctx, resources)
 		if err == nil {
+			c.cfg.Crash.Hit(failpoint.BackupBeforeUpload)
 			err = aw.Close()
 		}
 	}
@@ -430,6 +451,7 @@ func (c *Controller) collect(ctx context.Context, b *velerov1.Backup, store obje
 	if err := <-uploaded; err != nil {
 		return fmt.Errorf("uploading the backup tarball: %w", err)
 	}
+	c.cfg.Crash.Hit(failpoint.BackupAfterUpload)
 	ops.discover(ctx, filter)
 	done, _ := counter.Progress()
 	log.Info("Backed up items", "items", done)
@@ -507,6 +529,7 @@ func (c *Controller) finalize(ctx context.Context, b *velerov1.Backup, store obj
 		klog.FromContext(ctx).Error(err, "Finalizing backup", "backup", klog.KObj(b))
 		return
 	}
+	c.cfg.Crash.Hit(failpoint.BackupFinalizing)
 	log.Info("Backup completed", "phase", string(final), "items", done, "errors", errs, "warnings", warns)
 	if err := c.uploadRecords(ctx, out, store, layout, log, ops); err != nil {
 		c.fail(ctx, out, store, layout, nil, err.Error())
@@ -625,6 +648,7 @@ func (c *Controller) cancelled(ctx context.Context, b *velerov1.Backup, store ob
 		logger.Error(err, "Cancelling backup")
 		return
 	}
+	c.cfg.Crash.Hit(failpoint.BackupFinalizingCanceled)
 	var problems []string
 	if store != nil {
 		if err := deleteData(ctx, store, layout, b.Name, true); err != nil {

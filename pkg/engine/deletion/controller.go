@@ -24,6 +24,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -48,6 +49,9 @@ type Controller struct {
 	opener    objectstore.Opener
 	clock     clock.Clock
 	status    status.Writer
+	// finalize is the loop over deleted Backups (BackupDataFinalizer).
+	finalize *reconcile.Loop
+	crash    failpoint.Set
 }
 
 // Informers are what the controller reads.
@@ -59,16 +63,93 @@ type Informers struct {
 }
 
 // New returns the controller.
-func New(client versioned.Interface, inf Informers, opener objectstore.Opener, clk clock.Clock, observers ...status.Observer) (*Controller, error) {
+func New(client versioned.Interface, inf Informers, opener objectstore.Opener, clk clock.Clock, crash failpoint.Set, observers ...status.Observer) (*Controller, error) {
 	c := &Controller{client: client, requests: inf.Requests.Lister(), backups: inf.Backups.Lister(),
-		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), opener: opener, clock: clk,
+		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), opener: opener, clock: clk, crash: crash,
 		status: status.Writer{Engine: velerov1.EngineBackupDeletion, Observers: observers}}
 	c.Loop = reconcile.NewLoop("deletebackuprequests", c.sync)
 	if err := c.Watch(inf.Requests.Informer()); err != nil {
 		return nil, err
 	}
 	c.WaitFor(inf.Backups.Informer(), inf.Restores.Informer(), inf.Locations.Informer())
+	c.finalize = reconcile.NewLoop("backup-data-finalizer", c.syncDeleted)
+	if err := c.finalize.Watch(inf.Backups.Informer()); err != nil {
+		return nil, err
+	}
+	c.finalize.WaitFor(inf.Restores.Informer(), inf.Locations.Informer())
 	return c, nil
+}
+
+// Run processes deletion requests and deleted backups until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	go c.finalize.Run(ctx, workers)
+	c.Loop.Run(ctx, workers)
+}
+
+// syncDeleted finishes a deleted Backup (deleted by a client, by a
+// DeleteBackupRequest or by backup sync): once it is not running (the
+// backup engine stops a running one and fails it), its data and the
+// restores made from it are deleted, then BackupDataFinalizer removed.
+// Until then the Backup stays, with its deletionTimestamp: a crash in
+// between leaves nothing orphaned, the next start finishes the work.
+func (c *Controller) syncDeleted(ctx context.Context, key cache.ObjectName) error {
+	b, err := c.backups.Backups(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if b.DeletionTimestamp == nil || !reconcile.HasFinalizer(b, velerov1.BackupDataFinalizer) || b.Status.Phase.Running() {
+		return nil // not deleted, done, or the backup engine stops it first
+	}
+	c.crash.Hit(failpoint.DeleteBeforeCleanup)
+	store, layout, err := c.storeOf(ctx, b)
+	switch {
+	case errors.Is(err, errNoLocation), errors.Is(err, errLocationGone):
+		// Nothing can be deleted where there is no location.
+	case err != nil:
+		return fmt.Errorf("deleting the data of deleted backup %s: %w", b.Name, err)
+	case c.readOnly(b):
+		// Another server's location, synced from: its data is not ours.
+	default:
+		if err := objectstore.DeletePrefix(ctx, store, layout.BackupDir(b.Name)); err != nil {
+			return fmt.Errorf("deleting the data of deleted backup %s: %w", b.Name, err)
+		}
+	}
+	restores, err := c.restores.Restores(b.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, r := range restores {
+		if r.Spec.BackupName != b.Name {
+			continue
+		}
+		// Deleted here, where the location is known: the restore engine
+		// finds nothing left when the Restore's own finalizer runs.
+		if store != nil && !c.readOnly(b) {
+			if err := objectstore.DeletePrefix(ctx, store, layout.RestoreDir(r.Name)); err != nil {
+				return fmt.Errorf("deleting the data of restore %s of deleted backup %s: %w", r.Name, b.Name, err)
+			}
+		}
+		if r.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.client.VeleroV1().Restores(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting restore %s of deleted backup %s: %w", r.Name, b.Name, err)
+		}
+	}
+	if err := reconcile.RemoveFinalizer(ctx, c.client.VeleroV1().Backups(b.Namespace), b, velerov1.BackupDataFinalizer, velerov1.EngineBackupDeletion); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("Deleted backup finished: its data is gone", "backup", klog.KObj(b))
+	return nil
+}
+
+// readOnly reports whether the backup's location may not be written.
+func (c *Controller) readOnly(b *velerov1.Backup) bool {
+	l, err := c.locations.BackupStorageLocations(b.Namespace).Get(b.Spec.StorageLocation)
+	return err == nil && l.Spec.AccessMode == velerov1.BackupStorageLocationAccessModeReadOnly
 }
 
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
@@ -163,10 +244,11 @@ func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupReque
 		// Keep the Backup so the deletion can be retried once the location works.
 		return c.finish(ctx, req, fmt.Sprintf("deleting the data of backup %s: %v", backup.Name, err))
 	default:
-		if err := deletePrefix(ctx, store, layout.BackupDir(backup.Name)); err != nil {
+		if err := objectstore.DeletePrefix(ctx, store, layout.BackupDir(backup.Name)); err != nil {
 			return c.finish(ctx, req, fmt.Sprintf("deleting the data of backup %s: %v", backup.Name, err))
 		}
 	}
+	c.crash.Hit(failpoint.DeletionInProgress)
 	restores, err := c.restores.Restores(req.Namespace).List(labels.Everything())
 	if err != nil {
 		return err
@@ -176,7 +258,7 @@ func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupReque
 			continue
 		}
 		if store != nil {
-			if err := deletePrefix(ctx, store, layout.RestoreDir(r.Name)); err != nil {
+			if err := objectstore.DeletePrefix(ctx, store, layout.RestoreDir(r.Name)); err != nil {
 				errs = append(errs, fmt.Sprintf("deleting the data of restore %s: %v", r.Name, err))
 				continue
 			}
@@ -196,7 +278,10 @@ func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupReque
 	return c.finish(ctx, req, errs...)
 }
 
-var errNoLocation = errors.New("the backup has no storage location")
+var (
+	errNoLocation   = errors.New("the backup has no storage location")
+	errLocationGone = errors.New("does not exist")
+)
 
 func (c *Controller) storeOf(ctx context.Context, b *velerov1.Backup) (objectstore.Store, objectstore.Layout, error) {
 	if b.Spec.StorageLocation == "" {
@@ -204,25 +289,12 @@ func (c *Controller) storeOf(ctx context.Context, b *velerov1.Backup) (objectsto
 	}
 	l, err := c.locations.BackupStorageLocations(b.Namespace).Get(b.Spec.StorageLocation)
 	if apierrors.IsNotFound(err) {
-		return nil, objectstore.Layout{}, fmt.Errorf("storage location %s does not exist", b.Spec.StorageLocation)
+		return nil, objectstore.Layout{}, fmt.Errorf("storage location %s %w", b.Spec.StorageLocation, errLocationGone)
 	}
 	if err != nil {
 		return nil, objectstore.Layout{}, err
 	}
 	return c.opener.Open(ctx, l)
-}
-
-func deletePrefix(ctx context.Context, store objectstore.Store, prefix string) error {
-	keys, err := store.List(ctx, prefix)
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := store.Delete(ctx, k); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // finish marks the request Processed with errs.

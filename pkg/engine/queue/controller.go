@@ -100,6 +100,9 @@ func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 	var fresh, queued, running []*velerov1.Backup
 	for _, b := range all {
 		live[b.UID] = true
+		if b.DeletionTimestamp != nil && b.Status.Phase != velerov1.BackupPhaseReadyToStart && b.Status.Phase != velerov1.BackupPhaseInProgress {
+			continue // being deleted: neither queued nor started
+		}
 		if b.Spec.Cancel && b.Status.Phase.Pending() {
 			// A cancelled backup that has not started leaves the queue:
 			// nothing was written, so there is nothing to finalize.
@@ -237,7 +240,7 @@ func (c *Controller) cancel(ctx context.Context, b *velerov1.Backup) error {
 // saw; otherwise the next pass decides.
 func (c *Controller) setPhase(ctx context.Context, b *velerov1.Backup, phase velerov1.BackupPhase) error {
 	_, err := c.statusOf(b.Namespace).Update(ctx, b, func(cur *velerov1.Backup) {
-		if cur.Status.Phase == b.Status.Phase && !cur.Spec.Cancel {
+		if cur.Status.Phase == b.Status.Phase && !cur.Spec.Cancel && cur.DeletionTimestamp == nil {
 			cur.Status.Phase = phase
 		}
 	})

@@ -7,6 +7,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
@@ -115,4 +117,48 @@ func DeleteIfUnchanged(ctx context.Context, del func(context.Context, string, me
 		return fmt.Errorf("deleting %s: %w", name, err)
 	}
 	return nil
+}
+
+// objectClient is what RemoveFinalizer needs of a generated typed client.
+type objectClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*T, error)
+	Update(ctx context.Context, obj *T, opts metav1.UpdateOptions) (*T, error)
+}
+
+// RemoveFinalizer removes finalizer from the stored object of obj's name
+// and UID (its cleanup is done), retrying on conflicts, as engine (the
+// field manager). An object already gone, or without the finalizer, is
+// left alone.
+func RemoveFinalizer[T any, PT interface {
+	*T
+	metav1.Object
+}](ctx context.Context, client objectClient[T], obj PT, finalizer, engine string) error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if PT(cur).GetUID() != obj.GetUID() {
+			return nil
+		}
+		kept := slices.DeleteFunc(slices.Clone(PT(cur).GetFinalizers()), func(f string) bool { return f == finalizer })
+		if len(kept) == len(PT(cur).GetFinalizers()) {
+			return nil
+		}
+		PT(cur).SetFinalizers(kept)
+		_, err = client.Update(ctx, cur, metav1.UpdateOptions{FieldManager: engine})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: removing finalizer %s of %s: %w", engine, finalizer, obj.GetName(), err)
+	}
+	return nil
+}
+
+// HasFinalizer reports whether obj carries finalizer.
+func HasFinalizer(obj metav1.Object, finalizer string) bool {
+	return slices.Contains(obj.GetFinalizers(), finalizer)
 }

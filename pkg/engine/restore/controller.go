@@ -42,6 +42,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -84,6 +85,8 @@ type Config struct {
 	ScratchDir string
 	// Observers are told about the phase transitions the engine writes.
 	Observers []status.Observer
+	// Crash kills the server at a named point (crash-point tests).
+	Crash failpoint.Set
 }
 
 // Controller is the restore engine.
@@ -133,6 +136,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return err
 	}
+	if r.DeletionTimestamp != nil {
+		return c.finishDeleted(ctx, r)
+	}
 	if r.Status.Phase != "" && r.Status.Phase != velerov1.RestorePhaseNew {
 		return nil
 	}
@@ -179,8 +185,34 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return err
 	}
+	c.cfg.Crash.Hit(failpoint.RestoreInProgress)
 	c.run(ctx, r, backup)
 	return nil
+}
+
+// finishDeleted deletes a deleted restore's log and results from its
+// backup's storage location, then removes RestoreDataFinalizer. (Restores
+// run one at a time in sync: a restore deleted while it runs is finished
+// here after it ended; one the server was running when it stopped was
+// failed by Run first.) Without the backup or its location there is
+// nothing to find: the backup's deletion deleted the restore's data.
+func (c *Controller) finishDeleted(ctx context.Context, r *velerov1.Restore) error {
+	if !reconcile.HasFinalizer(r, velerov1.RestoreDataFinalizer) {
+		return nil
+	}
+	if b, err := c.backups.Backups(r.Namespace).Get(r.Spec.BackupName); err == nil {
+		bsl, err := c.locations.BackupStorageLocations(r.Namespace).Get(b.Spec.StorageLocation)
+		if err == nil && bsl.Spec.AccessMode != velerov1.BackupStorageLocationAccessModeReadOnly {
+			store, layout, err := c.cfg.Opener.Open(ctx, bsl)
+			if err != nil {
+				return fmt.Errorf("deleting the data of deleted restore %s: %w", r.Name, err)
+			}
+			if err := objectstore.DeletePrefix(ctx, store, layout.RestoreDir(r.Name)); err != nil {
+				return fmt.Errorf("deleting the data of deleted restore %s: %w", r.Name, err)
+			}
+		}
+	}
+	return reconcile.RemoveFinalizer(ctx, c.cfg.Client.VeleroV1().Restores(r.Namespace), r, velerov1.RestoreDataFinalizer, velerov1.EngineRestore)
 }
 
 // validate finds the restore's backup and says what keeps it from running.

@@ -54,6 +54,7 @@ import (
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/kubevirtbackup/v1alpha1"
@@ -79,6 +80,8 @@ type Config struct {
 	FullBackupPull bool
 	// Observers are told about the state transitions the engine writes.
 	Observers []status.Observer
+	// Crash kills the server at a named point (crash-point tests).
+	Crash failpoint.Set
 }
 
 // Controller is the VirtualMachineBackup engine.
@@ -106,16 +109,6 @@ func New(cfg Config) (*Controller, error) {
 	c.Loop = reconcile.NewLoop("vmbackup", c.sync)
 	if err := c.Watch(cfg.Backups.Informer()); err != nil {
 		return nil, err
-	}
-	if _, err := cfg.Backups.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		if b, ok := obj.(*kv.VirtualMachineBackup); ok {
-			c.abort(b.UID)
-		}
-	}}); err != nil {
-		return nil, fmt.Errorf("vmbackup engine: watching deletions: %w", err)
 	}
 	c.WaitFor(cfg.Trackers.Informer())
 	c.synced = []cache.InformerSynced{cfg.Backups.Informer().HasSynced, cfg.Trackers.Informer().HasSynced}
@@ -184,14 +177,6 @@ func conditions(b *kv.VirtualMachineBackup) []metav1.Condition {
 	return b.Status.Conditions
 }
 
-func (c *Controller) abort(uid types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r := c.running[uid]; r != nil {
-		r.cancel()
-	}
-}
-
 // source is what a backup backs up.
 type source struct {
 	vm      string
@@ -217,12 +202,21 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return err
 	}
-	if b.State().Terminal() || b.DeletionTimestamp != nil {
-		return nil
-	}
 	c.mu.Lock()
 	r, isRunning := c.running[b.UID]
 	c.mu.Unlock()
+	if b.DeletionTimestamp != nil {
+		if isRunning {
+			r.cancel() // the run aborts the job, removes what it wrote, fails the backup: then here again
+			return nil
+		}
+		// Nothing runs: whatever a run wrote is gone (a run cleans up
+		// before it ends, a restart's recovery before the loop starts).
+		return reconcile.RemoveFinalizer(ctx, c.cfg.Client.BackupV1alpha1().VirtualMachineBackups(b.Namespace), b, kv.CleanupFinalizer, kv.EngineVMBackup)
+	}
+	if b.State().Terminal() {
+		return nil
+	}
 	if _, cancel := b.Annotations[kv.CancelAnnotation]; cancel {
 		if isRunning {
 			r.cancel() // the run ends Aborted
@@ -284,6 +278,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 				delete(c.busy, vmKey)
 			}
 			c.mu.Unlock()
+			// This one again (deleted meanwhile: its finalizer goes now).
+			c.Add(key)
 			// Backups of the same VM waiting for this one.
 			if others, err := c.backups.VirtualMachineBackups(b.Namespace).List(labels.Everything()); err == nil {
 				for _, o := range others {
@@ -376,6 +372,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 	}
 	res, err := backup(runCtx, virt.BackupRequest{
 		Domain: domain, TargetDir: out, Incremental: since, Backing: backing, Checkpoint: checkpoint, Quiesce: !b.Spec.SkipQuiesce,
+		Begun: func() { c.cfg.Crash.Hit(failpoint.VMBackupAfterBegin) },
 	}, func(p virt.Progress) {
 		if time.Since(lastProgress) < time.Second {
 			return
@@ -423,6 +420,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		return
 	}
 
+	c.cfg.Crash.Hit(failpoint.VMBackupBeforeTrackerMoves)
 	// The tracker moves to the new checkpoint (none: its VM cannot track
 	// changes, there is nothing to be incremental to).
 	if src.tracker != nil && checkpoint == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,6 +39,9 @@ type Strategy struct {
 	// ValidateObject, if set, holds the resource's own rules (internal
 	// object), checked on create and on update after the metadata rules.
 	ValidateObject func(obj runtime.Object) field.ErrorList
+	// Finalizers are added to every new object: the engine that owns the
+	// object's cleanup removes each once its part is done.
+	Finalizers []string
 }
 
 var (
@@ -57,13 +61,18 @@ func NewStrategy(typer runtime.ObjectTyper, apiVersions ...string) Strategy {
 func (s Strategy) NamespaceScoped() bool { return !s.ClusterScoped }
 
 // PrepareForCreate clears the status (clients set it through the status
-// subresource only) and starts the generation at 1.
+// subresource only), starts the generation at 1 and adds the finalizers.
 func (s Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	if !s.NoStatus {
 		ResetStatus(obj)
 	}
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetGeneration(1)
+		for _, f := range s.Finalizers {
+			if !slices.Contains(m.GetFinalizers(), f) {
+				m.SetFinalizers(append(m.GetFinalizers(), f))
+			}
+		}
 	}
 }
 

@@ -354,6 +354,13 @@ func TestCancelRunningBackup(t *testing.T) {
 		entries, _ := os.ReadDir(filepath.Join(s.DataDir, "backups", "backups", "deleted"))
 		t.Errorf("data of the deleted running backup left: %v", entries)
 	}
+	// Its finalizer held it until then; now it is gone.
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "deleted", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("the deleted running backup is still there: %v", err)
+	}
 }
 
 // TestBackupInterruptedByRestart: a backup running when the server is

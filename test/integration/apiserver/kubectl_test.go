@@ -163,7 +163,8 @@ spec:
 	}
 
 	// delete.
-	mustKubectl(t, s, "delete", "-f", filepath.Dir(examples(t, "backup.yaml")))
+	// Deleting the backup deletes the restores made from it too.
+	mustKubectl(t, s, "delete", "--ignore-not-found", "-f", filepath.Dir(examples(t, "backup.yaml")))
 	mustKubectl(t, s, "delete", "backup", "watched", "-n", ns)
 	if out = mustKubectl(t, s, "get", "backups,schedules,restores", "-n", ns, "-o", "name"); strings.TrimSpace(out) != "" {
 		t.Errorf("objects left after delete:\n%s", out)

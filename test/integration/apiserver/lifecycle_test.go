@@ -3,12 +3,17 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -157,6 +162,64 @@ func TestMetricsAfterBackup(t *testing.T) {
 	} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("/metrics has no line %q", want)
+		}
+	}
+}
+
+// TestFinalizersOwnCleanup: deleting a Backup (not through a
+// DeleteBackupRequest) or a Restore holds the object, with its finalizer,
+// until the engine has deleted its data from the storage location; then
+// the object is gone and so are its files.
+func TestFinalizersOwnCleanup(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	createBackup(t, s, "kept", "app")
+	b := waitBackup(t, s, "kept", "finished", finished)
+	if b.Status.Phase != velerov1.BackupPhaseCompleted || !slices.Contains(b.Finalizers, velerov1.BackupDataFinalizer) {
+		t.Fatalf("backup: %s %q, finalizers %v", b.Status.Phase, b.Status.FailureReason, b.Finalizers)
+	}
+	restore, err := s.Clientset.VeleroV1().Restores(ns).Create(ctx, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: ns},
+		Spec: velerov1.RestoreSpec{BackupName: "kept"}}, metav1.CreateOptions{})
+	if err != nil || !slices.Contains(restore.Finalizers, velerov1.RestoreDataFinalizer) {
+		t.Fatalf("restore: %v, finalizers %v", err, restore.Finalizers)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		r, err := s.Clientset.VeleroV1().Restores(ns).Get(ctx, "r1", metav1.GetOptions{})
+		return err == nil && r.Status.Phase.Terminal(), nil
+	}); err != nil {
+		t.Fatalf("restore r1 did not finish: %v", err)
+	}
+
+	backupDir := filepath.Join(s.DataDir, "backups", "backups", "kept")
+	restoreDir := filepath.Join(s.DataDir, "backups", "restores", "r1")
+	for _, dir := range []string{backupDir, restoreDir} {
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
+			t.Fatalf("%s before the deletion: %v, %d files", dir, err, len(entries))
+		}
+	}
+	if err := s.Clientset.VeleroV1().Backups(ns).Delete(ctx, "kept", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone := func(get func() error) bool {
+		return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return apierrors.IsNotFound(get()), nil
+		}) == nil
+	}
+	if !gone(func() error {
+		_, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "kept", metav1.GetOptions{})
+		return err
+	}) {
+		t.Fatal("the deleted backup is still there after a minute")
+	}
+	if !gone(func() error {
+		_, err := s.Clientset.VeleroV1().Restores(ns).Get(ctx, "r1", metav1.GetOptions{})
+		return err
+	}) {
+		t.Fatal("the restore of the deleted backup is still there after a minute")
+	}
+	for _, dir := range []string{backupDir, restoreDir} {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("%s still holds %d files after the deletion", dir, len(entries))
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -269,12 +270,18 @@ func exercise[T any, L any](c resourceCase[T, L]) func(t *testing.T) {
 		if err := cl.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "batch=x"}); err != nil {
 			t.Fatalf("deletecollection: %v", err)
 		}
-		left, err := cl.List(ctx, metav1.ListOptions{LabelSelector: "batch=x"})
-		if err != nil {
-			t.Fatalf("list after deletecollection: %v", err)
-		}
-		if n := meta.LenList(any(left).(runtime.Object)); n != 0 {
-			t.Errorf("deletecollection left %d objects", n)
+		// Resources whose engines clean up after them (finalizers) go
+		// once the engine is done.
+		var left int
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := cl.List(ctx, metav1.ListOptions{LabelSelector: "batch=x"})
+			if err != nil {
+				return false, err
+			}
+			left = meta.LenList(any(list).(runtime.Object))
+			return left == 0, nil
+		}); err != nil {
+			t.Errorf("deletecollection left %d objects: %v", left, err)
 		}
 
 		// validation.

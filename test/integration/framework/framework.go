@@ -37,6 +37,7 @@ type Server struct {
 	DataDir string
 	Port    int
 	args    []string
+	env     []string
 
 	// KubeconfigPath is the admin kubeconfig (user in system:masters).
 	KubeconfigPath string
@@ -63,6 +64,8 @@ type Options struct {
 	Args []string
 	// DataDir reuses a data directory (default: a new temporary one).
 	DataDir string
+	// Env is added to the server's environment (failpoint.EnvVar, say).
+	Env []string
 }
 
 // Start starts a server and stops it (SIGTERM) when the test ends.
@@ -72,7 +75,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	s := &Server{t: t, DataDir: dataDir, Port: freePort(t), args: opts.Args}
+	s := &Server{t: t, DataDir: dataDir, Port: freePort(t), args: opts.Args, env: opts.Env}
 	s.start()
 	t.Cleanup(func() {
 		s.Stop()
@@ -102,6 +105,7 @@ func (s *Server) start() {
 		"--engine-groups", EngineGroup,
 	}, s.args...)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
@@ -183,6 +187,28 @@ func (s *Server) stop(sig syscall.Signal) {
 	}
 	s.cmd = nil
 	_ = s.log.Close()
+}
+
+// WaitCrash waits until the server exits by itself (a failpoint killed
+// it) and reports whether it did within timeout.
+func (s *Server) WaitCrash(timeout time.Duration) bool {
+	select {
+	case <-s.exited:
+		s.cmd = nil
+		_ = s.log.Close()
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// StartAgain starts a server that has exited on the same port and data
+// directory, with env (instead of the first start's) added to its
+// environment.
+func (s *Server) StartAgain(env []string) {
+	s.t.Helper()
+	s.env = env
+	s.start()
 }
 
 // Restart stops the server (SIGKILL when kill is set) and starts it again

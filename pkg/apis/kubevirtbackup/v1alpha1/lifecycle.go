@@ -23,6 +23,12 @@ const (
 // once the backup has ended (409), nor removed or changed (422).
 const CancelAnnotation = "backstop.io/cancel-requested"
 
+// CleanupFinalizer holds a deleted VirtualMachineBackup until the VM
+// backup engine has aborted its libvirt job and removed its partial output
+// and new checkpoint (nothing to do for one that has ended: its output is
+// the user's). The server adds it on create.
+const CleanupFinalizer = "backstop.io/vm-backup-cleanup"
+
 // Condition reasons Backstop adds to the upstream ones.
 const (
 	// Progressing false: the backup waits.

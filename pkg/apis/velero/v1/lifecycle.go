@@ -25,6 +25,9 @@ const (
 	// BackupRestartedReason is status.failureReason of a backup the
 	// server was running when it stopped.
 	BackupRestartedReason = "the server stopped while the backup was in progress; its partial data was removed"
+	// BackupDeletedReason is status.failureReason of a backup deleted
+	// while it ran.
+	BackupDeletedReason = "the backup was deleted while it ran; its data was removed"
 
 	// QueueSequenceAnnotation holds a backup's place in the queue: a
 	// number the server assigns when the backup enters the Queued phase,
@@ -35,6 +38,15 @@ const (
 	// its value is the location. Only the server creates a Backup with a
 	// status, and only such a one.
 	SyncedFromLocationAnnotation = "backstop.io/synced-from-location"
+
+	// BackupDataFinalizer holds a deleted Backup until its data is gone
+	// from its storage location (with the restores made from it); the
+	// backup-deletion engine removes it. The server adds it on create.
+	BackupDataFinalizer = "backstop.io/backup-data"
+	// RestoreDataFinalizer holds a deleted Restore until its log and
+	// results are gone from the storage location; the restore engine
+	// removes it. The server adds it on create.
+	RestoreDataFinalizer = "backstop.io/restore-data"
 )
 
 // BackupLifecycle is the life of a Backup. Velero's phases
@@ -74,7 +86,7 @@ var BackupLifecycle = lifecycle.Table[BackupPhase]{
 			When: "velero-backup.json written"},
 		{From: lifecycle.From(BackupPhaseInProgress, BackupPhaseWaitingForPluginOperations, BackupPhaseWaitingForPluginOperationsPartiallyFailed,
 			BackupPhaseFinalizing, BackupPhaseFinalizingPartiallyFailed), To: BackupPhaseFailed, By: EngineBackup,
-			When: "the tarball or the records could not be written, or the server stopped while it ran"},
+			When: "the tarball or the records could not be written, it was deleted, or the server stopped while it ran"},
 		{From: lifecycle.From(BackupPhaseFinalizingCancelled), To: BackupPhaseFailed, By: EngineBackup + ", " + EngineBackupQueue,
 			When: "cancellation finished: failureReason " + BackupCancelledReason},
 		{From: lifecycle.From[BackupPhase]("", BackupPhaseNew, BackupPhaseQueued, BackupPhaseReadyToStart,

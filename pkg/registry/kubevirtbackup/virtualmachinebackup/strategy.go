@@ -25,7 +25,9 @@ type Strategy struct{ resource.Strategy }
 
 // NewStrategy returns the VirtualMachineBackup strategy.
 func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	return Strategy{resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String())}
+	s := resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String())
+	s.Finalizers = []string{kubevirtbackupv1alpha1.CleanupFinalizer}
+	return Strategy{s}
 }
 
 // PrepareForCreate clears the status and normalizes the spec.

@@ -41,6 +41,7 @@ func NewStrategy(typer runtime.ObjectTyper, defaultLocation DefaultLocationFunc)
 	base.ValidateObject = func(obj runtime.Object) field.ErrorList {
 		return velerovalidation.ValidateBackupSpec(&obj.(*velero.Backup).Spec, field.NewPath("spec"))
 	}
+	base.Finalizers = []string{velerov1.BackupDataFinalizer}
 	return Strategy{Strategy: base, defaultLocation: defaultLocation}
 }
 

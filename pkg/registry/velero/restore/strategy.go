@@ -17,6 +17,7 @@ import (
 func NewStrategy(typer runtime.ObjectTyper) resource.Strategy {
 	s := resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())
 	s.ValidateObject = validate
+	s.Finalizers = []string{velerov1.RestoreDataFinalizer}
 	return s
 }
 
