@@ -134,6 +134,32 @@ func (f *Filesystem) List(_ context.Context, prefix string) ([]string, error) {
 	return keys, nil
 }
 
+// removeIncomplete removes the temporary files of Puts a crash
+// interrupted under prefix (List does not show them).
+func (f *Filesystem) removeIncomplete(prefix string) error {
+	return filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || !strings.HasPrefix(d.Name(), ".put-") {
+			return nil
+		}
+		rel, err := filepath.Rel(f.root, p)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(filepath.ToSlash(rel), prefix) {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("removing an interrupted upload: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
 // Probe creates the directory if needed and writes, reads back and removes
 // a small file in it.
 func (f *Filesystem) Probe(ctx context.Context) error {

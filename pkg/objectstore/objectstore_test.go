@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -114,5 +115,42 @@ func TestFilesystemProbe(t *testing.T) {
 	bad, _ := NewFilesystem(dir + "/file/sub")
 	if err := bad.Probe(ctx); err == nil {
 		t.Errorf("probe under a regular file succeeded")
+	}
+}
+
+// TestDeletePrefixRemovesInterruptedUploads: deleting a prefix removes the
+// objects but those kept, and the temporary file of a Put a crash
+// interrupted; other prefixes are left alone.
+func TestDeletePrefixRemovesInterruptedUploads(t *testing.T) {
+	root := t.TempDir()
+	fs, err := NewFilesystem(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range []string{"backups/b1/b1.tar.gz", "backups/b1/b1-logs.gz", "backups/b2/b2.tar.gz"} {
+		if err := fs.Put(ctx, k, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, leftover := range []string{"backups/b1/.put-123", "backups/b2/.put-456"} {
+		if err := os.WriteFile(filepath.Join(root, leftover), []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := DeletePrefix(ctx, fs, "backups/b1/", "backups/b1/b1-logs.gz"); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(root, p)
+			left = append(left, rel)
+		}
+		return nil
+	})
+	want := []string{"backups/b1/b1-logs.gz", "backups/b2/.put-456", "backups/b2/b2.tar.gz"}
+	if strings.Join(left, ",") != strings.Join(want, ",") {
+		t.Errorf("left %v, want %v", left, want)
 	}
 }

@@ -2,6 +2,7 @@ package objectstore
 
 import (
 	"bytes"
+	"slices"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -153,16 +154,27 @@ func PutGzip(ctx context.Context, store Store, key string, data []byte) error {
 	return nil
 }
 
-// DeletePrefix deletes every object under prefix.
-func DeletePrefix(ctx context.Context, store Store, prefix string) error {
+// DeletePrefix deletes every object under prefix but those named in keep,
+// and what interrupted uploads left there (a store that keeps such
+// leftovers in view of its own, as the filesystem does its temporary
+// files, removes them). Nothing may be writing under prefix.
+func DeletePrefix(ctx context.Context, store Store, prefix string, keep ...string) error {
 	keys, err := store.List(ctx, prefix)
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
+		if slices.Contains(keep, k) {
+			continue
+		}
 		if err := store.Delete(ctx, k); err != nil {
 			return err
 		}
+	}
+	if s, ok := store.(interface {
+		removeIncomplete(prefix string) error
+	}); ok {
+		return s.removeIncomplete(prefix)
 	}
 	return nil
 }

@@ -617,20 +617,12 @@ func putMetadata(ctx context.Context, store objectstore.Store, layout objectstor
 
 // deleteData removes a backup's objects, its log too unless keepLog.
 func deleteData(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, keepLog bool) error {
-	logKey, _ := layout.Key(velerov1.DownloadTargetKindBackupLog, name)
-	keys, err := store.List(ctx, layout.BackupDir(name))
-	if err != nil {
-		return err
+	var keep []string
+	if keepLog {
+		logKey, _ := layout.Key(velerov1.DownloadTargetKindBackupLog, name)
+		keep = append(keep, logKey)
 	}
-	for _, k := range keys {
-		if keepLog && k == logKey {
-			continue
-		}
-		if err := store.Delete(ctx, k); err != nil {
-			return err
-		}
-	}
-	return nil
+	return objectstore.DeletePrefix(ctx, store, layout.BackupDir(name), keep...)
 }
 
 // cancelled finishes a backup cancelled while running: FinalizingCancelled,

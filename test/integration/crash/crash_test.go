@@ -1,0 +1,370 @@
+// Package crash kills the server at every named crash point of its engines
+// (pkg/failpoint) and checks what the next start makes of it: every object
+// ends in a state its life allows, the storage location holds no data of a
+// failed or deleted backup, libvirt holds no job or checkpoint nobody
+// owns, VM backup volumes hold no output of a failed backup, and the queue
+// drains.
+package crash
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/failpoint"
+	"github.com/backstop-io/backstop/pkg/virt/virttest"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// ns is the admin namespace; app holds the items backups take.
+const (
+	ns  = "backstop-system"
+	app = "app"
+)
+
+// run is one crash point's scenario.
+type run struct {
+	t     *testing.T
+	s     *framework.Server
+	root  string   // volume root of VM backups
+	vmNS  string   // namespace of the VMs, when the point needs one
+	doms  []string // libvirt domains of the scenario
+	extra []string // server flags
+}
+
+// point is a crash point and what drives the server to it.
+type point struct {
+	name  string
+	vm    bool
+	flags []string
+	drive func(r *run)
+}
+
+func points() []point {
+	backupOfApp := func(r *run) { r.createBackup("b1", app) }
+	completed := func(r *run) {
+		r.createBackup("b1", app)
+		r.waitBackup("b1", velerov1.BackupPhaseCompleted)
+	}
+	return []point{
+		{name: failpoint.BackupInProgress, drive: backupOfApp},
+		{name: failpoint.BackupMidCollection, drive: backupOfApp},
+		{name: failpoint.BackupBeforeUpload, drive: backupOfApp},
+		{name: failpoint.BackupAfterUpload, drive: backupOfApp},
+		{name: failpoint.BackupFinalizing, drive: backupOfApp},
+		{name: failpoint.BackupWaitingForOps, vm: true, drive: func(r *run) {
+			r.domain("vm1")
+			r.createBackup("b1", r.vmNS)
+		}},
+		{name: failpoint.BackupFinalizingCanceled, flags: []string{"--client-page-size=1", "--client-qps=2", "--client-burst=1"}, drive: func(r *run) {
+			r.createBackup("b1", app)
+			r.waitFor("backup b1 collecting", func() bool {
+				b := r.backup("b1")
+				return b != nil && b.Status.Phase == velerov1.BackupPhaseInProgress && b.Status.Progress != nil && b.Status.Progress.ItemsBackedUp > 0
+			})
+			if _, err := r.s.Clientset.VeleroV1().Backups(ns).Patch(context.Background(), "b1", types.MergePatchType, []byte(`{"spec":{"cancel":true}}`), metav1.PatchOptions{}); err != nil {
+				r.t.Fatal(err)
+			}
+		}},
+		{name: failpoint.RestoreInProgress, drive: func(r *run) {
+			completed(r)
+			if _, err := r.s.Clientset.VeleroV1().Restores(ns).Create(context.Background(), &velerov1.Restore{
+				ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: ns},
+				Spec:       velerov1.RestoreSpec{BackupName: "b1", NamespaceMapping: map[string]string{app: "app-restored"}},
+			}, metav1.CreateOptions{}); err != nil {
+				r.t.Fatal(err)
+			}
+		}},
+		{name: failpoint.DeletionInProgress, drive: func(r *run) {
+			completed(r)
+			if _, err := r.s.Clientset.VeleroV1().DeleteBackupRequests(ns).Create(context.Background(), &velerov1.DeleteBackupRequest{
+				ObjectMeta: metav1.ObjectMeta{Name: "d1", Namespace: ns}, Spec: velerov1.DeleteBackupRequestSpec{BackupName: "b1"},
+			}, metav1.CreateOptions{}); err != nil {
+				r.t.Fatal(err)
+			}
+		}},
+		{name: failpoint.DeleteBeforeCleanup, drive: func(r *run) {
+			completed(r)
+			if err := r.s.Clientset.VeleroV1().Backups(ns).Delete(context.Background(), "b1", metav1.DeleteOptions{}); err != nil {
+				r.t.Fatal(err)
+			}
+		}},
+		{name: failpoint.VMBackupAfterBegin, vm: true, drive: func(r *run) {
+			r.domain("vm1")
+			r.createVMBackup("vmb1", "VirtualMachine", "vm1")
+		}},
+		{name: failpoint.VMBackupBeforeTrackerMoves, vm: true, drive: func(r *run) {
+			r.domain("vm1")
+			group := "kubevirt.io"
+			if _, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(r.vmNS).Create(context.Background(), &kv.VirtualMachineBackupTracker{
+				ObjectMeta: metav1.ObjectMeta{Name: "t1", Namespace: r.vmNS},
+				Spec:       kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "vm1"}},
+			}, metav1.CreateOptions{}); err != nil {
+				r.t.Fatal(err)
+			}
+			r.createVMBackup("vmb1", "VirtualMachineBackupTracker", "t1")
+		}},
+	}
+}
+
+// TestCrashPoints kills the server at each crash point, starts it again
+// and checks that nothing is left behind.
+func TestCrashPoints(t *testing.T) {
+	all := points()
+	var covered []string
+	for _, p := range all {
+		covered = append(covered, p.name)
+	}
+	for _, name := range failpoint.Points {
+		if !slices.Contains(covered, name) {
+			t.Errorf("crash point %s has no scenario", name)
+		}
+	}
+	restarts, orphans := 0, 0
+	for i, p := range all {
+		t.Run(p.name, func(t *testing.T) {
+			root := virttest.Dir(t)
+			r := &run{t: t, root: root}
+			if p.vm {
+				r.vmNS = fmt.Sprintf("crash%d", i)
+			}
+			flags := append([]string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}, p.flags...)
+			r.s = framework.Start(t, framework.Options{Args: flags, Env: []string{failpoint.EnvVar + "=" + p.name}})
+			for j := range 3 {
+				r.createTracker(app, fmt.Sprintf("item%d", j))
+			}
+			p.drive(r)
+			if !r.s.WaitCrash(2 * time.Minute) {
+				t.Fatalf("the server did not crash at %s within two minutes", p.name)
+			}
+			r.s.StartAgain(nil)
+			restarts++
+			r.settle()
+			found := r.orphans()
+			for _, o := range found {
+				t.Errorf("orphan after a crash at %s: %s", p.name, o)
+			}
+			orphans += len(found)
+			// The queue drains: a new backup runs to its end.
+			r.createBackup("after", app)
+			r.waitBackup("after", velerov1.BackupPhaseCompleted)
+		})
+	}
+	fmt.Printf("points %d, restarts %d, orphans %d\n", len(all), restarts, orphans)
+}
+
+func (r *run) domain(vm string) {
+	name := r.vmNS + "_" + vm
+	d := virttest.NewDomain(r.t, name, "64M")
+	d.Write(r.t, 0x5a, "0", "8M")
+	r.doms = append(r.doms, name)
+	// The volume VM backups push into.
+	if err := os.MkdirAll(filepath.Join(r.root, r.vmNS, "out"), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *run) createTracker(namespace, name string) {
+	group := "kubevirt.io"
+	if _, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(namespace).Create(context.Background(), &kv.VirtualMachineBackupTracker{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec:       kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "none-" + name}},
+	}, metav1.CreateOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *run) createBackup(name, namespace string) {
+	if _, err := r.s.Clientset.VeleroV1().Backups(ns).Create(context.Background(), &velerov1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{"backstop.io/vm-backup-pvc": "out"}},
+		Spec:       velerov1.BackupSpec{IncludedNamespaces: []string{namespace}},
+	}, metav1.CreateOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *run) createVMBackup(name, kind, source string) {
+	group, pvc, mode := "kubevirt.io", "out", kv.PushMode
+	if kind != "VirtualMachine" {
+		group = kv.GroupName
+	}
+	if _, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackups(r.vmNS).Create(context.Background(), &kv.VirtualMachineBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.vmNS},
+		Spec:       kv.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: kind, Name: source}, Mode: &mode, PvcName: &pvc},
+	}, metav1.CreateOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *run) backup(name string) *velerov1.Backup {
+	b, err := r.s.Clientset.VeleroV1().Backups(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return b
+}
+
+func (r *run) waitFor(what string, cond func() bool) {
+	r.t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		r.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func (r *run) waitBackup(name string, phase velerov1.BackupPhase) {
+	r.t.Helper()
+	var last *velerov1.Backup
+	r.waitFor("backup "+name+" "+string(phase), func() bool {
+		last = r.backup(name)
+		if last != nil && last.Status.Phase.Terminal() && last.Status.Phase != phase {
+			r.t.Fatalf("backup %s ended %s (%s), want %s", name, last.Status.Phase, last.Status.FailureReason, phase)
+		}
+		return last != nil && last.Status.Phase == phase
+	})
+}
+
+// settle waits until every object has ended its life (or is gone).
+func (r *run) settle() {
+	r.t.Helper()
+	ctx := context.Background()
+	cs := r.s.Clientset
+	var pending []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pending = nil
+		backups, err := cs.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, b := range backups.Items {
+			if !b.Status.Phase.Terminal() || b.DeletionTimestamp != nil {
+				pending = append(pending, "backup "+b.Name+" "+string(b.Status.Phase))
+			}
+		}
+		restores, err := cs.VeleroV1().Restores(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, rs := range restores.Items {
+			if !rs.Status.Phase.Terminal() || rs.DeletionTimestamp != nil {
+				pending = append(pending, "restore "+rs.Name+" "+string(rs.Status.Phase))
+			}
+		}
+		requests, err := cs.VeleroV1().DeleteBackupRequests(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, d := range requests.Items {
+			if !d.Status.Phase.Terminal() {
+				pending = append(pending, "deletebackuprequest "+d.Name+" "+string(d.Status.Phase))
+			}
+		}
+		if r.vmNS != "" {
+			vmbs, err := cs.BackupV1alpha1().VirtualMachineBackups(r.vmNS).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, b := range vmbs.Items {
+				if !b.State().Terminal() || b.DeletionTimestamp != nil {
+					pending = append(pending, "virtualmachinebackup "+b.Name+" "+string(b.State()))
+				}
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		r.t.Fatalf("not settled three minutes after the restart: %v", pending)
+	}
+}
+
+// orphans lists what nobody owns any more.
+func (r *run) orphans() []string {
+	ctx := context.Background()
+	var out []string
+	// The default storage location: a backup's data belongs to a backup
+	// that exists and succeeded; a failed one keeps its log and metadata
+	// only; restores' records belong to restores that exist.
+	location := filepath.Join(r.s.DataDir, "backups")
+	dirs, _ := os.ReadDir(filepath.Join(location, "backups"))
+	for _, d := range dirs {
+		files, _ := os.ReadDir(filepath.Join(location, "backups", d.Name()))
+		b := r.backup(d.Name())
+		for _, f := range files {
+			switch {
+			case b == nil:
+				out = append(out, fmt.Sprintf("file %s of deleted backup %s", f.Name(), d.Name()))
+			case b.Status.Phase.Restorable():
+			case f.Name() == d.Name()+"-logs.gz" || f.Name() == "velero-backup.json":
+			default:
+				out = append(out, fmt.Sprintf("file %s of %s backup %s", f.Name(), b.Status.Phase, d.Name()))
+			}
+		}
+	}
+	dirs, _ = os.ReadDir(filepath.Join(location, "restores"))
+	for _, d := range dirs {
+		files, _ := os.ReadDir(filepath.Join(location, "restores", d.Name()))
+		if _, err := r.s.Clientset.VeleroV1().Restores(ns).Get(ctx, d.Name(), metav1.GetOptions{}); apierrors.IsNotFound(err) && len(files) > 0 {
+			out = append(out, fmt.Sprintf("%d files of deleted restore %s", len(files), d.Name()))
+		}
+	}
+	if r.vmNS == "" {
+		return out
+	}
+	// VM backup output: only completed backups keep theirs.
+	outputs, _ := os.ReadDir(filepath.Join(r.root, r.vmNS, "out"))
+	for _, o := range outputs {
+		b, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackups(r.vmNS).Get(ctx, o.Name(), metav1.GetOptions{})
+		if err != nil || b.State() != kv.BackupComplete {
+			out = append(out, fmt.Sprintf("VM backup output %s/out/%s of a backup that did not complete", r.vmNS, o.Name()))
+		}
+	}
+	// libvirt: no job left, and every checkpoint is a tracker's.
+	trackers, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(r.vmNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var owned []string
+	for _, t := range trackers.Items {
+		if t.Status != nil && t.Status.LatestCheckpoint != nil {
+			owned = append(owned, t.Status.LatestCheckpoint.Name)
+		}
+	}
+	for _, dom := range r.doms {
+		if job := virsh(r.t, "domjobinfo", dom); !strings.Contains(job, "None") {
+			out = append(out, fmt.Sprintf("libvirt job on %s: %s", dom, strings.TrimSpace(job)))
+		}
+		for _, cp := range strings.Fields(virsh(r.t, "checkpoint-list", dom, "--name")) {
+			if !slices.Contains(owned, cp) {
+				out = append(out, fmt.Sprintf("checkpoint %s of %s that no tracker holds", cp, dom))
+			}
+		}
+	}
+	return out
+}
+
+func virsh(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("virsh", append([]string{"-c", virttest.URI}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("virsh %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
