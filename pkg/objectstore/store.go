@@ -2,12 +2,12 @@ package objectstore
 
 import (
 	"bytes"
-	"slices"
 	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
