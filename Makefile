@@ -54,13 +54,14 @@ verify-codegen:
 
 # Every test: formatting, vet, generated code, then unit, conformance, crash
 # and integration tests against the real binaries, the crash-point matrix
-# (its summary line printed), then the storage tests again under the race
-# detector.
+# (its summary line printed), 30 s of fuzzing request bodies, then the
+# storage tests again under the race detector.
 test: fmt-check vet verify-codegen build tools
 	bash hack/start-libvirt.sh
 	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m $$($(GO) list $(PKGS) | grep -v /test/integration/crash)
 	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m -v ./test/integration/crash | \
 		grep -a -E '^(ok|FAIL|panic:|points [0-9]+|--- FAIL|    crash_test.go:[0-9]+: )'
+	$(GO) test -count=1 -run '^$$' -fuzz FuzzRequestBodies -fuzztime 30s ./pkg/registry
 	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
 
 # The fast tier, for the edit-test loop: the package tests in short mode,
