@@ -60,7 +60,7 @@ test: fmt-check vet verify-codegen build tools
 	bash hack/start-libvirt.sh
 	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m $$($(GO) list $(PKGS) | grep -v /test/integration/crash)
 	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m -v ./test/integration/crash | \
-		grep -a -E '^(ok|FAIL|panic:|points [0-9]+|--- FAIL|    crash_test.go:[0-9]+: )'
+		grep -a -E '^(ok|FAIL|panic:|points [0-9]+|--- FAIL|    [a-z_]+_test.go:[0-9]+: )'
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzRequestBodies -fuzztime 30s ./pkg/registry
 	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
 

@@ -425,7 +425,11 @@ func targetDev(disk string) string {
 }
 
 func (c *Conn) define(desc string) error {
-	d, err := c.conn.DomainDefineXML(desc)
+	conn, err := c.lv()
+	if err != nil {
+		return err
+	}
+	d, err := conn.DomainDefineXML(desc)
 	if err != nil {
 		return err
 	}
@@ -452,7 +456,11 @@ type capabilitiesXML struct {
 // qemuOwner is the uid and gid QEMU processes run as (nil: the DAC model is
 // off, files are not relabelled).
 func (c *Conn) qemuOwner() (*fileOwner, error) {
-	caps, err := c.conn.GetCapabilities()
+	conn, err := c.lv()
+	if err != nil {
+		return nil, err
+	}
+	caps, err := conn.GetCapabilities()
 	if err != nil {
 		return nil, fmt.Errorf("reading host capabilities: %w", err)
 	}

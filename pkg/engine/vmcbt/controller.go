@@ -157,6 +157,8 @@ func (c *Controller) conn() (*virt.Conn, error) {
 				c.Add(key)
 			}
 		})
+		// Events were missed while libvirt was away: look at every VM.
+		conn.OnReconnect(c.resync)
 		c.subscribed = conn
 	}
 	return conn, nil
@@ -258,6 +260,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 		c.report(ctx, shown, nil, kv.ReasonDomainNotFound,
 			fmt.Sprintf("VirtualMachine %s has no libvirt domain %s", key.Name, domain))
+		return nil
+	case errors.Is(err, virt.ErrUnavailable):
+		// libvirt is away (the connection comes back by itself and the
+		// engine then looks at every VM again).
+		c.report(ctx, trackers, nil, kv.ReasonLibvirtUnavailable, err.Error())
+		c.AddAfter(key, c.cfg.Resync)
 		return nil
 	case err != nil:
 		logger.Error(err, "Changed block tracking", "reason", failed)
