@@ -16,7 +16,7 @@ import (
 	"libvirt.org/go/libvirt"
 )
 
-// Changed block tracking for raw disks (KubeVirt VEP 25, "Enable/Disable
+// Changed block tracking for raw disks (KubeVirt VEP 22, "Enable/Disable
 // QEMU backup"). Dirty bitmaps live only in qcow2 images, so a raw disk gets
 // a qcow2 overlay that holds metadata and bitmaps only: its data stays in
 // the raw image, the overlay's external data file, written in place

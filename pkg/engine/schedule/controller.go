@@ -1,6 +1,6 @@
 // Package schedule is the schedule engine: it runs Schedules' backups at
-// their cron times, per Velero's schedule controller and the
-// skip-immediately design (../shared/seeds/schedule-skip-immediately.md).
+// their cron times, as Velero's schedule controller does, with
+// skipImmediately (docs/design.md, "Schedules").
 //
 //   - The cron expression is parsed as Velero does (robfig/cron
 //     ParseStandard: 5 fields, @every, @daily, CRON_TZ=/TZ=); a bad one
@@ -76,7 +76,7 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// NextRunTime is the seed's getNextRunTime: whether the schedule is due
+// NextRunTime is the skipImmediately design's getNextRunTime: whether the schedule is due
 // at now, and when its next run is.
 func NextRunTime(s *velerov1.Schedule, sched cron.Schedule, now time.Time) (bool, time.Time) {
 	base := s.CreationTimestamp.Time

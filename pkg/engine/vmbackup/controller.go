@@ -1,6 +1,6 @@
-// Package vmbackup is the VirtualMachineBackup engine (KubeVirt VEP 25,
-// ../shared/seeds/vm-incremental-backup-cbt.md), on libvirt through
-// pkg/virt.
+// Package vmbackup is the VirtualMachineBackup engine (KubeVirt's
+// incremental backup proposal, docs/design.md "VM disk backups"), on
+// libvirt through pkg/virt.
 //
 // Mapping: the VirtualMachine <name> of namespace <ns> is the libvirt
 // domain "<ns>_<name>"; spec.pvcName is the directory

@@ -1,4 +1,4 @@
-// Package vmcbt is the changed block tracking engine (KubeVirt VEP 25,
+// Package vmcbt is the changed block tracking engine (KubeVirt VEP 22,
 // "Enable/Disable QEMU backup"): it selects VMs for changed block tracking
 // and reports their state on their VirtualMachineBackupTrackers.
 //

@@ -479,7 +479,7 @@ func schema_pkg_apis_kubevirtbackup_v1alpha1_BackupCheckpoint(ref common.Referen
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Disks lists the disk names of the checkpoint: the seed's (VEP 25) spelling. Backstop addition, written beside Volumes.",
+							Description: "Disks lists the names of the disks the checkpoint covers (the same disks as Volumes, by name, as KubeVirt's incremental backup proposal lists them). The server writes both. Backstop addition.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -854,7 +854,7 @@ func schema_pkg_apis_kubevirtbackup_v1alpha1_VirtualMachineBackupSpec(ref common
 					},
 					"backupTracker": {
 						SchemaProps: spec.SchemaProps{
-							Description: "BackupTracker names a VirtualMachineBackupTracker in the same namespace: the seed's (VEP 25) spelling of a tracker source. Backstop addition: on create the server moves it into Source (apiGroup backup.kubevirt.io, kind VirtualMachineBackupTracker).",
+							Description: "BackupTracker names a VirtualMachineBackupTracker in the same namespace to back up through: another way to write a tracker source (KubeVirt's incremental backup proposal uses it). On create the server moves it into Source (apiGroup backup.kubevirt.io, kind VirtualMachineBackupTracker). Backstop addition.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -943,7 +943,7 @@ func schema_pkg_apis_kubevirtbackup_v1alpha1_VirtualMachineBackupStatus(ref comm
 					},
 					"backupType": {
 						SchemaProps: spec.SchemaProps{
-							Description: "BackupType is the seed's (VEP 25) spelling of Type. Backstop addition: the server always writes both with the same value.",
+							Description: "BackupType is Full or Incremental, as Type (the name KubeVirt's incremental backup proposal uses): the server always writes both with the same value. Backstop addition.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -22,7 +22,7 @@ import (
 
 // addDefaultingFuncs registers the defaulters defaulter-gen writes into
 // zz_generated.defaults.go. The group has no SetDefaults_ functions: the
-// seed's spellings (backupTracker, lower-case mode, backupType, disks) are
+// proposal's spellings (backupTracker, lower-case mode, backupType, disks) are
 // normalized by the registry strategies, not by defaulting, so that the
 // stored object is the same whichever version it was written in.
 func addDefaultingFuncs(scheme *runtime.Scheme) error {

@@ -25,14 +25,15 @@ limitations under the License.
 // serves it: VirtualMachineBackup and VirtualMachineBackupTracker.
 //
 // The types are derived from kubevirt.io/api v1.9.0 backup/v1alpha1
-// (Apache-2.0) and keep every upstream field and JSON name. The design
-// document (KubeVirt VEP 25) spells some fields differently; Backstop
-// accepts both on input and writes both on output:
-//   - spec.backupTracker (seed) is moved on create into spec.source
+// (Apache-2.0) and keep every upstream field and JSON name. KubeVirt's
+// incremental backup proposal (VEP 22, https://github.com/kubevirt/enhancements/issues/25)
+// spells some fields differently; Backstop accepts both on input and
+// writes both on output (docs/design.md):
+//   - spec.backupTracker (the proposal's) is moved on create into spec.source
 //     {apiGroup: backup.kubevirt.io, kind: VirtualMachineBackupTracker};
 //   - spec.mode is accepted in any case ("push", "Push") and stored as
 //     "Push" / "Pull";
-//   - status.backupType (seed) carries the same value as status.type;
+//   - status.backupType (the proposal's) carries the same value as status.type;
 //   - a checkpoint lists its disks both as volumes (upstream) and as
-//     disks (seed), and keeps its libvirt XML in checkpointXML.
+//     disks (the proposal's), and keeps its libvirt XML in checkpointXML.
 package v1alpha1

@@ -59,8 +59,10 @@ type BackupCheckpoint struct {
 	// +optional
 	// +listType=atomic
 	Volumes []BackupVolumeInfo `json:"volumes,omitempty"`
-	// Disks lists the disk names of the checkpoint: the seed's (VEP 25)
-	// spelling. Backstop addition, written beside Volumes.
+	// Disks lists the names of the disks the checkpoint covers (the same
+	// disks as Volumes, by name, as KubeVirt's incremental backup proposal
+	// lists them). The server writes both.
+	// Backstop addition.
 	// +optional
 	// +listType=atomic
 	Disks []string `json:"disks,omitempty"`
@@ -253,9 +255,10 @@ type VirtualMachineBackupSpec struct {
 	// +optional
 	TTLDuration *metav1.Duration `json:"ttlDuration,omitempty"`
 	// BackupTracker names a VirtualMachineBackupTracker in the same
-	// namespace: the seed's (VEP 25) spelling of a tracker source. Backstop
-	// addition: on create the server moves it into Source (apiGroup
-	// backup.kubevirt.io, kind VirtualMachineBackupTracker).
+	// namespace to back up through: another way to write a tracker source
+	// (KubeVirt's incremental backup proposal uses it). On create the
+	// server moves it into Source (apiGroup backup.kubevirt.io, kind
+	// VirtualMachineBackupTracker). Backstop addition.
 	// +optional
 	BackupTracker *string `json:"backupTracker,omitempty"`
 }
@@ -296,8 +299,9 @@ type VirtualMachineBackupStatus struct {
 	// ExportUID tracks the UID of the associated VMExport for pull-mode backups
 	// used to detect VMExport recreation and re-initiate the export handshake
 	ExportUID *types.UID `json:"exportUID,omitempty"`
-	// BackupType is the seed's (VEP 25) spelling of Type. Backstop addition:
-	// the server always writes both with the same value.
+	// BackupType is Full or Incremental, as Type (the name KubeVirt's
+	// incremental backup proposal uses): the server always writes both with
+	// the same value. Backstop addition.
 	// +optional
 	BackupType BackupType `json:"backupType,omitempty"`
 	// Progress counts the bytes of the backup job. Backstop addition.

@@ -19,7 +19,7 @@ const (
 	TrackerKind         = "VirtualMachineBackupTracker"
 )
 
-// NormalizeBackupSpec moves the seed's spellings into the upstream fields:
+// NormalizeBackupSpec moves the proposal's spellings into the upstream fields:
 // backupTracker into source, mode into its canonical case.
 func NormalizeBackupSpec(spec *kubevirtbackup.VirtualMachineBackupSpec) {
 	if spec.BackupTracker != nil && *spec.BackupTracker != "" && spec.Source.Name == "" && spec.Source.Kind == "" {
@@ -134,7 +134,7 @@ func NormalizeBackupStatus(st *kubevirtbackup.VirtualMachineBackupStatus) {
 }
 
 // NormalizeCheckpoint fills a checkpoint's disks from its volumes (the
-// upstream spelling) or its volumes from its disks (the seed's).
+// upstream spelling) or its volumes from its disks (the proposal's).
 func NormalizeCheckpoint(cp *kubevirtbackup.BackupCheckpoint) {
 	if cp == nil {
 		return

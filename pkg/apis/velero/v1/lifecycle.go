@@ -51,7 +51,7 @@ const (
 
 // BackupLifecycle is the life of a Backup. Velero's phases
 // WaitingForPluginOperations* and Finalizing* are kept; Backstop adds
-// FinalizingCancelled (seed: backup cancellation).
+// FinalizingCancelled (docs/design.md, "Cancellation").
 var BackupLifecycle = lifecycle.Table[BackupPhase]{
 	Kind: "Backup",
 	Phases: []BackupPhase{"", BackupPhaseNew, BackupPhaseQueued, BackupPhaseReadyToStart, BackupPhaseFailedValidation,

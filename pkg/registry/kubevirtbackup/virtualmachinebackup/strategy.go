@@ -1,5 +1,5 @@
 // Package virtualmachinebackup is the registry of backup.kubevirt.io
-// VirtualMachineBackups: normalization of the seed's spellings, validation
+// VirtualMachineBackups: normalization of the proposal's spellings, validation
 // (spec immutable after creation) and kubectl columns (strategy.go) and the
 // REST storage (storage.go).
 package virtualmachinebackup
@@ -36,7 +36,7 @@ func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	vmvalidation.NormalizeBackupSpec(&obj.(*kubevirtbackup.VirtualMachineBackup).Spec)
 }
 
-// PrepareForUpdate normalizes the new spec so that re-sending the seed's
+// PrepareForUpdate normalizes the new spec so that re-sending the proposal's
 // spelling is not mistaken for a change.
 func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	vmvalidation.NormalizeBackupSpec(&obj.(*kubevirtbackup.VirtualMachineBackup).Spec)

@@ -29,8 +29,10 @@ type BackupCheckpointApplyConfiguration struct {
 	CreationTime *v1.Time `json:"creationTime,omitempty"`
 	// Volumes lists volumes and their disk targets at backup time
 	Volumes []BackupVolumeInfoApplyConfiguration `json:"volumes,omitempty"`
-	// Disks lists the disk names of the checkpoint: the seed's (VEP 25)
-	// spelling. Backstop addition, written beside Volumes.
+	// Disks lists the names of the disks the checkpoint covers (the same
+	// disks as Volumes, by name, as KubeVirt's incremental backup proposal
+	// lists them). The server writes both.
+	// Backstop addition.
 	Disks []string `json:"disks,omitempty"`
 	// CheckpointXML is the libvirt checkpoint XML, kept so the checkpoint
 	// can be redefined after the VM restarts. Backstop addition.

@@ -53,9 +53,10 @@ type VirtualMachineBackupSpecApplyConfiguration struct {
 	// If this field is omitted, a reasonable default is applied.
 	TTLDuration *metav1.Duration `json:"ttlDuration,omitempty"`
 	// BackupTracker names a VirtualMachineBackupTracker in the same
-	// namespace: the seed's (VEP 25) spelling of a tracker source. Backstop
-	// addition: on create the server moves it into Source (apiGroup
-	// backup.kubevirt.io, kind VirtualMachineBackupTracker).
+	// namespace to back up through: another way to write a tracker source
+	// (KubeVirt's incremental backup proposal uses it). On create the
+	// server moves it into Source (apiGroup backup.kubevirt.io, kind
+	// VirtualMachineBackupTracker). Backstop addition.
 	BackupTracker *string `json:"backupTracker,omitempty"`
 }
 

@@ -42,8 +42,9 @@ type VirtualMachineBackupStatusApplyConfiguration struct {
 	// ExportUID tracks the UID of the associated VMExport for pull-mode backups
 	// used to detect VMExport recreation and re-initiate the export handshake
 	ExportUID *types.UID `json:"exportUID,omitempty"`
-	// BackupType is the seed's (VEP 25) spelling of Type. Backstop addition:
-	// the server always writes both with the same value.
+	// BackupType is Full or Incremental, as Type (the name KubeVirt's
+	// incremental backup proposal uses): the server always writes both with
+	// the same value. Backstop addition.
 	BackupType *kubevirtbackupv1alpha1.BackupType `json:"backupType,omitempty"`
 	// Progress counts the bytes of the backup job. Backstop addition.
 	Progress *BackupProgressApplyConfiguration `json:"progress,omitempty"`
