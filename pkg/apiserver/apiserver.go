@@ -21,6 +21,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
@@ -111,6 +112,9 @@ type ExtraConfig struct {
 	// EngineGroups are groups whose members write status as the server's
 	// engines do (resource.Engines).
 	EngineGroups []string
+	// Events, when set (aggregated mode), is where phase transitions are
+	// recorded as Events on the objects.
+	Events typedcorev1.EventsGetter
 }
 
 // Server is a running Backstop API server.

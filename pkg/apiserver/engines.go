@@ -8,10 +8,13 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/clock"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
 	"github.com/backstop-io/backstop/pkg/engine/deletion"
 	"github.com/backstop-io/backstop/pkg/engine/download"
+	"github.com/backstop-io/backstop/pkg/engine/events"
 	"github.com/backstop-io/backstop/pkg/engine/gc"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/location"
@@ -94,6 +98,13 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
 		// Every phase transition the engines write is counted.
 		observers := []status.Observer{metrics.New(legacyregistry.MustRegister)}
+		if c.extra.Events != nil {
+			// Aggregated: and as Events on the objects, in the host cluster.
+			broadcaster := record.NewBroadcaster(record.WithContext(hookCtx))
+			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.extra.Events.Events("")})
+			recorder := broadcaster.NewRecorder(c.extra.Scheme, corev1.EventSource{Component: "backstop-apiserver"})
+			observers = append(observers, events.Observer{Recorder: recorder})
+		}
 		// Crash points, for the crash-point tests only (failpoint.EnvVar).
 		crash := failpoint.FromEnv()
 		var engines []engine

@@ -314,8 +314,10 @@ func (o *Options) Run(ctx context.Context) error {
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
 	}
 	if kubeClient != nil {
-		// Aggregated: storage locations' Secrets are the host cluster's.
+		// Aggregated: storage locations' Secrets are the host cluster's, and
+		// transitions are Events there.
 		extra.Opener.Secrets = secretReader(kubeClient)
+		extra.Events = kubeClient.CoreV1()
 	}
 	switch {
 	case o.SourceKubeconfig != "":
