@@ -2,7 +2,6 @@ package virt
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
@@ -29,24 +28,6 @@ type Disk struct {
 	VirtualSize, Allocation uint64
 }
 
-type domainXML struct {
-	Devices struct {
-		Disks []struct {
-			Type   string `xml:"type,attr"`
-			Device string `xml:"device,attr"`
-			Driver struct {
-				Type string `xml:"type,attr"`
-			} `xml:"driver"`
-			Source struct {
-				File string `xml:"file,attr"`
-			} `xml:"source"`
-			Target struct {
-				Dev string `xml:"dev,attr"`
-			} `xml:"target"`
-		} `xml:"disk"`
-	} `xml:"devices"`
-}
-
 // Disks returns the file-backed disks (device "disk") of a domain.
 func (c *Conn) Disks(domain string) ([]Disk, error) {
 	d, err := c.domain(domain)
@@ -62,20 +43,17 @@ func disksOf(d *libvirt.Domain, domain string) ([]Disk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("domain %s: reading its XML: %w", domain, err)
 	}
-	var dx domainXML
-	if err := xml.Unmarshal([]byte(desc), &dx); err != nil {
-		return nil, fmt.Errorf("domain %s: decoding its XML: %w", domain, err)
+	dx, err := parseDomain(desc)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: %w", domain, err)
 	}
 	var out []Disk
-	for _, x := range dx.Devices.Disks {
-		if x.Device != "disk" || x.Type != "file" || x.Source.File == "" {
-			continue
-		}
-		info, err := d.GetBlockInfo(x.Target.Dev, 0)
+	for _, x := range fileDisks(dx) {
+		info, err := d.GetBlockInfo(diskTarget(x), 0)
 		if err != nil {
-			return nil, fmt.Errorf("domain %s: disk %s: %w", domain, x.Target.Dev, err)
+			return nil, fmt.Errorf("domain %s: disk %s: %w", domain, diskTarget(x), err)
 		}
-		out = append(out, Disk{Name: x.Target.Dev, Source: x.Source.File, Format: x.Driver.Type,
+		out = append(out, Disk{Name: diskTarget(x), Source: diskFile(x), Format: diskFormat(x),
 			VirtualSize: info.Capacity, Allocation: info.Allocation})
 	}
 	return out, nil
@@ -172,8 +150,17 @@ func (c *Conn) PushBackup(ctx context.Context, req BackupRequest, progress func(
 		return BackupResult{}, err
 	}
 	defer done()
-	quiesced, quiesceErr, beginErr := c.begin(d, req.Quiesce, backupXML(disks, targets, req.Incremental), checkpointXML(req.Checkpoint, disks),
-		libvirt.DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL)
+	jobXML, err := pushBackupXML(disks, targets, req.Incremental)
+	if err != nil {
+		cleanup()
+		return BackupResult{}, err
+	}
+	cpXML, err := newCheckpointXML(req.Checkpoint, disks)
+	if err != nil {
+		cleanup()
+		return BackupResult{}, err
+	}
+	quiesced, quiesceErr, beginErr := c.begin(d, req.Quiesce, jobXML, cpXML, libvirt.DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL)
 	if beginErr != nil {
 		// BackupBegin created nothing (a libvirt job is all or nothing).
 		for _, t := range targets {
@@ -256,40 +243,6 @@ func createTarget(target, backing string, size uint64) error {
 		return fmt.Errorf("creating backup target %s: %v: %s", target, err, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-func backupXML(disks []Disk, targets map[string]string, incremental string) string {
-	var b strings.Builder
-	b.WriteString("<domainbackup mode='push'>")
-	if incremental != "" {
-		fmt.Fprintf(&b, "<incremental>%s</incremental>", xmlText(incremental))
-	}
-	b.WriteString("<disks>")
-	for _, d := range disks {
-		fmt.Fprintf(&b, "<disk name='%s' backup='yes' type='file'><driver type='qcow2'/><target file='%s'/></disk>",
-			xmlText(d.Name), xmlText(targets[d.Name]))
-	}
-	b.WriteString("</disks></domainbackup>")
-	return b.String()
-}
-
-func checkpointXML(name string, disks []Disk) string {
-	if name == "" {
-		return ""
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "<domaincheckpoint><name>%s</name><disks>", xmlText(name))
-	for _, d := range disks {
-		fmt.Fprintf(&b, "<disk name='%s' checkpoint='bitmap'/>", xmlText(d.Name))
-	}
-	b.WriteString("</disks></domaincheckpoint>")
-	return b.String()
-}
-
-func xmlText(s string) string {
-	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(s))
-	return b.String()
 }
 
 // waitJob waits for the backup job of d to end: the job-completed event,

@@ -2,18 +2,16 @@ package virt
 
 import (
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
 )
 
 // Changed block tracking for raw disks (KubeVirt VEP 22, "Enable/Disable
@@ -122,42 +120,6 @@ func commandError(err error) error {
 	return err
 }
 
-// fileDisk matches a file-backed disk (device disk) of libvirt's domain XML,
-// which libvirt writes in one canonical form.
-var (
-	fileDisk   = regexp.MustCompile(`(?s)<disk type='file' device='disk'[^>]*>.*?</disk>`)
-	driverTag  = regexp.MustCompile(`<driver\b[^>]*>`)
-	driverType = regexp.MustCompile(`\btype='([^']*)'`)
-	sourceFile = regexp.MustCompile(`<source file='([^']*)'`)
-)
-
-// diskSource is the driver type and source file of one disk element.
-func diskSource(disk string) (format, source string) {
-	if m := driverTag.FindString(disk); m != "" {
-		if t := driverType.FindStringSubmatch(m); t != nil {
-			format = t[1]
-		}
-	}
-	if m := sourceFile.FindStringSubmatch(disk); m != nil {
-		source = html.UnescapeString(m[1])
-	}
-	return format, source
-}
-
-// withDiskSource returns disk with its driver type and source file replaced.
-func withDiskSource(disk, format, source string) string {
-	disk = driverTag.ReplaceAllStringFunc(disk, func(tag string) string {
-		return driverType.ReplaceAllString(tag, "type='"+format+"'")
-	})
-	return sourceFile.ReplaceAllLiteralString(disk, "<source file='"+xmlAttr(source)+"'")
-}
-
-func xmlAttr(s string) string {
-	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(s))
-	return strings.ReplaceAll(b.String(), "'", "&apos;")
-}
-
 // OverlayDir is where a domain's overlays are kept.
 func OverlayDir(stateDir, domain string) string { return filepath.Join(stateDir, domain) }
 
@@ -182,38 +144,37 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 		return "", err
 	}
 	stale := false
-	err = c.redefineDisks(domain, "with overlays", func(disk string) (string, error) {
-		format, raw := diskSource(disk)
-		target := targetDev(disk)
-		if format != "raw" || raw == "" || target == "" {
-			return disk, nil
+	err = c.redefineDisks(domain, "with overlays", func(disk *libvirtxml.DomainDisk) error {
+		format, raw, target := diskFormat(disk), diskFile(disk), diskTarget(disk)
+		if format != "raw" || target == "" {
+			return nil
 		}
 		overlay := filepath.Join(dir, target+".qcow2")
 		if _, err := os.Stat(overlay); err == nil && !inUse[overlay] {
 			if !stale {
 				if err := c.deleteCheckpointMetadata(domain); err != nil {
-					return "", err
+					return err
 				}
 				stale = true
 			}
 			if err := os.Remove(overlay); err != nil {
-				return "", fmt.Errorf("disk %s: removing its stale overlay: %w", target, err)
+				return fmt.Errorf("disk %s: removing its stale overlay: %w", target, err)
 			}
 		}
 		if _, err := os.Stat(overlay); errors.Is(err, os.ErrNotExist) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return "", fmt.Errorf("creating the overlay directory: %w", err)
+				return fmt.Errorf("creating the overlay directory: %w", err)
 			}
 			if owner != nil {
 				if err := checkReachable(dir, owner.uid, owner.gid); err != nil {
-					return "", err
+					return err
 				}
 			}
 			if err := CreateRawOverlay(raw, overlay); err != nil {
-				return "", fmt.Errorf("disk %s: %w", target, err)
+				return fmt.Errorf("disk %s: %w", target, err)
 			}
 		} else if err != nil {
-			return "", fmt.Errorf("disk %s: %w", target, err)
+			return fmt.Errorf("disk %s: %w", target, err)
 		}
 		if owner != nil {
 			// libvirt labels the overlay it knows; QEMU opens the raw
@@ -221,10 +182,11 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 			// raw image's owner back when a domain that used it directly
 			// stops.
 			if err := grantReadWrite(raw, owner.uid); err != nil {
-				return "", fmt.Errorf("disk %s: giving QEMU access to its raw image: %w", target, err)
+				return fmt.Errorf("disk %s: giving QEMU access to its raw image: %w", target, err)
 			}
 		}
-		return withDiskSource(disk, "qcow2", overlay), nil
+		setDiskSource(disk, "qcow2", overlay)
+		return nil
 	})
 	if err != nil {
 		return "", err
@@ -232,9 +194,9 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 	return c.CBTStatus(domain, stateDir)
 }
 
-// redefineDisks rewrites each file-backed disk of the domain's persistent
-// definition and defines the domain again if any changed.
-func (c *Conn) redefineDisks(domain, what string, rewrite func(disk string) (string, error)) error {
+// redefineDisks lets rewrite change each file-backed disk of the domain's
+// persistent definition and defines the domain again if any changed.
+func (c *Conn) redefineDisks(domain, what string, rewrite func(disk *libvirtxml.DomainDisk) error) error {
 	d, err := c.domain(domain)
 	if err != nil {
 		return err
@@ -244,22 +206,24 @@ func (c *Conn) redefineDisks(domain, what string, rewrite func(disk string) (str
 	if err != nil {
 		return fmt.Errorf("domain %s: reading its definition: %w", domain, err)
 	}
-	var failed error
-	newDesc := fileDisk.ReplaceAllStringFunc(desc, func(disk string) string {
-		if failed != nil {
-			return disk
-		}
-		out, err := rewrite(disk)
-		if err != nil {
-			failed = err
-			return disk
-		}
-		return out
-	})
-	if failed != nil {
-		return fmt.Errorf("domain %s: %w", domain, failed)
+	dx, err := parseDomain(desc)
+	if err != nil {
+		return fmt.Errorf("domain %s: %w", domain, err)
 	}
-	if newDesc == desc {
+	before, err := dx.Marshal()
+	if err != nil {
+		return fmt.Errorf("domain %s: encoding its definition: %w", domain, err)
+	}
+	for _, disk := range fileDisks(dx) {
+		if err := rewrite(disk); err != nil {
+			return fmt.Errorf("domain %s: %w", domain, err)
+		}
+	}
+	newDesc, err := dx.Marshal()
+	if err != nil {
+		return fmt.Errorf("domain %s: encoding its definition: %w", domain, err)
+	}
+	if newDesc == before {
 		return nil
 	}
 	if err := c.define(newDesc); err != nil {
@@ -274,20 +238,21 @@ func (c *Conn) redefineDisks(domain, what string, rewrite func(disk string) (str
 // otherwise by a call after the domain was started again (PendingRestart
 // until then).
 func (c *Conn) DisableCBT(domain, stateDir string) (CBTState, error) {
-	err := c.redefineDisks(domain, "without overlays", func(disk string) (string, error) {
-		format, source := diskSource(disk)
-		if format != "qcow2" || !isOverlayOf(stateDir, domain, source) {
-			return disk, nil
+	err := c.redefineDisks(domain, "without overlays", func(disk *libvirtxml.DomainDisk) error {
+		source := diskFile(disk)
+		if diskFormat(disk) != "qcow2" || !isOverlayOf(stateDir, domain, source) {
+			return nil
 		}
 		info, err := imageInfo(source)
 		if err != nil {
-			return "", err
+			return err
 		}
 		raw := info.FormatSpecific.Data.DataFile
 		if raw == "" || !info.FormatSpecific.Data.DataFileRaw {
-			return disk, nil
+			return nil
 		}
-		return withDiskSource(disk, "raw", raw), nil
+		setDiskSource(disk, "raw", raw)
+		return nil
 	})
 	if err != nil {
 		return "", err
@@ -348,8 +313,12 @@ func (c *Conn) liveOverlays(domain, stateDir string) (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("domain %s: reading its live definition: %w", domain, err)
 	}
-	for _, disk := range fileDisk.FindAllString(live, -1) {
-		if format, source := diskSource(disk); format == "qcow2" && isOverlayOf(stateDir, domain, source) {
+	dx, err := parseDomain(live)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: %w", domain, err)
+	}
+	for _, disk := range fileDisks(dx) {
+		if source := diskFile(disk); diskFormat(disk) == "qcow2" && isOverlayOf(stateDir, domain, source) {
 			out[source] = true
 		}
 	}
@@ -379,32 +348,44 @@ func (c *Conn) CBTStatus(domain, stateDir string) (CBTState, error) {
 		if err != nil {
 			return "", fmt.Errorf("domain %s: reading its live definition: %w", domain, err)
 		}
-		if usesOverlays(live, stateDir, domain) != usesOverlays(persistent, stateDir, domain) || tracksChanges(live) != tracksChanges(persistent) {
+		liveDom, err := parseDomain(live)
+		if err != nil {
+			return "", fmt.Errorf("domain %s: %w", domain, err)
+		}
+		persistentDom, err := parseDomain(persistent)
+		if err != nil {
+			return "", fmt.Errorf("domain %s: %w", domain, err)
+		}
+		if usesOverlays(liveDom, stateDir, domain) != usesOverlays(persistentDom, stateDir, domain) || tracksChanges(liveDom) != tracksChanges(persistentDom) {
 			return CBTPendingRestart, nil
 		}
 	}
-	if tracksChanges(persistent) {
+	persistentDom, err := parseDomain(persistent)
+	if err != nil {
+		return "", fmt.Errorf("domain %s: %w", domain, err)
+	}
+	if tracksChanges(persistentDom) {
 		return CBTEnabled, nil
 	}
 	return CBTDisabled, nil
 }
 
-// tracksChanges reports whether every file disk of a domain XML can hold
+// tracksChanges reports whether every file disk of a domain can hold
 // dirty bitmaps (is qcow2).
-func tracksChanges(desc string) bool {
-	for _, disk := range fileDisk.FindAllString(desc, -1) {
-		if format, _ := diskSource(disk); format != "qcow2" {
+func tracksChanges(d *libvirtxml.Domain) bool {
+	for _, disk := range fileDisks(d) {
+		if diskFormat(disk) != "qcow2" {
 			return false
 		}
 	}
 	return true
 }
 
-// usesOverlays reports whether a domain XML reads a disk through one of the
-// domain's overlays.
-func usesOverlays(desc, stateDir, domain string) bool {
-	for _, disk := range fileDisk.FindAllString(desc, -1) {
-		if format, source := diskSource(disk); format == "qcow2" && isOverlayOf(stateDir, domain, source) {
+// usesOverlays reports whether a domain reads a disk through one of its
+// overlays.
+func usesOverlays(d *libvirtxml.Domain, stateDir, domain string) bool {
+	for _, disk := range fileDisks(d) {
+		if diskFormat(disk) == "qcow2" && isOverlayOf(stateDir, domain, diskFile(disk)) {
 			return true
 		}
 	}
@@ -413,15 +394,6 @@ func usesOverlays(desc, stateDir, domain string) bool {
 
 func isOverlayOf(stateDir, domain, path string) bool {
 	return filepath.Dir(path) == OverlayDir(stateDir, domain)
-}
-
-var targetTag = regexp.MustCompile(`<target dev='([^']*)'`)
-
-func targetDev(disk string) string {
-	if m := targetTag.FindStringSubmatch(disk); m != nil {
-		return m[1]
-	}
-	return ""
 }
 
 func (c *Conn) define(desc string) error {
@@ -439,20 +411,6 @@ func (c *Conn) define(desc string) error {
 // fileOwner is a uid and gid.
 type fileOwner struct{ uid, gid int }
 
-// capabilitiesXML is the part of the host capabilities naming the user
-// QEMU runs as (the DAC security model's base label for QEMU domains).
-type capabilitiesXML struct {
-	Host struct {
-		SecModels []struct {
-			Model      string `xml:"model"`
-			BaseLabels []struct {
-				Type  string `xml:"type,attr"`
-				Label string `xml:",chardata"`
-			} `xml:"baselabel"`
-		} `xml:"secmodel"`
-	} `xml:"host"`
-}
-
 // qemuOwner is the uid and gid QEMU processes run as (nil: the DAC model is
 // off, files are not relabelled).
 func (c *Conn) qemuOwner() (*fileOwner, error) {
@@ -464,27 +422,16 @@ func (c *Conn) qemuOwner() (*fileOwner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading host capabilities: %w", err)
 	}
-	var cx capabilitiesXML
-	if err := xml.Unmarshal([]byte(caps), &cx); err != nil {
-		return nil, fmt.Errorf("decoding host capabilities: %w", err)
+	label, err := qemuBaseLabel(caps)
+	if err != nil || label == "" {
+		return nil, err
 	}
-	for _, m := range cx.Host.SecModels {
-		if m.Model != "dac" {
-			continue
-		}
-		for _, l := range m.BaseLabels {
-			if l.Type != "qemu" {
-				continue
-			}
-			// "+64055:+64055"
-			uid, gid, ok := strings.Cut(strings.TrimSpace(l.Label), ":")
-			u, err1 := strconv.Atoi(strings.TrimPrefix(uid, "+"))
-			g, err2 := strconv.Atoi(strings.TrimPrefix(gid, "+"))
-			if !ok || err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("unexpected DAC label %q for QEMU", l.Label)
-			}
-			return &fileOwner{uid: u, gid: g}, nil
-		}
+	// "+64055:+64055"
+	uid, gid, ok := strings.Cut(strings.TrimSpace(label), ":")
+	u, err1 := strconv.Atoi(strings.TrimPrefix(uid, "+"))
+	g, err2 := strconv.Atoi(strings.TrimPrefix(gid, "+"))
+	if !ok || err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("unexpected DAC label %q for QEMU", label)
 	}
-	return nil, nil
+	return &fileOwner{uid: u, gid: g}, nil
 }

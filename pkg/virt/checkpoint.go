@@ -1,9 +1,7 @@
 package virt
 
 import (
-	"encoding/xml"
 	"fmt"
-	"regexp"
 
 	"libvirt.org/go/libvirt"
 )
@@ -50,16 +48,15 @@ func (c *Conn) Checkpoints(domain string) ([]string, error) {
 	return names, nil
 }
 
-// parentElement is a checkpoint XML's <parent>: a checkpoint is redefined
-// on its own, its parent may be long deleted.
-var parentElement = regexp.MustCompile(`(?s)<parent>.*?</parent>\s*`)
-
 // RedefineCheckpoint gives libvirt back a checkpoint it lost (the domain
 // was defined again) from its saved XML, checking that its bitmap is
 // still consistent in every disk: ErrCheckpointInconsistent otherwise.
 // The XML's parent is dropped (libvirt refuses a parent it does not know).
 func (c *Conn) RedefineCheckpoint(domain, checkpointXML string) error {
-	checkpointXML = parentElement.ReplaceAllString(checkpointXML, "")
+	checkpointXML, err := withoutParent(checkpointXML)
+	if err != nil {
+		return fmt.Errorf("domain %s: %w", domain, err)
+	}
 	d, err := c.domain(domain)
 	if err != nil {
 		return err
@@ -121,17 +118,9 @@ func (c *Conn) CheckpointSize(domain, name string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("domain %s: checkpoint %s size: %w", domain, name, err)
 	}
-	var x struct {
-		Disks []struct {
-			Size uint64 `xml:"size,attr"`
-		} `xml:"disks>disk"`
-	}
-	if err := xml.Unmarshal([]byte(desc), &x); err != nil {
-		return 0, fmt.Errorf("domain %s: checkpoint %s: decoding its XML: %w", domain, name, err)
-	}
-	var total uint64
-	for _, disk := range x.Disks {
-		total += disk.Size
+	total, err := checkpointSize(desc)
+	if err != nil {
+		return 0, fmt.Errorf("domain %s: checkpoint %s: %w", domain, name, err)
 	}
 	return total, nil
 }
@@ -193,7 +182,11 @@ func (c *Conn) RemoveStaleCheckpoint(domain, name, savedXML string) error {
 		if savedXML == "" {
 			return fmt.Errorf("domain %s: checkpoint %s: no XML to redefine it from", domain, name)
 		}
-		cp, err := d.CreateCheckpointXML(parentElement.ReplaceAllString(savedXML, ""), libvirt.DOMAIN_CHECKPOINT_CREATE_REDEFINE)
+		redefine, err := withoutParent(savedXML)
+		if err != nil {
+			return fmt.Errorf("domain %s: checkpoint %s: %w", domain, name, err)
+		}
+		cp, err := d.CreateCheckpointXML(redefine, libvirt.DOMAIN_CHECKPOINT_CREATE_REDEFINE)
 		if err != nil {
 			return fmt.Errorf("domain %s: redefining stale checkpoint %s to remove it: %w", domain, name, err)
 		}

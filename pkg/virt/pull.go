@@ -83,16 +83,17 @@ func (c *Conn) FullBackupPull(ctx context.Context, req BackupRequest, rateLimit 
 		return BackupResult{}, err
 	}
 	defer done()
-	var b strings.Builder
-	fmt.Fprintf(&b, "<domainbackup mode='pull'><server transport='unix' socket='%s'/><disks>", xmlText(socket))
-	for _, disk := range disks {
-		// The scratch file takes the old contents of blocks the guest
-		// writes while the export is read; libvirt creates and removes it.
-		fmt.Fprintf(&b, "<disk name='%s' backup='yes' type='file'><scratch file='%s'/></disk>",
-			xmlText(disk.Name), xmlText(filepath.Join(req.TargetDir, "."+disk.Name+".scratch")))
+	// The scratch files take the old contents of blocks the guest writes
+	// while the export is read; libvirt creates and removes them.
+	jobXML, err := pullBackupXML(socket, disks, req.TargetDir)
+	if err != nil {
+		return BackupResult{}, err
 	}
-	b.WriteString("</disks></domainbackup>")
-	quiesced, quiesceErr, beginErr := c.begin(d, req.Quiesce, b.String(), checkpointXML(req.Checkpoint, disks), 0)
+	cpXML, err := newCheckpointXML(req.Checkpoint, disks)
+	if err != nil {
+		return BackupResult{}, err
+	}
+	quiesced, quiesceErr, beginErr := c.begin(d, req.Quiesce, jobXML, cpXML, 0)
 	if beginErr != nil {
 		return BackupResult{}, fmt.Errorf("domain %s: starting the backup: %w", req.Domain, beginErr)
 	}
