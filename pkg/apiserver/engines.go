@@ -291,10 +291,10 @@ func (c CompletedConfig) volumeRoot() (string, error) {
 
 // virtConn opens the libvirt connection VM backups use on first need, and
 // again after a failure (libvirt may be installed or started later).
-func virtConn(uri string) func() (*virt.Conn, error) {
+func virtConn(uri string) func() (virt.Hypervisor, error) {
 	var mu sync.Mutex
 	var conn *virt.Conn
-	return func() (*virt.Conn, error) {
+	return func() (virt.Hypervisor, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if conn != nil {

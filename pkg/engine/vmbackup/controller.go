@@ -72,7 +72,7 @@ type Config struct {
 	Trackers informers.VirtualMachineBackupTrackerInformer
 	// Virt returns the libvirt connection (an error wrapping
 	// virt.ErrUnavailable when there is no libvirt).
-	Virt       func() (*virt.Conn, error)
+	Virt       func() (virt.Hypervisor, error)
 	VolumeRoot string
 	Clock      clock.Clock
 	// FullBackupPull makes full backups copy in pull mode
@@ -301,7 +301,7 @@ func (c *Controller) wait(ctx context.Context, key cache.ObjectName, b *kv.Virtu
 }
 
 // execute runs one backup to its end.
-func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBackup, conn *virt.Conn, src source, volume string) {
+func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBackup, conn virt.Hypervisor, src source, volume string) {
 	logger := klog.FromContext(ctx).WithValues("virtualMachineBackup", klog.KObj(b), "virtualMachine", src.vm)
 	domain := b.Namespace + "_" + src.vm
 	now := c.cfg.Clock.Now()
@@ -483,7 +483,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 // prepareIncremental makes sure libvirt knows the tracker's checkpoint and
 // that the previous files exist; it returns why an incremental is not
 // possible ("" when it is) and fills backing.
-func (c *Controller) prepareIncremental(conn *virt.Conn, domain string, cp *kv.BackupCheckpoint, disks []virt.Disk, backing map[string]string) string {
+func (c *Controller) prepareIncremental(conn virt.Hypervisor, domain string, cp *kv.BackupCheckpoint, disks []virt.Disk, backing map[string]string) string {
 	for _, v := range cp.Volumes {
 		backing[v.DiskTarget] = v.DataEndpoint
 	}
@@ -569,7 +569,7 @@ func (c *Controller) moveTracker(ctx context.Context, t *kv.VirtualMachineBackup
 	return err
 }
 
-func (c *Controller) failCleanup(ctx context.Context, b *kv.VirtualMachineBackup, conn *virt.Conn, domain, checkpoint, out, msg string) {
+func (c *Controller) failCleanup(ctx context.Context, b *kv.VirtualMachineBackup, conn virt.Hypervisor, domain, checkpoint, out, msg string) {
 	if checkpoint != "" {
 		_ = conn.DeleteCheckpoint(domain, checkpoint)
 	}

@@ -53,7 +53,7 @@ type Config struct {
 	Trackers informers.VirtualMachineBackupTrackerInformer
 	// Virt returns the libvirt connection (an error wrapping
 	// virt.ErrUnavailable when there is no libvirt).
-	Virt func() (*virt.Conn, error)
+	Virt func() (virt.Hypervisor, error)
 	// StateDir holds the overlays, one directory per domain; QEMU's user
 	// must be able to reach it.
 	StateDir string
@@ -72,7 +72,7 @@ type Controller struct {
 	trackers listers.VirtualMachineBackupTrackerLister
 
 	mu         sync.Mutex
-	subscribed *virt.Conn
+	subscribed virt.Hypervisor
 }
 
 // New returns the engine.
@@ -144,7 +144,7 @@ func vmOf(domain string) (cache.ObjectName, bool) {
 }
 
 // conn returns the libvirt connection, subscribed to its lifecycle events.
-func (c *Controller) conn() (*virt.Conn, error) {
+func (c *Controller) conn() (virt.Hypervisor, error) {
 	conn, err := c.cfg.Virt()
 	if err != nil {
 		return nil, err

@@ -93,7 +93,7 @@ type Action struct {
 	Client versioned.Interface
 	// Virt returns the libvirt connection VMs are discovered on (nil: no
 	// discovery).
-	Virt func() (*virt.Conn, error)
+	Virt func() (virt.Hypervisor, error)
 	// VolumeRoot is where DefaultPVC directories are created.
 	VolumeRoot string
 }
