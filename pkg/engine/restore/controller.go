@@ -121,7 +121,7 @@ func (c *Controller) Run(ctx context.Context, _ int) {
 	if all, err := c.restores.List(labels.Everything()); err == nil {
 		for _, r := range all {
 			if r.Status.Phase == velerov1.RestorePhaseInProgress {
-				c.finish(ctx, r, velerov1.RestorePhaseFailed, velerov1.RestoreRestartedReason, nil, nil)
+				(&restoreRun{c: c, r: r}).finish(ctx, velerov1.RestorePhaseFailed, velerov1.RestoreRestartedReason)
 			}
 		}
 	}
@@ -279,56 +279,66 @@ func phaseText(p velerov1.BackupPhase) string {
 type counter struct{ total, restored atomic.Int64 }
 
 // run restores the items; the status ends Completed, PartiallyFailed or Failed.
+// restoreRun is the state of one run of a restore; a step that has not
+// happened yet leaves its field nil (a restore failed before its location
+// opened has no store).
+type restoreRun struct {
+	c      *Controller
+	r      *velerov1.Restore
+	backup *velerov1.Backup
+	store  objectstore.Store
+	layout objectstore.Layout
+	log    *items.Log
+	count  *counter
+}
+
 func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup) {
 	logger := klog.FromContext(ctx).WithValues("restore", klog.KObj(r), "backup", backup.Name)
+	run := &restoreRun{c: c, r: r, backup: backup, count: &counter{}}
 	log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "restore", r.Namespace+"/"+r.Name)
 	if err != nil {
-		c.finish(ctx, r, velerov1.RestorePhaseFailed, err.Error(), nil, nil)
+		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
 		return
 	}
 	defer log.Close()
+	run.log = log
 	log.Info("Restore started", "backup", backup.Name)
 	bsl, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation)
 	if err != nil {
-		c.finish(ctx, r, velerov1.RestorePhaseFailed, fmt.Sprintf("storage location %q: %v", backup.Spec.StorageLocation, err), nil, log)
+		run.finish(ctx, velerov1.RestorePhaseFailed, fmt.Sprintf("storage location %q: %v", backup.Spec.StorageLocation, err))
 		return
 	}
 	store, layout, err := c.cfg.Opener.Open(ctx, bsl)
 	if err != nil {
-		c.finish(ctx, r, velerov1.RestorePhaseFailed, err.Error(), nil, log)
+		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
 		return
 	}
-	progress := &counter{}
 	done := make(chan struct{})
-	go c.reportProgress(ctx, r, progress, log, done)
-	err = c.restore(ctx, r, backup, store, layout, log, progress)
+	go run.reportProgress(ctx, done)
+	err = run.restore(ctx, store, layout)
 	close(done)
-	st := &storage{store: store, layout: layout}
+	run.store, run.layout = store, layout
 	switch {
 	case ctx.Err() != nil:
 		logger.Info("Server stopping: the restore will be failed at the next start")
 	case err != nil:
-		c.finish(ctx, r, velerov1.RestorePhaseFailed, err.Error(), st, log)
+		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
 	default:
 		phase := velerov1.RestorePhaseCompleted
 		if errs, _ := log.Counts(); errs > 0 {
 			phase = velerov1.RestorePhasePartiallyFailed
 		}
-		restored := int(progress.restored.Load())
+		restored := int(run.count.restored.Load())
 		log.Info("Restore completed", "phase", string(phase), "itemsRestored", restored)
-		c.finish(ctx, r, phase, "", st, log, func(s *velerov1.RestoreStatus) {
-			s.Progress = &velerov1.RestoreProgress{TotalItems: int(progress.total.Load()), ItemsRestored: restored}
+		run.finish(ctx, phase, "", func(s *velerov1.RestoreStatus) {
+			s.Progress = &velerov1.RestoreProgress{TotalItems: int(run.count.total.Load()), ItemsRestored: restored}
 		})
 	}
 }
 
-type storage struct {
-	store  objectstore.Store
-	layout objectstore.Layout
-}
-
 // restore reads the tarball twice: namespaces and CRDs, then the rest.
-func (c *Controller) restore(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup, store objectstore.Store, layout objectstore.Layout, log *items.Log, progress *counter) error {
+func (run *restoreRun) restore(ctx context.Context, store objectstore.Store, layout objectstore.Layout) error {
+	c, r, backup, log, progress := run.c, run.r, run.backup, run.log, run.count
 	tarKey, _ := layout.Key(velerov1.DownloadTargetKindBackupContents, backup.Name)
 	spec := &velerov1.BackupSpec{
 		IncludedNamespaces: r.Spec.IncludedNamespaces, ExcludedNamespaces: r.Spec.ExcludedNamespaces,
@@ -593,7 +603,8 @@ type progress struct {
 }
 
 // reportProgress writes the progress every ProgressInterval until done.
-func (c *Controller) reportProgress(ctx context.Context, r *velerov1.Restore, count *counter, log *items.Log, done <-chan struct{}) {
+func (run *restoreRun) reportProgress(ctx context.Context, done <-chan struct{}) {
+	c, r, count, log := run.c, run.r, run.count, run.log
 	status.Report(ctx, ProgressInterval, done, func() progress {
 		errs, warns := log.Counts()
 		return progress{velerov1.RestoreProgress{TotalItems: int(count.total.Load()), ItemsRestored: int(count.restored.Load())}, errs, warns}
@@ -617,7 +628,8 @@ func (c *Controller) updateStatus(ctx context.Context, r *velerov1.Restore, muta
 
 // finish uploads the log and results (when there is a location) and
 // writes the final status.
-func (c *Controller) finish(ctx context.Context, r *velerov1.Restore, phase velerov1.RestorePhase, reason string, st *storage, log *items.Log, more ...func(*velerov1.RestoreStatus)) {
+func (run *restoreRun) finish(ctx context.Context, phase velerov1.RestorePhase, reason string, more ...func(*velerov1.RestoreStatus)) {
+	c, r, log := run.c, run.r, run.log
 	logger := klog.FromContext(ctx).WithValues("restore", klog.KObj(r))
 	errs, warns := 0, 0
 	if reason != "" {
@@ -628,8 +640,8 @@ func (c *Controller) finish(ctx context.Context, r *velerov1.Restore, phase vele
 			log.Error("", items.ScopeVelero, "Restore failed: "+reason)
 		}
 		errs, warns = log.Counts()
-		if st != nil {
-			if err := uploadRecords(ctx, st, r.Name, log); err != nil {
+		if run.store != nil {
+			if err := uploadRecords(ctx, run.store, run.layout, r.Name, log); err != nil {
 				logger.Error(err, "Uploading the restore's log and results")
 			}
 		}
@@ -650,21 +662,21 @@ func (c *Controller) finish(ctx context.Context, r *velerov1.Restore, phase vele
 	logger.Info("Restore finished", "phase", phase, "reason", reason, "errors", errs, "warnings", warns)
 }
 
-func uploadRecords(ctx context.Context, st *storage, name string, log *items.Log) error {
+func uploadRecords(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, log *items.Log) error {
 	results, err := log.Results()
 	if err != nil {
 		return err
 	}
-	key, _ := st.layout.Key(velerov1.DownloadTargetKindRestoreResults, name)
-	if err := objectstore.PutGzip(ctx, st.store, key, results); err != nil {
+	key, _ := layout.Key(velerov1.DownloadTargetKindRestoreResults, name)
+	if err := objectstore.PutGzip(ctx, store, key, results); err != nil {
 		return err
 	}
 	rd, err := log.Finish()
 	if err != nil {
 		return err
 	}
-	key, _ = st.layout.Key(velerov1.DownloadTargetKindRestoreLog, name)
-	if err := st.store.Put(ctx, key, rd); err != nil {
+	key, _ = layout.Key(velerov1.DownloadTargetKindRestoreLog, name)
+	if err := store.Put(ctx, key, rd); err != nil {
 		return fmt.Errorf("uploading the restore log: %w", err)
 	}
 	return nil
