@@ -12,11 +12,9 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
-	kubevirtbackupinstall "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/install"
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
-	oadpinstall "github.com/backstop-io/backstop/pkg/apis/oadp/install"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
-	veleroinstall "github.com/backstop-io/backstop/pkg/apis/velero/install"
+	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
@@ -116,10 +114,7 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 //
 //	go test ./pkg/registry -run '^$' -fuzz FuzzRequestBodies -fuzztime 10m
 func FuzzRequestBodies(f *testing.F) {
-	scheme := runtime.NewScheme()
-	veleroinstall.Install(scheme)
-	oadpinstall.Install(scheme)
-	kubevirtbackupinstall.Install(scheme)
+	scheme := apiserver.NewScheme()
 	decoder := serializer.NewCodecFactory(scheme).UniversalDecoder()
 	kinds := everyKind(scheme)
 	var order []kindRules
@@ -160,10 +155,7 @@ func FuzzRequestBodies(f *testing.F) {
 // TestEveryKindFuzzed: the fuzz target covers every kind the scheme
 // serves.
 func TestEveryKindFuzzed(t *testing.T) {
-	scheme := runtime.NewScheme()
-	veleroinstall.Install(scheme)
-	oadpinstall.Install(scheme)
-	kubevirtbackupinstall.Install(scheme)
+	scheme := apiserver.NewScheme()
 	kinds := everyKind(scheme)
 	decoder := serializer.NewCodecFactory(scheme).UniversalDecoder()
 	for typ, k := range kinds {

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/backstop-io/backstop/pkg/apis/lifecycle"
 )
 
 // Strategy is the base create/update/delete strategy of a Backstop resource.
@@ -290,3 +292,16 @@ func StatusEqual(a, b runtime.Object) bool {
 // DeepEqual reports whether a and b are semantically equal (quantities and
 // times compared by value).
 func DeepEqual(a, b any) bool { return apiequality.Semantic.DeepEqual(a, b) }
+
+// NewLifecycleStatusStrategy returns the status strategy of a resource with
+// a life: only the server's engines write its status, and its phase
+// (phase reads it off an internal object) changes only as table allows,
+// reported at fld.
+func NewLifecycleStatusStrategy[P lifecycle.Phase](s Strategy, table lifecycle.Table[P], phase func(runtime.Object) P, fld *field.Path) StatusStrategy {
+	st := NewStatusStrategy(s)
+	st.EnginesOnly = table.Kind
+	st.ValidateStatus = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
+		return table.ValidateChange(phase(old), phase(obj), fld)
+	}
+	return st
+}

@@ -54,13 +54,8 @@ type StatusStrategy struct{ resource.StatusStrategy }
 
 // NewStatusStrategy returns the status strategy beside s.
 func NewStatusStrategy(s Strategy) StatusStrategy {
-	st := resource.NewStatusStrategy(s.Strategy)
-	st.EnginesOnly = "VirtualMachineBackupTracker"
-	st.ValidateStatus = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return kubevirtbackupv1alpha1.ChangedBlockTrackingLifecycle.ValidateChange(cbtState(old), cbtState(obj),
-			field.NewPath("status", "changedBlockTracking", "state"))
-	}
-	return StatusStrategy{st}
+	return StatusStrategy{resource.NewLifecycleStatusStrategy(s.Strategy, kubevirtbackupv1alpha1.ChangedBlockTrackingLifecycle, cbtState,
+		field.NewPath("status", "changedBlockTracking", "state"))}
 }
 
 func cbtState(obj runtime.Object) kubevirtbackupv1alpha1.ChangedBlockTrackingState {

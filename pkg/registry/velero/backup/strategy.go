@@ -118,12 +118,9 @@ type StatusStrategy struct {
 
 // NewStatusStrategy returns the status strategy beside s.
 func NewStatusStrategy(s Strategy, index *QueueIndex) StatusStrategy {
-	st := resource.NewStatusStrategy(s.Strategy)
-	st.EnginesOnly = velerov1.BackupLifecycle.Kind
-	st.ValidateStatus = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return velerov1.BackupLifecycle.ValidateChange(velerov1.BackupPhase(old.(*velero.Backup).Status.Phase),
-			velerov1.BackupPhase(obj.(*velero.Backup).Status.Phase), field.NewPath("status", "phase"))
-	}
+	st := resource.NewLifecycleStatusStrategy(s.Strategy, velerov1.BackupLifecycle, func(o runtime.Object) velerov1.BackupPhase {
+		return velerov1.BackupPhase(o.(*velero.Backup).Status.Phase)
+	}, field.NewPath("status", "phase"))
 	return StatusStrategy{StatusStrategy: st, index: index}
 }
 

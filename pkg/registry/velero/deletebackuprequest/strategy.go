@@ -2,8 +2,6 @@
 package deletebackuprequest
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -24,13 +22,9 @@ func NewStrategy(typer runtime.ObjectTyper) resource.Strategy {
 // the server's engines write it, along
 // velerov1.DeleteBackupRequestLifecycle.
 func NewStatusStrategy(s resource.Strategy) resource.StatusStrategy {
-	st := resource.NewStatusStrategy(s)
-	st.EnginesOnly = velerov1.DeleteBackupRequestLifecycle.Kind
-	st.ValidateStatus = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return velerov1.DeleteBackupRequestLifecycle.ValidateChange(velerov1.DeleteBackupRequestPhase(old.(*velero.DeleteBackupRequest).Status.Phase),
-			velerov1.DeleteBackupRequestPhase(obj.(*velero.DeleteBackupRequest).Status.Phase), field.NewPath("status", "phase"))
-	}
-	return st
+	return resource.NewLifecycleStatusStrategy(s, velerov1.DeleteBackupRequestLifecycle, func(o runtime.Object) velerov1.DeleteBackupRequestPhase {
+		return velerov1.DeleteBackupRequestPhase(o.(*velero.DeleteBackupRequest).Status.Phase)
+	}, field.NewPath("status", "phase"))
 }
 
 func validate(obj runtime.Object) field.ErrorList {

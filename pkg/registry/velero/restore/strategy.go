@@ -2,8 +2,6 @@
 package restore
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -24,13 +22,9 @@ func NewStrategy(typer runtime.ObjectTyper) resource.Strategy {
 // NewStatusStrategy returns the strategy of the status subresource: only
 // the server's engines write it, along velerov1.RestoreLifecycle.
 func NewStatusStrategy(s resource.Strategy) resource.StatusStrategy {
-	st := resource.NewStatusStrategy(s)
-	st.EnginesOnly = velerov1.RestoreLifecycle.Kind
-	st.ValidateStatus = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return velerov1.RestoreLifecycle.ValidateChange(velerov1.RestorePhase(old.(*velero.Restore).Status.Phase),
-			velerov1.RestorePhase(obj.(*velero.Restore).Status.Phase), field.NewPath("status", "phase"))
-	}
-	return st
+	return resource.NewLifecycleStatusStrategy(s, velerov1.RestoreLifecycle, func(o runtime.Object) velerov1.RestorePhase {
+		return velerov1.RestorePhase(o.(*velero.Restore).Status.Phase)
+	}, field.NewPath("status", "phase"))
 }
 
 func validate(obj runtime.Object) field.ErrorList {

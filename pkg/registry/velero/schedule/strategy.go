@@ -46,13 +46,9 @@ func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 // NewStatusStrategy returns the strategy of the status subresource: only
 // the server's engines write it, along velerov1.ScheduleLifecycle.
 func NewStatusStrategy(s Strategy) resource.StatusStrategy {
-	st := resource.NewStatusStrategy(s.Strategy)
-	st.EnginesOnly = velerov1.ScheduleLifecycle.Kind
-	st.ValidateStatus = func(_ context.Context, obj, old runtime.Object) field.ErrorList {
-		return velerov1.ScheduleLifecycle.ValidateChange(velerov1.SchedulePhase(old.(*velero.Schedule).Status.Phase),
-			velerov1.SchedulePhase(obj.(*velero.Schedule).Status.Phase), field.NewPath("status", "phase"))
-	}
-	return st
+	return resource.NewLifecycleStatusStrategy(s.Strategy, velerov1.ScheduleLifecycle, func(o runtime.Object) velerov1.SchedulePhase {
+		return velerov1.SchedulePhase(o.(*velero.Schedule).Status.Phase)
+	}, field.NewPath("status", "phase"))
 }
 
 func validate(obj runtime.Object) field.ErrorList {
