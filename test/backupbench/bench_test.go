@@ -185,8 +185,7 @@ func benchBackup(b *testing.B, s *framework.Server, n int) {
 			if err != nil {
 				return false, nil
 			}
-			switch bk.Status.Phase {
-			case velerov1.BackupPhaseCompleted, velerov1.BackupPhasePartiallyFailed, velerov1.BackupPhaseFailed, velerov1.BackupPhaseFailedValidation:
+			if bk.Status.Phase.Terminal() {
 				done = bk
 				return true, nil
 			}
