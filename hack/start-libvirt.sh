@@ -10,7 +10,9 @@ fi
 if ! pgrep -x libvirtd >/dev/null; then
   libvirtd --daemon
 fi
-for _ in $(seq 100); do
+# libvirtd reconnects to the running QEMUs first: after a restart that can
+# take a while.
+for _ in $(seq 600); do
   if virsh -c qemu:///system version >/dev/null 2>&1; then
     echo "start-libvirt: $(virsh -c qemu:///system version | grep -E 'library|hypervisor' | tr -s ' ' | paste -sd ';')"
     exit 0

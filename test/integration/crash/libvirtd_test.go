@@ -58,16 +58,20 @@ func TestLibvirtdRestart(t *testing.T) {
 	if out, err := exec.Command("pkill", "-x", "libvirtd").CombinedOutput(); err != nil {
 		t.Fatalf("stopping libvirtd: %v %s", err, out)
 	}
+	// Gone, not only deaf: start-libvirt.sh starts no daemon while one runs.
 	r.waitFor("libvirtd to be gone", func() bool {
-		return exec.Command("virsh", "-c", virttest.URI, "version").Run() != nil
+		return exec.Command("pgrep", "-x", "libvirtd").Run() != nil
 	})
-	poke := func(value string) {
-		patch := []byte(`{"metadata":{"annotations":{"test/poke":"` + value + `"}}}`)
+	// Deselecting and selecting the VM again makes the engine look at it
+	// now (it acts on selection changes, and otherwise once a minute).
+	selectVM := func(value string) {
+		patch := []byte(`{"metadata":{"annotations":{"` + kv.ChangedBlockTrackingAnnotation + `":"` + value + `"}}}`)
 		if _, err := trackers.Patch(ctx, "t1", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	poke("1")
+	selectVM("false")
+	selectVM("true")
 	r.waitFor("changed block tracking to say libvirt is unavailable", func() bool {
 		return cbt().Reason == kv.ReasonLibvirtUnavailable
 	})
