@@ -135,9 +135,14 @@ func (f *Filesystem) List(_ context.Context, prefix string) ([]string, error) {
 }
 
 // removeIncomplete removes the temporary files of Puts a crash
-// interrupted under prefix (List does not show them).
+// interrupted under prefix (List does not show them). Only the directory
+// the prefix names (or lies in) is walked, not the whole location.
 func (f *Filesystem) removeIncomplete(prefix string) error {
-	return filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
+	start := filepath.Join(f.root, filepath.FromSlash(path.Clean("/"+prefix)))
+	if !strings.HasSuffix(prefix, "/") {
+		start = filepath.Dir(start)
+	}
+	return filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil

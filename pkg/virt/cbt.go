@@ -339,6 +339,10 @@ func (c *Conn) CBTStatus(domain, stateDir string) (CBTState, error) {
 	if err != nil {
 		return "", fmt.Errorf("domain %s: reading its definition: %w", domain, err)
 	}
+	persistentDom, err := parseDomain(persistent)
+	if err != nil {
+		return "", fmt.Errorf("domain %s: %w", domain, err)
+	}
 	active, err := d.IsActive()
 	if err != nil {
 		return "", fmt.Errorf("domain %s: %w", domain, err)
@@ -352,17 +356,9 @@ func (c *Conn) CBTStatus(domain, stateDir string) (CBTState, error) {
 		if err != nil {
 			return "", fmt.Errorf("domain %s: %w", domain, err)
 		}
-		persistentDom, err := parseDomain(persistent)
-		if err != nil {
-			return "", fmt.Errorf("domain %s: %w", domain, err)
-		}
 		if usesOverlays(liveDom, stateDir, domain) != usesOverlays(persistentDom, stateDir, domain) || tracksChanges(liveDom) != tracksChanges(persistentDom) {
 			return CBTPendingRestart, nil
 		}
-	}
-	persistentDom, err := parseDomain(persistent)
-	if err != nil {
-		return "", fmt.Errorf("domain %s: %w", domain, err)
 	}
 	if tracksChanges(persistentDom) {
 		return CBTEnabled, nil

@@ -313,11 +313,11 @@ func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *veler
 		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
 		return
 	}
+	run.store, run.layout = store, layout
 	done := make(chan struct{})
 	go run.reportProgress(ctx, done)
-	err = run.restore(ctx, store, layout)
+	err = run.restore(ctx)
 	close(done)
-	run.store, run.layout = store, layout
 	switch {
 	case ctx.Err() != nil:
 		logger.Info("Server stopping: the restore will be failed at the next start")
@@ -337,8 +337,8 @@ func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *veler
 }
 
 // restore reads the tarball twice: namespaces and CRDs, then the rest.
-func (run *restoreRun) restore(ctx context.Context, store objectstore.Store, layout objectstore.Layout) error {
-	c, r, backup, log, progress := run.c, run.r, run.backup, run.log, run.count
+func (run *restoreRun) restore(ctx context.Context) error {
+	c, r, backup, store, layout, log, progress := run.c, run.r, run.backup, run.store, run.layout, run.log, run.count
 	tarKey, _ := layout.Key(velerov1.DownloadTargetKindBackupContents, backup.Name)
 	spec := &velerov1.BackupSpec{
 		IncludedNamespaces: r.Spec.IncludedNamespaces, ExcludedNamespaces: r.Spec.ExcludedNamespaces,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -105,3 +106,18 @@ func walkBackup(t *testing.T, s *framework.Server, name string, phase velerov1.B
 // Completed backups these tests make, which have no files in their
 // location.
 var withoutBackupEngine = []string{"--disable-controllers=backup,backup-sync"}
+
+// invalidAt reports whether err is a 422 with a cause at field whose
+// message contains detail.
+func invalidAt(err error, field, detail string) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Field == field && strings.Contains(c.Message, detail) {
+			return true
+		}
+	}
+	return false
+}

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,21 +18,6 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
-
-// invalidAt reports whether err is a 422 with a cause at field whose
-// message contains detail.
-func invalidAt(err error, field, detail string) bool {
-	var status apierrors.APIStatus
-	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
-		return false
-	}
-	for _, c := range status.Status().Details.Causes {
-		if c.Field == field && strings.Contains(c.Message, detail) {
-			return true
-		}
-	}
-	return false
-}
 
 // TestStatusBelongsToTheServer: the status of a resource with a life is
 // written by the server's engines only; a cluster admin's write through
