@@ -235,3 +235,43 @@ func TestEngineGroups(t *testing.T) {
 		t.Error("with no engine groups, a user in group \"\" is an engine")
 	}
 }
+
+// TestSyncedBackupCreate: only the engines create a Backup with a status
+// (backup sync), and only in a terminal phase; from a client the status
+// and the annotation are dropped.
+func TestSyncedBackupCreate(t *testing.T) {
+	s := backup.NewStrategy(runtime.NewScheme(), nil)
+	engine := resource.WithEngine(asUser(user.APIServerUser))
+	synced := func(phase velero.BackupPhase) *velero.Backup {
+		return &velero.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns,
+			Annotations: map[string]string{velerov1.SyncedFromLocationAnnotation: "default"}},
+			Status: velero.BackupStatus{Phase: phase}}
+	}
+	for _, c := range []struct {
+		name      string
+		ctx       context.Context
+		phase     velero.BackupPhase
+		wantPhase velero.BackupPhase
+		wantErr   string
+	}{
+		{"engine, completed", engine, velero.BackupPhase(velerov1.BackupPhaseCompleted), velero.BackupPhase(velerov1.BackupPhaseCompleted), ""},
+		{"engine, in progress", engine, velero.BackupPhase(velerov1.BackupPhaseInProgress), velero.BackupPhase(velerov1.BackupPhaseInProgress), "status.phase"},
+		{"client", asUser("admin", user.SystemPrivilegedGroup), velero.BackupPhase(velerov1.BackupPhaseCompleted), "", ""},
+	} {
+		b := synced(c.phase)
+		s.PrepareForCreate(c.ctx, b)
+		errs := s.Validate(c.ctx, b)
+		if b.Status.Phase != c.wantPhase {
+			t.Errorf("%s: phase %q after create, want %q", c.name, b.Status.Phase, c.wantPhase)
+		}
+		if _, kept := b.Annotations[velerov1.SyncedFromLocationAnnotation]; kept != (c.ctx == engine) {
+			t.Errorf("%s: synced annotation kept %v", c.name, kept)
+		}
+		switch {
+		case c.wantErr == "" && len(errs) > 0:
+			t.Errorf("%s: %v", c.name, errs)
+		case c.wantErr != "" && (len(errs) != 1 || errs[0].Field != c.wantErr):
+			t.Errorf("%s: %v, want one error at %s", c.name, errs, c.wantErr)
+		}
+	}
+}

@@ -130,8 +130,19 @@ func TestMetricsAfterBackup(t *testing.T) {
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	createBackup(t, s, "counted", "app")
-	if b := waitBackup(t, s, "counted", "finished", finished); b.Status.Phase != velerov1.BackupPhaseCompleted {
+	b := waitBackup(t, s, "counted", "finished", finished)
+	if b.Status.Phase != velerov1.BackupPhaseCompleted {
 		t.Fatalf("backup: %s %q", b.Status.Phase, b.Status.FailureReason)
+	}
+	// Each engine wrote the status under its own field manager.
+	for _, engine := range []string{velerov1.EngineBackupQueue, velerov1.EngineBackup} {
+		found := false
+		for _, f := range b.ManagedFields {
+			found = found || (f.Manager == engine && f.Subresource == "status")
+		}
+		if !found {
+			t.Errorf("no status field manager %s among %v", engine, managers(b))
+		}
 	}
 	raw, err := s.Clientset.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
