@@ -37,6 +37,9 @@ kube::codegen::gen_openapi \
     --update-report \
     --output-model-name-file "zz_generated.model_name.go" \
     --extra-pkgs "k8s.io/api/core/v1" \
+    --extra-pkgs "k8s.io/api/rbac/v1" \
+    --extra-pkgs "k8s.io/api/authorization/v1" \
+    --extra-pkgs "k8s.io/api/authentication/v1" \
     --extra-pkgs "k8s.io/apimachinery/pkg/util/intstr" \
     --boilerplate "${BOILERPLATE}" \
     "${SCRIPT_ROOT}/pkg/apis"

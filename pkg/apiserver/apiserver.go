@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +26,11 @@ import (
 
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/localsubjectaccessreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectaccessreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectrulesreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/subjectaccessreview"
 	"k8s.io/utils/clock"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
@@ -37,6 +45,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
+	rbacregistry "github.com/backstop-io/backstop/pkg/registry/rbac"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backuprepository"
@@ -49,6 +58,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/velero/schedule"
 	"github.com/backstop-io/backstop/pkg/registry/velero/serverstatusrequest"
 	"github.com/backstop-io/backstop/pkg/registry/velero/volumesnapshotlocation"
+	"github.com/backstop-io/backstop/pkg/standalone/authz"
 	"github.com/backstop-io/backstop/pkg/storage/pebble"
 )
 
@@ -115,6 +125,10 @@ type ExtraConfig struct {
 	// Events, when set (aggregated mode), is where phase transitions are
 	// recorded as Events on the objects.
 	Events typedcorev1.EventsGetter
+	// RBAC, when set (standalone mode), is the server's own RBAC: the
+	// server then serves rbac.authorization.k8s.io, the access reviews of
+	// authorization.k8s.io and authentication.k8s.io's SelfSubjectReview.
+	RBAC *authz.RBAC
 }
 
 // Server is a running Backstop API server.
@@ -173,6 +187,11 @@ func (c CompletedConfig) New() (*Server, error) {
 	gs.Handler.NonGoRestfulMux.HandlePrefix(download.PathPrefix, &download.Handler{
 		Signer: signer, Locations: objectstore.Locations{Get: locationFrom(bslREST), Opener: c.extra.Opener}, Clock: clock.RealClock{},
 	})
+	if c.extra.RBAC != nil {
+		if err := gs.AddPostStartHook(authz.HookName, c.extra.RBAC.PostStartHook); err != nil {
+			return nil, fmt.Errorf("registering the RBAC bootstrap: %w", err)
+		}
+	}
 	if err := gs.AddPostStartHook("backstop-engines", c.startEngines(signer)); err != nil {
 		return nil, fmt.Errorf("registering the engines: %w", err)
 	}
@@ -283,11 +302,44 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 		info.VersionedResourcesStorageMap[version] = storage
 		return info
 	}
-	return []genericapiserver.APIGroupInfo{
+	groups := []genericapiserver.APIGroupInfo{
 		group(velero.GroupName, velerov1.SchemeGroupVersion.Version, veleroV1),
 		group(oadp.GroupName, oadpv1alpha1.SchemeGroupVersion.Version, oadpV1alpha1),
 		group(kubevirtbackup.GroupName, kubevirtbackupv1alpha1.SchemeGroupVersion.Version, vmV1alpha1),
-	}, bslREST, nil
+	}
+	if c.extra.RBAC != nil {
+		authGroups, err := c.authorizationGroups(group)
+		if err != nil {
+			return nil, nil, err
+		}
+		groups = append(groups, authGroups...)
+	}
+	return groups, bslREST, nil
+}
+
+// authorizationGroups are the groups a standalone server serves for its own
+// RBAC, with kube-apiserver's REST implementations: the RBAC objects, the
+// access reviews (kubectl auth can-i) and SelfSubjectReview (kubectl auth
+// whoami). Each review asks the server's whole authorizer, as in
+// kube-apiserver.
+func (c CompletedConfig) authorizationGroups(group func(string, string, storageSet) genericapiserver.APIGroupInfo) ([]genericapiserver.APIGroupInfo, error) {
+	authorizer := c.generic.Authorization.Authorizer
+	rbacV1, err := rbacregistry.NewStorage(c.generic.RESTOptionsGetter, authorizer)
+	if err != nil {
+		return nil, err
+	}
+	authorizationV1 := storageSet{
+		"selfsubjectaccessreviews":  selfsubjectaccessreview.NewREST(authorizer, c.extra.Scheme),
+		"selfsubjectrulesreviews":   selfsubjectrulesreview.NewREST(c.extra.RBAC.Authorizer),
+		"subjectaccessreviews":      subjectaccessreview.NewREST(authorizer, c.extra.Scheme),
+		"localsubjectaccessreviews": localsubjectaccessreview.NewREST(authorizer, c.extra.Scheme),
+	}
+	authenticationV1 := storageSet{"selfsubjectreviews": selfsubjectreview.NewREST()}
+	return []genericapiserver.APIGroupInfo{
+		group(rbacv1.GroupName, rbacv1.SchemeGroupVersion.Version, rbacV1),
+		group(authorizationv1.GroupName, authorizationv1.SchemeGroupVersion.Version, authorizationV1),
+		group(authenticationv1.GroupName, authenticationv1.SchemeGroupVersion.Version, authenticationV1),
+	}, nil
 }
 
 // defaultLocationFrom finds the default BackupStorageLocation of a

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -44,7 +45,7 @@ func PublicPaths() []string {
 }
 
 // StandaloneAuthenticator authenticates client certificates signed by the
-// server's CA (user = CN, groups = O), and lets anonymous requests reach the
+// server's CA (user = CN, groups = O, plus system:authenticated), and lets anonymous requests reach the
 // public paths only. Everything else without a valid certificate is 401.
 func StandaloneAuthenticator(clientCA dynamiccertificates.CAContentProvider) authenticator.Request {
 	certs := x509request.NewDynamic(clientCA.VerifyOptions, x509request.CommonNameUserConversion)
@@ -57,42 +58,26 @@ func StandaloneAuthenticator(clientCA dynamiccertificates.CAContentProvider) aut
 			Groups: []string{user.AllUnauthenticated},
 		}}, true, nil
 	})
-	return union.New(certs, public)
+	// As kube-apiserver: every authenticated user is in system:authenticated,
+	// which the bootstrap policy binds discovery and self-reviews to.
+	return union.New(group.NewAuthenticatedGroupAdder(certs), public)
 }
 
-// discoveryPaths are what kube-apiserver's system:discovery role lets every
-// authenticated user read: API discovery, OpenAPI and the version.
-var discoveryPaths = []string{"/api", "/apis", "/openapi", "/version"}
-
-func isDiscoveryPath(p string) bool {
-	for _, d := range discoveryPaths {
-		if p == d || strings.HasPrefix(p, d+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// StandaloneAuthorizer allows everything to system:masters, the public
-// paths to anyone, discovery to authenticated users (as kube-apiserver's
-// system:discovery role does), and refuses every other request with 403.
-func StandaloneAuthorizer() (authorizer.Authorizer, error) {
+// StandaloneAuthorizer decides the requests of a standalone server as
+// kube-apiserver does with --authorization-mode=RBAC: system:masters may do
+// anything, then RBAC decides (kube's bootstrap policy lets every
+// authenticated user read discovery, health and their own access). The
+// public paths are allowed to anyone before RBAC is asked: health probes
+// need no credentials, and download links carry their own signature.
+func StandaloneAuthorizer(rbac authorizer.Authorizer) (authorizer.Authorizer, error) {
 	return authorizerunion.New(
 		authorizerunion.NamedAuthorizer{AuthorizerName: "system-masters", Authorizer: authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)},
 		authorizerunion.NamedAuthorizer{AuthorizerName: "public-paths", Authorizer: authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-			if a.IsResourceRequest() || a.GetVerb() != "get" {
-				return authorizer.DecisionNoOpinion, "", nil
-			}
-			if isPublicPath(a.GetPath()) {
+			if !a.IsResourceRequest() && a.GetVerb() == "get" && isPublicPath(a.GetPath()) {
 				return authorizer.DecisionAllow, "health endpoints and download links are public", nil
-			}
-			if isDiscoveryPath(a.GetPath()) && a.GetUser() != nil && a.GetUser().GetName() != user.Anonymous {
-				return authorizer.DecisionAllow, "discovery is open to authenticated users", nil
 			}
 			return authorizer.DecisionNoOpinion, "", nil
 		})},
-		authorizerunion.NamedAuthorizer{AuthorizerName: "deny", Authorizer: authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
-			return authorizer.DecisionDeny, "only members of system:masters may use a standalone Backstop server", nil
-		})},
+		authorizerunion.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: rbac},
 	)
 }

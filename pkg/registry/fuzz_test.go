@@ -5,11 +5,28 @@ import (
 	"reflect"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/kubernetes/pkg/apis/authentication"
+	"k8s.io/kubernetes/pkg/apis/authorization"
+	"k8s.io/kubernetes/pkg/apis/rbac"
+	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/localsubjectaccessreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectaccessreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectrulesreview"
+	"k8s.io/kubernetes/pkg/registry/authorization/subjectaccessreview"
+	"k8s.io/kubernetes/pkg/registry/rbac/clusterrole"
+	"k8s.io/kubernetes/pkg/registry/rbac/clusterrolebinding"
+	"k8s.io/kubernetes/pkg/registry/rbac/role"
+	"k8s.io/kubernetes/pkg/registry/rbac/rolebinding"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
@@ -19,6 +36,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
+	_ "github.com/backstop-io/backstop/pkg/registry/rbac" // kube's RBAC group in kube's scheme, as the server has it
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backuprepository"
@@ -37,8 +55,11 @@ import (
 type kindRules struct {
 	gvk    schema.GroupVersionKind
 	main   rest.RESTCreateUpdateStrategy
-	status rest.RESTUpdateStrategy
-	seed   string // a valid body
+	status rest.RESTUpdateStrategy // nil: the kind has no status
+	seed   string                  // a valid body
+	// review, for kinds that are only ever created and answered (access
+	// reviews), is their REST storage.
+	review rest.Creater
 }
 
 func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
@@ -72,37 +93,65 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	repo, repoStatus := plain(backuprepository.NewStrategy(scheme))
 	vsl, vslStatus := plain(volumesnapshotlocation.NewStrategy(scheme))
 	meta := `"metadata":{"name":"x","namespace":"backstop-system"}`
+	rbacv1 := func(kind string) schema.GroupVersionKind {
+		return schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: kind}
+	}
+	authzv1 := func(kind string) schema.GroupVersionKind {
+		return schema.GroupVersionKind{Group: "authorization.k8s.io", Version: "v1", Kind: kind}
+	}
+	allow := authorizerfactory.NewAlwaysAllowAuthorizer()
+	rule := `"rules":[{"apiGroups":["velero.io"],"resources":["backups"],"verbs":["get"]}]`
+	roleRef := `"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},"subjects":[{"kind":"User","name":"a"}]`
+	attrs := `"resourceAttributes":{"namespace":"a","verb":"get","group":"velero.io","resource":"backups"}`
 	return map[reflect.Type]kindRules{
+		reflect.TypeOf(&rbac.Role{}): {gvk: rbacv1("Role"), main: role.Strategy,
+			seed: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role",` + meta + `,` + rule + `}`},
+		reflect.TypeOf(&rbac.ClusterRole{}): {gvk: rbacv1("ClusterRole"), main: clusterrole.Strategy,
+			seed: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"x"},"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"a":"b"}}]},` + rule + `}`},
+		reflect.TypeOf(&rbac.RoleBinding{}): {gvk: rbacv1("RoleBinding"), main: rolebinding.Strategy,
+			seed: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding",` + meta + `,` + roleRef + `}`},
+		reflect.TypeOf(&rbac.ClusterRoleBinding{}): {gvk: rbacv1("ClusterRoleBinding"), main: clusterrolebinding.Strategy,
+			seed: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"x"},` + roleRef + `}`},
+		reflect.TypeOf(&authorization.SubjectAccessReview{}): {gvk: authzv1("SubjectAccessReview"), review: subjectaccessreview.NewREST(allow, scheme),
+			seed: `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"a",` + attrs + `}}`},
+		reflect.TypeOf(&authorization.LocalSubjectAccessReview{}): {gvk: authzv1("LocalSubjectAccessReview"), review: localsubjectaccessreview.NewREST(allow, scheme),
+			seed: `{"apiVersion":"authorization.k8s.io/v1","kind":"LocalSubjectAccessReview","metadata":{"namespace":"a"},"spec":{"user":"a",` + attrs + `}}`},
+		reflect.TypeOf(&authorization.SelfSubjectAccessReview{}): {gvk: authzv1("SelfSubjectAccessReview"), review: selfsubjectaccessreview.NewREST(allow, scheme),
+			seed: `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{` + attrs + `}}`},
+		reflect.TypeOf(&authorization.SelfSubjectRulesReview{}): {gvk: authzv1("SelfSubjectRulesReview"), review: selfsubjectrulesreview.NewREST(noRules{}),
+			seed: `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectRulesReview","spec":{"namespace":"a"}}`},
+		reflect.TypeOf(&authentication.SelfSubjectReview{}): {gvk: schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "SelfSubjectReview"},
+			review: selfsubjectreview.NewREST(), seed: `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`},
 		reflect.TypeOf(&velero.Backup{}): {velerov1("Backup"), b, backup.NewStatusStrategy(b, backup.NewQueueIndex(ns, emptyQueue)),
-			`{"apiVersion":"velero.io/v1","kind":"Backup",` + meta + `,"spec":{"includedNamespaces":["a"],"ttl":"1h"},"status":{"phase":"Completed"}}`},
+			`{"apiVersion":"velero.io/v1","kind":"Backup",` + meta + `,"spec":{"includedNamespaces":["a"],"ttl":"1h"},"status":{"phase":"Completed"}}`, nil},
 		reflect.TypeOf(&velero.Schedule{}): {velerov1("Schedule"), sch, schedule.NewStatusStrategy(sch),
-			`{"apiVersion":"velero.io/v1","kind":"Schedule",` + meta + `,"spec":{"schedule":"@daily","template":{"includedNamespaces":["a"]}}}`},
+			`{"apiVersion":"velero.io/v1","kind":"Schedule",` + meta + `,"spec":{"schedule":"@daily","template":{"includedNamespaces":["a"]}}}`, nil},
 		reflect.TypeOf(&velero.Restore{}): {velerov1("Restore"), rs, restore.NewStatusStrategy(rs),
-			`{"apiVersion":"velero.io/v1","kind":"Restore",` + meta + `,"spec":{"backupName":"b","namespaceMapping":{"a":"b"}}}`},
+			`{"apiVersion":"velero.io/v1","kind":"Restore",` + meta + `,"spec":{"backupName":"b","namespaceMapping":{"a":"b"}}}`, nil},
 		reflect.TypeOf(&velero.DeleteBackupRequest{}): {velerov1("DeleteBackupRequest"), dbr, deletebackuprequest.NewStatusStrategy(dbr),
-			`{"apiVersion":"velero.io/v1","kind":"DeleteBackupRequest",` + meta + `,"spec":{"backupName":"b"}}`},
+			`{"apiVersion":"velero.io/v1","kind":"DeleteBackupRequest",` + meta + `,"spec":{"backupName":"b"}}`, nil},
 		reflect.TypeOf(&velero.BackupStorageLocation{}): {velerov1("BackupStorageLocation"), bsl, resource.NewStatusStrategy(bsl.Strategy),
-			`{"apiVersion":"velero.io/v1","kind":"BackupStorageLocation",` + meta + `,"spec":{"provider":"aws","objectStorage":{"bucket":"b"},"config":{"region":"r"}}}`},
+			`{"apiVersion":"velero.io/v1","kind":"BackupStorageLocation",` + meta + `,"spec":{"provider":"aws","objectStorage":{"bucket":"b"},"config":{"region":"r"}}}`, nil},
 		reflect.TypeOf(&velero.DownloadRequest{}): {velerov1("DownloadRequest"), dr, drStatus,
-			`{"apiVersion":"velero.io/v1","kind":"DownloadRequest",` + meta + `,"spec":{"target":{"kind":"BackupLog","name":"b"}}}`},
+			`{"apiVersion":"velero.io/v1","kind":"DownloadRequest",` + meta + `,"spec":{"target":{"kind":"BackupLog","name":"b"}}}`, nil},
 		reflect.TypeOf(&velero.ServerStatusRequest{}): {velerov1("ServerStatusRequest"), ssr, ssrStatus,
-			`{"apiVersion":"velero.io/v1","kind":"ServerStatusRequest",` + meta + `}`},
+			`{"apiVersion":"velero.io/v1","kind":"ServerStatusRequest",` + meta + `}`, nil},
 		reflect.TypeOf(&velero.PodVolumeBackup{}): {velerov1("PodVolumeBackup"), pvb, pvbStatus,
-			`{"apiVersion":"velero.io/v1","kind":"PodVolumeBackup",` + meta + `,"spec":{"volume":"v","pod":{"name":"p"}}}`},
+			`{"apiVersion":"velero.io/v1","kind":"PodVolumeBackup",` + meta + `,"spec":{"volume":"v","pod":{"name":"p"}}}`, nil},
 		reflect.TypeOf(&velero.PodVolumeRestore{}): {velerov1("PodVolumeRestore"), pvr, pvrStatus,
-			`{"apiVersion":"velero.io/v1","kind":"PodVolumeRestore",` + meta + `,"spec":{"volume":"v"}}`},
+			`{"apiVersion":"velero.io/v1","kind":"PodVolumeRestore",` + meta + `,"spec":{"volume":"v"}}`, nil},
 		reflect.TypeOf(&velero.BackupRepository{}): {velerov1("BackupRepository"), repo, repoStatus,
-			`{"apiVersion":"velero.io/v1","kind":"BackupRepository",` + meta + `,"spec":{"volumeNamespace":"a","backupStorageLocation":"b","resticIdentifier":"r"}}`},
+			`{"apiVersion":"velero.io/v1","kind":"BackupRepository",` + meta + `,"spec":{"volumeNamespace":"a","backupStorageLocation":"b","resticIdentifier":"r"}}`, nil},
 		reflect.TypeOf(&velero.VolumeSnapshotLocation{}): {velerov1("VolumeSnapshotLocation"), vsl, vslStatus,
-			`{"apiVersion":"velero.io/v1","kind":"VolumeSnapshotLocation",` + meta + `,"spec":{"provider":"aws"}}`},
+			`{"apiVersion":"velero.io/v1","kind":"VolumeSnapshotLocation",` + meta + `,"spec":{"provider":"aws"}}`, nil},
 		reflect.TypeOf(&oadp.NonAdminBackup{}): {oadpv1("NonAdminBackup"), nab, resource.NewStatusStrategy(nab.Strategy),
-			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackup","metadata":{"name":"x","namespace":"team"},"spec":{"backupSpec":{}}}`},
+			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackup","metadata":{"name":"x","namespace":"team"},"spec":{"backupSpec":{}}}`, nil},
 		reflect.TypeOf(&oadp.NonAdminRestore{}): {oadpv1("NonAdminRestore"), nar, resource.NewStatusStrategy(nar.Strategy),
-			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminRestore","metadata":{"name":"x","namespace":"team"},"spec":{"restoreSpec":{"backupName":"b"}}}`},
+			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminRestore","metadata":{"name":"x","namespace":"team"},"spec":{"restoreSpec":{"backupName":"b"}}}`, nil},
 		reflect.TypeOf(&kubevirtbackup.VirtualMachineBackup{}): {kvv1("VirtualMachineBackup"), vmb, virtualmachinebackup.NewStatusStrategy(vmb),
-			`{"apiVersion":"backup.kubevirt.io/v1alpha1","kind":"VirtualMachineBackup","metadata":{"name":"x","namespace":"vms"},"spec":{"source":{"apiGroup":"kubevirt.io","kind":"VirtualMachine","name":"vm"},"pvcName":"p"}}`},
+			`{"apiVersion":"backup.kubevirt.io/v1alpha1","kind":"VirtualMachineBackup","metadata":{"name":"x","namespace":"vms"},"spec":{"source":{"apiGroup":"kubevirt.io","kind":"VirtualMachine","name":"vm"},"pvcName":"p"}}`, nil},
 		reflect.TypeOf(&kubevirtbackup.VirtualMachineBackupTracker{}): {kvv1("VirtualMachineBackupTracker"), vmbt, virtualmachinebackuptracker.NewStatusStrategy(vmbt),
-			`{"apiVersion":"backup.kubevirt.io/v1alpha1","kind":"VirtualMachineBackupTracker","metadata":{"name":"x","namespace":"vms"},"spec":{"source":{"apiGroup":"kubevirt.io","kind":"VirtualMachine","name":"vm"}}}`},
+			`{"apiVersion":"backup.kubevirt.io/v1alpha1","kind":"VirtualMachineBackupTracker","metadata":{"name":"x","namespace":"vms"},"spec":{"source":{"apiGroup":"kubevirt.io","kind":"VirtualMachine","name":"vm"}}}`, nil},
 	}
 }
 
@@ -135,6 +184,11 @@ func FuzzRequestBodies(f *testing.F) {
 			return // a meta type (Status, List, ...), not a request body the registry handles
 		}
 		for _, ctx := range []context.Context{admin, engine} {
+			if k.review != nil {
+				ctx = genericrequest.WithNamespace(ctx, "a")
+				_, _ = k.review.Create(ctx, obj.DeepCopyObject(), nil, &metav1.CreateOptions{})
+				continue
+			}
 			created := obj.DeepCopyObject()
 			k.main.PrepareForCreate(ctx, created)
 			_ = k.main.Validate(ctx, created)
@@ -144,6 +198,9 @@ func FuzzRequestBodies(f *testing.F) {
 				newer, older := pair[0].DeepCopyObject(), pair[1].DeepCopyObject()
 				k.main.PrepareForUpdate(ctx, newer, older)
 				_ = k.main.ValidateUpdate(ctx, newer, older)
+				if k.status == nil {
+					continue
+				}
 				newer, older = pair[0].DeepCopyObject(), pair[1].DeepCopyObject()
 				k.status.PrepareForUpdate(ctx, newer, older)
 				_ = k.status.ValidateUpdate(ctx, newer, older)
@@ -172,10 +229,21 @@ func TestEveryKindFuzzed(t *testing.T) {
 		if err != nil {
 			continue // options and meta types registered in every version
 		}
-		if _, ok := kinds[reflect.TypeOf(obj)]; !ok && !isOptions(gvk.Kind) {
+		if _, ok := kinds[reflect.TypeOf(obj)]; !ok && !isOptions(gvk.Kind) && !notServed.Has(gvk.Kind) {
 			t.Errorf("kind %s is served but not fuzzed", gvk)
 		}
 	}
+}
+
+// notServed are kinds the scheme knows, as kube registers them with their
+// group, that no Backstop server serves.
+var notServed = sets.New("TokenReview", "TokenRequest")
+
+// noRules resolves no rules for anyone.
+type noRules struct{}
+
+func (noRules) RulesFor(context.Context, user.Info, string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+	return nil, nil, false, nil
 }
 
 func isOptions(kind string) bool {

@@ -32,9 +32,11 @@ import (
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
+	"github.com/backstop-io/backstop/artifacts"
 	"github.com/backstop-io/backstop/pkg/apiserver"
 	backstopopenapi "github.com/backstop-io/backstop/pkg/generated/openapi"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/standalone/authz"
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
 	"github.com/backstop-io/backstop/pkg/storage/pebble"
 )
@@ -283,6 +285,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := o.Features.ApplyTo(&cfg.Config, kubeClient, cfg.SharedInformerFactory); err != nil {
 		return fmt.Errorf("configuring features: %w", err)
 	}
+	var rbac *authz.RBAC
 	switch o.Mode {
 	case ModeStandalone:
 		clientCA, err := dynamiccertificates.NewStaticCAContent("backstop-ca", ca.CertPEM)
@@ -291,7 +294,20 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		cfg.SecureServing.ClientCA = clientCA
 		cfg.Authentication.Authenticator = apiserver.StandaloneAuthenticator(clientCA)
-		if cfg.Authorization.Authorizer, err = apiserver.StandaloneAuthorizer(); err != nil {
+		served := sets.New[string]()
+		for _, gv := range scheme.PrioritizedVersionsAllGroups() {
+			served.Insert(gv.Group)
+		}
+		// The core group holds only the meta types here: no pods, secrets, ...
+		served.Delete("")
+		policy, err := authz.DefaultPolicy(artifacts.ClusterRoles, served)
+		if err != nil {
+			return fmt.Errorf("building the bootstrap RBAC policy: %w", err)
+		}
+		if rbac, err = authz.New(cfg.LoopbackClientConfig, policy); err != nil {
+			return err
+		}
+		if cfg.Authorization.Authorizer, err = apiserver.StandaloneAuthorizer(rbac.Authorizer); err != nil {
 			return fmt.Errorf("building the authorizer: %w", err)
 		}
 	case ModeAggregated:
@@ -312,6 +328,7 @@ func (o *Options) Run(ctx context.Context) error {
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
+		RBAC: rbac,
 	}
 	if kubeClient != nil {
 		// Aggregated: storage locations' Secrets are the host cluster's, and
