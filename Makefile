@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-authz run setup
 
 all: build
 
@@ -52,15 +52,22 @@ codegen:
 verify-codegen:
 	bash hack/verify-codegen.sh
 
+# The own tests of the kube packages standalone RBAC imports (authorizer,
+# registry and escalation checks, rule resolver, aggregation controller,
+# bootstrap reconciliation), run at the versions go.mod pins.
+UPSTREAM_RBAC_TESTS := k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac k8s.io/kubernetes/pkg/registry/rbac/... \
+	k8s.io/kubernetes/pkg/controller/clusterroleaggregation k8s.io/component-helpers/auth/rbac/...
+
 # Every test: formatting, vet, generated code, then unit, conformance, crash
 # and integration tests against the real binaries, the crash-point matrix
-# (its summary line printed), 30 s of fuzzing request bodies, then the
+# (its summary line printed), the imported RBAC packages' tests, 30 s of fuzzing request bodies, then the
 # storage tests again under the race detector.
 test: fmt-check vet verify-codegen build tools
 	bash hack/start-libvirt.sh
 	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m $$($(GO) list $(PKGS) | grep -v /test/integration/crash)
 	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m -v ./test/integration/crash | \
 		grep -a -E '^(ok|FAIL|panic:|points [0-9]+|--- FAIL|    [a-z_]+_test.go:[0-9]+: )'
+	$(GO) test -count=1 $(UPSTREAM_RBAC_TESTS)
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzRequestBodies -fuzztime 30s ./pkg/registry
 	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
 
@@ -86,3 +93,8 @@ bench-backup:
 # VM disk backups: push backup throughput beside qemu-img convert, incremental size (docs/benchmarks.md).
 bench-vm:
 	bash hack/bench-vm.sh
+
+# Standalone RBAC: decision time and per-request overhead with 1,000
+# ClusterRoles and 10,000 RoleBindings (docs/benchmarks.md).
+bench-authz: build
+	BACKSTOP_BIN_DIR=$(BIN) $(GO) test ./test/authzbench -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m

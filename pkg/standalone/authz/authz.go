@@ -92,9 +92,8 @@ var _ authorizer.RuleResolver = &rbacauthorizer.RBACAuthorizer{}
 // server stops.
 func (r *RBAC) PostStartHook(hook genericapiserver.PostStartHookContext) error {
 	ctx := hook.Context
-	r.informers.Start(ctx.Done())
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, r.synced...) {
-		return fmt.Errorf("the RBAC informers did not sync")
+	if err := r.Sync(ctx); err != nil {
+		return err
 	}
 	// As kube-apiserver: retry for a while (storage may be slow to answer
 	// at start), and fail the server if the policy cannot be written.
@@ -110,5 +109,15 @@ func (r *RBAC) PostStartHook(hook genericapiserver.PostStartHookContext) error {
 		return fmt.Errorf("reconciling the bootstrap RBAC policy: %w (last: %v)", err, last)
 	}
 	go r.aggregation.Run(ctx, aggregationWorkers)
+	return nil
+}
+
+// Sync starts the informers the authorizer reads and waits until they hold
+// every RBAC object; they run until ctx ends.
+func (r *RBAC) Sync(ctx context.Context) error {
+	r.informers.Start(ctx.Done())
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, r.synced...) {
+		return fmt.Errorf("the RBAC informers did not sync")
+	}
 	return nil
 }
