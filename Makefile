@@ -23,13 +23,18 @@ setup:
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/backstop-apiserver ./cmd/backstop-apiserver
 
-# The clients the tests drive the server with: kubectl (k8s.io/kubectl at the
+# The control plane the aggregated-mode tests serve Backstop through: etcd,
+# kube-apiserver and kube-controller-manager at the release of go.mod's
+# k8s.io/apiserver (hack/install-etcd.sh, hack/install-kube.sh; cached in
+# _output/bin). The clients the tests drive the server with: kubectl (k8s.io/kubectl at the
 # client-go version of go.mod) and the velero CLI (v1.18.0, module proxy); the
 # S3 server the S3 storage location tests run on loopback (versitygw); the
 # libvirt daemon and QEMU the VM backup tests drive (Debian packages, as root);
 # the small Linux guest with QEMU's guest agent the quiesce tests boot
 # (hack/build-guest.sh: Debian's cloud kernel, busybox, qemu-ga).
 tools: setup
+	bash hack/install-etcd.sh
+	bash hack/install-kube.sh
 	bash hack/install-velero.sh
 	bash hack/install-versitygw.sh
 	bash hack/install-libvirt.sh

@@ -24,6 +24,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 
+	"k8s.io/client-go/dynamic"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
@@ -125,6 +126,10 @@ type ExtraConfig struct {
 	// Events, when set (aggregated mode), is where phase transitions are
 	// recorded as Events on the objects.
 	Events typedcorev1.EventsGetter
+	// HostCluster, when set (aggregated mode), is the cluster whose
+	// kube-apiserver serves this server's groups: the server publishes its
+	// serving CA in its APIServices there.
+	HostCluster *restclient.Config
 	// RBAC, when set (standalone mode), is the server's own RBAC: the
 	// server then serves rbac.authorization.k8s.io, the access reviews of
 	// authorization.k8s.io and authentication.k8s.io's SelfSubjectReview.
@@ -187,6 +192,15 @@ func (c CompletedConfig) New() (*Server, error) {
 	gs.Handler.NonGoRestfulMux.HandlePrefix(download.PathPrefix, &download.Handler{
 		Signer: signer, Locations: objectstore.Locations{Get: locationFrom(bslREST), Opener: c.extra.Opener}, Clock: clock.RealClock{},
 	})
+	if c.extra.HostCluster != nil {
+		client, err := dynamic.NewForConfig(c.extra.HostCluster)
+		if err != nil {
+			return nil, fmt.Errorf("host cluster client: %w", err)
+		}
+		if err := gs.AddPostStartHook(CABundleHookName, publishCABundle(client, c.extra.ServingCA)); err != nil {
+			return nil, fmt.Errorf("registering the CA publisher: %w", err)
+		}
+	}
 	if c.extra.RBAC != nil {
 		if err := gs.AddPostStartHook(authz.HookName, c.extra.RBAC.PostStartHook); err != nil {
 			return nil, fmt.Errorf("registering the RBAC bootstrap: %w", err)

@@ -1,0 +1,180 @@
+// Package cluster tests Backstop in aggregated mode behind a real control
+// plane (framework.StartCluster): registered by artifacts/deploy as users
+// apply it, running as the manifests' ServiceAccount with the shipped RBAC,
+// reached only through kube-apiserver.
+package cluster
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+func TestMain(m *testing.M) { os.Exit(framework.RunInNetNS(m)) }
+
+const adminNamespace = framework.BackstopNamespace
+
+func poll(t *testing.T, what string, timeout time.Duration, cond func(context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func forbidden(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Forbidden")
+}
+
+// TestAggregated: Backstop through kube-apiserver — trusted by its CA, not
+// by skipping verification; discovery; a backup of a real namespace by the
+// cluster admin; delegated authentication (client certificates,
+// ServiceAccount tokens) and authorization (a RoleBinding grants, its
+// absence denies, through the aggregator); killed while registered and
+// back.
+func TestAggregated(t *testing.T) {
+	c := framework.StartCluster(t)
+	ctx := context.Background()
+	admin := c.AdminKubeconfig
+
+	t.Run("trusted-by-ca-bundle", func(t *testing.T) {
+		for _, name := range []string{"v1.velero.io", "v1alpha1.oadp.openshift.io", "v1alpha1.backup.kubevirt.io"} {
+			cond := c.APIServiceAvailable(ctx, name)
+			if cond.Status != "True" || !cond.CABundle || cond.InsecureSkipTLSVerify {
+				t.Errorf("APIService %s: %+v, want Available with the server's caBundle and verification on", name, cond)
+			}
+		}
+	})
+
+	t.Run("discovery", func(t *testing.T) {
+		for group, resource := range map[string]string{"velero.io": "backups", "oadp.openshift.io": "nonadminbackups", "backup.kubevirt.io": "virtualmachinebackups"} {
+			out, err := c.Kubectl(admin, nil, "api-resources", "--api-group", group, "-o", "name")
+			if err != nil || !strings.Contains(out, resource+"."+group) {
+				t.Errorf("kubectl api-resources --api-group %s: %q, %v", group, out, err)
+			}
+		}
+		if out, err := c.Kubectl(admin, nil, "explain", "backups.velero.io.spec.cancel"); err != nil || !strings.Contains(out, "cancel") {
+			t.Errorf("kubectl explain through kube-apiserver's aggregated OpenAPI: %q, %v", out, err)
+		}
+	})
+
+	t.Run("backup-of-a-namespace", func(t *testing.T) {
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Kube.CoreV1().ConfigMaps("shop").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"currency": "EUR"},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Create(ctx, &velerov1.Backup{
+			ObjectMeta: metav1.ObjectMeta{Name: "shop"},
+			Spec:       velerov1.BackupSpec{IncludedNamespaces: []string{"shop"}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var last *velerov1.Backup
+		poll(t, "the backup to end", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "shop", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			last = b
+			return b.Status.Phase.Terminal(), nil
+		})
+		if last.Status.Phase != velerov1.BackupPhaseCompleted || last.Status.Progress == nil || last.Status.Progress.ItemsBackedUp < 2 {
+			t.Errorf("backup of namespace shop: phase %s, progress %+v, errors %d, want Completed with the namespace and its ConfigMap",
+				last.Status.Phase, last.Status.Progress, last.Status.Errors)
+		}
+		// Its phase transitions are Events on it in the cluster: what
+		// kubectl describe shows.
+		var described string
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			out, err := c.Kubectl(admin, nil, "describe", "backup", "shop", "-n", adminNamespace)
+			described = out
+			_, events, _ := strings.Cut(out, "Events:")
+			return err == nil && strings.Contains(events, "→ Completed (backup)"), nil
+		})
+		if err != nil {
+			all, _ := c.Kubectl(admin, nil, "get", "events", "-n", adminNamespace, "-o", "wide")
+			t.Fatalf("kubectl describe backup shows no transition to Completed:\n%s\nevents in %s:\n%s", described, adminNamespace, all)
+		}
+		_, events, _ := strings.Cut(described, "Events:")
+		for _, want := range []string{"new → Queued (backup-queue)", "Queued → ReadyToStart (backup-queue)", "ReadyToStart → InProgress (backup)"} {
+			if !strings.Contains(events, want) {
+				t.Errorf("kubectl describe backup: the Events lack %q:%s", want, events)
+			}
+		}
+	})
+
+	t.Run("delegated-auth", func(t *testing.T) {
+		alice := c.UserKubeconfig("alice", "tenants")
+		if _, err := c.Kubectl(alice, nil, "get", "virtualmachinebackuptrackers", "-n", "team-a"); !forbidden(err) {
+			t.Errorf("alice without a binding: %v, want Forbidden from the aggregated server", err)
+		}
+		for _, ns := range []string{"team-a", "team-b"} {
+			if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// edit picks up the shipped tenant and VM backup roles through
+		// kube-controller-manager's aggregation.
+		if out, err := c.Kubectl(admin, nil, "create", "rolebinding", "alice-edit", "--clusterrole", "edit", "--user", "alice", "-n", "team-a"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		tracker := []byte(`{"apiVersion":"backup.kubevirt.io/v1alpha1","kind":"VirtualMachineBackupTracker","metadata":{"name":"t1"},"spec":{"source":{"apiGroup":"kubevirt.io","kind":"VirtualMachine","name":"vm1"}}}`)
+		poll(t, "alice's rights in team-a", time.Minute, func(context.Context) (bool, error) {
+			_, err := c.Kubectl(alice, tracker, "create", "-n", "team-a", "-f", "-")
+			return err == nil, nil
+		})
+		if _, err := c.Kubectl(alice, tracker, "create", "-n", "team-b", "-f", "-"); !forbidden(err) {
+			t.Errorf("alice creating in team-b: %v, want Forbidden", err)
+		}
+		if _, err := c.Kubectl(alice, nil, "get", "backups.velero.io", "-n", adminNamespace); !forbidden(err) {
+			t.Errorf("alice reading the admin's backups: %v, want Forbidden", err)
+		}
+		// A ServiceAccount token, bound to view.
+		if _, err := c.Kube.CoreV1().ServiceAccounts("team-a").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := c.Kubectl(admin, nil, "create", "rolebinding", "robot-view", "--clusterrole", "view", "--serviceaccount", "team-a:robot", "-n", "team-a"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		robot := c.TokenKubeconfig("team-a", "robot")
+		poll(t, "the robot's rights in team-a", time.Minute, func(context.Context) (bool, error) {
+			out, err := c.Kubectl(robot, nil, "get", "virtualmachinebackuptrackers", "-n", "team-a", "-o", "name")
+			return err == nil && strings.Contains(out, "t1"), nil
+		})
+		if _, err := c.Kubectl(robot, nil, "delete", "virtualmachinebackuptrackers", "t1", "-n", "team-a"); !forbidden(err) {
+			t.Errorf("a view-bound ServiceAccount deleting: %v, want Forbidden", err)
+		}
+	})
+
+	t.Run("killed-while-registered", func(t *testing.T) {
+		c.StopBackstop(true)
+		poll(t, "the APIService to be unavailable", time.Minute, func(ctx context.Context) (bool, error) {
+			return c.APIServiceAvailable(ctx, "v1.velero.io").Status == "False", nil
+		})
+		if cond := c.APIServiceAvailable(ctx, "v1.velero.io"); cond.Reason == "" {
+			t.Errorf("an unavailable APIService without a reason: %+v", cond)
+		}
+		_, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "shop", metav1.GetOptions{})
+		if !apierrors.IsServiceUnavailable(err) {
+			t.Errorf("reading a backup while the server is down: %v, want 503", err)
+		}
+		c.StartBackstop()
+		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "shop", metav1.GetOptions{})
+		if err != nil || b.Status.Phase != velerov1.BackupPhaseCompleted {
+			t.Errorf("the backup after kill -9 and restart: %v, %v", b, err)
+		}
+	})
+}

@@ -1,0 +1,502 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	"github.com/backstop-io/backstop/pkg/standalone/pki"
+)
+
+// Ports of the control plane, inside the test network namespace.
+const (
+	kubeAPIServerPort = 6443
+	etcdClientPort    = 2379
+	etcdPeerPort      = 2380
+)
+
+// BackstopNamespace and BackstopServiceAccount are artifacts/deploy's.
+const (
+	BackstopNamespace      = "backstop-system"
+	BackstopServiceAccount = "backstop-apiserver"
+)
+
+// Cluster is a real control plane in the test's network namespace (see
+// RunInNetNS): etcd, kube-apiserver (RBAC, front proxy, service account
+// keys, aggregator routing to endpoints) and kube-controller-manager
+// (namespace deletion, garbage collection, service accounts and their
+// tokens, endpoint slices, clusterrole aggregation), with Backstop
+// registered by the manifests of artifacts/deploy exactly as a user applies
+// them and run as the pod of their Deployment would run: with its
+// arguments and its ServiceAccount's token.
+type Cluster struct {
+	t   testing.TB
+	Dir string
+	// AdminKubeconfig is a cluster admin's (system:masters).
+	AdminKubeconfig string
+	Admin           *rest.Config
+	Kube            kubernetes.Interface
+	// Backstop is a clientset of Backstop's groups, through kube-apiserver,
+	// as the cluster admin.
+	Backstop versioned.Interface
+	Dynamic  dynamic.Interface
+
+	ca         *pki.CA
+	frontProxy *pki.CA
+	procs      []*process
+	backstop   *process
+	// BackstopArgs are the arguments backstop-apiserver runs with: the
+	// Deployment's, with its data directory here and the ServiceAccount's
+	// kubeconfig.
+	BackstopArgs []string
+}
+
+// process is one control plane binary the harness runs.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    string
+}
+
+// StartCluster starts the control plane and Backstop, and stops them in
+// reverse order when the test ends.
+func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	RequireNetNS(t)
+	c := &Cluster{t: t, Dir: t.TempDir()}
+	t.Cleanup(c.stopAll)
+	c.pki()
+	c.startEtcd()
+	c.startKubeAPIServer()
+	c.startKubeControllerManager()
+	c.installBackstop()
+	return c
+}
+
+func (c *Cluster) path(name string) string { return filepath.Join(c.Dir, name) }
+
+// pki makes the cluster CA (serving and client certificates), the front
+// proxy CA (kube-apiserver's identity towards aggregated servers) and the
+// service account signing key.
+func (c *Cluster) pki() {
+	t := c.t
+	var err error
+	if c.ca, err = pki.New(c.path("kube-ca")).EnsureCA(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pki.New(c.path("kube-ca")).EnsureServing(c.ca,
+		[]string{"127.0.0.1", KubeAdvertiseIP, "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.frontProxy, err = pki.New(c.path("front-proxy-ca")).EnsureCA(); err != nil {
+		t.Fatal(err)
+	}
+	c.clientCert(c.frontProxy, "front-proxy-client", "front-proxy-client")
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.write("sa.key", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	c.write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
+	c.AdminKubeconfig = c.UserKubeconfig("cluster-admin", "system:masters")
+	c.writeKubeconfig("kube-controller-manager.kubeconfig", c.clientAuth("system:kube-controller-manager"))
+}
+
+func (c *Cluster) write(name string, data []byte) string {
+	c.t.Helper()
+	if err := os.WriteFile(c.path(name), data, 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return c.path(name)
+}
+
+// clientCert writes a client certificate of ca for user and groups as
+// <file>.crt and <file>.key.
+func (c *Cluster) clientCert(ca *pki.CA, file, user string, groups ...string) (certFile, keyFile string) {
+	c.t.Helper()
+	certPEM, keyPEM, err := ca.ClientCert(user, groups)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.write(file+".crt", certPEM), c.write(file+".key", keyPEM)
+}
+
+func (c *Cluster) clientAuth(user string, groups ...string) *clientcmdapi.AuthInfo {
+	certFile, keyFile := c.clientCert(c.ca, "user-"+strings.ReplaceAll(user, ":", "_"), user, groups...)
+	return &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
+}
+
+// URL is kube-apiserver's address.
+func (c *Cluster) URL() string { return fmt.Sprintf("https://127.0.0.1:%d", kubeAPIServerPort) }
+
+func (c *Cluster) writeKubeconfig(name string, auth *clientcmdapi.AuthInfo) string {
+	c.t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kube"] = &clientcmdapi.Cluster{Server: c.URL(), CertificateAuthority: pki.New(c.path("kube-ca")).CAFile()}
+	cfg.AuthInfos["user"] = auth
+	cfg.Contexts["kube"] = &clientcmdapi.Context{Cluster: "kube", AuthInfo: "user"}
+	cfg.CurrentContext = "kube"
+	if err := clientcmd.WriteToFile(*cfg, c.path(name)); err != nil {
+		c.t.Fatal(err)
+	}
+	return c.path(name)
+}
+
+// UserKubeconfig writes a kubeconfig with a client certificate of the
+// cluster CA for user and groups, and returns its path.
+func (c *Cluster) UserKubeconfig(user string, groups ...string) string {
+	c.t.Helper()
+	return c.writeKubeconfig(strings.ReplaceAll(user, ":", "_")+".kubeconfig", c.clientAuth(user, groups...))
+}
+
+// TokenKubeconfig writes a kubeconfig carrying a token of the
+// ServiceAccount namespace/name (TokenRequest), and returns its path.
+func (c *Cluster) TokenKubeconfig(namespace, name string) string {
+	c.t.Helper()
+	expiry := int64(24 * 3600)
+	tr, err := c.Kube.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("a token of ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	return c.writeKubeconfig("sa-"+namespace+"-"+name+".kubeconfig", &clientcmdapi.AuthInfo{Token: tr.Status.Token})
+}
+
+// start runs a binary with its output in <dir>/logs/<name>.log.
+func (c *Cluster) start(name, bin string, args ...string) *process {
+	c.t.Helper()
+	if err := os.MkdirAll(c.path("logs"), 0o700); err != nil {
+		c.t.Fatal(err)
+	}
+	logPath := c.path(filepath.Join("logs", name+".log"))
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = c.Dir
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("starting %s: %v", name, err)
+	}
+	p := &process{name: name, cmd: cmd, exited: make(chan struct{}), log: logPath}
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		close(p.exited)
+	}()
+	c.procs = append(c.procs, p)
+	return p
+}
+
+// stop ends p (sig, then SIGKILL after a while) and waits for it.
+func (p *process) stop(sig syscall.Signal) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// stopAll stops every process in reverse order (kube-apiserver's shutdown
+// hangs if etcd goes first), showing the logs of a failed test.
+func (c *Cluster) stopAll() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		c.procs[i].stop(syscall.SIGTERM)
+	}
+	if c.t.Failed() {
+		for _, p := range c.procs {
+			c.dumpLog(p)
+		}
+	}
+}
+
+func (c *Cluster) dumpLog(p *process) {
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(string(data), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	c.t.Logf("last lines of %s:\n%s", p.name, strings.Join(lines, "\n"))
+}
+
+// waitFor polls cond until it holds, failing the test after timeout or
+// when p exits.
+func (c *Cluster) waitFor(what string, p *process, timeout time.Duration, cond func(context.Context) error) {
+	c.t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if p != nil {
+			select {
+			case <-p.exited:
+				return false, fmt.Errorf("%s exited: %v", p.name, p.cmd.ProcessState)
+			default:
+			}
+		}
+		last = cond(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		if p != nil {
+			c.dumpLog(p)
+		}
+		c.t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
+	}
+}
+
+func (c *Cluster) startEtcd() {
+	p := c.start("etcd", Binary(c.t, "etcd"),
+		"--data-dir", c.path("etcd"),
+		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClientPort),
+		"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClientPort),
+		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort),
+		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort),
+		"--initial-cluster", fmt.Sprintf("default=http://127.0.0.1:%d", etcdPeerPort),
+		"--log-level", "warn")
+	c.waitFor("etcd", p, time.Minute, func(ctx context.Context) error {
+		return exec.CommandContext(ctx, "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d", etcdClientPort)).Run()
+	})
+}
+
+func (c *Cluster) startKubeAPIServer() {
+	kubeCA := pki.New(c.path("kube-ca"))
+	frontProxyCA := pki.New(c.path("front-proxy-ca"))
+	p := c.start("kube-apiserver", Binary(c.t, "kube-apiserver"),
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClientPort),
+		"--bind-address=127.0.0.1", "--advertise-address="+KubeAdvertiseIP, fmt.Sprintf("--secure-port=%d", kubeAPIServerPort),
+		"--tls-cert-file="+filepath.Join(kubeCA.Path, "serving.crt"), "--tls-private-key-file="+filepath.Join(kubeCA.Path, "serving.key"),
+		"--client-ca-file="+kubeCA.CAFile(),
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file="+c.path("sa.pub"),
+		"--service-account-signing-key-file="+c.path("sa.key"),
+		"--authorization-mode=RBAC",
+		// Aggregated servers are reached at their endpoints (there is no
+		// kube-proxy to route a Service's cluster IP).
+		"--enable-aggregator-routing=true",
+		"--requestheader-client-ca-file="+frontProxyCA.CAFile(),
+		"--proxy-client-cert-file="+c.path("front-proxy-client.crt"), "--proxy-client-key-file="+c.path("front-proxy-client.key"),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-")
+	var err error
+	if c.Admin, err = clientcmd.BuildConfigFromFlags("", c.AdminKubeconfig); err != nil {
+		c.t.Fatal(err)
+	}
+	c.Admin.QPS, c.Admin.Burst = 1000, 1000
+	if c.Kube, err = kubernetes.NewForConfig(c.Admin); err != nil {
+		c.t.Fatal(err)
+	}
+	c.waitFor("kube-apiserver /readyz", p, 2*time.Minute, func(ctx context.Context) error {
+		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+	if c.Backstop, err = versioned.NewForConfig(c.Admin); err != nil {
+		c.t.Fatal(err)
+	}
+	if c.Dynamic, err = dynamic.NewForConfig(c.Admin); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *Cluster) startKubeControllerManager() {
+	kubeconfig := c.path("kube-controller-manager.kubeconfig")
+	p := c.start("kube-controller-manager", Binary(c.t, "kube-controller-manager"),
+		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port=10257", "--leader-elect=false",
+		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,endpointslice-controller,clusterrole-aggregation-controller",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+c.path("sa.key"), "--root-ca-file="+pki.New(c.path("kube-ca")).CAFile(),
+		"--service-cluster-ip-range="+ServiceCIDR)
+	// Service accounts exist once its controllers run.
+	c.waitFor("the default ServiceAccount (kube-controller-manager)", p, 2*time.Minute, func(ctx context.Context) error {
+		_, err := c.Kube.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+}
+
+// Kubectl runs kubectl against kube-apiserver with kubeconfig.
+func (c *Cluster) Kubectl(kubeconfig string, stdin []byte, args ...string) (string, error) {
+	c.t.Helper()
+	cmd := exec.Command(Binary(c.t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// deployDir is artifacts/deploy of this module.
+func deployDir(t testing.TB) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "artifacts", "deploy")
+}
+
+// installBackstop applies artifacts/deploy as a user would, gives the
+// Service the endpoint a running pod would give it, and starts
+// backstop-apiserver as that pod: with the Deployment's arguments and the
+// ServiceAccount's token. It waits for the APIServices to be Available.
+func (c *Cluster) installBackstop() {
+	t := c.t
+	dir := deployDir(t)
+	if out, err := c.Kubectl(c.AdminKubeconfig, nil, "apply", "-f", dir); err != nil {
+		t.Fatalf("applying artifacts/deploy: %v\n%s", err, out)
+	}
+	// No kubelet runs the Deployment's pod: its endpoint is made here, on
+	// the address the harness runs the server on, with the container port.
+	args, port := deploymentArgs(t, filepath.Join(dir, "40-deployment.yaml"))
+	slice := fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: backstop-apiserver-harness
+  namespace: %s
+  labels: {kubernetes.io/service-name: backstop-apiserver}
+addressType: IPv4
+endpoints: [{addresses: [%s], conditions: {ready: true}}]
+ports: [{port: %d, protocol: TCP}]
+`, BackstopNamespace, BackstopPodIP, port)
+	if out, err := c.Kubectl(c.AdminKubeconfig, []byte(slice), "apply", "-f", "-"); err != nil {
+		t.Fatalf("creating the EndpointSlice: %v\n%s", err, out)
+	}
+	var saKubeconfig string
+	c.waitFor("the ServiceAccount "+BackstopServiceAccount, nil, time.Minute, func(ctx context.Context) error {
+		_, err := c.Kube.CoreV1().ServiceAccounts(BackstopNamespace).Get(ctx, BackstopServiceAccount, metav1.GetOptions{})
+		return err
+	})
+	saKubeconfig = c.TokenKubeconfig(BackstopNamespace, BackstopServiceAccount)
+	// The pod's volume is a directory here.
+	for i, a := range args {
+		if strings.HasPrefix(a, "--data-dir=") {
+			args[i] = "--data-dir=" + c.path("backstop-data")
+		}
+	}
+	c.BackstopArgs = append(args,
+		"--kubeconfig="+saKubeconfig, "--authentication-kubeconfig="+saKubeconfig, "--authorization-kubeconfig="+saKubeconfig)
+	c.StartBackstop()
+}
+
+// StartBackstop starts backstop-apiserver with BackstopArgs and waits until
+// kube-apiserver reports its APIServices Available.
+func (c *Cluster) StartBackstop() {
+	c.t.Helper()
+	c.backstop = c.start("backstop-apiserver", Binary(c.t, "backstop-apiserver"), c.BackstopArgs...)
+	c.waitFor("Backstop's APIServices Available", c.backstop, 2*time.Minute, func(ctx context.Context) error {
+		for _, name := range apiServiceNames {
+			if cond := c.APIServiceAvailable(ctx, name); cond.Status != "True" {
+				return fmt.Errorf("APIService %s: Available=%s %s: %s", name, cond.Status, cond.Reason, cond.Message)
+			}
+		}
+		return nil
+	})
+}
+
+// StopBackstop stops backstop-apiserver (SIGKILL when kill is set).
+func (c *Cluster) StopBackstop(kill bool) {
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	c.backstop.stop(sig)
+}
+
+// apiServiceNames are the APIServices of artifacts/deploy.
+var apiServiceNames = []string{"v1.velero.io", "v1alpha1.oadp.openshift.io", "v1alpha1.backup.kubevirt.io"}
+
+// APIServiceCondition is the Available condition of an APIService.
+type APIServiceCondition struct {
+	Status, Reason, Message string
+	// CABundle reports whether the APIService carries a caBundle, and
+	// InsecureSkipTLSVerify whether it skips verification.
+	CABundle, InsecureSkipTLSVerify bool
+}
+
+var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+// APIServiceAvailable reads the Available condition of APIService name.
+func (c *Cluster) APIServiceAvailable(ctx context.Context, name string) APIServiceCondition {
+	obj, err := c.Dynamic.Resource(apiServices).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return APIServiceCondition{Status: "Unknown", Message: err.Error()}
+	}
+	var out APIServiceCondition
+	spec, _ := obj.Object["spec"].(map[string]any)
+	bundle, _ := spec["caBundle"].(string)
+	out.CABundle = bundle != ""
+	out.InsecureSkipTLSVerify, _ = spec["insecureSkipTLSVerify"].(bool)
+	status, _ := obj.Object["status"].(map[string]any)
+	conditions, _ := status["conditions"].([]any)
+	for _, raw := range conditions {
+		cond, _ := raw.(map[string]any)
+		if cond["type"] == "Available" {
+			out.Status, _ = cond["status"].(string)
+			out.Reason, _ = cond["reason"].(string)
+			out.Message, _ = cond["message"].(string)
+		}
+	}
+	return out
+}
+
+// deploymentArgs reads the container arguments and port of
+// artifacts/deploy's Deployment.
+func deploymentArgs(t testing.TB, file string) ([]string, int32) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&d); err != nil {
+		t.Fatalf("decoding %s: %v", file, err)
+	}
+	containers := d.Spec.Template.Spec.Containers
+	if len(containers) != 1 || len(containers[0].Ports) != 1 {
+		t.Fatalf("%s: want one container with one port", file)
+	}
+	return append([]string(nil), containers[0].Args...), containers[0].Ports[0].ContainerPort
+}

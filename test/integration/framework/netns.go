@@ -1,0 +1,82 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// netnsEnv marks a test process that runs in the network namespace
+// RunInNetNS made for it.
+const netnsEnv = "BACKSTOP_TEST_NETNS"
+
+// Addresses inside the test network namespace (on lo; nothing routes out).
+const (
+	// KubeAdvertiseIP is kube-apiserver's advertise address: the first IP
+	// of the service range, the `kubernetes` Service's cluster IP.
+	KubeAdvertiseIP = "10.96.0.1"
+	// ServiceCIDR is the cluster's service IP range.
+	ServiceCIDR = "10.96.0.0/24"
+	// BackstopPodIP is where the harness runs backstop-apiserver, as the
+	// pod of artifacts/deploy's Deployment would be: the address of the
+	// EndpointSlice kube-apiserver routes the APIServices to.
+	BackstopPodIP = "10.244.0.10"
+)
+
+// RunInNetNS is a TestMain for tests that run a control plane: as root, it
+// runs the test binary again inside a new network namespace of its own
+// (`unshare --net`), with only a loopback interface carrying the addresses
+// above, and returns its exit code; inside that namespace it runs the
+// tests. Nothing the tests start can reach, or be reached from, outside the
+// machine. Not as root, the tests run where they are and RequireNetNS says
+// why each one cannot.
+func RunInNetNS(m *testing.M) int {
+	if os.Getenv(netnsEnv) == "" {
+		if os.Geteuid() != 0 {
+			return m.Run()
+		}
+		self, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "finding the test binary: %v\n", err)
+			return 1
+		}
+		cmd := exec.Command("unshare", append([]string{"--net", "--", self}, os.Args[1:]...)...)
+		cmd.Env = append(os.Environ(), netnsEnv+"=1")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			if ee, ok := err.(*exec.ExitError); ok {
+				return ee.ExitCode()
+			}
+			fmt.Fprintf(os.Stderr, "unshare --net: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"addr", "add", KubeAdvertiseIP + "/32", "dev", "lo"},
+		{"addr", "add", BackstopPodIP + "/32", "dev", "lo"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "ip %v in the test network namespace: %v: %s\n", args, err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// RequireNetNS stops a test that needs the network namespace of
+// RunInNetNS: a skip with the reason in the fast tier (make test-unit, not
+// root), a failure otherwise (make test runs as root).
+func RequireNetNS(t testing.TB) {
+	t.Helper()
+	if os.Getenv(netnsEnv) != "" {
+		return
+	}
+	reason := "runs a control plane (etcd, kube-apiserver, kube-controller-manager) in a network namespace of its own: needs root"
+	if testing.Short() {
+		t.Skipf("%s; not in the fast tier (make test-unit), make test runs it", reason)
+	}
+	t.Fatalf("%s; run the tests as root (make test)", reason)
+}
