@@ -316,10 +316,16 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 		info.VersionedResourcesStorageMap[version] = storage
 		return info
 	}
+	// Backstop's own groups: no protobuf (withoutProtobuf).
+	ownGroup := func(name, version string, storage storageSet) genericapiserver.APIGroupInfo {
+		info := group(name, version, storage)
+		info.NegotiatedSerializer = withoutProtobuf{codecs}
+		return info
+	}
 	groups := []genericapiserver.APIGroupInfo{
-		group(velero.GroupName, velerov1.SchemeGroupVersion.Version, veleroV1),
-		group(oadp.GroupName, oadpv1alpha1.SchemeGroupVersion.Version, oadpV1alpha1),
-		group(kubevirtbackup.GroupName, kubevirtbackupv1alpha1.SchemeGroupVersion.Version, vmV1alpha1),
+		ownGroup(velero.GroupName, velerov1.SchemeGroupVersion.Version, veleroV1),
+		ownGroup(oadp.GroupName, oadpv1alpha1.SchemeGroupVersion.Version, oadpV1alpha1),
+		ownGroup(kubevirtbackup.GroupName, kubevirtbackupv1alpha1.SchemeGroupVersion.Version, vmV1alpha1),
 	}
 	if c.extra.RBAC != nil {
 		authGroups, err := c.authorizationGroups(group)

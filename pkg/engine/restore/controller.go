@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -41,6 +42,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/restoreaction"
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
@@ -87,6 +89,9 @@ type Config struct {
 	Observers []status.Observer
 	// Crash kills the server at a named point (crash-point tests).
 	Crash failpoint.Set
+	// Actions change or skip items before they are written (default:
+	// restoreaction.Default()).
+	Actions []restoreaction.Action
 }
 
 // Controller is the restore engine.
@@ -101,6 +106,9 @@ type Controller struct {
 
 // New returns the engine.
 func New(cfg Config) (*Controller, error) {
+	if cfg.Actions == nil {
+		cfg.Actions = restoreaction.Default()
+	}
 	c := &Controller{cfg: cfg, restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister()}
 	c.Loop = reconcile.NewLoop("restore", c.sync)
 	if err := c.Watch(cfg.Restores.Informer()); err != nil {
@@ -290,11 +298,13 @@ type restoreRun struct {
 	layout objectstore.Layout
 	log    *items.Log
 	count  *counter
+	// namespaces are the target namespaces known to exist.
+	namespaces map[string]bool
 }
 
 func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup) {
 	logger := klog.FromContext(ctx).WithValues("restore", klog.KObj(r), "backup", backup.Name)
-	run := &restoreRun{c: c, r: r, backup: backup, count: &counter{}}
+	run := &restoreRun{c: c, r: r, backup: backup, count: &counter{}, namespaces: map[string]bool{}}
 	log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "restore", r.Namespace+"/"+r.Name)
 	if err != nil {
 		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
@@ -370,7 +380,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 			byGR[res.GroupResource()] = res
 		}
 		rd := &restorer{c: c, r: r, backup: backup, log: log, filter: filter, statusFilter: statusFilter, byGR: byGR,
-			progress: progress, counting: pass == 0, skipped: map[string]bool{}}
+			progress: progress, counting: pass == 0, skipped: map[string]bool{}, namespaces: run.namespaces}
 		if err := c.readTarball(ctx, store, tarKey, func(it *archive.Item) error {
 			if restoredFirst[it.GroupResource] != (pass == 0) {
 				if pass == 0 && rd.selected(it) {
@@ -435,6 +445,9 @@ type restorer struct {
 	progress     *counter
 	counting     bool
 	skipped      map[string]bool
+	// namespaces are the target namespaces known to exist (shared by the
+	// passes of a run).
+	namespaces map[string]bool
 }
 
 // selected reports whether the restore takes an item (before any write).
@@ -497,6 +510,7 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 		fail(fmt.Sprintf("decoding %s %s/%s from the backup: %v", it.GroupResource, it.Namespace, it.Name, err))
 		return
 	}
+	fromBackup := obj.DeepCopy()
 	resetMetadata(obj)
 	if rd.statusFilter == nil || !rd.statusFilter.IncludesResource(res) {
 		unstructured.RemoveNestedField(obj.Object, "status")
@@ -504,6 +518,10 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 	status, hasStatus, _ := unstructured.NestedFieldCopy(obj.Object, "status")
 	if items.IsNamespaces(res) {
 		obj.SetName(rd.mapNamespace(obj.GetName()))
+		if _, err := rd.waitNamespaceGone(ctx, obj.GetName()); err != nil {
+			fail(err.Error())
+			return
+		}
 	}
 	if res.Namespaced {
 		obj.SetNamespace(namespace)
@@ -515,13 +533,30 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 	l[BackupNameLabel], l[RestoreNameLabel] = rd.backup.Name, rd.r.Name
 	obj.SetLabels(l)
 
+	what := fmt.Sprintf("%s %s", it.GroupResource, qualified(obj.GetNamespace(), obj.GetName()))
+	result, err := restoreaction.Run(rd.c.cfg.Actions, it.GroupResource, restoreaction.Input{Item: obj, FromBackup: fromBackup, Restore: rd.r})
+	if err != nil {
+		fail(fmt.Sprintf("restoring %s: %v", what, err))
+		return
+	}
+	if result.Skip {
+		// Not an item the restore has to write: out of the total.
+		rd.log.Info("Skipped", "item", what, "reason", result.Reason)
+		rd.progress.total.Add(-1)
+		return
+	}
+	if res.Namespaced {
+		if err := rd.ensureNamespace(ctx, obj.GetNamespace()); err != nil {
+			fail(fmt.Sprintf("restoring %s: %v", what, err))
+			return
+		}
+	}
 	gvr := schema.GroupVersionResource{Group: res.GVR.Group, Version: it.Version, Resource: res.GVR.Resource}
 	client := rd.c.cfg.Target.Dynamic.Resource(gvr)
 	var ri = client.Namespace(obj.GetNamespace())
 	if !res.Namespaced {
 		ri = client.Namespace("")
 	}
-	what := fmt.Sprintf("%s %s", it.GroupResource, qualified(obj.GetNamespace(), obj.GetName()))
 	created, err := ri.Create(ctx, obj, metav1.CreateOptions{})
 	switch {
 	case err == nil:
@@ -558,6 +593,78 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 		return
 	}
 	rd.progress.restored.Add(1)
+}
+
+// namespacesResource is the core group's namespaces.
+var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// NamespaceDeletionWait is how long a restore waits for a namespace that
+// is being deleted to be gone before it creates it again.
+const NamespaceDeletionWait = 2 * time.Minute
+
+// ensureNamespace creates the target namespace of an item when it is
+// missing (the backup may not hold it, or namespaceMapping names a new
+// one), labelled like restored items.
+func (rd *restorer) ensureNamespace(ctx context.Context, name string) error {
+	if rd.namespaces[name] {
+		return nil
+	}
+	exists, err := rd.waitNamespaceGone(ctx, name)
+	if err != nil || !rd.namespacesServed() {
+		return err
+	}
+	if !exists {
+		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
+		ns.SetName(name)
+		ns.SetLabels(map[string]string{BackupNameLabel: rd.backup.Name, RestoreNameLabel: rd.r.Name})
+		if _, err := rd.c.cfg.Target.Dynamic.Resource(namespacesResource).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+		rd.log.Info("Created the missing namespace", "namespace", name)
+	}
+	rd.namespaces[name] = true
+	return nil
+}
+
+// namespacesServed: a standalone target serves no namespaces, and has
+// none to create or wait for.
+func (rd *restorer) namespacesServed() bool {
+	_, ok := rd.byGR["namespaces"]
+	return ok
+}
+
+// waitNamespaceGone reports whether namespace name exists; one being
+// deleted is waited for (up to NamespaceDeletionWait) until it is gone, so
+// that a restore right after `kubectl delete namespace` restores into a
+// new one instead of failing against the old one.
+func (rd *restorer) waitNamespaceGone(ctx context.Context, name string) (bool, error) {
+	if !rd.namespacesServed() {
+		return true, nil
+	}
+	client := rd.c.cfg.Target.Dynamic.Resource(namespacesResource)
+	exists, waited := false, false
+	err := wait.PollUntilContextTimeout(ctx, time.Second, NamespaceDeletionWait, true, func(ctx context.Context) (bool, error) {
+		existing, err := client.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			exists = false
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("reading namespace %s: %w", name, err)
+		case existing.GetDeletionTimestamp() != nil:
+			if !waited {
+				rd.log.Info("Waiting for the namespace being deleted to be gone", "namespace", name)
+				waited = true
+			}
+			return false, nil
+		}
+		exists = true
+		return true, nil
+	})
+	if wait.Interrupted(err) {
+		return false, fmt.Errorf("namespace %s is still being deleted after %s: restore again once it is gone", name, NamespaceDeletionWait)
+	}
+	return exists, err
 }
 
 func qualified(ns, name string) string {

@@ -49,7 +49,10 @@ const (
 // RunInNetNS): etcd, kube-apiserver (RBAC, front proxy, service account
 // keys, aggregator routing to endpoints) and kube-controller-manager
 // (namespace deletion, garbage collection, service accounts and their
-// tokens, endpoint slices, clusterrole aggregation), with Backstop
+// tokens, endpoint slices, clusterrole aggregation, and the Deployment,
+// ReplicaSet and Job controllers, volume protection; no scheduler or
+// kubelet: pods stay
+// Pending), with Backstop
 // registered by the manifests of artifacts/deploy exactly as a user applies
 // them and run as the pod of their Deployment would run: with its
 // arguments and its ServiceAccount's token.
@@ -342,7 +345,7 @@ func (c *Cluster) startKubeControllerManager() {
 	p := c.start("kube-controller-manager", Binary(c.t, "kube-controller-manager"),
 		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port=10257", "--leader-elect=false",
-		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,endpointslice-controller,clusterrole-aggregation-controller",
+		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,endpointslice-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,job-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+c.path("sa.key"), "--root-ca-file="+pki.New(c.path("kube-ca")).CAFile(),
 		"--service-cluster-ip-range="+ServiceCIDR)

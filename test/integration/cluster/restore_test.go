@@ -1,0 +1,233 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/restore"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// workloads is a namespace as users have them: what the restore rules are
+// for (Services of each kind, a Deployment whose ReplicaSet and pods its
+// controllers make, a Job, a ServiceAccount bound to a Role, a claim).
+const workloads = `apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: shop}
+data: {currency: EUR}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: shop}
+stringData: {password: s3cret}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: robot, namespace: shop}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: settings-reader, namespace: shop}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: robot-reads-settings, namespace: shop}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: settings-reader}
+subjects: [{kind: ServiceAccount, name: robot, namespace: shop}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec: {selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web-nodeport, namespace: shop}
+spec: {type: NodePort, selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web-headless, namespace: shop}
+spec: {clusterIP: None, selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      serviceAccountName: robot
+      containers: [{name: web, image: registry.invalid/web:1}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate, namespace: shop}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: registry.invalid/migrate:1}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: shop}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+`
+
+// TestRestoreWorkloads backs up a namespace of real workloads, deletes it
+// (the namespace controller empties it) and restores it, at once, while it
+// is still being deleted; then again under namespaceMapping. Every item is
+// restored or left to the cluster by a rule, with no error.
+func TestRestoreWorkloads(t *testing.T) {
+	c := framework.StartCluster(t)
+	ctx := context.Background()
+	admin := c.AdminKubeconfig
+	if out, err := c.Kubectl(admin, []byte(workloads), "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// The controllers have made what the restore must leave to them.
+	poll(t, "the Deployment's pods and the Job's pod", time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := c.Kube.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 3, err
+	})
+	oldIP := serviceIP(t, c, "shop", "web")
+
+	backup := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "shop-workloads"}, Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"shop"}}}
+	if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Create(ctx, backup, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var b *velerov1.Backup
+	poll(t, "the backup to end", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		b, err = c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, backup.Name, metav1.GetOptions{})
+		return err == nil && b.Status.Phase.Terminal(), err
+	})
+	if b.Status.Phase != velerov1.BackupPhaseCompleted {
+		t.Fatalf("backup: %s (%d errors)", b.Status.Phase, b.Status.Errors)
+	}
+
+	// Deleted, and restored at once: the restore waits for the namespace
+	// controller to finish.
+	if err := c.Kube.CoreV1().Namespaces().Delete(ctx, "shop", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-back"}, Spec: velerov1.RestoreSpec{BackupName: backup.Name}})
+	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 || r.Status.Progress == nil ||
+		r.Status.Progress.ItemsRestored != r.Status.Progress.TotalItems {
+		t.Errorf("restore into the deleted namespace: phase %s, errors %d, warnings %d, progress %+v",
+			r.Status.Phase, r.Status.Errors, r.Status.Warnings, r.Status.Progress)
+	}
+	checkRestored(t, c, "shop")
+	if ip := serviceIP(t, c, "shop", "web"); ip == "" || ip == "None" {
+		t.Errorf("the restored Service web has cluster IP %q (before: %s), want a new allocation", ip, oldIP)
+	}
+
+	// Again under another name, beside the first copy.
+	r = runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-copy"}, Spec: velerov1.RestoreSpec{
+		BackupName: backup.Name, NamespaceMapping: map[string]string{"shop": "shop-copy"},
+	}})
+	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 {
+		t.Errorf("restore under namespaceMapping: phase %s, errors %d, warnings %d", r.Status.Phase, r.Status.Errors, r.Status.Warnings)
+	}
+	checkRestored(t, c, "shop-copy")
+}
+
+func serviceIP(t *testing.T, c *framework.Cluster, namespace, name string) string {
+	t.Helper()
+	svc, err := c.Kube.CoreV1().Services(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Service %s/%s: %v", namespace, name, err)
+	}
+	return svc.Spec.ClusterIP
+}
+
+// runRestore creates r in the admin namespace and waits for its end.
+func runRestore(t *testing.T, c *framework.Cluster, r *velerov1.Restore) *velerov1.Restore {
+	t.Helper()
+	if _, err := c.Backstop.VeleroV1().Restores(adminNamespace).Create(context.Background(), r, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got *velerov1.Restore
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, restore.NamespaceDeletionWait+2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, r.Name, metav1.GetOptions{})
+		return err == nil && got.Status.Phase.Terminal(), err
+	})
+	if err != nil {
+		namespaces, _ := c.Kubectl(c.AdminKubeconfig, nil, "get", "namespaces", "-o", "yaml")
+		t.Fatalf("restore %s did not end: %v; status %+v\nnamespaces:\n%s", r.Name, err, got.Status, namespaces)
+	}
+	if got.Status.Errors != 0 || got.Status.Warnings != 0 {
+		if out, err := c.Kubectl(c.AdminKubeconfig, nil, "get", "--raw",
+			"/apis/velero.io/v1/namespaces/"+adminNamespace+"/restores/"+r.Name+"/logs"); err == nil {
+			t.Logf("restore %s log:\n%s", r.Name, out)
+		}
+	}
+	return got
+}
+
+// checkRestored checks what the restore rules promise in namespace ns.
+func checkRestored(t *testing.T, c *framework.Cluster, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil {
+		t.Errorf("ConfigMap %s/settings: %v", ns, err)
+	}
+	if s, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, "db", metav1.GetOptions{}); err != nil || string(s.Data["password"]) != "s3cret" {
+		t.Errorf("Secret %s/db: %v", ns, err)
+	}
+	if ip := serviceIP(t, c, ns, "web-headless"); ip != corev1.ClusterIPNone {
+		t.Errorf("headless Service in %s: cluster IP %q, want None", ns, ip)
+	}
+	if svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web-nodeport", metav1.GetOptions{}); err != nil || svc.Spec.Ports[0].NodePort == 0 {
+		t.Errorf("NodePort Service in %s: %v, %+v", ns, err, svc)
+	}
+	rb, err := c.Kube.RbacV1().RoleBindings(ns).Get(ctx, "robot-reads-settings", metav1.GetOptions{})
+	if err != nil || len(rb.Subjects) != 1 || rb.Subjects[0].Namespace != ns {
+		t.Errorf("RoleBinding in %s: %v, subjects %+v, want its ServiceAccount in %s", ns, err, rb, ns)
+	}
+	if _, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Errorf("Deployment %s/web: %v", ns, err)
+	}
+	if _, err := c.Kube.BatchV1().Jobs(ns).Get(ctx, "migrate", metav1.GetOptions{}); err != nil {
+		t.Errorf("Job %s/migrate: %v", ns, err)
+	}
+	if _, err := c.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{}); err != nil {
+		t.Errorf("PersistentVolumeClaim %s/data: %v", ns, err)
+	}
+	// ReplicaSets and pods are the controllers' again, not restored copies.
+	poll(t, "the controllers to recreate the pods in "+ns, time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 3, err
+	})
+	pods, _ := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	for _, p := range pods.Items {
+		if _, restored := p.Labels[restore.RestoreNameLabel]; restored || len(p.OwnerReferences) == 0 {
+			t.Errorf("pod %s/%s was restored (labels %v, owners %v), not made by its controller", ns, p.Name, p.Labels, p.OwnerReferences)
+		}
+	}
+	rss, _ := c.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	for _, rs := range rss.Items {
+		if _, restored := rs.Labels[restore.RestoreNameLabel]; restored {
+			t.Errorf("ReplicaSet %s/%s was restored, not made by its Deployment", ns, rs.Name)
+		}
+	}
+	if _, err := c.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		t.Errorf("namespace %s missing", ns)
+	}
+}
