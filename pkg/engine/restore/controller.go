@@ -72,7 +72,7 @@ var nonRestorable = map[string]bool{
 
 // restoredFirst are restored in a first pass, before what lives in them
 // or is defined by them.
-var restoredFirst = map[string]bool{"namespaces": true, "customresourcedefinitions.apiextensions.k8s.io": true}
+var restoredFirst = map[string]bool{"namespaces": true, crdGroupResource: true}
 
 // Config is what the engine needs.
 type Config struct {
@@ -300,6 +300,8 @@ type restoreRun struct {
 	count  *counter
 	// namespaces are the target namespaces known to exist.
 	namespaces map[string]bool
+	// crds are the CustomResourceDefinitions of the first pass.
+	crds []string
 }
 
 func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup) {
@@ -357,6 +359,11 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		LabelSelector:           r.Spec.LabelSelector, OrLabelSelectors: r.Spec.OrLabelSelectors,
 	}
 	for pass := 0; pass < 2; pass++ {
+		if pass == 1 {
+			// The custom resources of the CRDs restored in the first pass
+			// are served once those are Established.
+			run.waitEstablished(ctx)
+		}
 		// Discovery again for the second pass: restored CRDs add resources.
 		resources, err := c.cfg.Target.Resources(func(group, msg string) {
 			log.Warning("", items.ScopeVelero, fmt.Sprintf("discovering API group %s: %s", group, msg))
@@ -398,6 +405,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
+		run.crds = append(run.crds, rd.crds...)
 	}
 	return nil
 }
@@ -448,6 +456,8 @@ type restorer struct {
 	// namespaces are the target namespaces known to exist (shared by the
 	// passes of a run).
 	namespaces map[string]bool
+	// crds are the CustomResourceDefinitions restored or found.
+	crds []string
 }
 
 // selected reports whether the restore takes an item (before any write).
@@ -558,6 +568,11 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 		ri = client.Namespace("")
 	}
 	created, err := ri.Create(ctx, obj, metav1.CreateOptions{})
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		if it.GroupResource == crdGroupResource {
+			rd.crds = append(rd.crds, obj.GetName())
+		}
+	}
 	switch {
 	case err == nil:
 		rd.log.Info("Restored", "item", what)
@@ -597,6 +612,42 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 
 // namespacesResource is the core group's namespaces.
 var namespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// crdGroupResource names CustomResourceDefinitions in a backup.
+const crdGroupResource = "customresourcedefinitions.apiextensions.k8s.io"
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// CRDEstablishedWait is how long a restore waits for the CRDs it restored
+// to be Established before it restores their custom resources.
+const CRDEstablishedWait = time.Minute
+
+// waitEstablished waits until every CRD of the first pass is Established
+// (kube-apiserver serves its resources); one that is not by
+// CRDEstablishedWait is a warning, and its custom resources fail on their
+// own.
+func (run *restoreRun) waitEstablished(ctx context.Context) {
+	for _, name := range run.crds {
+		client := run.c.cfg.Target.Dynamic.Resource(crdResource)
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, CRDEstablishedWait, true, func(ctx context.Context) (bool, error) {
+			crd, err := client.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			for _, c := range conditions {
+				cond, _ := c.(map[string]any)
+				if cond["type"] == "Established" && cond["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			run.log.Warning("", items.ScopeCluster, fmt.Sprintf("CustomResourceDefinition %s is not Established after %s: its custom resources may not restore", name, CRDEstablishedWait))
+		}
+	}
+}
 
 // NamespaceDeletionWait is how long a restore waits for a namespace that
 // is being deleted to be gone before it creates it again.

@@ -62,7 +62,14 @@ func TestAggregated(t *testing.T) {
 				t.Errorf("kubectl api-resources --api-group %s: %q, %v", group, out, err)
 			}
 		}
-		if out, err := c.Kubectl(admin, nil, "explain", "backups.velero.io.spec.cancel"); err != nil || !strings.Contains(out, "cancel") {
+		// kube-apiserver merges the server's OpenAPI into its own some time
+		// after the APIService is Available.
+		var out string
+		var err error
+		if werr := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			out, err = c.Kubectl(admin, nil, "explain", "backups.velero.io.spec.cancel")
+			return err == nil && strings.Contains(out, "cancel"), nil
+		}); werr != nil {
 			t.Errorf("kubectl explain through kube-apiserver's aggregated OpenAPI: %q, %v", out, err)
 		}
 	})

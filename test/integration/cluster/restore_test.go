@@ -145,7 +145,68 @@ func TestRestoreWorkloads(t *testing.T) {
 		t.Errorf("restore under namespaceMapping: phase %s, errors %d, warnings %d", r.Status.Phase, r.Status.Errors, r.Status.Warnings)
 	}
 	checkRestored(t, c, "shop-copy")
+
+	// A CRD and its custom resources, both deleted: the restore brings the
+	// CRD back first and waits until it is Established.
+	if out, err := c.Kubectl(admin, []byte(widgets), "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	poll(t, "the widget", time.Minute, func(context.Context) (bool, error) {
+		_, err := c.Kubectl(admin, []byte(widget), "apply", "-f", "-")
+		return err == nil, nil
+	})
+	withCRD := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "widgets"}, Spec: velerov1.BackupSpec{
+		IncludedNamespaces: []string{"shop"}, IncludedResources: []string{"customresourcedefinitions", "widgets.example.com"},
+		IncludeClusterResources: ptr(true),
+	}}
+	if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Create(ctx, withCRD, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the CRD backup to end", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		b, err = c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, withCRD.Name, metav1.GetOptions{})
+		return err == nil && b.Status.Phase.Terminal(), err
+	})
+	if b.Status.Phase != velerov1.BackupPhaseCompleted {
+		t.Fatalf("CRD backup: %s", b.Status.Phase)
+	}
+	if out, err := c.Kubectl(admin, nil, "delete", "crd", "widgets.example.com", "--wait"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	r = runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "widgets"}, Spec: velerov1.RestoreSpec{BackupName: withCRD.Name}})
+	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 {
+		t.Errorf("restore of a CRD and its resources: phase %s, errors %d", r.Status.Phase, r.Status.Errors)
+	}
+	if out, err := c.Kubectl(admin, nil, "get", "widgets.example.com", "gear", "-n", "shop", "-o", "jsonpath={.spec.teeth}"); err != nil || out != "12" {
+		t.Errorf("the restored widget: %q, %v", out, err)
+	}
 }
+
+func ptr[T any](v T) *T { return &v }
+
+const widgets = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {teeth: {type: integer}}}
+`
+
+const widget = `apiVersion: example.com/v1
+kind: Widget
+metadata: {name: gear, namespace: shop}
+spec: {teeth: 12}
+`
 
 func serviceIP(t *testing.T, c *framework.Cluster, namespace, name string) string {
 	t.Helper()
