@@ -4,8 +4,10 @@
 // backup's tarball is streamed from the storage location into the target
 // cluster (the backup source: this server standalone, the host cluster
 // aggregated, or --source-kubeconfig) in two passes: namespaces and
-// CustomResourceDefinitions first, then everything else. Velero's rules
-// apply: namespace and resource filters, label selectors,
+// CustomResourceDefinitions first (the tarball read once, the other items
+// spooled to disk), then, once those CRDs are Established, everything else
+// in Velero's restore order (order.go). Velero's rules apply, and the
+// restore item actions of pkg/engine/restoreaction: namespace and resource filters, label selectors,
 // namespaceMapping, metadata reset, velero.io/backup-name and
 // velero.io/restore-name labels, status restored only where restoreStatus
 // asks, resources that are never restored (nodes, events, backups, ...),
@@ -358,6 +360,11 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		IncludeClusterResources: r.Spec.IncludeClusterResources,
 		LabelSelector:           r.Spec.LabelSelector, OrLabelSelectors: r.Spec.OrLabelSelectors,
 	}
+	pending, err := newSpool(c.cfg.ScratchDir)
+	if err != nil {
+		return err
+	}
+	defer pending.close()
 	for pass := 0; pass < 2; pass++ {
 		if pass == 1 {
 			// The custom resources of the CRDs restored in the first pass
@@ -388,7 +395,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		}
 		rd := &restorer{c: c, r: r, backup: backup, log: log, filter: filter, statusFilter: statusFilter, byGR: byGR,
 			progress: progress, counting: pass == 0, skipped: map[string]bool{}, namespaces: run.namespaces}
-		if err := c.readTarball(ctx, store, tarKey, func(it *archive.Item) error {
+		visit := func(it *archive.Item) error {
 			if restoredFirst[it.GroupResource] != (pass == 0) {
 				if pass == 0 && rd.selected(it) {
 					progress.total.Add(1)
@@ -402,7 +409,22 @@ func (run *restoreRun) restore(ctx context.Context) error {
 				rd.restoreItem(ctx, it)
 			}
 			return ctx.Err()
-		}); err != nil {
+		}
+		if pass == 0 {
+			// One read of the tarball: namespaces and CRDs restored, the
+			// rest spooled for the second pass.
+			err = c.readTarball(ctx, store, tarKey, func(it *archive.Item) error {
+				if !restoredFirst[it.GroupResource] {
+					if err := pending.add(it); err != nil {
+						return err
+					}
+				}
+				return visit(it)
+			})
+		} else {
+			err = pending.replay(ctx, restoreOrder(resources, pending.present()), visit)
+		}
+		if err != nil {
 			return err
 		}
 		run.crds = append(run.crds, rd.crds...)

@@ -1,0 +1,158 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/backstop-io/backstop/pkg/archive"
+	"github.com/backstop-io/backstop/pkg/engine/items"
+)
+
+// highPriorities and lowPriorities are Velero's default restore order
+// (velero server --restore-resource-priorities): these resources first, in
+// this order (what others live in, are bound by or mount), then every
+// other resource of the backup in alphabetical order, then the low ones.
+// A name without a group is the resource of that name the target serves
+// (the core group's first).
+var (
+	highPriorities = []string{
+		"customresourcedefinitions", "namespaces", "storageclasses",
+		"volumesnapshotclass.snapshot.storage.k8s.io", "volumesnapshotcontents.snapshot.storage.k8s.io", "volumesnapshots.snapshot.storage.k8s.io",
+		"datauploads.velero.io", "persistentvolumes", "persistentvolumeclaims",
+		"clusterroles", "roles", "serviceaccounts", "clusterrolebindings", "rolebindings",
+		"secrets", "configmaps", "limitranges", "priorityclasses", "pods", "replicasets.apps",
+		"clusterclasses.cluster.x-k8s.io", "endpoints", "services",
+	}
+	lowPriorities = []string{
+		"clusterbootstraps.run.tanzu.vmware.com", "clusters.cluster.x-k8s.io", "clusterresourcesets.addons.cluster.x-k8s.io",
+		"apps.kappctrl.k14s.io", "packageinstalls.packaging.carvel.dev",
+	}
+)
+
+// restoreOrder orders the group resources present in a backup for the
+// restore: Velero's high priorities, the rest alphabetically, the low ones.
+func restoreOrder(resources []items.Resource, present map[string]bool) []string {
+	resolve := func(name string) string {
+		if strings.Contains(name, ".") {
+			return name
+		}
+		found := ""
+		for _, r := range resources {
+			if r.GVR.Resource != name {
+				continue
+			}
+			if r.GVR.Group == "" {
+				return r.GroupResource()
+			}
+			if found == "" {
+				found = r.GroupResource()
+			}
+		}
+		if found == "" {
+			return name
+		}
+		return found
+	}
+	var order []string
+	seen := map[string]bool{}
+	add := func(gr string) {
+		if present[gr] && !seen[gr] {
+			seen[gr] = true
+			order = append(order, gr)
+		}
+	}
+	for _, p := range highPriorities {
+		add(resolve(p))
+	}
+	low := map[string]bool{}
+	for _, p := range lowPriorities {
+		low[resolve(p)] = true
+	}
+	var rest []string
+	for gr := range present {
+		if !seen[gr] && !low[gr] {
+			rest = append(rest, gr)
+		}
+	}
+	sort.Strings(rest)
+	for _, gr := range rest {
+		add(gr)
+	}
+	for _, p := range lowPriorities {
+		add(resolve(p))
+	}
+	return order
+}
+
+// spool keeps the items of a restore's second pass on disk, as the tarball
+// holds them, so that they are restored in restoreOrder after a single
+// read of the tarball (Velero extracts the whole tarball for the same
+// reason). Memory holds only their names.
+type spool struct {
+	dir   string
+	n     int
+	items map[string][]spooled
+}
+
+type spooled struct {
+	item archive.Item // without Data
+	path string
+}
+
+func newSpool(scratch string) (*spool, error) {
+	dir, err := os.MkdirTemp(scratch, "restore-items-")
+	if err != nil {
+		return nil, fmt.Errorf("spooling the restore's items: %w", err)
+	}
+	return &spool{dir: dir, items: map[string][]spooled{}}, nil
+}
+
+func (s *spool) add(it *archive.Item) error {
+	path := filepath.Join(s.dir, strconv.Itoa(s.n))
+	s.n++
+	if err := os.WriteFile(path, it.Data, 0o600); err != nil {
+		return fmt.Errorf("spooling %s %s/%s: %w", it.GroupResource, it.Namespace, it.Name, err)
+	}
+	entry := spooled{item: *it, path: path}
+	entry.item.Data = nil
+	s.items[it.GroupResource] = append(s.items[it.GroupResource], entry)
+	return nil
+}
+
+// present are the group resources spooled.
+func (s *spool) present() map[string]bool {
+	out := make(map[string]bool, len(s.items))
+	for gr := range s.items {
+		out[gr] = true
+	}
+	return out
+}
+
+// replay calls fn for every spooled item, the group resources in order.
+func (s *spool) replay(ctx context.Context, order []string, fn func(*archive.Item) error) error {
+	for _, gr := range order {
+		for _, entry := range s.items[gr] {
+			data, err := os.ReadFile(entry.path)
+			if err != nil {
+				return fmt.Errorf("reading spooled item %s %s/%s: %w", gr, entry.item.Namespace, entry.item.Name, err)
+			}
+			it := entry.item
+			it.Data = data
+			if err := fn(&it); err != nil {
+				return err
+			}
+			_ = os.Remove(entry.path)
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *spool) close() { _ = os.RemoveAll(s.dir) }
