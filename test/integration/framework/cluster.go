@@ -359,16 +359,7 @@ func (c *Cluster) startKubeControllerManager() {
 // Kubectl runs kubectl against kube-apiserver with kubeconfig.
 func (c *Cluster) Kubectl(kubeconfig string, stdin []byte, args ...string) (string, error) {
 	c.t.Helper()
-	cmd := exec.Command(Binary(c.t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String(), nil
+	return kubectl(c.t, kubeconfig, stdin, args...)
 }
 
 // deployDir is artifacts/deploy of this module.

@@ -244,7 +244,14 @@ func (s *Server) Kubectl(stdin []byte, args ...string) (string, error) {
 // KubectlAs runs kubectl with the given kubeconfig.
 func (s *Server) KubectlAs(kubeconfig string, stdin []byte, args ...string) (string, error) {
 	s.t.Helper()
-	cmd := exec.Command(Binary(s.t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	return kubectl(s.t, kubeconfig, stdin, args...)
+}
+
+// kubectl runs kubectl with kubeconfig and returns its stdout; a failure
+// carries its stderr. stdin may be nil.
+func kubectl(t testing.TB, kubeconfig string, stdin []byte, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(Binary(t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if stdin != nil {
