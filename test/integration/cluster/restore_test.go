@@ -146,6 +146,29 @@ func TestRestoreWorkloads(t *testing.T) {
 	}
 	checkRestored(t, c, "shop-copy")
 
+	// Live objects that differ from the backup: left alone with a warning,
+	// or set back to the backed-up version with existingResourcePolicy
+	// update.
+	if _, err := c.Kube.CoreV1().ConfigMaps("shop").Update(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "shop"}, Data: map[string]string{"currency": "USD"},
+	}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-again"}, Spec: velerov1.RestoreSpec{
+		BackupName: backup.Name, IncludedResources: []string{"configmaps"},
+	}})
+	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Warnings == 0 || currency(t, c) != "USD" {
+		t.Errorf("restore over a changed ConfigMap without a policy: phase %s, warnings %d, currency %s, want Completed, a warning, USD kept",
+			r.Status.Phase, r.Status.Warnings, currency(t, c))
+	}
+	r = runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-update"}, Spec: velerov1.RestoreSpec{
+		BackupName: backup.Name, IncludedResources: []string{"configmaps"}, ExistingResourcePolicy: velerov1.PolicyTypeUpdate,
+	}})
+	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 || currency(t, c) != "EUR" {
+		t.Errorf("restore with existingResourcePolicy update: phase %s, errors %d, currency %s, want Completed, EUR back",
+			r.Status.Phase, r.Status.Errors, currency(t, c))
+	}
+
 	// A CRD and its custom resources, both deleted: the restore brings the
 	// CRD back first and waits until it is Established.
 	if out, err := c.Kubectl(admin, []byte(widgets), "apply", "-f", "-"); err != nil {
@@ -183,6 +206,15 @@ func TestRestoreWorkloads(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func currency(t *testing.T, c *framework.Cluster) string {
+	t.Helper()
+	cm, err := c.Kube.CoreV1().ConfigMaps("shop").Get(context.Background(), "settings", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data["currency"]
+}
 
 const widgets = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
