@@ -516,12 +516,7 @@ func (rd *restorer) selected(it *archive.Item) bool {
 	return rd.filter.IncludesItem(obj.Metadata.Labels)
 }
 
-func (rd *restorer) mapNamespace(ns string) string {
-	if to, ok := rd.r.Spec.NamespaceMapping[ns]; ok {
-		return to
-	}
-	return ns
-}
+func (rd *restorer) mapNamespace(ns string) string { return restoreaction.MapNamespace(rd.r, ns) }
 
 // restoreItem creates one item in the target, or reconciles it with the
 // object already there.
@@ -649,8 +644,8 @@ const CRDEstablishedWait = time.Minute
 // CRDEstablishedWait is a warning, and its custom resources fail on their
 // own.
 func (run *restoreRun) waitEstablished(ctx context.Context) {
+	client := run.c.cfg.Target.Dynamic.Resource(crdResource)
 	for _, name := range run.crds {
-		client := run.c.cfg.Target.Dynamic.Resource(crdResource)
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, CRDEstablishedWait, true, func(ctx context.Context) (bool, error) {
 			crd, err := client.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {

@@ -74,8 +74,9 @@ func applies(a Action, groupResource string) bool {
 	return false
 }
 
-// mapNamespace is the restore's namespaceMapping of ns.
-func mapNamespace(r *velerov1.Restore, ns string) string {
+// MapNamespace is where the restore r puts what namespace ns held (its
+// namespaceMapping, or ns itself).
+func MapNamespace(r *velerov1.Restore, ns string) string {
 	if to, ok := r.Spec.NamespaceMapping[ns]; ok {
 		return to
 	}

@@ -271,7 +271,7 @@ func (BindingSubjects) Execute(in Input) (Result, error) {
 	for _, s := range subjects {
 		subject, _ := s.(map[string]any)
 		if ns, _ := subject["namespace"].(string); ns != "" && subject["kind"] == "ServiceAccount" {
-			subject["namespace"] = mapNamespace(in.Restore, ns)
+			subject["namespace"] = MapNamespace(in.Restore, ns)
 		}
 	}
 	return Result{}, unstructured.SetNestedSlice(obj, subjects, "subjects")
@@ -321,7 +321,7 @@ func (PersistentVolume) Execute(in Input) (Result, error) {
 	delete(ref, "uid")
 	delete(ref, "resourceVersion")
 	if ns, _ := ref["namespace"].(string); ns != "" {
-		ref["namespace"] = mapNamespace(in.Restore, ns)
+		ref["namespace"] = MapNamespace(in.Restore, ns)
 	}
 	unstructured.RemoveNestedField(obj, "metadata", "annotations", "pv.kubernetes.io/bound-by-controller")
 	return Result{}, unstructured.SetNestedMap(obj, ref, "spec", "claimRef")

@@ -125,7 +125,6 @@ func DecodeClusterRoles(manifest []byte) ([]rbacv1.ClusterRole, error) {
 // every object and returns the errors of those it could not reconcile.
 func (p Policy) Ensure(ctx context.Context, client kubernetes.Interface) error {
 	var errs []error
-	retryable := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsServiceUnavailable(err) }
 	for i := range p.ClusterRoles {
 		role := p.ClusterRoles[i].DeepCopy()
 		opts := reconciliation.ReconcileRoleOptions{
@@ -133,23 +132,14 @@ func (p Policy) Ensure(ctx context.Context, client kubernetes.Interface) error {
 			Client:  reconciliation.ClusterRoleModifier{Client: client.RbacV1().ClusterRoles()},
 			Confirm: true,
 		}
-		err := retry.OnError(retry.DefaultBackoff, retryable, func() error {
-			result, err := opts.Run()
+		if err := reconcileOne("ClusterRole", role.Name, func() (reconciled, error) {
+			r, err := opts.Run()
 			if err != nil {
-				return err
+				return reconciled{}, err
 			}
-			switch {
-			case result.Protected && result.Operation != reconciliation.ReconcileNone:
-				klog.InfoS("Left a ClusterRole with autoupdate=false alone", "clusterRole", role.Name, "missingRules", result.MissingRules)
-			case result.Operation == reconciliation.ReconcileUpdate:
-				klog.InfoS("Reconciled a ClusterRole", "clusterRole", role.Name, "missingRules", result.MissingRules)
-			case result.Operation == reconciliation.ReconcileCreate:
-				klog.V(2).InfoS("Created a ClusterRole", "clusterRole", role.Name)
-			}
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("clusterrole %s: %w", role.Name, err))
+			return reconciled{r.Operation, r.Protected, r.MissingRules}, nil
+		}); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for i := range p.ClusterRoleBindings {
@@ -159,27 +149,51 @@ func (p Policy) Ensure(ctx context.Context, client kubernetes.Interface) error {
 			Client:      reconciliation.ClusterRoleBindingClientAdapter{Client: client.RbacV1().ClusterRoleBindings()},
 			Confirm:     true,
 		}
-		err := retry.OnError(retry.DefaultBackoff, retryable, func() error {
-			result, err := opts.Run()
+		if err := reconcileOne("ClusterRoleBinding", binding.Name, func() (reconciled, error) {
+			r, err := opts.Run()
 			if err != nil {
-				return err
+				return reconciled{}, err
 			}
-			switch {
-			case result.Protected && result.Operation != reconciliation.ReconcileNone:
-				klog.InfoS("Left a ClusterRoleBinding with autoupdate=false alone", "clusterRoleBinding", binding.Name, "missingSubjects", result.MissingSubjects)
-			case result.Operation == reconciliation.ReconcileUpdate, result.Operation == reconciliation.ReconcileRecreate:
-				klog.InfoS("Reconciled a ClusterRoleBinding", "clusterRoleBinding", binding.Name, "missingSubjects", result.MissingSubjects)
-			case result.Operation == reconciliation.ReconcileCreate:
-				klog.V(2).InfoS("Created a ClusterRoleBinding", "clusterRoleBinding", binding.Name)
-			}
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("clusterrolebinding %s: %w", binding.Name, err))
+			return reconciled{r.Operation, r.Protected, r.MissingSubjects}, nil
+		}); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// reconciled is what the reconciliation of one object did.
+type reconciled struct {
+	op        reconciliation.ReconcileOperation
+	protected bool
+	// missing are the rules or subjects it added (or would have).
+	missing any
+}
+
+// reconcileOne runs one object's reconciliation, retrying conflicts and an
+// unavailable storage as kube-apiserver does, and logs what it did.
+func reconcileOne(kind, name string, run func() (reconciled, error)) error {
+	retryable := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsServiceUnavailable(err) }
+	err := retry.OnError(retry.DefaultBackoff, retryable, func() error {
+		r, err := run()
+		if err != nil {
+			return err
+		}
+		switch {
+		case r.protected && r.op != reconciliation.ReconcileNone:
+			klog.InfoS("Left an object annotated autoupdate=false alone", "kind", kind, "name", name, "missing", r.missing)
+		case r.op == reconciliation.ReconcileUpdate, r.op == reconciliation.ReconcileRecreate:
+			klog.InfoS("Reconciled", "kind", kind, "name", name, "missing", r.missing)
+		case r.op == reconciliation.ReconcileCreate:
+			klog.V(2).InfoS("Created", "kind", kind, "name", name)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", kind, name, err)
+	}
+	return nil
 }

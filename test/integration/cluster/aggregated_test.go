@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -47,7 +48,7 @@ func TestAggregated(t *testing.T) {
 	admin := c.AdminKubeconfig
 
 	t.Run("trusted-by-ca-bundle", func(t *testing.T) {
-		for _, name := range []string{"v1.velero.io", "v1alpha1.oadp.openshift.io", "v1alpha1.backup.kubevirt.io"} {
+		for _, name := range apiserver.APIServiceNames() {
 			cond := c.APIServiceAvailable(ctx, name)
 			if cond.Status != "True" || !cond.CABundle || cond.InsecureSkipTLSVerify {
 				t.Errorf("APIService %s: %+v, want Available with the server's caBundle and verification on", name, cond)
