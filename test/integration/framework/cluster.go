@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
 )
@@ -422,7 +421,7 @@ func (c *Cluster) StartBackstop() {
 	c.t.Helper()
 	c.backstop = c.start("backstop-apiserver", Binary(c.t, "backstop-apiserver"), c.BackstopArgs...)
 	c.waitFor("Backstop's APIServices Available", c.backstop, 2*time.Minute, func(ctx context.Context) error {
-		for _, name := range apiserver.APIServiceNames() {
+		for _, name := range apiServiceNames {
 			if cond := c.APIServiceAvailable(ctx, name); cond.Status != "True" {
 				return fmt.Errorf("APIService %s: Available=%s %s: %s", name, cond.Status, cond.Reason, cond.Message)
 			}
@@ -439,6 +438,10 @@ func (c *Cluster) StopBackstop(kill bool) {
 	}
 	c.backstop.stop(sig)
 }
+
+// apiServiceNames are the APIServices of artifacts/deploy (the framework
+// cannot import pkg/apiserver: packages it imports test through it).
+var apiServiceNames = []string{"v1.velero.io", "v1alpha1.oadp.openshift.io", "v1alpha1.backup.kubevirt.io"}
 
 // APIServiceCondition is the Available condition of an APIService.
 type APIServiceCondition struct {
