@@ -43,6 +43,9 @@ type collector struct {
 	operations *operations
 	// written, if set, is told the count of items written after each.
 	written func(n int64)
+	// related are the cluster-scoped items the namespaced ones written
+	// bring along (related.go).
+	related relatedItems
 }
 
 // errFatal marks errors that end the backup (the archive cannot be
@@ -80,7 +83,7 @@ func (c *collector) run(ctx context.Context, resources []items.Resource) error {
 			}
 		}
 	}
-	return nil
+	return c.writeRelated(ctx, resources)
 }
 
 // list pages through one resource (in one namespace, or all) and writes
@@ -134,8 +137,7 @@ func (c *collector) list(ctx context.Context, r items.Resource, namespace string
 	}
 }
 
-// item writes one object if the filters take it, and starts the async
-// operations actions have for it.
+// item writes one object if the filters take it.
 func (c *collector) item(ctx context.Context, r items.Resource, item *unstructured.Unstructured) error {
 	ns := item.GetNamespace()
 	if r.Namespaced && !c.filter.IncludesNamespace(ns) {
@@ -147,6 +149,17 @@ func (c *collector) item(ctx context.Context, r items.Resource, item *unstructur
 	if !c.filter.IncludesItem(item.GetLabels()) {
 		return nil
 	}
+	if err := c.write(ctx, r, item); err != nil {
+		return err
+	}
+	c.related.note(r, item)
+	return nil
+}
+
+// write puts one object in the archive and starts the async operations
+// actions have for it.
+func (c *collector) write(ctx context.Context, r items.Resource, item *unstructured.Unstructured) error {
+	ns := item.GetNamespace()
 	data, err := json.Marshal(item.Object)
 	if err != nil {
 		c.log.Error(ns, items.ScopeOf(r), fmt.Sprintf("encoding %s %s: %v", r.GroupResource(), item.GetName(), err))

@@ -209,6 +209,26 @@ func (f *Filter) IncludesResource(r Resource) bool {
 	return f.resources.shouldInclude(gr)
 }
 
+// IncludesRelated reports whether a cluster-scoped resource that the
+// filter does not take by itself (IncludesResource) is taken for the items
+// related to backed-up namespaced ones, as Velero's additional items: a
+// claim's volume, a custom resource's definition, the cluster role
+// bindings of a service account. It is unless includeClusterResources is
+// false or the resource filters leave it out.
+func (f *Filter) IncludesRelated(r Resource) bool {
+	gr := r.GroupResource()
+	if r.Namespaced || f.IncludesResource(r) {
+		return false
+	}
+	if f.scoped {
+		return !f.clusterRes.excludes.has("*") && !f.clusterRes.excludes.match(gr)
+	}
+	if f.includeCluster != nil && !*f.includeCluster {
+		return false
+	}
+	return f.resources.shouldInclude(gr)
+}
+
 // IncludesItem reports whether an item (of an included resource and
 // namespace) is taken: its labels match a selector (any of them, when
 // several) and it is not labelled velero.io/exclude-from-backup=true.

@@ -1,6 +1,7 @@
 package items
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,5 +117,44 @@ func TestFilterNamespacesAndItems(t *testing.T) {
 	}
 	if _, err := NewFilter(&velerov1.BackupSpec{LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}}, all); err == nil {
 		t.Error("a bad label selector was accepted")
+	}
+}
+
+// TestFilterRelated: which cluster-scoped resources a backup takes only as
+// items related to its namespaced ones.
+func TestFilterRelated(t *testing.T) {
+	yes, no := true, false
+	for _, c := range []struct {
+		name string
+		spec velerov1.BackupSpec
+		want []Resource
+	}{
+		{"some namespaces: related cluster items", velerov1.BackupSpec{IncludedNamespaces: []string{"a"}}, []Resource{nodes, crbs}},
+		{"cluster resources off: none", velerov1.BackupSpec{IncludedNamespaces: []string{"a"}, IncludeClusterResources: &no}, nil},
+		{"cluster resources on: all taken by themselves", velerov1.BackupSpec{IncludedNamespaces: []string{"a"}, IncludeClusterResources: &yes}, nil},
+		{"everything: all taken by themselves", velerov1.BackupSpec{}, nil},
+		{"excluded resource: not related either", velerov1.BackupSpec{IncludedNamespaces: []string{"a"}, ExcludedResources: []string{"clusterrolebindings.rbac.authorization.k8s.io"}}, []Resource{nodes}},
+		{"included resources without it", velerov1.BackupSpec{IncludedNamespaces: []string{"a"}, IncludedResources: []string{"pods"}}, nil},
+		{"scoped: cluster-scoped excluded", velerov1.BackupSpec{IncludedNamespaces: []string{"a"}, ExcludedClusterScopedResources: []string{"*"}}, nil},
+		{"scoped: one cluster-scoped excluded", velerov1.BackupSpec{IncludedNamespaces: []string{"a"}, ExcludedClusterScopedResources: []string{"nodes"}, IncludedNamespaceScopedResources: []string{"pods"}}, []Resource{crbs}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := NewFilter(&c.spec, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want []string
+			for _, r := range all {
+				if f.IncludesRelated(r) {
+					got = append(got, r.GroupResource())
+				}
+			}
+			for _, r := range c.want {
+				want = append(want, r.GroupResource())
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("got %v, want %v", got, want)
+			}
+		})
 	}
 }

@@ -11,9 +11,11 @@
 // namespaceMapping, metadata reset, velero.io/backup-name and
 // velero.io/restore-name labels, status restored only where restoreStatus
 // asks, resources that are never restored (nodes, events, backups, ...),
-// and existingResourcePolicy for objects that already exist (none: a
+// existingResourcePolicy for objects that already exist (none: a
 // warning when they differ; update: they are updated to the backed-up
-// version). The restore's log and results go beside the backup's data
+// version), a volume that outlived its claim freed for the restored claim,
+// and owner references set last, to the owners in the target cluster
+// (owners.go). The restore's log and results go beside the backup's data
 // (restores/<name>/). Phases: New → InProgress → Completed, PartiallyFailed
 // (some items failed) or Failed; FailedValidation. A restore running when
 // the server stopped is Failed at the next start.
@@ -35,7 +37,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -304,6 +308,9 @@ type restoreRun struct {
 	namespaces map[string]bool
 	// crds are the CustomResourceDefinitions of the first pass.
 	crds []string
+	// dependents are the items written without the owner references
+	// they had (owners.go).
+	dependents []dependent
 }
 
 func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup) {
@@ -365,6 +372,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		return err
 	}
 	defer pending.close()
+	var resources []items.Resource
 	for pass := 0; pass < 2; pass++ {
 		if pass == 1 {
 			// The custom resources of the CRDs restored in the first pass
@@ -372,7 +380,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 			run.waitEstablished(ctx)
 		}
 		// Discovery again for the second pass: restored CRDs add resources.
-		resources, err := c.cfg.Target.Resources(func(group, msg string) {
+		resources, err = c.cfg.Target.Resources(func(group, msg string) {
 			log.Warning("", items.ScopeVelero, fmt.Sprintf("discovering API group %s: %s", group, msg))
 		})
 		if err != nil {
@@ -394,7 +402,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 			byGR[res.GroupResource()] = res
 		}
 		rd := &restorer{c: c, r: r, backup: backup, log: log, filter: filter, statusFilter: statusFilter, byGR: byGR,
-			progress: progress, counting: pass == 0, skipped: map[string]bool{}, namespaces: run.namespaces}
+			progress: progress, counting: pass == 0, skipped: map[string]bool{}, namespaces: run.namespaces, dependents: &run.dependents}
 		visit := func(it *archive.Item) error {
 			if restoredFirst[it.GroupResource] != (pass == 0) {
 				if pass == 0 && rd.selected(it) {
@@ -429,6 +437,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		}
 		run.crds = append(run.crds, rd.crds...)
 	}
+	run.relinkOwners(ctx, resources)
 	return nil
 }
 
@@ -480,6 +489,8 @@ type restorer struct {
 	namespaces map[string]bool
 	// crds are the CustomResourceDefinitions restored or found.
 	crds []string
+	// dependents collects the written items that had owner references.
+	dependents *[]dependent
 }
 
 // selected reports whether the restore takes an item (before any write).
@@ -593,6 +604,7 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 	switch {
 	case err == nil:
 		rd.log.Info("Restored", "item", what)
+		rd.addDependent(gvr, obj.GetNamespace(), obj.GetName(), fromBackup)
 		if hasStatus {
 			created.Object["status"] = status
 			if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -604,6 +616,9 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 		if getErr != nil {
 			fail(fmt.Sprintf("%s exists but could not be read: %v", what, getErr))
 			return
+		}
+		if it.GroupResource == "persistentvolumes" {
+			existing = rd.freeStaleClaimRef(ctx, ri, existing, obj)
 		}
 		if same(existing, obj) {
 			rd.log.Info("Already exists, unchanged", "item", what)
@@ -620,11 +635,47 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 			return
 		}
 		rd.log.Info("Updated to the backed-up version (existingResourcePolicy: update)", "item", what)
+		rd.addDependent(gvr, obj.GetNamespace(), obj.GetName(), fromBackup)
 	default:
 		fail(fmt.Sprintf("restoring %s: %v", what, err))
 		return
 	}
 	rd.progress.restored.Add(1)
+}
+
+// freeStaleClaimRef: a volume that outlived its claim (the namespace was
+// deleted; reclaim policy Retain) still names the old claim's UID, so the
+// volume controller would never bind it to the restored claim. When the
+// live volume names the claim the restore brings back and that claim does
+// not exist, the old UID is removed from the volume's claim reference, as
+// the restored item has it: the restored claim binds to it again. It
+// returns the volume as it is now.
+func (rd *restorer) freeStaleClaimRef(ctx context.Context, ri dynamic.ResourceInterface, existing, restored *unstructured.Unstructured) *unstructured.Unstructured {
+	live, _, _ := unstructured.NestedStringMap(existing.Object, "spec", "claimRef")
+	want, _, _ := unstructured.NestedStringMap(restored.Object, "spec", "claimRef")
+	if live["uid"] == "" || live["namespace"] != want["namespace"] || live["name"] != want["name"] {
+		return existing
+	}
+	claims := rd.c.cfg.Target.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"})
+	if _, err := claims.Namespace(live["namespace"]).Get(ctx, live["name"], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return existing
+	}
+	patch := []byte(`{"spec":{"claimRef":{"uid":null,"resourceVersion":null}}}`)
+	freed, err := ri.Patch(ctx, existing.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		rd.log.Warning("", items.ScopeCluster, fmt.Sprintf("freeing the claim reference of persistentvolume %s for the restored claim: %v", existing.GetName(), err))
+		return existing
+	}
+	rd.log.Info("Volume freed for its restored claim", "persistentvolume", existing.GetName(), "claim", live["namespace"]+"/"+live["name"])
+	return freed
+}
+
+// addDependent records a written item whose backed-up version had owner
+// references, for relinkOwners.
+func (rd *restorer) addDependent(gvr schema.GroupVersionResource, namespace, name string, fromBackup *unstructured.Unstructured) {
+	if refs := fromBackup.GetOwnerReferences(); len(refs) > 0 {
+		*rd.dependents = append(*rd.dependents, dependent{gvr: gvr, namespace: namespace, name: name, refs: refs})
+	}
 }
 
 // namespacesResource is the core group's namespaces.

@@ -97,9 +97,10 @@ func controller(obj *unstructured.Unstructured) string {
 	return ""
 }
 
-// ControlledByOwner skips pods and ReplicaSets a controller owns: the
-// restored Deployment, ReplicaSet, Job, StatefulSet or DaemonSet creates
-// them again, and a restored copy would be an orphan beside them.
+// ControlledByOwner skips pods, ReplicaSets and ControllerRevisions a
+// controller owns: the restored Deployment, ReplicaSet, Job, StatefulSet
+// or DaemonSet creates them again, and a restored copy would be an orphan
+// beside them.
 type ControlledByOwner struct{}
 
 func (ControlledByOwner) Name() string { return "controlled: left to their controller" }

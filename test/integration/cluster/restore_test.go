@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,26 +87,123 @@ spec:
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: data, namespace: shop}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}, storageClassName: "", volumeName: shop-data}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: shop-data}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  hostPath: {path: /srv/shop-data}
+  claimRef: {namespace: shop, name: data}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: robot-token
+  namespace: shop
+  annotations: {kubernetes.io/service-account.name: robot}
+type: kubernetes.io/service-account-token
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: shop-auditor}
+rules: [{apiGroups: [""], resources: [namespaces], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: shop-robot-audits}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: shop-auditor}
+subjects: [{kind: ServiceAccount, name: robot, namespace: shop}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: shop}
+spec:
+  serviceName: web-headless
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: db, image: registry.invalid/db:1, volumeMounts: [{name: pgdata, mountPath: /var/lib/db}]}]
+  volumeClaimTemplates:
+  - metadata: {name: pgdata}
+    spec: {accessModes: [ReadWriteOnce], storageClassName: "", resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: shop}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: agent, image: registry.invalid/agent:1}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly, namespace: shop}
+spec:
+  schedule: "0 3 * * *"
+  suspend: true
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: report, image: registry.invalid/report:1}]
 `
 
-// TestRestoreWorkloads backs up a namespace of real workloads, deletes it
-// (the namespace controller empties it) and restores it, at once, while it
-// is still being deleted; then again under namespaceMapping. Every item is
-// restored or left to the cluster by a rule, with no error.
+// TestRestoreWorkloads backs up a namespace of real workloads with what it
+// brings along (its volume, its CRD, the cluster role binding of its
+// ServiceAccount), deletes it (the namespace controller empties it) and
+// restores it, at once, while it is still being deleted; then again under
+// namespaceMapping. Every object compares field by field with its restored
+// copy, minus what servers set, or was left to the cluster by a rule; the
+// table of kinds is in the test log.
 func TestRestoreWorkloads(t *testing.T) {
 	c := framework.StartCluster(t)
 	ctx := context.Background()
 	admin := c.AdminKubeconfig
-	if out, err := c.Kubectl(admin, []byte(workloads), "apply", "-f", "-"); err != nil {
+	if out, err := c.Kubectl(admin, []byte(workloads+"---\n"+widgets), "apply", "-f", "-"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	// The controllers have made what the restore must leave to them.
-	poll(t, "the Deployment's pods and the Job's pod", time.Minute, func(ctx context.Context) (bool, error) {
+	// A custom resource, a ConfigMap it owns, and a Job made from the
+	// CronJob (which owns it), as kubectl create job --from does.
+	poll(t, "the widget", time.Minute, func(context.Context) (bool, error) {
+		_, err := c.Kubectl(admin, []byte(widget), "apply", "-f", "-")
+		return err == nil, nil
+	})
+	uid, err := c.Kubectl(admin, nil, "get", "widgets.example.com", "gear", "-n", "shop", "-o", "jsonpath={.metadata.uid}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Kubectl(admin, []byte(fmt.Sprintf(gearParts, uid)), "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out, err := c.Kubectl(admin, nil, "create", "job", "nightly-manual", "--from=cronjob/nightly", "-n", "shop"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// The controllers have made what the restore must leave to them, and
+	// bound the claim.
+	poll(t, "the workloads' pods, the bound claim and the token", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		pods, err := c.Kube.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 3, err
+		if err != nil || len(pods.Items) != shopPods {
+			return false, err
+		}
+		pvc, err := c.Kube.CoreV1().PersistentVolumeClaims("shop").Get(ctx, "data", metav1.GetOptions{})
+		if err != nil || pvc.Status.Phase != corev1.ClaimBound {
+			return false, err
+		}
+		token, err := c.Kube.CoreV1().Secrets("shop").Get(ctx, "robot-token", metav1.GetOptions{})
+		return err == nil && len(token.Data["token"]) > 0, err
 	})
 	oldIP := serviceIP(t, c, "shop", "web")
+	before := snapshot(t, c, "shop")
 
 	backup := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "shop-workloads"}, Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"shop"}}}
 	if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Create(ctx, backup, metav1.CreateOptions{}); err != nil {
@@ -127,22 +225,42 @@ func TestRestoreWorkloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-back"}, Spec: velerov1.RestoreSpec{BackupName: backup.Name}})
-	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 || r.Status.Progress == nil ||
+	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 || r.Status.Warnings != 0 || r.Status.Progress == nil ||
 		r.Status.Progress.ItemsRestored != r.Status.Progress.TotalItems {
 		t.Errorf("restore into the deleted namespace: phase %s, errors %d, warnings %d, progress %+v",
 			r.Status.Phase, r.Status.Errors, r.Status.Warnings, r.Status.Progress)
+	}
+	// The volume outlived its claim; the restored claim binds to it again.
+	poll(t, "the restored claim to bind to its volume", time.Minute, func(ctx context.Context) (bool, error) {
+		pvc, err := c.Kube.CoreV1().PersistentVolumeClaims("shop").Get(ctx, "data", metav1.GetOptions{})
+		return err == nil && pvc.Status.Phase == corev1.ClaimBound, err
+	})
+	if n := compareRestored(t, c, before, "shop", "shop", r.Name); n != 0 {
+		t.Errorf("restore %s: %d objects differ", r.Name, n)
 	}
 	checkRestored(t, c, "shop")
 	if ip := serviceIP(t, c, "shop", "web"); ip == "" || ip == "None" {
 		t.Errorf("the restored Service web has cluster IP %q (before: %s), want a new allocation", ip, oldIP)
 	}
 
-	// Again under another name, beside the first copy.
+	// Again under another name, beside the first copy. The cluster-scoped
+	// objects are there already: the volume, bound to the first copy's
+	// claim, and the cluster role binding, naming its ServiceAccount, are
+	// kept with a warning each.
 	r = runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-copy"}, Spec: velerov1.RestoreSpec{
 		BackupName: backup.Name, NamespaceMapping: map[string]string{"shop": "shop-copy"},
 	}})
 	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 {
 		t.Errorf("restore under namespaceMapping: phase %s, errors %d, warnings %d", r.Status.Phase, r.Status.Errors, r.Status.Warnings)
+	}
+	var namespaced []snapshotObject
+	for _, s := range before {
+		if s.obj.GetNamespace() != "" || s.gvr.Resource == "namespaces" {
+			namespaced = append(namespaced, s)
+		}
+	}
+	if n := compareRestored(t, c, namespaced, "shop", "shop-copy", r.Name); n != 0 {
+		t.Errorf("restore %s: %d objects differ", r.Name, n)
 	}
 	checkRestored(t, c, "shop-copy")
 
@@ -234,6 +352,20 @@ spec:
           spec: {type: object, properties: {teeth: {type: integer}}}
 `
 
+// gearParts is a ConfigMap the widget gear owns (%s: its UID).
+const gearParts = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: gear-parts
+  namespace: shop
+  ownerReferences: [{apiVersion: example.com/v1, kind: Widget, name: gear, uid: %s}]
+data: {teeth: "12"}
+`
+
+// shopPods are the pods the controllers make for the workloads: the
+// Deployment's two, the StatefulSet's first, one per Job.
+const shopPods = 5
+
 const widget = `apiVersion: example.com/v1
 kind: Widget
 metadata: {name: gear, namespace: shop}
@@ -306,7 +438,7 @@ func checkRestored(t *testing.T, c *framework.Cluster, ns string) {
 	// ReplicaSets and pods are the controllers' again, not restored copies.
 	poll(t, "the controllers to recreate the pods in "+ns, time.Minute, func(ctx context.Context) (bool, error) {
 		pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 3, err
+		return err == nil && len(pods.Items) == shopPods, err
 	})
 	pods, _ := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	for _, p := range pods.Items {

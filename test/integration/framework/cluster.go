@@ -18,13 +18,16 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -49,10 +52,10 @@ const (
 // RunInNetNS): etcd, kube-apiserver (RBAC, front proxy, service account
 // keys, aggregator routing to endpoints) and kube-controller-manager
 // (namespace deletion, garbage collection, service accounts and their
-// tokens, endpoint slices, clusterrole aggregation, and the Deployment,
-// ReplicaSet and Job controllers, volume protection; no scheduler or
-// kubelet: pods stay
-// Pending), with Backstop
+// tokens, endpoint slices, clusterrole aggregation, the workload
+// controllers (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job,
+// CronJob), volume binding and protection; no scheduler or kubelet: pods
+// stay Pending), with Backstop
 // registered by the manifests of artifacts/deploy exactly as a user applies
 // them and run as the pod of their Deployment would run: with its
 // arguments and its ServiceAccount's token.
@@ -345,7 +348,7 @@ func (c *Cluster) startKubeControllerManager() {
 	p := c.start("kube-controller-manager", Binary(c.t, "kube-controller-manager"),
 		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port=10257", "--leader-elect=false",
-		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,endpointslice-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,job-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
+		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,endpointslice-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,job-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,statefulset-controller,daemonset-controller,cronjob-controller,persistentvolume-binder-controller",
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+c.path("sa.key"), "--root-ca-file="+pki.New(c.path("kube-ca")).CAFile(),
 		"--service-cluster-ip-range="+ServiceCIDR)
@@ -354,6 +357,12 @@ func (c *Cluster) startKubeControllerManager() {
 		_, err := c.Kube.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
+}
+
+// Mapper maps kinds to resources with kube-apiserver's discovery as it is
+// now (CRDs added later need a new Mapper).
+func (c *Cluster) Mapper() meta.RESTMapper {
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Kube.Discovery()))
 }
 
 // Kubectl runs kubectl against kube-apiserver with kubeconfig.
