@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 
+	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -110,14 +110,5 @@ var withoutBackupEngine = []string{"--disable-controllers=backup,backup-sync"}
 // invalidAt reports whether err is a 422 with a cause at field whose
 // message contains detail.
 func invalidAt(err error, field, detail string) bool {
-	var status apierrors.APIStatus
-	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
-		return false
-	}
-	for _, c := range status.Status().Details.Causes {
-		if c.Field == field && strings.Contains(c.Message, detail) {
-			return true
-		}
-	}
-	return false
+	return conformance.InvalidAt(err, field, detail)
 }

@@ -16,6 +16,7 @@ import (
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -141,7 +142,7 @@ func TestMetricsAfterBackup(t *testing.T) {
 			found = found || (f.Manager == engine && f.Subresource == "status")
 		}
 		if !found {
-			t.Errorf("no status field manager %s among %v", engine, managers(b))
+			t.Errorf("no status field manager %s among %v", engine, conformance.Managers(b))
 		}
 	}
 	raw, err := s.Clientset.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)

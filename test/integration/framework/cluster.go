@@ -425,7 +425,7 @@ ports: [{port: %d, protocol: TCP}]
 }
 
 // StartBackstop starts backstop-apiserver with BackstopArgs and waits until
-// kube-apiserver reports its APIServices Available.
+// kube-apiserver reports its APIServices Available and serves its groups.
 func (c *Cluster) StartBackstop() {
 	c.t.Helper()
 	c.backstop = c.start("backstop-apiserver", Binary(c.t, "backstop-apiserver"), c.BackstopArgs...)
@@ -433,6 +433,13 @@ func (c *Cluster) StartBackstop() {
 		for _, name := range apiServiceNames {
 			if cond := c.APIServiceAvailable(ctx, name); cond.Status != "True" {
 				return fmt.Errorf("APIService %s: Available=%s %s: %s", name, cond.Status, cond.Reason, cond.Message)
+			}
+		}
+		// Available can be the last process's, not yet found gone: the
+		// groups answer through kube-apiserver.
+		for _, gv := range []string{"velero.io/v1", "oadp.openshift.io/v1alpha1", "backup.kubevirt.io/v1alpha1"} {
+			if _, err := c.Backstop.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
+				return fmt.Errorf("discovery of %s: %w", gv, err)
 			}
 		}
 		return nil
