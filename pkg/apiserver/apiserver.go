@@ -85,13 +85,18 @@ type ExtraConfig struct {
 	// DataDir, when set, holds the default filesystem storage location
 	// (<DataDir>/backups), created at the first start.
 	DataDir string
-	// ExternalURL is the base URL clients reach this server at; download
-	// links point there.
+	// ExternalURL is the base URL download links point at: this server
+	// (standalone), or kube-apiserver as clients reach it (aggregated: the
+	// links go through its aggregator, pkg/engine/download).
 	ExternalURL string
-	// ServingCA is the PEM of the CA clients verify this server with. It is
-	// put into filesystem storage locations, whose files this server serves,
-	// so that the velero CLI trusts the download links.
+	// ServingCA is the PEM of the CA clients verify this server with
+	// (published in the caBundle of its APIServices, aggregated).
 	ServingCA []byte
+	// LinkCA is the PEM of the CA clients verify download links with
+	// (ServingCA standalone, the host cluster's CA aggregated). It is put
+	// into filesystem storage locations, whose files this server serves, so
+	// that the velero CLI trusts the links.
+	LinkCA []byte
 	// Source is the cluster backups read; nil: this server itself.
 	Source *restclient.Config
 	// ClientQPS, ClientBurst and ClientPageSize shape backups' requests to the source.
@@ -176,7 +181,11 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, fmt.Errorf("creating the generic API server: %w", err)
 	}
 	s := &Server{GenericAPIServer: gs}
-	groups, bslREST, err := c.apiGroups()
+	signer, err := download.NewSigner()
+	if err != nil {
+		return nil, err
+	}
+	groups, downloads, err := c.apiGroups(signer)
 	if err != nil {
 		return nil, err
 	}
@@ -185,13 +194,7 @@ func (c CompletedConfig) New() (*Server, error) {
 			return nil, fmt.Errorf("installing API group %s: %w", groups[i].PrioritizedVersions[0].Group, err)
 		}
 	}
-	signer, err := download.NewSigner()
-	if err != nil {
-		return nil, err
-	}
-	gs.Handler.NonGoRestfulMux.HandlePrefix(download.PathPrefix, &download.Handler{
-		Signer: signer, Locations: objectstore.Locations{Get: locationFrom(bslREST), Opener: c.extra.Opener}, Clock: clock.RealClock{},
-	})
+	gs.Handler.NonGoRestfulMux.HandlePrefix(download.PathPrefix, downloads)
 	if c.extra.HostCluster != nil {
 		client, err := dynamic.NewForConfig(c.extra.HostCluster)
 		if err != nil {
@@ -226,11 +229,13 @@ func (s storageSet) add(name string, main rest.Storage, status *resource.StatusR
 	return nil
 }
 
-func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource.REST, error) {
+// apiGroups builds the storage of every group, and the handler of download
+// links (served directly, and as downloadrequests/content).
+func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.APIGroupInfo, *download.Handler, error) {
 	scheme, codecs, getter := c.extra.Scheme, c.extra.Codecs, c.generic.RESTOptionsGetter
 
 	veleroV1 := storageSet{}
-	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter, c.extra.Namespace, c.extra.ServingCA)
+	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter, c.extra.Namespace, c.extra.LinkCA)
 	if err := veleroV1.add("backupstoragelocations", bslREST, bslStatus, err); err != nil {
 		return nil, nil, err
 	}
@@ -265,6 +270,8 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 		}
 	}
 	locations := objectstore.Locations{Get: locationFrom(bslREST), Opener: c.extra.Opener}
+	downloads := &download.Handler{Signer: signer, Locations: locations, Clock: clock.RealClock{}}
+	veleroV1["downloadrequests/content"] = &downloadrequest.ContentREST{Serve: downloads.ServeContent}
 	backups, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation, locations)
 	if err != nil {
 		return nil, nil, err
@@ -334,7 +341,7 @@ func (c CompletedConfig) apiGroups() ([]genericapiserver.APIGroupInfo, *resource
 		}
 		groups = append(groups, authGroups...)
 	}
-	return groups, bslREST, nil
+	return groups, downloads, nil
 }
 
 // authorizationGroups are the groups a standalone server serves for its own

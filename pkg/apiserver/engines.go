@@ -137,7 +137,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			add(ControllerDownloadRequest, 2, func() (func(context.Context, int), error) {
 				e, err := download.New(client, download.Informers{
 					Requests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
-				}, signer, c.extra.ExternalURL, clock.RealClock{})
+				}, download.Links{Signer: signer, BaseURL: c.extra.ExternalURL, ThroughAggregator: c.extra.HostCluster != nil}, clock.RealClock{})
 				return runOf(e, err)
 			}),
 			add(ControllerBackupStorageLocation, 1, func() (func(context.Context, int), error) {

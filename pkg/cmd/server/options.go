@@ -144,7 +144,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", o.Mode, "standalone (own CA, client certificates, no cluster needed) or aggregated (behind kube-apiserver, delegated authentication and authorization)")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory holding the database (pebble/), the standalone PKI (pki/) and admin.kubeconfig")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "the admin namespace: Velero objects (backups, schedules, restores, storage locations, ...) are processed there, as Velero processes its install namespace")
-	fs.StringVar(&o.ExternalURL, "external-url", o.ExternalURL, "base URL clients reach this server at, for download links (default: https://<bind-address>:<port> standalone, https://backstop-apiserver.<namespace>.svc aggregated)")
+	fs.StringVar(&o.ExternalURL, "external-url", o.ExternalURL, "base URL download links point at: this server standalone (default https://<bind-address>:<port>); kube-apiserver as users reach it aggregated, the links going through its aggregator (default: the server of --kubeconfig, or in-cluster https://kubernetes.default.svc)")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
 	fs.DurationVar(&o.BackupSyncPeriod, "backup-sync-period", o.BackupSyncPeriod, "how often storage locations are read for backups this server has no Backup of, which are then created (Velero's --backup-sync-period)")
@@ -214,6 +214,22 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.CoreAPI.Validate()...)
 	}
 	return errors.Join(errs...)
+}
+
+// clusterCA is the CA certificate (PEM) a client config verifies its
+// server with, or nil when it trusts the system's roots.
+func clusterCA(cfg *rest.Config) ([]byte, error) {
+	if len(cfg.TLSClientConfig.CAData) > 0 {
+		return cfg.TLSClientConfig.CAData, nil
+	}
+	if cfg.TLSClientConfig.CAFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(cfg.TLSClientConfig.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the host cluster's CA: %w", err)
+	}
+	return data, nil
 }
 
 // AdminKubeconfigPath is where a standalone server writes the kubeconfig of
@@ -346,7 +362,7 @@ func (o *Options) Run(ctx context.Context) error {
 		extra.Source = rest.CopyConfig(cfg.ClientConfig)
 	}
 	if ca != nil {
-		extra.ServingCA = ca.CertPEM
+		extra.ServingCA, extra.LinkCA = ca.CertPEM, ca.CertPEM
 		if extra.ExternalURL == "" {
 			extra.ExternalURL = o.serverURL()
 		}
@@ -355,8 +371,12 @@ func (o *Options) Run(ctx context.Context) error {
 		if extra.ServingCA, err = os.ReadFile(o.SecureServing.ServerCert.CertKey.CertFile); err != nil {
 			return fmt.Errorf("reading the serving certificate: %w", err)
 		}
+		// Download links go through kube-apiserver, verified with its CA.
+		if extra.LinkCA, err = clusterCA(cfg.ClientConfig); err != nil {
+			return err
+		}
 		if extra.ExternalURL == "" {
-			extra.ExternalURL = "https://backstop-apiserver." + o.Namespace + ".svc"
+			extra.ExternalURL = cfg.ClientConfig.Host
 		}
 	}
 	config := &apiserver.Config{GenericConfig: cfg, Extra: extra}

@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,9 +50,15 @@ type ItemDiscoverer interface {
 	// DiscoveredResource is the resource of the discovered items.
 	DiscoveredResource() items.Resource
 	// Discover lists the items of the namespaces the backup takes
-	// (includesNamespace).
+	// (includesNamespace). An error wrapping ErrNoSource says there is
+	// nothing to discover from on this host (no libvirt daemon runs).
 	Discover(ctx context.Context, backup *velerov1.Backup, includesNamespace func(string) bool) ([]*unstructured.Unstructured, error)
 }
+
+// ErrNoSource is the error of a discoverer whose source does not run here:
+// the backup logs it, and it is no warning (a cluster without VMs has no
+// libvirt daemon beside the server).
+var ErrNoSource = errors.New("no source to discover from")
 
 // OperationProgress is an operation's state as its action reports it.
 type OperationProgress struct {
@@ -174,6 +181,10 @@ func (o *operations) discover(ctx context.Context, filter *items.Filter) {
 			continue
 		}
 		found, err := d.Discover(ctx, o.backup, filter.IncludesNamespace)
+		if errors.Is(err, ErrNoSource) {
+			o.log.Info("Nothing discovered", "action", a.Name(), "resource", r.GroupResource(), "reason", err.Error())
+			continue
+		}
 		if err != nil {
 			o.log.Warning("", items.ScopeVelero, fmt.Sprintf("%s: looking for %s: %v", a.Name(), r.GroupResource(), err))
 			continue

@@ -2,6 +2,8 @@ package backup
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -20,6 +22,7 @@ import (
 type discoverer struct {
 	vms     []*unstructured.Unstructured
 	started []string
+	err     error
 }
 
 var vmResource = items.Resource{
@@ -40,6 +43,9 @@ func (d *discoverer) Start(_ context.Context, _ *velerov1.Backup, item *unstruct
 	return id, nil
 }
 func (d *discoverer) Discover(_ context.Context, _ *velerov1.Backup, includesNamespace func(string) bool) ([]*unstructured.Unstructured, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
 	var out []*unstructured.Unstructured
 	for _, vm := range d.vms {
 		if includesNamespace(vm.GetNamespace()) {
@@ -71,7 +77,9 @@ func TestDiscoveredItems(t *testing.T) {
 		name       string
 		spec       velerov1.BackupSpec
 		apiStarted []string // operations started for API items first
+		err        error    // the discoverer's
 		want       []string
+		warnings   int
 	}{
 		{name: "every namespace", want: []string{"a/vm1", "a/vm2", "b/vm3"}},
 		{name: "one namespace", spec: velerov1.BackupSpec{IncludedNamespaces: []string{"a"}}, want: []string{"a/vm1", "a/vm2"}},
@@ -82,9 +90,11 @@ func TestDiscoveredItems(t *testing.T) {
 		{name: "namespaced resources excluded", spec: velerov1.BackupSpec{ExcludedNamespaceScopedResources: []string{"virtualmachines.kubevirt.io"}}},
 		{name: "label selector", spec: velerov1.BackupSpec{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "db"}}}, want: []string{"a/vm2"}},
 		{name: "already started from the API", apiStarted: []string{"a/vm1"}, want: []string{"a/vm1", "a/vm2", "b/vm3"}},
+		{name: "no source on this host: no warning", err: fmt.Errorf("%w: no daemon", ErrNoSource)},
+		{name: "the source fails: a warning", err: errors.New("listing domains: broken"), warnings: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &discoverer{vms: vms}
+			d := &discoverer{vms: vms, err: tc.err}
 			b := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", UID: "u"}, Spec: tc.spec}
 			log, err := items.NewLog(t.TempDir(), clocktesting.NewFakeClock(metav1.Now().Time), klog.Background(), "backup", "b")
 			if err != nil {
@@ -110,6 +120,9 @@ func TestDiscoveredItems(t *testing.T) {
 			}
 			if len(ops.list) != len(tc.want) {
 				t.Errorf("%d operations recorded, want %d", len(ops.list), len(tc.want))
+			}
+			if _, warnings := log.Counts(); warnings != tc.warnings {
+				t.Errorf("%d warnings, want %d", warnings, tc.warnings)
 			}
 		})
 	}

@@ -32,8 +32,7 @@ type Controller struct {
 	requests listers.DownloadRequestLister
 	backups  listers.BackupLister
 	restores listers.RestoreLister
-	signer   *Signer
-	baseURL  string
+	links    Links
 	clock    clock.Clock
 }
 
@@ -44,11 +43,11 @@ type Informers struct {
 	Restores informers.RestoreInformer
 }
 
-// New returns the controller; links point at baseURL.
-func New(client versioned.Interface, inf Informers, signer *Signer, baseURL string, clk clock.Clock) (*Controller, error) {
+// New returns the controller; links are made by links.
+func New(client versioned.Interface, inf Informers, links Links, clk clock.Clock) (*Controller, error) {
 	c := &Controller{
 		client: client, requests: inf.Requests.Lister(), backups: inf.Backups.Lister(), restores: inf.Restores.Lister(),
-		signer: signer, baseURL: baseURL, clock: clk,
+		links: links, clock: clk,
 	}
 	c.Loop = reconcile.NewLoop("downloadrequests", c.sync)
 	if err := c.Watch(inf.Requests.Informer()); err != nil {
@@ -78,7 +77,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		_, err = status.Writer{Engine: Name}.DownloadRequests(c.client, key.Namespace).Update(ctx, req, func(cur *velerov1.DownloadRequest) {
 			if cur.Status.Phase == "" || cur.Status.Phase == velerov1.DownloadRequestPhaseNew {
 				cur.Status.Phase = velerov1.DownloadRequestPhaseProcessed
-				cur.Status.DownloadURL = Link(c.signer, c.baseURL, key.Namespace, location, cur.Spec.Target.Kind, cur.Spec.Target.Name, expires)
+				cur.Status.DownloadURL = c.links.For(key.Namespace, key.Name, location, cur.Spec.Target.Kind, cur.Spec.Target.Name, expires)
 				cur.Status.Expiration = &metav1.Time{Time: expires}
 			}
 		})

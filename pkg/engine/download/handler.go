@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -35,8 +36,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed download link", http.StatusBadRequest)
 		return
 	}
+	h.serve(w, r, parts[0], parts[1], velerov1.DownloadTargetKind(parts[2]), parts[3])
+}
+
+// ServeContent serves GET .../namespaces/<ns>/downloadrequests/<name>/content,
+// the form of a link through kube-apiserver's aggregator: the target is in
+// the query (location, kind, name) and signed as the direct link to it
+// would be.
+func (h *Handler) ServeContent(w http.ResponseWriter, r *http.Request, namespace string) {
 	q := r.URL.Query()
-	switch err := h.Signer.Verify(r.URL.Path, q.Get("expires"), q.Get("signature"), h.Clock.Now()); {
+	location, kind, name := q.Get("location"), q.Get("kind"), q.Get("name")
+	if location == "" || kind == "" || name == "" {
+		http.Error(w, "malformed download link: location, kind and name are required", http.StatusBadRequest)
+		return
+	}
+	h.serve(w, r, namespace, location, velerov1.DownloadTargetKind(kind), name)
+}
+
+// serve checks the link's signature over the target's direct path, then
+// streams the target.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, namespace, location string, kind velerov1.DownloadTargetKind, name string) {
+	q := r.URL.Query()
+	switch err := h.Signer.Verify(directPath(namespace, location, kind, name), q.Get("expires"), q.Get("signature"), h.Clock.Now()); {
 	case errors.Is(err, ErrExpired):
 		http.Error(w, "the download link has expired: create a new DownloadRequest", http.StatusForbidden)
 		return
@@ -44,8 +65,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
-	namespace, location, kind, name := parts[0], parts[1], velerov1.DownloadTargetKind(parts[2]), parts[3]
-	if location == "-" {
+	if location == noLocation {
 		location = ""
 	}
 	obj, err := h.Locations.OpenTarget(r.Context(), namespace, location, kind, name)
@@ -65,12 +85,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Link is the signed URL of a target's file, valid for ttl.
-func Link(signer *Signer, baseURL, namespace, location string, kind velerov1.DownloadTargetKind, name string, expires time.Time) string {
+// noLocation stands for a target without a location: its link answers 404
+// ("not found"), not a wait.
+const noLocation = "-"
+
+// directPath is the path of a target's direct link, which its signature
+// covers in both forms of links.
+func directPath(namespace, location string, kind velerov1.DownloadTargetKind, name string) string {
 	if location == "" {
-		// No location: a link that answers 404 ("not found"), not a wait.
-		location = "-"
+		location = noLocation
 	}
-	path := PathPrefix + namespace + "/" + location + "/" + string(kind) + "/" + name
-	return strings.TrimSuffix(baseURL, "/") + path + "?" + signer.Sign(path, expires)
+	return PathPrefix + namespace + "/" + location + "/" + string(kind) + "/" + name
+}
+
+// Links makes the links of processed DownloadRequests.
+type Links struct {
+	Signer *Signer
+	// BaseURL is where clients reach the links: this server (direct
+	// links), or kube-apiserver when ThroughAggregator is set.
+	BaseURL string
+	// ThroughAggregator makes links to the content subresource of the
+	// request (/apis/velero.io/v1/namespaces/<ns>/downloadrequests/<name>/content),
+	// which kube-apiserver proxies to this server: users outside the
+	// cluster reach kube-apiserver, not the server's Service.
+	ThroughAggregator bool
+}
+
+// For is the signed URL of the file a request targets, valid until
+// expires.
+func (l Links) For(namespace, request, location string, kind velerov1.DownloadTargetKind, name string, expires time.Time) string {
+	base := strings.TrimSuffix(l.BaseURL, "/")
+	signature := l.Signer.Sign(directPath(namespace, location, kind, name), expires)
+	if !l.ThroughAggregator {
+		return base + directPath(namespace, location, kind, name) + "?" + signature
+	}
+	if location == "" {
+		location = noLocation
+	}
+	q := url.Values{"location": {location}, "kind": {string(kind)}, "name": {name}}
+	return base + "/apis/velero.io/v1/namespaces/" + url.PathEscape(namespace) + "/downloadrequests/" + url.PathEscape(request) +
+		"/content?" + q.Encode() + "&" + signature
 }

@@ -122,7 +122,9 @@ func (a Action) Discover(ctx context.Context, b *velerov1.Backup, includesNamesp
 	}
 	conn, err := a.Virt()
 	if err != nil {
-		return nil, err
+		// No daemon to reach: no domains here. A VirtualMachineBackup or a
+		// tracker that needs one fails with its own reason.
+		return nil, fmt.Errorf("%w: %v", backup.ErrNoSource, err)
 	}
 	names, err := conn.DomainNames()
 	if err != nil {

@@ -30,8 +30,9 @@ func NewStrategy(typer runtime.ObjectTyper, servingCA []byte) Strategy {
 
 // PrepareForCreate clears the status. The files of a filesystem location
 // are served by this server itself (download links), so such a location
-// gets this server's CA as its caCert, which the velero CLI trusts for
-// downloads; a caCert or caCertRef the user set is kept.
+// gets the CA of the links (this server's standalone, kube-apiserver's
+// aggregated) as its caCert, which the velero CLI trusts for downloads; a
+// caCert or caCertRef the user set is kept.
 func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	s.Strategy.PrepareForCreate(ctx, obj)
 	l := obj.(*velero.BackupStorageLocation)
