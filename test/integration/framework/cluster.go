@@ -75,6 +75,9 @@ type Cluster struct {
 	frontProxy *pki.CA
 	procs      []*process
 	backstop   *process
+	// kubeAPIServer runs with kubeAPIServerArgs (RestartKubeAPIServer).
+	kubeAPIServer     *process
+	kubeAPIServerArgs []string
 	// BackstopArgs are the arguments backstop-apiserver runs with: the
 	// Deployment's, with its data directory here and the ServiceAccount's
 	// kubeconfig.
@@ -306,23 +309,25 @@ func (c *Cluster) startEtcd() {
 func (c *Cluster) startKubeAPIServer() {
 	kubeCA := pki.New(c.path("kube-ca"))
 	frontProxyCA := pki.New(c.path("front-proxy-ca"))
-	p := c.start("kube-apiserver", Binary(c.t, "kube-apiserver"),
+	c.kubeAPIServerArgs = []string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClientPort),
-		"--bind-address=127.0.0.1", "--advertise-address="+KubeAdvertiseIP, fmt.Sprintf("--secure-port=%d", kubeAPIServerPort),
-		"--tls-cert-file="+filepath.Join(kubeCA.Path, "serving.crt"), "--tls-private-key-file="+filepath.Join(kubeCA.Path, "serving.key"),
-		"--client-ca-file="+kubeCA.CAFile(),
-		"--service-cluster-ip-range="+ServiceCIDR,
-		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file="+c.path("sa.pub"),
-		"--service-account-signing-key-file="+c.path("sa.key"),
+		"--bind-address=127.0.0.1", "--advertise-address=" + KubeAdvertiseIP, fmt.Sprintf("--secure-port=%d", kubeAPIServerPort),
+		"--tls-cert-file=" + filepath.Join(kubeCA.Path, "serving.crt"), "--tls-private-key-file=" + filepath.Join(kubeCA.Path, "serving.key"),
+		"--client-ca-file=" + kubeCA.CAFile(),
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=" + c.path("sa.pub"),
+		"--service-account-signing-key-file=" + c.path("sa.key"),
 		"--authorization-mode=RBAC",
 		// Aggregated servers are reached at their endpoints (there is no
 		// kube-proxy to route a Service's cluster IP).
 		"--enable-aggregator-routing=true",
-		"--requestheader-client-ca-file="+frontProxyCA.CAFile(),
-		"--proxy-client-cert-file="+c.path("front-proxy-client.crt"), "--proxy-client-key-file="+c.path("front-proxy-client.key"),
+		"--requestheader-client-ca-file=" + frontProxyCA.CAFile(),
+		"--proxy-client-cert-file=" + c.path("front-proxy-client.crt"), "--proxy-client-key-file=" + c.path("front-proxy-client.key"),
 		"--requestheader-allowed-names=front-proxy-client",
 		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
-		"--requestheader-extra-headers-prefix=X-Remote-Extra-")
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-"}
+	c.kubeAPIServer = c.start("kube-apiserver", Binary(c.t, "kube-apiserver"), c.kubeAPIServerArgs...)
+
 	var err error
 	if c.Admin, err = clientcmd.BuildConfigFromFlags("", c.AdminKubeconfig); err != nil {
 		c.t.Fatal(err)
@@ -331,15 +336,40 @@ func (c *Cluster) startKubeAPIServer() {
 	if c.Kube, err = kubernetes.NewForConfig(c.Admin); err != nil {
 		c.t.Fatal(err)
 	}
-	c.waitFor("kube-apiserver /readyz", p, 2*time.Minute, func(ctx context.Context) error {
-		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	})
+	c.waitKubeAPIServerReady()
 	if c.Backstop, err = versioned.NewForConfig(c.Admin); err != nil {
 		c.t.Fatal(err)
 	}
 	if c.Dynamic, err = dynamic.NewForConfig(c.Admin); err != nil {
 		c.t.Fatal(err)
+	}
+}
+
+func (c *Cluster) waitKubeAPIServerReady() {
+	c.t.Helper()
+	c.waitFor("kube-apiserver /readyz", c.kubeAPIServer, 2*time.Minute, func(ctx context.Context) error {
+		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+}
+
+// RestartKubeAPIServer kills kube-apiserver (SIGKILL), starts it again
+// with the same arguments and waits until it is ready.
+func (c *Cluster) RestartKubeAPIServer() {
+	c.t.Helper()
+	c.kubeAPIServer.stop(syscall.SIGKILL)
+	c.kubeAPIServer = c.start("kube-apiserver", Binary(c.t, "kube-apiserver"), c.kubeAPIServerArgs...)
+	c.waitKubeAPIServerReady()
+}
+
+// BackstopRunning reports whether backstop-apiserver is running (it has
+// not exited, by a panic or otherwise, since it was last started).
+func (c *Cluster) BackstopRunning() bool {
+	select {
+	case <-c.backstop.exited:
+		return false
+	default:
+		return true
 	}
 }
 
