@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-authz run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-authz run setup
 
 all: build
 
@@ -94,6 +94,12 @@ bench:
 # Backup items/s and memory, 10k and 100k objects, beside a bare paged list (docs/benchmarks.md).
 bench-backup:
 	bash hack/bench-backup.sh
+
+# Backup and restore of a real cluster (kube-apiserver + etcd), 10k and
+# 100k ConfigMaps and Secrets, beside a bare paged list and a bare client
+# creating the same objects (docs/benchmarks.md).
+bench-cluster:
+	bash hack/bench-cluster.sh
 
 # VM disk backups: push backup throughput beside qemu-img convert, incremental size (docs/benchmarks.md).
 bench-vm:

@@ -11,7 +11,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,34 +79,6 @@ func createObjects(b *testing.B, s *framework.Server, n int) {
 	}
 }
 
-// procStatus reads a field (kB) of /proc/<pid>/status.
-func procStatus(b *testing.B, pid int, field string) int64 {
-	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				b.Fatalf("%s: %v", line, err)
-			}
-			return kb
-		}
-	}
-	b.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
-}
-
-// resetPeak makes the process's peak RSS (VmHWM) its current RSS.
-func resetPeak(b *testing.B, pid int) {
-	b.Helper()
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
-		b.Fatalf("resetting the peak RSS: %v", err)
-	}
-}
-
 func BenchmarkBackup(b *testing.B) {
 	for _, field := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
@@ -169,8 +140,8 @@ func benchBackup(b *testing.B, s *framework.Server, n int) {
 	var peak, growth int64
 	for i := 0; i < b.N; i++ {
 		name := fmt.Sprintf("bench-%d", i)
-		before := procStatus(b, pid, "VmRSS")
-		resetPeak(b, pid)
+		before := framework.ProcStatus(b, pid, "VmRSS")
+		framework.ResetPeakRSS(b, pid)
 		start := time.Now()
 		if _, err := s.Clientset.VeleroV1().Backups(adminNamespace).Create(ctx, &velerov1.Backup{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: adminNamespace},
@@ -199,7 +170,7 @@ func benchBackup(b *testing.B, s *framework.Server, n int) {
 		if done.Status.Phase != velerov1.BackupPhaseCompleted || done.Status.Progress == nil || done.Status.Progress.ItemsBackedUp != n {
 			b.Fatalf("backup %s: %s, progress %+v, want %d items", name, done.Status.Phase, done.Status.Progress, n)
 		}
-		if hwm := procStatus(b, pid, "VmHWM"); hwm > peak {
+		if hwm := framework.ProcStatus(b, pid, "VmHWM"); hwm > peak {
 			peak, growth = hwm, hwm-before
 		}
 	}

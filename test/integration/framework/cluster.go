@@ -362,6 +362,9 @@ func (c *Cluster) RestartKubeAPIServer() {
 	c.waitKubeAPIServerReady()
 }
 
+// BackstopPID is the process ID of backstop-apiserver.
+func (c *Cluster) BackstopPID() int { return c.backstop.cmd.Process.Pid }
+
 // BackstopRunning reports whether backstop-apiserver is running (it has
 // not exited, by a panic or otherwise, since it was last started).
 func (c *Cluster) BackstopRunning() bool {
