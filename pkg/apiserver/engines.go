@@ -259,7 +259,11 @@ func (c CompletedConfig) source(loopback *restclient.Config) (items.Source, erro
 	if err != nil {
 		return items.Source{}, fmt.Errorf("source client: %w", err)
 	}
-	return items.Source{Discovery: disc, Dynamic: dyn, PageSize: c.extra.ClientPageSize}, nil
+	raw, err := items.NewRawClient(cfg)
+	if err != nil {
+		return items.Source{}, fmt.Errorf("source list client: %w", err)
+	}
+	return items.Source{Discovery: disc, Dynamic: dyn, Raw: raw, PageSize: c.extra.ClientPageSize}, nil
 }
 
 // scratchDir is where running backups spool their logs and resource

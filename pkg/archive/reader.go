@@ -2,11 +2,12 @@ package archive
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Item is one resource file of a tarball.

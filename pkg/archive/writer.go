@@ -7,11 +7,12 @@ package archive
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"fmt"
 	"io"
 	"path"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Layout constants, as in Velero (pkg/apis/velero/v1/constants.go).

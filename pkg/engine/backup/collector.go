@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/engine/items"
@@ -90,18 +89,13 @@ func (c *collector) run(ctx context.Context, resources []items.Resource) error {
 // each selected item. A continue token that expired (history compacted)
 // restarts the list after the last item written: lists come in key order.
 func (c *collector) list(ctx context.Context, r items.Resource, namespace string) error {
-	client := c.source.Dynamic.Resource(r.GVR)
-	var ri dynamic.ResourceInterface = client
-	if r.Namespaced && namespace != "" {
-		ri = client.Namespace(namespace)
-	}
 	opts := metav1.ListOptions{Limit: c.source.PageSize, LabelSelector: c.filter.ServerSelector()}
 	// last is the key of the last item seen; after a relist, items up to
 	// resumeAfter were written already.
 	last, resumeAfter := "", ""
 	defer c.counter.pending.Store(0)
 	for {
-		page, err := ri.List(ctx, opts)
+		page, err := c.source.ListRaw(ctx, r, namespace, opts)
 		if apierrors.IsResourceExpired(err) && opts.Continue != "" {
 			c.log.Info("List continuation expired; listing again after the last item", "resource", r.GroupResource(), "after", last)
 			opts.Continue, resumeAfter = "", last
@@ -110,7 +104,7 @@ func (c *collector) list(ctx context.Context, r items.Resource, namespace string
 		if err != nil {
 			return err
 		}
-		if rem := page.GetRemainingItemCount(); rem != nil {
+		if rem := page.RemainingItemCount; rem != nil {
 			c.counter.pending.Store(*rem + int64(len(page.Items)))
 		} else {
 			c.counter.pending.Store(int64(len(page.Items)))
@@ -121,7 +115,7 @@ func (c *collector) list(ctx context.Context, r items.Resource, namespace string
 			}
 			item := &page.Items[i]
 			c.counter.pending.Add(-1)
-			key := item.GetNamespace() + "/" + item.GetName()
+			key := item.Namespace + "/" + item.Name
 			if resumeAfter != "" && key <= resumeAfter {
 				continue
 			}
@@ -130,57 +124,63 @@ func (c *collector) list(ctx context.Context, r items.Resource, namespace string
 				return err
 			}
 		}
-		if page.GetContinue() == "" {
+		if page.Continue == "" {
 			return nil
 		}
-		opts.Continue = page.GetContinue()
+		opts.Continue = page.Continue
 	}
 }
 
 // item writes one object if the filters take it.
-func (c *collector) item(ctx context.Context, r items.Resource, item *unstructured.Unstructured) error {
-	ns := item.GetNamespace()
-	if r.Namespaced && !c.filter.IncludesNamespace(ns) {
+func (c *collector) item(ctx context.Context, r items.Resource, item *items.RawItem) error {
+	if r.Namespaced && !c.filter.IncludesNamespace(item.Namespace) {
 		return nil
 	}
-	if items.IsNamespaces(r) && !c.filter.IncludesNamespace(item.GetName()) {
+	if items.IsNamespaces(r) && !c.filter.IncludesNamespace(item.Name) {
 		return nil
 	}
-	if !c.filter.IncludesItem(item.GetLabels()) {
+	if !c.filter.IncludesItem(item.Labels) {
 		return nil
 	}
-	if err := c.write(ctx, r, item); err != nil {
-		return err
-	}
-	c.related.note(r, item)
-	return nil
+	return c.write(ctx, r, item)
 }
 
 // write puts one object in the archive and starts the async operations
-// actions have for it.
-func (c *collector) write(ctx context.Context, r items.Resource, item *unstructured.Unstructured) error {
-	ns := item.GetNamespace()
-	data, err := json.Marshal(item.Object)
-	if err != nil {
-		c.log.Error(ns, items.ScopeOf(r), fmt.Sprintf("encoding %s %s: %v", r.GroupResource(), item.GetName(), err))
-		return nil
-	}
-	if err := c.archive.AddItem(r.GroupResource(), r.GVR.Version, ns, item.GetName(), data); err != nil {
+// actions have for it; what it brings along is noted (related.go). Only
+// the items an action or a related rule reads are decoded.
+func (c *collector) write(ctx context.Context, r items.Resource, item *items.RawItem) error {
+	if err := c.archive.AddItem(r.GroupResource(), r.GVR.Version, item.Namespace, item.Name, item.Data); err != nil {
 		return errFatal{fmt.Errorf("writing the backup tarball: %w", err)}
 	}
-	apiVersion := item.GetAPIVersion()
-	if apiVersion == "" {
-		apiVersion = r.GVR.GroupVersion().String()
-	}
-	kind := item.GetKind()
-	if kind == "" {
-		kind = r.Kind
-	}
-	c.resources.add(apiVersion+"/"+kind, ns, item.GetName())
+	c.resources.add(item.APIVersion+"/"+item.Kind, item.Namespace, item.Name)
 	n := c.counter.backedUp.Add(1)
 	if c.written != nil {
 		c.written(n)
 	}
-	c.operations.start(ctx, r, item)
+	var obj *unstructured.Unstructured
+	if c.operations.appliesTo(r) || c.related.reads(r) {
+		obj = &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(item.Data); err != nil {
+			c.log.Error(item.Namespace, items.ScopeOf(r), fmt.Sprintf("decoding %s %s: %v", r.GroupResource(), item.Name, err))
+			return nil
+		}
+		c.operations.start(ctx, r, obj)
+	}
+	c.related.note(r, item, obj)
 	return nil
+}
+
+// writeObject writes an object read whole (a related item).
+func (c *collector) writeObject(ctx context.Context, r items.Resource, obj *unstructured.Unstructured) error {
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		c.log.Error(obj.GetNamespace(), items.ScopeOf(r), fmt.Sprintf("encoding %s %s: %v", r.GroupResource(), obj.GetName(), err))
+		return nil
+	}
+	apiVersion, kind := obj.GetAPIVersion(), obj.GetKind()
+	if apiVersion == "" || kind == "" {
+		apiVersion, kind = r.GVR.GroupVersion().String(), r.Kind
+	}
+	return c.write(ctx, r, &items.RawItem{Data: data, APIVersion: apiVersion, Kind: kind,
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), Labels: obj.GetLabels()})
 }

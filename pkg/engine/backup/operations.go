@@ -140,8 +140,19 @@ func newOperations(actions []ItemAction, b *velerov1.Backup, log *items.Log, clk
 	return o
 }
 
+// appliesTo reports whether an action starts operations for items of r.
+func (o *operations) appliesTo(r items.Resource) bool {
+	for _, a := range o.actions {
+		if a.AppliesTo(r.GroupResource()) {
+			return true
+		}
+	}
+	return false
+}
+
 // start runs the actions that apply to a backed-up item. A failure to start
 // is the backup's error, not the end of it.
+
 func (o *operations) start(ctx context.Context, r items.Resource, item *unstructured.Unstructured) {
 	for _, a := range o.actions {
 		if !a.AppliesTo(r.GroupResource()) {

@@ -38,7 +38,7 @@ type relatedItems struct {
 	serviceAccounts map[string]bool // namespace/name
 }
 
-func (ri *relatedItems) note(r items.Resource, item *unstructured.Unstructured) {
+func (ri *relatedItems) note(r items.Resource, item *items.RawItem, obj *unstructured.Unstructured) {
 	if !r.Namespaced {
 		return
 	}
@@ -49,16 +49,24 @@ func (ri *relatedItems) note(r items.Resource, item *unstructured.Unstructured) 
 		(*m)[key] = true
 	}
 	switch {
-	case r.GVR.Group == "" && r.GVR.Resource == "persistentvolumeclaims":
-		if v, _, _ := unstructured.NestedString(item.Object, "spec", "volumeName"); v != "" {
+	case isClaims(r):
+		if v, _, _ := unstructured.NestedString(obj.Object, "spec", "volumeName"); v != "" {
 			add(&ri.volumes, v)
 		}
 	case r.GVR.Group == "" && r.GVR.Resource == "serviceaccounts":
-		add(&ri.serviceAccounts, item.GetNamespace()+"/"+item.GetName())
+		add(&ri.serviceAccounts, item.Namespace+"/"+item.Name)
 	case r.GVR.Group != "":
 		// A CRD of this name exists only for custom resources.
 		add(&ri.crdNames, r.GroupResource())
 	}
+}
+
+// reads reports whether note needs the items of r decoded (a claim's
+// volume is in its spec).
+func (ri *relatedItems) reads(r items.Resource) bool { return isClaims(r) }
+
+func isClaims(r items.Resource) bool {
+	return r.GVR.Group == "" && r.GVR.Resource == "persistentvolumeclaims"
 }
 
 // writeRelated writes the related items the filter takes.
@@ -99,7 +107,7 @@ func (c *collector) writeRelated(ctx context.Context, resources []items.Resource
 		if !c.namesServiceAccount(b) || b.GetLabels()[items.ExcludeLabel] == "true" {
 			continue
 		}
-		if err := c.write(ctx, crb, b); err != nil {
+		if err := c.writeObject(ctx, crb, b); err != nil {
 			return err
 		}
 		if kind, _, _ := unstructured.NestedString(b.Object, "roleRef", "kind"); kind == "ClusterRole" {
@@ -147,7 +155,7 @@ func (c *collector) writeNamed(ctx context.Context, r items.Resource, names []st
 		if obj.GetLabels()[items.ExcludeLabel] == "true" {
 			continue
 		}
-		if err := c.write(ctx, r, obj); err != nil {
+		if err := c.writeObject(ctx, r, obj); err != nil {
 			return err
 		}
 	}

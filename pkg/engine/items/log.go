@@ -114,6 +114,16 @@ func (l *Log) Info(msg string, kv ...any) {
 	l.server.Info(msg, kv...)
 }
 
+// Item logs a line about one item: in the run's log, and in the server's
+// at verbosity 4 only (a restore of 100,000 items would otherwise write
+// them all to the server's log too).
+func (l *Log) Item(msg string, kv ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.line("info", msg, kv)
+	l.server.V(4).Info(msg, kv...)
+}
+
 // Warning logs a warning about an item of namespace ("" for cluster-scoped
 // items, or for the run as a whole when scope is velero).
 func (l *Log) Warning(namespace, scope, msg string, kv ...any) {

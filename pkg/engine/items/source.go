@@ -10,12 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
 // Source is a cluster backups read from and restores write to.
 type Source struct {
 	Discovery discovery.DiscoveryInterface
 	Dynamic   dynamic.Interface
+	// Raw reads lists as the server's JSON (ListRaw); built from the same
+	// config as Dynamic by NewRawClient. Nil: lists go through Dynamic.
+	Raw rest.Interface
 	// PageSize is the limit of each list request (Velero's --client-page-size).
 	PageSize int64
 }

@@ -548,7 +548,13 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 		fail(fmt.Sprintf("decoding %s %s/%s from the backup: %v", it.GroupResource, it.Namespace, it.Name, err))
 		return
 	}
-	fromBackup := obj.DeepCopy()
+	// The backed-up version, for the actions that read it (a copy only
+	// where one applies) and the owner references set last.
+	var fromBackup *unstructured.Unstructured
+	if restoreaction.Applies(rd.c.cfg.Actions, it.GroupResource) {
+		fromBackup = obj.DeepCopy()
+	}
+	owners := obj.GetOwnerReferences()
 	resetMetadata(obj)
 	if rd.statusFilter == nil || !rd.statusFilter.IncludesResource(res) {
 		unstructured.RemoveNestedField(obj.Object, "status")
@@ -579,7 +585,7 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 	}
 	if result.Skip {
 		// Not an item the restore has to write: out of the total.
-		rd.log.Info("Skipped", "item", what, "reason", result.Reason)
+		rd.log.Item("Skipped", "item", what, "reason", result.Reason)
 		rd.progress.total.Add(-1)
 		return
 	}
@@ -603,8 +609,8 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 	}
 	switch {
 	case err == nil:
-		rd.log.Info("Restored", "item", what)
-		rd.addDependent(gvr, obj.GetNamespace(), obj.GetName(), fromBackup)
+		rd.log.Item("Restored", "item", what)
+		rd.addDependent(gvr, obj.GetNamespace(), obj.GetName(), owners)
 		if hasStatus {
 			created.Object["status"] = status
 			if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -621,7 +627,7 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 			existing = rd.freeStaleClaimRef(ctx, ri, existing, obj)
 		}
 		if same(existing, obj) {
-			rd.log.Info("Already exists, unchanged", "item", what)
+			rd.log.Item("Already exists, unchanged", "item", what)
 			break
 		}
 		if rd.r.Spec.ExistingResourcePolicy != velerov1.PolicyTypeUpdate {
@@ -634,8 +640,8 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 			rd.log.Warning(namespace, scope, fmt.Sprintf("existingResourcePolicy update: updating %s: %v", what, err))
 			return
 		}
-		rd.log.Info("Updated to the backed-up version (existingResourcePolicy: update)", "item", what)
-		rd.addDependent(gvr, obj.GetNamespace(), obj.GetName(), fromBackup)
+		rd.log.Item("Updated to the backed-up version (existingResourcePolicy: update)", "item", what)
+		rd.addDependent(gvr, obj.GetNamespace(), obj.GetName(), owners)
 	default:
 		fail(fmt.Sprintf("restoring %s: %v", what, err))
 		return
@@ -671,9 +677,9 @@ func (rd *restorer) freeStaleClaimRef(ctx context.Context, ri dynamic.ResourceIn
 }
 
 // addDependent records a written item whose backed-up version had owner
-// references, for relinkOwners.
-func (rd *restorer) addDependent(gvr schema.GroupVersionResource, namespace, name string, fromBackup *unstructured.Unstructured) {
-	if refs := fromBackup.GetOwnerReferences(); len(refs) > 0 {
+// references refs, for relinkOwners.
+func (rd *restorer) addDependent(gvr schema.GroupVersionResource, namespace, name string, refs []metav1.OwnerReference) {
+	if len(refs) > 0 {
 		*rd.dependents = append(*rd.dependents, dependent{gvr: gvr, namespace: namespace, name: name, refs: refs})
 	}
 }

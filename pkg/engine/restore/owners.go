@@ -88,7 +88,7 @@ func (run *restoreRun) relinkOwners(ctx context.Context, resources []items.Resou
 				continue
 			}
 			if uid == "" {
-				run.log.Info("Owner not in the target cluster: reference dropped", "item", what, "owner", ref.Kind+"/"+ref.Name)
+				run.log.Item("Owner not in the target cluster: reference dropped", "item", what, "owner", ref.Kind+"/"+ref.Name)
 				continue
 			}
 			ref.UID = uid
@@ -106,7 +106,7 @@ func (run *restoreRun) relinkOwners(ctx context.Context, resources []items.Resou
 			run.log.Error(d.namespace, scopeOf(d.namespace), fmt.Sprintf("setting the owner references of %s: %v", what, err))
 			continue
 		}
-		run.log.Info("Owner references set", "item", what, "owners", len(refs))
+		run.log.Item("Owner references set", "item", what, "owners", len(refs))
 	}
 }
 

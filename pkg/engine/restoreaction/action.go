@@ -65,6 +65,16 @@ func Run(actions []Action, groupResource string, in Input) (Result, error) {
 	return Result{}, nil
 }
 
+// Applies reports whether any of actions applies to groupResource.
+func Applies(actions []Action, groupResource string) bool {
+	for _, a := range actions {
+		if applies(a, groupResource) {
+			return true
+		}
+	}
+	return false
+}
+
 func applies(a Action, groupResource string) bool {
 	for _, gr := range a.AppliesTo() {
 		if gr == groupResource {
