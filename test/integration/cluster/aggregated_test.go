@@ -73,6 +73,21 @@ func TestAggregated(t *testing.T) {
 		}); werr != nil {
 			t.Errorf("kubectl explain through kube-apiserver's aggregated OpenAPI: %q, %v", out, err)
 		}
+		// Both OpenAPI versions, as kube-apiserver aggregates them: v2 in
+		// its merged document, v3 per group version.
+		for path, want := range map[string]string{
+			"/openapi/v2":                                  `"io.velero.v1.Backup"`,
+			"/openapi/v3/apis/velero.io/v1":                `"io.velero.v1.Backup"`,
+			"/openapi/v3/apis/backup.kubevirt.io/v1alpha1": `"io.kubevirt.backup.v1alpha1.VirtualMachineBackup"`,
+		} {
+			var body string
+			if werr := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				body, err = c.Kubectl(admin, nil, "get", "--raw", path)
+				return err == nil && strings.Contains(body, want), nil
+			}); werr != nil {
+				t.Errorf("GET %s through kube-apiserver: no %s (%d bytes, %v)", path, want, len(body), err)
+			}
+		}
 	})
 
 	t.Run("backup-of-a-namespace", func(t *testing.T) {
