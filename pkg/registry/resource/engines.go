@@ -10,8 +10,8 @@ import (
 )
 
 // Who writes status. The status of a resource with a life (Backup, Restore,
-// DeleteBackupRequest, Schedule, VirtualMachineBackup,
-// VirtualMachineBackupTracker) is the server's account of what happened:
+// DeleteBackupRequest, Schedule, NonAdminBackup, NonAdminRestore,
+// VirtualMachineBackup, VirtualMachineBackupTracker) is the server's account of what happened:
 // its engines write it, nobody else. A request comes from the engines when
 // its user is the server's own loopback user, or a member of one of the
 // groups given to --engine-groups (engines run outside the server, such as

@@ -570,7 +570,7 @@ func suite(target Target) map[string]suiteCase {
 			invalidAt: "spec.provider",
 		}),
 		"nonadminbackups": newCase(resourceCase[oadpv1alpha1.NonAdminBackup, oadpv1alpha1.NonAdminBackupList]{
-			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackup"), client: oadp.NonAdminBackups("tenant-a"),
+			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackup"), client: oadp.NonAdminBackups("tenant-a"), engine: engine.OadpV1alpha1().NonAdminBackups("tenant-a"),
 			valid: func(n string) *oadpv1alpha1.NonAdminBackup {
 				return &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
 					Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{IncludedNamespaces: []string{"tenant-a"}}}}
@@ -587,7 +587,7 @@ func suite(target Target) map[string]suiteCase {
 			invalidAt: "spec.backupSpec.includedNamespaces[0]",
 		}),
 		"nonadminrestores": newCase(resourceCase[oadpv1alpha1.NonAdminRestore, oadpv1alpha1.NonAdminRestoreList]{
-			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestore"), client: oadp.NonAdminRestores("tenant-a"),
+			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestore"), client: oadp.NonAdminRestores("tenant-a"), engine: engine.OadpV1alpha1().NonAdminRestores("tenant-a"),
 			valid: func(n string) *oadpv1alpha1.NonAdminRestore {
 				return &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
 					Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "nab1"}}}

@@ -17,7 +17,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*res
 		NewFunc:        func() runtime.Object { return &oadp.NonAdminBackup{} },
 		NewListFunc:    func() runtime.Object { return &oadp.NonAdminBackupList{} },
 		Strategy:       strategy,
-		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
+		StatusStrategy: NewStatusStrategy(strategy.Strategy),
 		Table:          Table,
 		ShortNames:     []string{"nab"},
 		Categories:     []string{"oadp"},

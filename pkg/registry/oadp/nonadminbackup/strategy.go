@@ -42,6 +42,14 @@ func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) f
 	return errs
 }
 
+// NewStatusStrategy returns the strategy of the status subresource: only
+// the server's engines write it, along oadpv1alpha1.NonAdminBackupLifecycle.
+func NewStatusStrategy(s resource.Strategy) resource.StatusStrategy {
+	return resource.NewLifecycleStatusStrategy(s, oadpv1alpha1.NonAdminBackupLifecycle, func(o runtime.Object) oadpv1alpha1.NonAdminPhase {
+		return oadpv1alpha1.NonAdminPhase(o.(*oadp.NonAdminBackup).Status.Phase)
+	}, field.NewPath("status", "phase"))
+}
+
 // Table renders NonAdminBackups like the OADP CRD's printer columns.
 var Table = resource.NewTableConvertor(
 	resource.Column{Name: "Request-Phase", Type: "string", Description: "Phase of the NonAdminBackup", Cell: func(o runtime.Object) any {

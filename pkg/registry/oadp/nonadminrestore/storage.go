@@ -17,7 +17,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*res
 		NewFunc:        func() runtime.Object { return &oadp.NonAdminRestore{} },
 		NewListFunc:    func() runtime.Object { return &oadp.NonAdminRestoreList{} },
 		Strategy:       strategy,
-		StatusStrategy: resource.NewStatusStrategy(strategy.Strategy),
+		StatusStrategy: NewStatusStrategy(strategy.Strategy),
 		Table:          Table,
 		ShortNames:     []string{"nar"},
 		Categories:     []string{"oadp"},

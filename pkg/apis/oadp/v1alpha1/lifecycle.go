@@ -1,0 +1,41 @@
+package v1alpha1
+
+import "github.com/backstop-io/backstop/pkg/apis/lifecycle"
+
+// The lives of NonAdminBackups and NonAdminRestores, as the design document
+// (nonadmin-backup-restore-status) gives them: a phase that only moves
+// forward, New → BackingOff (the spec is refused) or Created (the Velero
+// object exists), and Deleting from any of them. Registry, engines and
+// tests use these tables and define none of their own; docs/lifecycle.md
+// shows them.
+
+// Engines, by their --disable-controllers names, as the tables name them.
+const (
+	EngineNonAdminBackup  = "nonadmin-backup"
+	EngineNonAdminRestore = "nonadmin-restore"
+)
+
+// nonAdminLifecycle is the table of a non-admin kind whose engine is by.
+func nonAdminLifecycle(kind, object, by string) lifecycle.Table[NonAdminPhase] {
+	return lifecycle.Table[NonAdminPhase]{
+		Kind:     kind,
+		Phases:   []NonAdminPhase{"", NonAdminPhaseNew, NonAdminPhaseBackingOff, NonAdminPhaseCreated, NonAdminPhaseDeleting},
+		Terminal: []NonAdminPhase{NonAdminPhaseDeleting},
+		Transitions: []lifecycle.Transition[NonAdminPhase]{
+			{From: lifecycle.From[NonAdminPhase](""), To: NonAdminPhaseNew, By: by,
+				When: "the engine takes the new object"},
+			{From: lifecycle.From[NonAdminPhase]("", NonAdminPhaseNew), To: NonAdminPhaseBackingOff, By: by,
+				When: "its spec is refused (condition Accepted False with the reason)"},
+			{From: lifecycle.From[NonAdminPhase]("", NonAdminPhaseNew, NonAdminPhaseBackingOff), To: NonAdminPhaseCreated, By: by,
+				When: "its spec is accepted and the Velero " + object + " exists"},
+			{From: lifecycle.From[NonAdminPhase]("", NonAdminPhaseNew, NonAdminPhaseBackingOff, NonAdminPhaseCreated), To: NonAdminPhaseDeleting, By: by,
+				When: "it is being deleted, with its Velero " + object},
+		},
+	}
+}
+
+// NonAdminBackupLifecycle is the life of a NonAdminBackup.
+var NonAdminBackupLifecycle = nonAdminLifecycle("NonAdminBackup", "Backup", EngineNonAdminBackup)
+
+// NonAdminRestoreLifecycle is the life of a NonAdminRestore.
+var NonAdminRestoreLifecycle = nonAdminLifecycle("NonAdminRestore", "Restore", EngineNonAdminRestore)
