@@ -632,8 +632,13 @@ func suite(target Target) map[string]suiteCase {
 			immutable: func(tr *kvbackupv1alpha1.VirtualMachineBackupTracker) { tr.Spec.Source.Name = "vm2" },
 			spec:      func(tr *kvbackupv1alpha1.VirtualMachineBackupTracker) any { return tr.Spec },
 			status:    func(tr *kvbackupv1alpha1.VirtualMachineBackupTracker) any { return tr.Status },
+			// What the vmcbt engine wrote meanwhile (the tracker's state)
+			// stays: a state change has to follow the tracker's table.
 			setStatus: func(tr *kvbackupv1alpha1.VirtualMachineBackupTracker) {
-				tr.Status = &kvbackupv1alpha1.VirtualMachineBackupTrackerStatus{LatestCheckpoint: &kvbackupv1alpha1.BackupCheckpoint{Name: "cp1"}}
+				if tr.Status == nil {
+					tr.Status = &kvbackupv1alpha1.VirtualMachineBackupTrackerStatus{}
+				}
+				tr.Status.LatestCheckpoint = &kvbackupv1alpha1.BackupCheckpoint{Name: "cp1"}
 			},
 			invalid: func(n string) *kvbackupv1alpha1.VirtualMachineBackupTracker {
 				return &kvbackupv1alpha1.VirtualMachineBackupTracker{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "vms"},
