@@ -58,20 +58,27 @@ func object(i int, prefix string) (cm *corev1.ConfigMap, secret *corev1.Secret) 
 	return nil, &corev1.Secret{ObjectMeta: meta, StringData: map[string]string{"value": value}}
 }
 
-// createObjects creates n objects in namespaces <prefix>-NN with workers
-// concurrent clients and returns the time it took.
-func createObjects(b *testing.B, client kubernetes.Interface, prefix string, n, workers int) time.Duration {
+// createNamespaces creates the namespaces <prefix>-NN that n objects are
+// spread over.
+func createNamespaces(b *testing.B, client kubernetes.Interface, prefix string, n int) {
 	b.Helper()
-	ctx := context.Background()
 	for i := 0; i < *namespaces && i < n; i++ {
-		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsName(prefix, i)}}, metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsName(prefix, i)}}, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// createObjects creates n objects in namespaces <prefix>-NN with 32
+// concurrent clients.
+func createObjects(b *testing.B, client kubernetes.Interface, prefix string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	createNamespaces(b, client, prefix, n)
+	const workers = 32
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
-	start := time.Now()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -95,12 +102,10 @@ func createObjects(b *testing.B, client kubernetes.Interface, prefix string, n, 
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
 	close(errs)
 	if err := <-errs; err != nil {
 		b.Fatalf("creating objects: %v", err)
 	}
-	return elapsed
 }
 
 // createJSON creates the n objects in namespaces <prefix>-NN one by one,
@@ -109,11 +114,7 @@ func createObjects(b *testing.B, client kubernetes.Interface, prefix string, n, 
 func createJSON(b *testing.B, c *framework.Cluster, prefix string, n int) time.Duration {
 	b.Helper()
 	ctx := context.Background()
-	for i := 0; i < *namespaces && i < n; i++ {
-		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsName(prefix, i)}}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	createNamespaces(b, c.Kube, prefix, n)
 	cfg := rest.CopyConfig(c.Admin)
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	client := dynamic.NewForConfigOrDie(cfg)
@@ -150,7 +151,7 @@ func BenchmarkCluster(b *testing.B) {
 			c.BackstopArgs = append(c.BackstopArgs, fmt.Sprintf("--client-page-size=%d", *pageSize),
 				fmt.Sprintf("--client-qps=%g", *qps), fmt.Sprintf("--client-burst=%d", *burst))
 			c.StartBackstop()
-			createObjects(b, c.Kube, "bench", n, 32)
+			createObjects(b, c.Kube, "bench", n)
 
 			b.Run("op=backup/impl=reference-paged-list", func(b *testing.B) { benchList(b, c, n) })
 			b.Run("op=backup/impl=backstop", func(b *testing.B) { benchBackup(b, c, n) })

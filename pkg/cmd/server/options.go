@@ -219,17 +219,11 @@ func (o *Options) Validate() error {
 // clusterCA is the CA certificate (PEM) a client config verifies its
 // server with, or nil when it trusts the system's roots.
 func clusterCA(cfg *rest.Config) ([]byte, error) {
-	if len(cfg.TLSClientConfig.CAData) > 0 {
-		return cfg.TLSClientConfig.CAData, nil
-	}
-	if cfg.TLSClientConfig.CAFile == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(cfg.TLSClientConfig.CAFile)
-	if err != nil {
+	c := rest.CopyConfig(cfg)
+	if err := rest.LoadTLSFiles(c); err != nil {
 		return nil, fmt.Errorf("reading the host cluster's CA: %w", err)
 	}
-	return data, nil
+	return c.TLSClientConfig.CAData, nil
 }
 
 // AdminKubeconfigPath is where a standalone server writes the kubeconfig of

@@ -3,11 +3,11 @@ package backup
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/backstop-io/backstop/pkg/engine/items"
 )
@@ -33,20 +33,20 @@ const (
 // relatedItems collects, while namespaced items are written, what they
 // bring along.
 type relatedItems struct {
-	volumes         map[string]bool
-	crdNames        map[string]bool
-	serviceAccounts map[string]bool // namespace/name
+	volumes         sets.Set[string]
+	crdNames        sets.Set[string]
+	serviceAccounts sets.Set[string] // namespace/name
 }
 
 func (ri *relatedItems) note(r items.Resource, item *items.RawItem, obj *unstructured.Unstructured) {
 	if !r.Namespaced {
 		return
 	}
-	add := func(m *map[string]bool, key string) {
-		if *m == nil {
-			*m = map[string]bool{}
+	add := func(set *sets.Set[string], key string) {
+		if *set == nil {
+			*set = sets.New[string]()
 		}
-		(*m)[key] = true
+		set.Insert(key)
 	}
 	switch {
 	case isClaims(r):
@@ -80,12 +80,12 @@ func (c *collector) writeRelated(ctx context.Context, resources []items.Resource
 		return r, ok && c.filter.IncludesRelated(r)
 	}
 	if r, ok := taken(persistentVolumes); ok {
-		if err := c.writeNamed(ctx, r, keys(c.related.volumes)); err != nil {
+		if err := c.writeNamed(ctx, r, sets.List(c.related.volumes)); err != nil {
 			return err
 		}
 	}
 	if r, ok := taken(crds); ok {
-		if err := c.writeNamed(ctx, r, keys(c.related.crdNames)); err != nil {
+		if err := c.writeNamed(ctx, r, sets.List(c.related.crdNames)); err != nil {
 			return err
 		}
 	}
@@ -101,7 +101,7 @@ func (c *collector) writeRelated(ctx context.Context, resources []items.Resource
 		c.log.Error("", items.ScopeCluster, fmt.Sprintf("listing %s for the service accounts backed up: %v", clusterRoleBindings, err))
 		return nil
 	}
-	roles := map[string]bool{}
+	roles := sets.New[string]()
 	for i := range list.Items {
 		b := &list.Items[i]
 		if !c.namesServiceAccount(b) || b.GetLabels()[items.ExcludeLabel] == "true" {
@@ -112,11 +112,11 @@ func (c *collector) writeRelated(ctx context.Context, resources []items.Resource
 		}
 		if kind, _, _ := unstructured.NestedString(b.Object, "roleRef", "kind"); kind == "ClusterRole" {
 			name, _, _ := unstructured.NestedString(b.Object, "roleRef", "name")
-			roles[name] = true
+			roles.Insert(name)
 		}
 	}
 	if r, ok := taken(clusterRoles); ok {
-		return c.writeNamed(ctx, r, keys(roles))
+		return c.writeNamed(ctx, r, sets.List(roles))
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ func (c *collector) namesServiceAccount(binding *unstructured.Unstructured) bool
 		}
 		ns, _ := m["namespace"].(string)
 		name, _ := m["name"].(string)
-		if c.related.serviceAccounts[ns+"/"+name] {
+		if c.related.serviceAccounts.Has(ns + "/" + name) {
 			return true
 		}
 	}
@@ -160,13 +160,4 @@ func (c *collector) writeNamed(ctx context.Context, r items.Resource, names []st
 		}
 	}
 	return nil
-}
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

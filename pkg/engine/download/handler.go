@@ -115,9 +115,10 @@ type Links struct {
 // expires.
 func (l Links) For(namespace, request, location string, kind velerov1.DownloadTargetKind, name string, expires time.Time) string {
 	base := strings.TrimSuffix(l.BaseURL, "/")
-	signature := l.Signer.Sign(directPath(namespace, location, kind, name), expires)
+	direct := directPath(namespace, location, kind, name)
+	signature := l.Signer.Sign(direct, expires)
 	if !l.ThroughAggregator {
-		return base + directPath(namespace, location, kind, name) + "?" + signature
+		return base + direct + "?" + signature
 	}
 	if location == "" {
 		location = noLocation

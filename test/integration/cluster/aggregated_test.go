@@ -99,20 +99,9 @@ func TestAggregated(t *testing.T) {
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Create(ctx, &velerov1.Backup{
+		last := runBackup(t, c, &velerov1.Backup{
 			ObjectMeta: metav1.ObjectMeta{Name: "shop"},
 			Spec:       velerov1.BackupSpec{IncludedNamespaces: []string{"shop"}},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var last *velerov1.Backup
-		poll(t, "the backup to end", 2*time.Minute, func(ctx context.Context) (bool, error) {
-			b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "shop", metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			last = b
-			return b.Status.Phase.Terminal(), nil
 		})
 		if last.Status.Phase != velerov1.BackupPhaseCompleted || last.Status.Progress == nil || last.Status.Progress.ItemsBackedUp < 2 {
 			t.Errorf("backup of namespace shop: phase %s, progress %+v, errors %d, want Completed with the namespace and its ConfigMap",

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func snapshot(t *testing.T, c *framework.Cluster, ns string) []snapshotObject {
 		gv, _ := schema.ParseGroupVersion(l.GroupVersion)
 		for _, r := range l.APIResources {
 			// events.k8s.io serves the core group's Events again.
-			if strings.Contains(r.Name, "/") || !contains(r.Verbs, "list") || gv.Group == "events.k8s.io" {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || gv.Group == "events.k8s.io" {
 				continue
 			}
 			gvr := gv.WithResource(r.Name)
@@ -82,15 +83,6 @@ func snapshot(t *testing.T, c *framework.Cluster, ns string) []snapshotObject {
 		out = append(out, snapshotObject{co.gvr, obj})
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // skippedByRule is the restore rule that leaves an object to the cluster,

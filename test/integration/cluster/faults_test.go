@@ -54,7 +54,7 @@ func TestFaults(t *testing.T) {
 		}
 		t.Logf("backup during a kube-apiserver restart: %s, %d errors, progress %+v", b.Status.Phase, b.Status.Errors, b.Status.Progress)
 		// And the next backup is whole.
-		again := waitBackupEnd(t, c, startBackup(t, c, "after-restart", "big").Name)
+		again := runBackup(t, c, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "after-restart"}, Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"big"}}})
 		if again.Status.Phase != velerov1.BackupPhaseCompleted || again.Status.Progress.ItemsBackedUp < faultObjects {
 			t.Errorf("the backup after the restart: %s, progress %+v", again.Status.Phase, again.Status.Progress)
 		}

@@ -206,15 +206,7 @@ func TestRestoreWorkloads(t *testing.T) {
 	before := snapshot(t, c, "shop")
 
 	backup := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "shop-workloads"}, Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"shop"}}}
-	if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Create(ctx, backup, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var b *velerov1.Backup
-	poll(t, "the backup to end", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		b, err = c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, backup.Name, metav1.GetOptions{})
-		return err == nil && b.Status.Phase.Terminal(), err
-	})
+	b := runBackup(t, c, backup)
 	if b.Status.Phase != velerov1.BackupPhaseCompleted {
 		t.Fatalf("backup: %s (%d errors)", b.Status.Phase, b.Status.Errors)
 	}
@@ -300,15 +292,7 @@ func TestRestoreWorkloads(t *testing.T) {
 		IncludedNamespaces: []string{"shop"}, IncludedResources: []string{"customresourcedefinitions", "widgets.example.com"},
 		IncludeClusterResources: ptr(true),
 	}}
-	if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Create(ctx, withCRD, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the CRD backup to end", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		b, err = c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, withCRD.Name, metav1.GetOptions{})
-		return err == nil && b.Status.Phase.Terminal(), err
-	})
-	if b.Status.Phase != velerov1.BackupPhaseCompleted {
+	if b = runBackup(t, c, withCRD); b.Status.Phase != velerov1.BackupPhaseCompleted {
 		t.Fatalf("CRD backup: %s", b.Status.Phase)
 	}
 	if out, err := c.Kubectl(admin, nil, "delete", "crd", "widgets.example.com", "--wait"); err != nil {
@@ -379,6 +363,15 @@ func serviceIP(t *testing.T, c *framework.Cluster, namespace, name string) strin
 		t.Fatalf("Service %s/%s: %v", namespace, name, err)
 	}
 	return svc.Spec.ClusterIP
+}
+
+// runBackup creates b in the admin namespace and waits for its end.
+func runBackup(t *testing.T, c *framework.Cluster, b *velerov1.Backup) *velerov1.Backup {
+	t.Helper()
+	if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Create(context.Background(), b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return waitBackupEnd(t, c, b.Name)
 }
 
 // runRestore creates r in the admin namespace and waits for its end.
