@@ -295,14 +295,25 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations)
 
 	oadpV1alpha1 := storageSet{}
-	main, status, err := nonadminbackup.NewREST(scheme, getter)
-	if err := oadpV1alpha1.add("nonadminbackups", main, status, err); err != nil {
+	nabs, err := nonadminbackup.NewREST(scheme, getter, nonadminbackup.Backups{
+		Namespace: c.extra.Namespace, Store: backups.Backup.Store, Position: backups.Queue.Position, Locations: locations})
+	if err != nil {
 		return nil, nil, err
 	}
-	main, status, err = nonadminrestore.NewREST(scheme, getter)
-	if err := oadpV1alpha1.add("nonadminrestores", main, status, err); err != nil {
+	if err := oadpV1alpha1.add("nonadminbackups", nabs.NonAdminBackup, nabs.Status, nil); err != nil {
 		return nil, nil, err
 	}
+	oadpV1alpha1["nonadminbackups/cancel"] = nabs.Cancel
+	oadpV1alpha1["nonadminbackups/logs"] = nabs.Logs
+	nars, err := nonadminrestore.NewREST(scheme, getter, nabs.NonAdminBackup, nonadminrestore.Restores{
+		Namespace: c.extra.Namespace, Restores: restores, Backups: backups.Backup, Locations: locations})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := oadpV1alpha1.add("nonadminrestores", nars.NonAdminRestore, nars.Status, nil); err != nil {
+		return nil, nil, err
+	}
+	oadpV1alpha1["nonadminrestores/logs"] = nars.Logs
 
 	vmV1alpha1 := storageSet{}
 	vmBackups, err := virtualmachinebackup.NewREST(scheme, getter)
@@ -313,7 +324,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, err
 	}
 	vmV1alpha1["virtualmachinebackups/cancel"] = vmBackups.Cancel
-	main, status, err = virtualmachinebackuptracker.NewREST(scheme, getter)
+	main, status, err := virtualmachinebackuptracker.NewREST(scheme, getter)
 	if err := vmV1alpha1.add("virtualmachinebackuptrackers", main, status, err); err != nil {
 		return nil, nil, err
 	}

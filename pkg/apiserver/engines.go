@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	kvv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
@@ -29,6 +30,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/metrics"
+	"github.com/backstop-io/backstop/pkg/engine/nonadmin"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/engine/schedule"
@@ -61,12 +63,15 @@ const (
 	ControllerDownloadRequest       = download.Name
 	ControllerServerStatusRequest   = serverstatus.Name
 	ControllerBackupStorageLocation = location.Name
+	ControllerNonAdminBackup        = oadpv1alpha1.EngineNonAdminBackup
+	ControllerNonAdminRestore       = oadpv1alpha1.EngineNonAdminRestore
 )
 
 // Controllers are the engines that may be disabled.
 var Controllers = []string{
 	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerVMBackup, ControllerVMCBT, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
+	ControllerNonAdminBackup, ControllerNonAdminRestore,
 }
 
 // engine is a started engine's run function.
@@ -93,6 +98,8 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		// VM backups and trackers live in the VMs' namespaces.
 		everywhere := externalversions.NewSharedInformerFactory(client, 10*time.Minute)
 		kubevirt := everywhere.Backup().V1alpha1()
+		// Tenants' objects live in their namespaces.
+		tenants := everywhere.Oadp().V1alpha1()
 		// One libvirt connection for the VM engines.
 		libvirtConn := virtConn(c.extra.LibvirtURI)
 		volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
@@ -208,6 +215,18 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				e, err := gc.New(client, gc.Informers{
 					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), Locations: velero.BackupStorageLocations(),
 				}, clock.RealClock{})
+				return runOf(e, err)
+			}),
+			add(ControllerNonAdminBackup, 2, func() (func(context.Context, int), error) {
+				e, err := nonadmin.NewBackupController(nonadmin.BackupConfig{Client: client, AdminNamespace: c.extra.Namespace,
+					NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
+					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), Clock: clock.RealClock{}, Observers: observers})
+				return runOf(e, err)
+			}),
+			add(ControllerNonAdminRestore, 2, func() (func(context.Context, int), error) {
+				e, err := nonadmin.NewRestoreController(nonadmin.RestoreConfig{Client: client, AdminNamespace: c.extra.Namespace,
+					NonAdminRestores: tenants.NonAdminRestores(), NonAdminBackups: tenants.NonAdminBackups(),
+					Restores: velero.Restores(), Backups: velero.Backups(), Observers: observers})
 				return runOf(e, err)
 			}),
 		)

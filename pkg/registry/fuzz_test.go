@@ -85,7 +85,7 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	vmb := virtualmachinebackup.NewStrategy(scheme)
 	vmbt := virtualmachinebackuptracker.NewStrategy(scheme)
 	nab := nonadminbackup.NewStrategy(scheme)
-	nar := nonadminrestore.NewStrategy(scheme)
+	nar := nonadminrestore.NewStrategy(scheme, anyNonAdminBackup{})
 	dr, drStatus := plain(downloadrequest.NewStrategy(scheme))
 	ssr, ssrStatus := plain(serverstatusrequest.NewStrategy(scheme))
 	pvb, pvbStatus := plain(podvolumebackup.NewStrategy(scheme))
@@ -240,6 +240,13 @@ func TestEveryKindFuzzed(t *testing.T) {
 var notServed = sets.New("TokenReview", "TokenRequest")
 
 // noRules resolves no rules for anyone.
+// anyNonAdminBackup finds a NonAdminBackup of every name.
+type anyNonAdminBackup struct{}
+
+func (anyNonAdminBackup) Get(_ context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	return &oadp.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+}
+
 type noRules struct{}
 
 func (noRules) RulesFor(context.Context, user.Info, string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {

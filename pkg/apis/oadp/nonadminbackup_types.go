@@ -30,6 +30,13 @@ type NonAdminBackupSpec struct {
 	// as well as the corresponding data in object storage
 	// +optional
 	DeleteBackup bool `json:"deleteBackup,omitempty"`
+
+	// ForceDeleteBackup removes the NonAdminBackup at once; its Velero
+	// backup is cancelled if it runs and deleted with its data in the
+	// background. (The design document's field; upstream had it from
+	// PR #108 to #148.)
+	// +optional
+	ForceDeleteBackup bool `json:"forceDeleteBackup,omitempty"`
 }
 
 // VeleroBackup contains information of the related Velero backup object.

@@ -59,6 +59,29 @@ func (l *Loop) Watch(informer cache.SharedIndexInformer) error {
 	return nil
 }
 
+// WatchMapped enqueues, for every object an informer adds, updates or
+// deletes, the keys keysOf maps it to (another resource's objects: a
+// Velero object's change syncs the tenant object it was made for).
+func (l *Loop) WatchMapped(informer cache.SharedIndexInformer, keysOf func(obj any) []cache.ObjectName) error {
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		for _, k := range keysOf(obj) {
+			l.queue.Add(k)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return fmt.Errorf("%s: watching: %w", l.name, err)
+	}
+	l.synced = append(l.synced, informer.HasSynced)
+	return nil
+}
+
 // WaitFor makes Run wait for more informers (those the sync function reads
 // through listers) to sync before it starts workers.
 func (l *Loop) WaitFor(informers ...cache.SharedIndexInformer) {

@@ -2,6 +2,7 @@ package status
 
 import (
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 )
@@ -70,4 +71,16 @@ func (w Writer) VirtualMachineBackupTrackers(c versioned.Interface, namespace st
 			}
 			return string(t.Status.ChangedBlockTracking.State)
 		})
+}
+
+// NonAdminBackups writes the status of the NonAdminBackups of namespace.
+func (w Writer) NonAdminBackups(c versioned.Interface, namespace string) *ResourceWriter[oadpv1alpha1.NonAdminBackup, *oadpv1alpha1.NonAdminBackup] {
+	return For[oadpv1alpha1.NonAdminBackup](w, oadpv1alpha1.Resource("nonadminbackups"), c.OadpV1alpha1().NonAdminBackups(namespace),
+		func(b *oadpv1alpha1.NonAdminBackup) string { return string(b.Status.Phase) })
+}
+
+// NonAdminRestores writes the status of the NonAdminRestores of namespace.
+func (w Writer) NonAdminRestores(c versioned.Interface, namespace string) *ResourceWriter[oadpv1alpha1.NonAdminRestore, *oadpv1alpha1.NonAdminRestore] {
+	return For[oadpv1alpha1.NonAdminRestore](w, oadpv1alpha1.Resource("nonadminrestores"), c.OadpV1alpha1().NonAdminRestores(namespace),
+		func(r *oadpv1alpha1.NonAdminRestore) string { return string(r.Status.Phase) })
 }

@@ -1521,6 +1521,13 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminBackupSpec(ref common.ReferenceCallba
 							Format:      "",
 						},
 					},
+					"forceDeleteBackup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ForceDeleteBackup removes the NonAdminBackup at once; its Velero backup is cancelled if it runs and deleted with its data in the background. (The design document's field; upstream had it from PR #108 to #148.)",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"backupSpec"},
 			},

@@ -19,9 +19,16 @@ import (
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
 
-// LogTarget says where the log of an object (by namespace and name) is:
-// the storage location holding it, and the download target naming it.
-type LogTarget func(ctx context.Context, namespace, name string) (location string, kind velerov1.DownloadTargetKind, err error)
+// LogFile is where a log is: the storage location of namespace holding
+// it, and the download target naming it.
+type LogFile struct {
+	Namespace, Location string
+	Kind                velerov1.DownloadTargetKind
+	Name                string
+}
+
+// LogTarget says where the log of an object (by namespace and name) is.
+type LogTarget func(ctx context.Context, namespace, name string) (LogFile, error)
 
 // LogsREST is a `logs` GET subresource: the object's log, read from its
 // storage location and decompressed, as text. Unlike a DownloadRequest it
@@ -59,11 +66,11 @@ func (r *LogsREST) ProducesObject(string) any { return "" }
 // Get opens the log.
 func (r *LogsREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
 	namespace := genericrequest.NamespaceValue(ctx)
-	location, kind, err := r.target(ctx, namespace, name)
+	file, err := r.target(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.locations.OpenTarget(ctx, namespace, location, kind, name)
+	f, err := r.locations.OpenTarget(ctx, file.Namespace, file.Location, file.Kind, file.Name)
 	if errors.Is(err, objectstore.ErrNotFound) {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: r.resource.Group, Resource: r.resource.Resource + "/logs"},
 			fmt.Sprintf("%s (no log stored yet: %v)", name, err))

@@ -79,6 +79,9 @@ type resourceCase[T any, L any] struct {
 	setStatus func(*T)
 	invalid   func(name string) *T
 	invalidAt string // the field path the invalid object is refused at
+	// release, when set, is the owner's word a deleted object waits for
+	// (a NonAdminBackup waits to be told what becomes of its backup).
+	release func(*T)
 }
 
 func objMeta(o any) metav1.Object { return o.(metav1.Object) }
@@ -287,14 +290,31 @@ func exercise[T any, L any](c resourceCase[T, L]) func(t *testing.T) {
 			t.Fatalf("deletecollection: %v", err)
 		}
 		// Resources whose engines clean up after them (finalizers) go
-		// once the engine is done.
+		// once the engine is done, and once released by their owner when
+		// they wait for that.
 		var left int
-		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		released := map[string]bool{}
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 			list, err := cl.List(ctx, metav1.ListOptions{LabelSelector: "batch=x"})
 			if err != nil {
 				return false, err
 			}
-			left = meta.LenList(any(list).(runtime.Object))
+			items, err := meta.ExtractList(any(list).(runtime.Object))
+			if err != nil {
+				return false, err
+			}
+			left = len(items)
+			for _, item := range items {
+				m := objMeta(item)
+				if c.release == nil || m.GetDeletionTimestamp() == nil || released[m.GetName()] {
+					continue
+				}
+				cur := any(item).(*T)
+				c.release(cur)
+				if _, err := cl.Update(ctx, cur, metav1.UpdateOptions{}); err == nil {
+					released[m.GetName()] = true
+				}
+			}
 			return left == 0, nil
 		}); err != nil {
 			t.Errorf("deletecollection left %d objects: %v", left, err)
@@ -397,6 +417,7 @@ func newCase[T any, L any](c resourceCase[T, L]) suiteCase {
 // deletecollection, bad input. Run it with the backup engine off (backups
 // stay as the suite writes them).
 func EveryResourceAndVerb(t *testing.T, target Target) {
+	Prerequisites(t, target)
 	cases := suite(target)
 	// Every served resource has a case.
 	for r := range servedResources(t, target.Client) {
@@ -406,6 +427,17 @@ func EveryResourceAndVerb(t *testing.T, target Target) {
 	}
 	for name, c := range cases {
 		t.Run(name, c.run)
+	}
+}
+
+// Prerequisites creates what valid objects name: the NonAdminBackup nab1
+// that NonAdminRestores restore from.
+func Prerequisites(t *testing.T, target Target) {
+	t.Helper()
+	nab := &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab1", Namespace: "tenant-a"},
+		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}
+	if _, err := target.Client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(context.Background(), nab, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating NonAdminBackup tenant-a/nab1: %v", err)
 	}
 }
 
@@ -575,11 +607,13 @@ func suite(target Target) map[string]suiteCase {
 				return &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
 					Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{IncludedNamespaces: []string{"tenant-a"}}}}
 			},
-			changeSpec: func(b *oadpv1alpha1.NonAdminBackup) { b.Spec.DeleteBackup = !b.Spec.DeleteBackup },
-			immutable:  func(b *oadpv1alpha1.NonAdminBackup) { b.Spec.BackupSpec.TTL = metav1.Duration{Duration: time.Hour} },
-			spec:       func(b *oadpv1alpha1.NonAdminBackup) any { return b.Spec },
-			status:     func(b *oadpv1alpha1.NonAdminBackup) any { return b.Status },
-			setStatus:  func(b *oadpv1alpha1.NonAdminBackup) { b.Status.Phase = oadpv1alpha1.NonAdminPhaseCreated },
+			// Its only mutable fields (deleteBackup, forceDeleteBackup)
+			// delete it: the delete flows have their own tests.
+			immutable: func(b *oadpv1alpha1.NonAdminBackup) { b.Spec.BackupSpec.TTL = metav1.Duration{Duration: time.Hour} },
+			release:   func(b *oadpv1alpha1.NonAdminBackup) { b.Spec.DeleteBackup = true },
+			spec:      func(b *oadpv1alpha1.NonAdminBackup) any { return b.Spec },
+			status:    func(b *oadpv1alpha1.NonAdminBackup) any { return b.Status },
+			setStatus: func(b *oadpv1alpha1.NonAdminBackup) { b.Status.Phase = oadpv1alpha1.NonAdminPhaseCreated },
 			invalid: func(n string) *oadpv1alpha1.NonAdminBackup {
 				return &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
 					Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{IncludedNamespaces: []string{"tenant-b"}}}}

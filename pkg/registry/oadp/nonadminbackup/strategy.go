@@ -1,10 +1,13 @@
 // Package nonadminbackup is the registry of oadp.openshift.io
-// NonAdminBackups: validation and kubectl columns (strategy.go) and the REST
-// storage (storage.go).
+// NonAdminBackups: the tenant rules and kubectl columns (strategy.go), the
+// REST storage with queue positions filled in, and the cancel and logs
+// subresources, which act on the NonAdminBackup's Velero Backup without
+// showing it (storage.go).
 package nonadminbackup
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -18,24 +21,34 @@ import (
 // Strategy is the NonAdminBackup strategy.
 type Strategy struct{ resource.Strategy }
 
-// NewStrategy returns the NonAdminBackup strategy.
+// NewStrategy returns the NonAdminBackup strategy. New NonAdminBackups get
+// the engine's finalizer, so that none is deleted before its owner has
+// said what becomes of its backup.
 func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	return Strategy{resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())}
+	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
+	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupFinalizer}
+	return Strategy{s}
 }
 
-// Validate checks the metadata and the spec.
+// Validate checks the metadata and the spec: the tenant rules, and a
+// storage location that is a NonAdminBackupStorageLocation of the same
+// namespace.
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	o := obj.(*oadp.NonAdminBackup)
-	return append(s.Strategy.Validate(ctx, obj), oadpvalidation.ValidateNonAdminBackupSpec(o.Namespace, &o.Spec, field.NewPath("spec"))...)
+	errs := append(s.Strategy.Validate(ctx, obj), oadpvalidation.ValidateNonAdminBackupSpec(o.Namespace, &o.Spec, field.NewPath("spec"))...)
+	if o.Spec.BackupSpec != nil && o.Spec.BackupSpec.StorageLocation != "" {
+		errs = append(errs, field.NotFound(field.NewPath("spec", "backupSpec", "storageLocation"),
+			fmt.Sprintf("NonAdminBackupStorageLocation %s of namespace %s", o.Spec.BackupSpec.StorageLocation, o.Namespace)))
+	}
+	return errs
 }
 
 // ValidateUpdate checks the update. The backup spec cannot change once the
 // NonAdminBackup exists (its Velero backup was made from it); only
-// deleteBackup may be set.
+// deleteBackup and forceDeleteBackup may be set.
 func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	o, oldO := obj.(*oadp.NonAdminBackup), old.(*oadp.NonAdminBackup)
 	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
-	errs = append(errs, oadpvalidation.ValidateNonAdminBackupSpec(o.Namespace, &o.Spec, field.NewPath("spec"))...)
 	if !resource.DeepEqual(o.Spec.BackupSpec, oldO.Spec.BackupSpec) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "backupSpec"), "is immutable after creation"))
 	}

@@ -1,17 +1,44 @@
 package nonadminrestore
 
 import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// NewREST returns the storage of NonAdminRestores and their status.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error) {
-	strategy := NewStrategy(scheme)
-	return resource.NewStore(optsGetter, resource.Definition{
+// Restores is what NonAdminRestores reach of the admin namespace's
+// Velero Restores and Backups, in process: never shown to the tenant.
+type Restores struct {
+	Namespace         string
+	Restores, Backups rest.Getter
+	Locations         objectstore.Locations
+}
+
+// Storage is the REST storage of NonAdminRestores and their subresources.
+type Storage struct {
+	NonAdminRestore *resource.REST
+	Status          *resource.StatusREST
+	Logs            *resource.LogsREST
+}
+
+// NewREST returns the storage of NonAdminRestores, their status and logs;
+// nabs reads the NonAdminBackups they name.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs rest.Getter, restores Restores) (*Storage, error) {
+	strategy := NewStrategy(scheme, nabs)
+	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadminrestores"),
 		Singular:       oadp.Resource("nonadminrestore"),
 		NewFunc:        func() runtime.Object { return &oadp.NonAdminRestore{} },
@@ -22,4 +49,47 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*res
 		ShortNames:     []string{"nar"},
 		Categories:     []string{"oadp"},
 	})
+	if err != nil {
+		return nil, err
+	}
+	logs := resource.NewLogsREST(oadp.Resource("nonadminrestores"), main.New, func(ctx context.Context, _, name string) (resource.LogFile, error) {
+		r, err := restoreOf(ctx, main, restores, name)
+		if err != nil {
+			return resource.LogFile{}, err
+		}
+		location := ""
+		admin := genericrequest.WithNamespace(ctx, restores.Namespace)
+		if b, err := restores.Backups.Get(admin, r.Spec.BackupName, &metav1.GetOptions{}); err == nil {
+			location = b.(*velero.Backup).Spec.StorageLocation
+		}
+		return resource.LogFile{Namespace: restores.Namespace, Location: location, Kind: velerov1.DownloadTargetKindRestoreLog, Name: r.Name}, nil
+	}, restores.Locations)
+	return &Storage{NonAdminRestore: main, Status: status, Logs: logs}, nil
+}
+
+// restoreOf returns the Restore the NonAdminRestore name of the request's
+// namespace was made for: named by its status, carrying its NACUUID.
+func restoreOf(ctx context.Context, nars rest.Getter, restores Restores, name string) (*velero.Restore, error) {
+	obj, err := nars.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	nar := obj.(*oadp.NonAdminRestore)
+	vr := nar.Status.VeleroRestore
+	noRestore := apierrors.NewConflict(oadp.Resource("nonadminrestores"), name, fmt.Errorf("the NonAdminRestore has no Velero restore (phase %q)", nar.Status.Phase))
+	if vr == nil || vr.Name == "" || vr.NACUUID == "" {
+		return nil, noRestore
+	}
+	rObj, err := restores.Restores.Get(genericrequest.WithNamespace(ctx, restores.Namespace), vr.Name, &metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, noRestore
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := rObj.(*velero.Restore)
+	if r.Labels[oadpv1alpha1.NarOriginNACUUIDLabel] != vr.NACUUID || r.Annotations[oadpv1alpha1.NarOriginNamespaceAnnotation] != nar.Namespace {
+		return nil, noRestore
+	}
+	return r, nil
 }

@@ -5,6 +5,12 @@ package nonadminrestore
 
 import (
 	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -16,17 +22,37 @@ import (
 )
 
 // Strategy is the NonAdminRestore strategy.
-type Strategy struct{ resource.Strategy }
-
-// NewStrategy returns the NonAdminRestore strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	return Strategy{resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())}
+type Strategy struct {
+	resource.Strategy
+	// nabs reads the NonAdminBackups a restore may name.
+	nabs rest.Getter
 }
 
-// Validate checks the metadata and the spec.
+// NewStrategy returns the NonAdminRestore strategy; nabs reads
+// NonAdminBackups. New NonAdminRestores get the engine's finalizer.
+func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter) Strategy {
+	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
+	s.Finalizers = []string{oadpv1alpha1.NonAdminRestoreFinalizer}
+	return Strategy{Strategy: s, nabs: nabs}
+}
+
+// Validate checks the metadata and the spec: the tenant rules, and a
+// backupName that is a NonAdminBackup of the same namespace.
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	o := obj.(*oadp.NonAdminRestore)
-	return append(s.Strategy.Validate(ctx, obj), oadpvalidation.ValidateNonAdminRestoreSpec(&o.Spec, field.NewPath("spec"))...)
+	errs := append(s.Strategy.Validate(ctx, obj), oadpvalidation.ValidateNonAdminRestoreSpec(o.Namespace, &o.Spec, field.NewPath("spec"))...)
+	if o.Spec.RestoreSpec == nil || o.Spec.RestoreSpec.BackupName == "" {
+		return errs
+	}
+	p := field.NewPath("spec", "restoreSpec", "backupName")
+	_, err := s.nabs.Get(genericrequest.WithNamespace(ctx, o.Namespace), o.Spec.RestoreSpec.BackupName, &metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		errs = append(errs, field.NotFound(p, fmt.Sprintf("NonAdminBackup %s of namespace %s", o.Spec.RestoreSpec.BackupName, o.Namespace)))
+	case err != nil:
+		errs = append(errs, field.InternalError(p, err))
+	}
+	return errs
 }
 
 // ValidateUpdate checks the update: the restore spec is immutable.

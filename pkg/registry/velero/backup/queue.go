@@ -7,16 +7,11 @@ import (
 	"strconv"
 	"sync"
 
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
-	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
 // queued is the internal spelling of the Queued phase.
@@ -173,70 +168,17 @@ func (x *QueueIndex) fill(obj runtime.Object) {
 	}
 }
 
-// QueueREST is the backup REST storage with queue positions filled in on
-// every object it returns.
-type QueueREST struct {
-	*resource.REST
-	index *QueueIndex
-}
-
-// Get returns the backup with its queue position.
-func (r *QueueREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	obj, err := r.REST.Get(ctx, name, options)
-	return r.decorate(obj, err)
-}
-
-// List returns the backups with their queue positions.
-func (r *QueueREST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	obj, err := r.REST.List(ctx, options)
-	return r.decorate(obj, err)
-}
-
-// Create returns the created backup with its queue position.
-func (r *QueueREST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
-	out, err := r.REST.Create(ctx, obj, createValidation, options)
-	return r.decorate(out, err)
-}
-
-// Update returns the updated backup with its queue position.
-func (r *QueueREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	out, created, err := r.REST.Update(ctx, name, objInfo, createValidation, updateValidation, forceAllowCreate, options)
-	out, err = r.decorate(out, err)
-	return out, created, err
-}
-
-// Watch sends each backup with its queue position at the time the event
-// is sent. Watch objects are shared between watchers, so they are copied
-// before they are changed.
-func (r *QueueREST) Watch(ctx context.Context, options *metainternalversion.ListOptions) (watch.Interface, error) {
-	w, err := r.REST.Watch(ctx, options)
-	if err != nil {
-		return nil, err
+// Position is the queue position of the backup name of the index's
+// namespace: 0 when it is not Queued.
+func (x *QueueIndex) Position(name string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ensureLoaded() != nil {
+		return 0
 	}
-	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
-		if ev.Type == watch.Deleted || ev.Type == watch.Bookmark || ev.Type == watch.Error {
-			return ev, true
-		}
-		var b *velero.Backup
-		switch o := ev.Object.(type) {
-		case *velero.Backup:
-			b = o.DeepCopy()
-		case runtime.CacheableObject:
-			// The watch cache wraps event objects to share their encoding;
-			// GetObject returns a copy.
-			b, _ = o.GetObject().(*velero.Backup)
-		}
-		if b != nil {
-			r.index.fill(b)
-			ev.Object = b
-		}
-		return ev, true
-	}), nil
-}
-
-func (r *QueueREST) decorate(obj runtime.Object, err error) (runtime.Object, error) {
-	if err == nil && obj != nil {
-		r.index.fill(obj)
+	seq, ok := x.seqOf[name]
+	if !ok {
+		return 0
 	}
-	return obj, err
+	return sort.Search(len(x.order), func(i int) bool { return x.order[i] >= seq }) + 1
 }

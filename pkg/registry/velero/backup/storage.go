@@ -14,7 +14,9 @@ import (
 
 // Storage is the REST storage of backups and their subresources.
 type Storage struct {
-	Backup *QueueREST
+	Backup *resource.DecoratedREST
+	// Queue orders the queued backups.
+	Queue  *QueueIndex
 	Status *resource.StatusREST
 	Cancel *CancelREST
 	Logs   *resource.LogsREST
@@ -51,7 +53,8 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		return obj.(*velero.BackupList), nil
 	}
 	return &Storage{
-		Backup: &QueueREST{REST: main, index: index},
+		Backup: &resource.DecoratedREST{REST: main, Fill: index.fill},
+		Queue:  index,
 		Status: status,
 		Cancel: &CancelREST{store: main.Store},
 		Logs:   resource.NewLogsREST(velero.Resource("backups"), main.New, logTarget(main), locations),

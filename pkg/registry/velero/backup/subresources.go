@@ -54,11 +54,12 @@ func (r *CancelREST) Connect(ctx context.Context, name string, _ runtime.Object,
 
 // logTarget: a backup's log is in its storage location.
 func logTarget(backups rest.Getter) resource.LogTarget {
-	return func(ctx context.Context, _, name string) (string, velerov1.DownloadTargetKind, error) {
+	return func(ctx context.Context, namespace, name string) (resource.LogFile, error) {
 		obj, err := backups.Get(ctx, name, &metav1.GetOptions{})
 		if err != nil {
-			return "", "", err
+			return resource.LogFile{}, err
 		}
-		return obj.(*velero.Backup).Spec.StorageLocation, velerov1.DownloadTargetKindBackupLog, nil
+		return resource.LogFile{Namespace: namespace, Location: obj.(*velero.Backup).Spec.StorageLocation,
+			Kind: velerov1.DownloadTargetKindBackupLog, Name: name}, nil
 	}
 }

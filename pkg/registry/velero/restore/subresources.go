@@ -16,16 +16,16 @@ import (
 // NewLogsREST returns restores/<name>/logs: a restore's log is stored in
 // the location of the backup it restores.
 func NewLogsREST(restores, backups rest.Getter, locations objectstore.Locations) *resource.LogsREST {
-	target := func(ctx context.Context, _, name string) (string, velerov1.DownloadTargetKind, error) {
+	target := func(ctx context.Context, namespace, name string) (resource.LogFile, error) {
 		obj, err := restores.Get(ctx, name, &metav1.GetOptions{})
 		if err != nil {
-			return "", "", err
+			return resource.LogFile{}, err
 		}
 		location := ""
 		if b, err := backups.Get(ctx, obj.(*velero.Restore).Spec.BackupName, &metav1.GetOptions{}); err == nil {
 			location = b.(*velero.Backup).Spec.StorageLocation
 		}
-		return location, velerov1.DownloadTargetKindRestoreLog, nil
+		return resource.LogFile{Namespace: namespace, Location: location, Kind: velerov1.DownloadTargetKindRestoreLog, Name: name}, nil
 	}
 	return resource.NewLogsREST(velero.Resource("restores"), func() runtime.Object { return &velero.Restore{} }, target, locations)
 }

@@ -32,6 +32,11 @@ type NonAdminBackupSpecApplyConfiguration struct {
 	// DeleteBackup removes the NonAdminBackup and its associated NonAdminRestores and VeleroBackup from the cluster,
 	// as well as the corresponding data in object storage
 	DeleteBackup *bool `json:"deleteBackup,omitempty"`
+	// ForceDeleteBackup removes the NonAdminBackup at once; its Velero
+	// backup is cancelled if it runs and deleted with its data in the
+	// background. (The design document's field; upstream had it from
+	// PR #108 to #148.)
+	ForceDeleteBackup *bool `json:"forceDeleteBackup,omitempty"`
 }
 
 // NonAdminBackupSpecApplyConfiguration constructs a declarative configuration of the NonAdminBackupSpec type for use with
@@ -53,5 +58,13 @@ func (b *NonAdminBackupSpecApplyConfiguration) WithBackupSpec(value *v1.BackupSp
 // If called multiple times, the DeleteBackup field is set to the value of the last call.
 func (b *NonAdminBackupSpecApplyConfiguration) WithDeleteBackup(value bool) *NonAdminBackupSpecApplyConfiguration {
 	b.DeleteBackup = &value
+	return b
+}
+
+// WithForceDeleteBackup sets the ForceDeleteBackup field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ForceDeleteBackup field is set to the value of the last call.
+func (b *NonAdminBackupSpecApplyConfiguration) WithForceDeleteBackup(value bool) *NonAdminBackupSpecApplyConfiguration {
+	b.ForceDeleteBackup = &value
 	return b
 }

@@ -1,0 +1,121 @@
+package v1alpha1
+
+import (
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// The vocabulary the non-admin kinds share with the upstream OADP
+// non-admin controller (its internal/common/constant package): the labels,
+// annotations and finalizers of the objects it links, the condition
+// reasons and messages tenants and their tools read. Defined once here;
+// registry, engines and tests use these names.
+
+// Labels every admin-side object made for a tenant carries.
+const (
+	// OadpLabel marks an object as made by OADP, with OadpLabelValue.
+	OadpLabel      = "openshift.io/oadp"
+	OadpLabelValue = "True"
+	// ManagedByLabel names the maker, ManagedByLabelValue.
+	ManagedByLabel      = "app.kubernetes.io/managed-by"
+	ManagedByLabelValue = "oadp-nac-controller"
+)
+
+// Link labels: the NACUUID of the tenant object an admin-side object was
+// made for. They route events; ownership is decided from the tenant
+// object's status, which only the server writes.
+const (
+	NabOriginNACUUIDLabel   = "openshift.io/oadp-nab-origin-nacuuid"
+	NarOriginNACUUIDLabel   = "openshift.io/oadp-nar-origin-nacuuid"
+	NabslOriginNACUUIDLabel = "openshift.io/oadp-nabsl-origin-nacuuid"
+	NadrOriginNACUUIDLabel  = "openshift.io/oadp-nadr-origin-nacuuid"
+	// NabSyncLabel marks a NonAdminBackup made by sync from a backup found
+	// in a storage location.
+	NabSyncLabel = "openshift.io/oadp-nab-synced-from-nacuuid"
+)
+
+// Origin annotations: the tenant object's name and namespace.
+const (
+	NabOriginNameAnnotation        = "openshift.io/oadp-nab-origin-name"
+	NabOriginNamespaceAnnotation   = "openshift.io/oadp-nab-origin-namespace"
+	NarOriginNameAnnotation        = "openshift.io/oadp-nar-origin-name"
+	NarOriginNamespaceAnnotation   = "openshift.io/oadp-nar-origin-namespace"
+	NabslOriginNameAnnotation      = "openshift.io/oadp-nabsl-origin-name"
+	NabslOriginNamespaceAnnotation = "openshift.io/oadp-nabsl-origin-namespace"
+	NadrOriginNameAnnotation       = "openshift.io/oadp-nadr-origin-name"
+	NadrOriginNamespaceAnnotation  = "openshift.io/oadp-nadr-origin-namespace"
+)
+
+// Finalizers: the engine removes them once the admin-side objects are gone.
+const (
+	NonAdminBackupFinalizer                = "nonadminbackup.oadp.openshift.io/finalizer"
+	NonAdminRestoreFinalizer               = "nonadminrestore.oadp.openshift.io/finalizer"
+	NonAdminBackupStorageLocationFinalizer = "nonadminbackupstoragelocation.oadp.openshift.io/finalizer"
+)
+
+// Condition reasons, as upstream spells them.
+const (
+	ReasonBackupAccepted        = "BackupAccepted"
+	ReasonInvalidBackupSpec     = "InvalidBackupSpec"
+	ReasonVeleroBackupNotFound  = "VeleroBackupNotFound"
+	ReasonBackupScheduled       = "BackupScheduled"
+	ReasonRestoreAccepted       = "RestoreAccepted"
+	ReasonInvalidRestoreSpec    = "InvalidRestoreSpec"
+	ReasonVeleroRestoreNotFound = "VeleroRestoreNotFound"
+	ReasonRestoreScheduled      = "RestoreScheduled"
+	ReasonDeletionPending       = "DeletionPending"
+)
+
+// Condition messages, as upstream writes them.
+const (
+	MessageBackupAccepted        = "backup accepted"
+	MessageBackupScheduled       = "Created Velero Backup object"
+	MessageRestoreAccepted       = "restore accepted"
+	MessageRestoreScheduled      = "Created Velero Restore object"
+	MessageBackupDeletionPending = "backup accepted for deletion"
+	// MessageBackupDeleteNeedsSpec is the seed's message for a plain
+	// delete: the NonAdminBackup waits until the owner says what becomes
+	// of the backup's data.
+	MessageBackupDeleteNeedsSpec  = "backup deletion requires setting spec.deleteBackup or spec.forceDeleteBackup to true or finalizer removal"
+	MessageRestoreDeletionPending = "restore accepted for deletion"
+	MessageVeleroBackupNotFound   = "NonAdminBackup is finalized and its associated Velero Backup has been removed"
+	MessageVeleroRestoreNotFound  = "NonAdminRestore is finalized and its associated Velero Restore has been removed"
+)
+
+// The length limits of a NACUUID: a DNS-1123 label, ending in a UUID.
+const (
+	maxNACUUIDLength = 63
+	nameDelimiter    = "-"
+)
+
+// NewNACUUID is the name of the admin-side object made for a tenant object
+// name in namespace: <namespace>-<name>-<uuid>, within 63 characters.
+// When that is too long the name is cut first, then dropped and the
+// namespace cut, as upstream's GenerateNacObjectUUID does.
+func NewNACUUID(namespace, name string) string {
+	return nacUUID(namespace, name, uuid.NewString())
+}
+
+func nacUUID(namespace, name, id string) string {
+	join := func(ns, n string) string {
+		parts := make([]string, 0, 3)
+		for _, p := range []string{ns, n, id} {
+			if p != "" {
+				parts = append(parts, p)
+			}
+		}
+		return strings.Join(parts, nameDelimiter)
+	}
+	out := join(namespace, name)
+	if len(out) <= maxNACUUIDLength {
+		return out
+	}
+	room := maxNACUUIDLength - len(id)
+	if len(namespace) > room-2*len(nameDelimiter) {
+		// Not even one character of the name fits: the namespace, cut.
+		return join(namespace[:room-2*len(nameDelimiter)], "")
+	}
+	name = name[:room-len(namespace)-2*len(nameDelimiter)]
+	return join(namespace, name)
+}

@@ -1,0 +1,529 @@
+package nonadmin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	oadpinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/oadp/v1alpha1"
+	veleroinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	oadplisters "github.com/backstop-io/backstop/pkg/generated/listers/oadp/v1alpha1"
+	velerolisters "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+)
+
+// RecheckInterval is how often a refused NonAdminBackup or NonAdminRestore
+// is checked again, besides the events of what it depends on.
+const RecheckInterval = 30 * time.Second
+
+// DeleteRetryInterval is how long a failed DeleteBackupRequest is shown
+// before another is made.
+const DeleteRetryInterval = 30 * time.Second
+
+// BackupConfig is what the NonAdminBackup engine needs.
+type BackupConfig struct {
+	Client versioned.Interface
+	// AdminNamespace holds the Velero objects made for tenants.
+	AdminNamespace string
+	// NonAdminBackups and NonAdminRestores of every namespace.
+	NonAdminBackups  oadpinformers.NonAdminBackupInformer
+	NonAdminRestores oadpinformers.NonAdminRestoreInformer
+	// Backups and DeleteBackupRequests of the admin namespace.
+	Backups  veleroinformers.BackupInformer
+	Requests veleroinformers.DeleteBackupRequestInformer
+	Clock    clock.Clock
+	// Observers are told about the phase transitions the engine writes.
+	Observers []status.Observer
+}
+
+// BackupController is the NonAdminBackup engine.
+type BackupController struct {
+	*reconcile.Loop
+	cfg      BackupConfig
+	nabs     oadplisters.NonAdminBackupLister
+	nars     oadplisters.NonAdminRestoreLister
+	backups  velerolisters.BackupLister
+	requests velerolisters.DeleteBackupRequestLister
+	status   status.Writer
+	// orphans deletes Velero Backups whose NonAdminBackup is gone.
+	orphans *reconcile.Loop
+}
+
+// NewBackupController returns the engine.
+func NewBackupController(cfg BackupConfig) (*BackupController, error) {
+	c := &BackupController{cfg: cfg, nabs: cfg.NonAdminBackups.Lister(), nars: cfg.NonAdminRestores.Lister(),
+		backups: cfg.Backups.Lister(), requests: cfg.Requests.Lister(),
+		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminBackup, Observers: cfg.Observers}}
+	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup, c.sync)
+	if err := c.Watch(cfg.NonAdminBackups.Informer()); err != nil {
+		return nil, err
+	}
+	origin := func(obj any) []cache.ObjectName {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil
+		}
+		ns, name := m.GetAnnotations()[oadpv1alpha1.NabOriginNamespaceAnnotation], m.GetAnnotations()[oadpv1alpha1.NabOriginNameAnnotation]
+		if ns == "" || name == "" {
+			return nil
+		}
+		return []cache.ObjectName{{Namespace: ns, Name: name}}
+	}
+	if err := c.WatchMapped(cfg.Backups.Informer(), origin); err != nil {
+		return nil, err
+	}
+	if err := c.WatchMapped(cfg.Requests.Informer(), origin); err != nil {
+		return nil, err
+	}
+	c.WaitFor(cfg.NonAdminRestores.Informer())
+
+	c.orphans = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup+"-orphans", c.syncOrphan)
+	if err := c.orphans.Watch(cfg.Backups.Informer()); err != nil {
+		return nil, err
+	}
+	// A NonAdminBackup gone (its finalizer removed by hand) leaves its
+	// Backup behind.
+	if err := c.orphans.WatchMapped(cfg.NonAdminBackups.Informer(), func(obj any) []cache.ObjectName {
+		if nab, ok := obj.(*oadpv1alpha1.NonAdminBackup); ok && nab.Status.VeleroBackup != nil && nab.Status.VeleroBackup.Name != "" {
+			return []cache.ObjectName{{Namespace: cfg.AdminNamespace, Name: nab.Status.VeleroBackup.Name}}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Run processes NonAdminBackups and orphaned Backups until ctx is done.
+func (c *BackupController) Run(ctx context.Context, workers int) {
+	go c.orphans.Run(ctx, 1)
+	c.Loop.Run(ctx, workers)
+}
+
+func (c *BackupController) sync(ctx context.Context, key cache.ObjectName) error {
+	nab, err := c.nabs.NonAdminBackups(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case nab.Spec.ForceDeleteBackup:
+		return c.forceDelete(ctx, nab)
+	case nab.Spec.DeleteBackup:
+		return c.deleteBackup(ctx, nab)
+	case nab.DeletionTimestamp != nil:
+		return c.deletePending(ctx, nab)
+	}
+	return c.reconcile(ctx, nab)
+}
+
+// reconcile brings a NonAdminBackup that is not being deleted along: its
+// spec checked, its NACUUID recorded, its Backup made, then mirrored.
+func (c *BackupController) reconcile(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) error {
+	logger := klog.FromContext(ctx).WithValues("nonadminbackup", klog.KObj(nab))
+	if nab.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated {
+		return c.mirror(ctx, nab)
+	}
+	if vb := nab.Status.VeleroBackup; vb != nil && vb.NACUUID != "" {
+		// Made before a restart that came before phase Created was written.
+		b, err := c.backupOf(ctx, nab)
+		if err != nil {
+			return err
+		}
+		if b != nil {
+			return c.created(ctx, nab, b)
+		}
+	}
+	spec, problem := c.checkBackup(nab)
+	if problem != "" {
+		if _, err := c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
+			st.Phase = oadpv1alpha1.NonAdminPhaseBackingOff
+			setCondition(&st.Conditions, nab.Generation, oadpv1alpha1.NonAdminConditionAccepted, false, oadpv1alpha1.ReasonInvalidBackupSpec, problem)
+		}); err != nil {
+			return err
+		}
+		logger.V(2).Info("NonAdminBackup refused; checking again later", "problem", problem)
+		c.AddAfter(cache.MetaObjectToName(nab), RecheckInterval)
+		return nil
+	}
+	// The NACUUID is recorded before the Backup exists: a restart makes
+	// the same Backup, never a second one.
+	nab, err := c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
+		if st.Phase == "" {
+			st.Phase = oadpv1alpha1.NonAdminPhaseNew
+		}
+		setCondition(&st.Conditions, nab.Generation, oadpv1alpha1.NonAdminConditionAccepted, true, oadpv1alpha1.ReasonBackupAccepted, oadpv1alpha1.MessageBackupAccepted)
+		if st.VeleroBackup == nil || st.VeleroBackup.NACUUID == "" {
+			id := oadpv1alpha1.NewNACUUID(nab.Namespace, nab.Name)
+			st.VeleroBackup = &oadpv1alpha1.VeleroBackup{NACUUID: id, Name: id, Namespace: c.cfg.AdminNamespace}
+		}
+	})
+	if err != nil || nab.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated {
+		return ignoreGone(err)
+	}
+	if !reconcile.HasFinalizer(nab, oadpv1alpha1.NonAdminBackupFinalizer) {
+		// Removed by hand: back before there is anything to clean up.
+		cur := nab.DeepCopy()
+		cur.Finalizers = append(cur.Finalizers, oadpv1alpha1.NonAdminBackupFinalizer)
+		if nab, err = c.cfg.Client.OadpV1alpha1().NonAdminBackups(nab.Namespace).Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.status.Engine}); err != nil {
+			return ignoreGone(err)
+		}
+	}
+	backup, err := c.createBackup(ctx, nab, spec)
+	if err != nil {
+		return err
+	}
+	logger.V(2).Info("Velero Backup created", "backup", backup.Name)
+	return c.created(ctx, nab, backup)
+}
+
+// created writes phase Created, with the Backup made.
+func (c *BackupController) created(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup, b *velerov1.Backup) error {
+	_, err := c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
+		st.Phase = oadpv1alpha1.NonAdminPhaseCreated
+		setCondition(&st.Conditions, nab.Generation, oadpv1alpha1.NonAdminConditionAccepted, true, oadpv1alpha1.ReasonBackupAccepted, oadpv1alpha1.MessageBackupAccepted)
+		setCondition(&st.Conditions, nab.Generation, oadpv1alpha1.NonAdminConditionQueued, true, oadpv1alpha1.ReasonBackupScheduled, oadpv1alpha1.MessageBackupScheduled)
+		mirrorBackup(st, b)
+	})
+	return ignoreGone(err)
+}
+
+// checkBackup applies the tenant rules to a NonAdminBackup's spec again
+// (the policy or its location may have changed since admission) and
+// returns the Velero backup spec to make, or why not.
+func (c *BackupController) checkBackup(nab *oadpv1alpha1.NonAdminBackup) (*velerov1.BackupSpec, string) {
+	var spec oadp.NonAdminBackupSpec
+	if err := oadpv1alpha1.Convert_v1alpha1_NonAdminBackupSpec_To_oadp_NonAdminBackupSpec(&nab.Spec, &spec, nil); err != nil {
+		return nil, err.Error()
+	}
+	if errs := oadpvalidation.ValidateNonAdminBackupSpec(nab.Namespace, &spec, field.NewPath("spec")); len(errs) > 0 {
+		return nil, errs.ToAggregate().Error()
+	}
+	if spec.BackupSpec.StorageLocation != "" {
+		return nil, fmt.Sprintf("NonAdminBackupStorageLocation %s is not available in namespace %s", spec.BackupSpec.StorageLocation, nab.Namespace)
+	}
+	internal := oadpvalidation.TenantBackupSpec(nab.Namespace, spec.BackupSpec, "")
+	var out velerov1.BackupSpec
+	if err := velerov1.Convert_velero_BackupSpec_To_v1_BackupSpec(internal, &out, nil); err != nil {
+		return nil, err.Error()
+	}
+	return &out, ""
+}
+
+// createBackup makes the NonAdminBackup's Backup, or finds it made.
+func (c *BackupController) createBackup(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup, spec *velerov1.BackupSpec) (*velerov1.Backup, error) {
+	id := nab.Status.VeleroBackup.NACUUID
+	b := &velerov1.Backup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: id, Namespace: c.cfg.AdminNamespace,
+			Labels: map[string]string{oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
+				oadpv1alpha1.NabOriginNACUUIDLabel: id},
+			Annotations: map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: nab.Namespace, oadpv1alpha1.NabOriginNameAnnotation: nab.Name},
+		},
+		Spec: *spec,
+	}
+	created, err := c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Create(ctx, b, metav1.CreateOptions{FieldManager: c.status.Engine})
+	if apierrors.IsAlreadyExists(err) {
+		// Made before a restart: it must be this one's.
+		existing, err := c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Get(ctx, id, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading backup %s: %w", id, err)
+		}
+		if !ownedBackup(nab, existing) {
+			return nil, fmt.Errorf("backup %s exists and was not made for NonAdminBackup %s/%s", id, nab.Namespace, nab.Name)
+		}
+		return existing, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating backup %s for NonAdminBackup %s/%s: %w", id, nab.Namespace, nab.Name, err)
+	}
+	return created, nil
+}
+
+// ownedBackup: b is the Backup nab's status names, made for it.
+func ownedBackup(nab *oadpv1alpha1.NonAdminBackup, b *velerov1.Backup) bool {
+	vb := nab.Status.VeleroBackup
+	return vb != nil && vb.NACUUID != "" && b.Name == vb.Name && b.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] == vb.NACUUID &&
+		b.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation] == nab.Namespace
+}
+
+// backupOf returns nab's Backup, nil when there is none: read from the
+// lister, and from the API before "none" is believed (the lister may not
+// have seen a Backup just made).
+func (c *BackupController) backupOf(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) (*velerov1.Backup, error) {
+	vb := nab.Status.VeleroBackup
+	if vb == nil || vb.Name == "" {
+		return nil, nil
+	}
+	b, err := c.backups.Backups(c.cfg.AdminNamespace).Get(vb.Name)
+	if apierrors.IsNotFound(err) {
+		b, err = c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Get(ctx, vb.Name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading backup %s: %w", vb.Name, err)
+	}
+	if !ownedBackup(nab, b) {
+		return nil, nil
+	}
+	return b, nil
+}
+
+// mirror copies the Backup's spec and status into a Created
+// NonAdminBackup; a Backup gone (expired, deleted by an admin) is said in
+// condition Accepted.
+func (c *BackupController) mirror(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) error {
+	b, err := c.backupOf(ctx, nab)
+	if err != nil {
+		return err
+	}
+	_, err = c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
+		if b == nil {
+			setCondition(&st.Conditions, nab.Generation, oadpv1alpha1.NonAdminConditionAccepted, false, oadpv1alpha1.ReasonVeleroBackupNotFound, oadpv1alpha1.MessageVeleroBackupNotFound)
+			return
+		}
+		mirrorBackup(st, b)
+	})
+	return ignoreGone(err)
+}
+
+// mirrorBackup copies b into the status. The queue position is the
+// registry's, filled in when read.
+func mirrorBackup(st *oadpv1alpha1.NonAdminBackupStatus, b *velerov1.Backup) {
+	spec, bs := b.Spec.DeepCopy(), b.Status.DeepCopy()
+	bs.QueuePosition = 0
+	st.VeleroBackup.Spec, st.VeleroBackup.Status = spec, bs
+	if st.QueueInfo == nil {
+		st.QueueInfo = &oadpv1alpha1.QueueInfo{}
+	}
+}
+
+// deletePending: deleted without deleteBackup or forceDeleteBackup. With a
+// Backup, the NonAdminBackup waits until its owner says what becomes of
+// the data; without one there is nothing to keep and it goes.
+func (c *BackupController) deletePending(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) error {
+	b, err := c.backupOf(ctx, nab)
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		return c.removeFinalizer(ctx, nab)
+	}
+	_, err = c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
+		st.Phase = oadpv1alpha1.NonAdminPhaseDeleting
+		setCondition(&st.Conditions, nab.Generation, oadpv1alpha1.NonAdminConditionDeleting, true, oadpv1alpha1.ReasonDeletionPending, oadpv1alpha1.MessageBackupDeleteNeedsSpec)
+	})
+	return ignoreGone(err)
+}
+
+// forceDelete: the NonAdminBackup goes at once; its Backup is deleted, and
+// with it its data (a running backup is stopped first), in the background.
+func (c *BackupController) forceDelete(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) error {
+	nab, err := c.startDeleting(ctx, nab)
+	if err != nil || nab == nil {
+		return err
+	}
+	b, err := c.backupOf(ctx, nab)
+	if err != nil {
+		return err
+	}
+	if b != nil && b.DeletionTimestamp == nil {
+		if err := reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Delete, b.Name, b.UID); err != nil {
+			return fmt.Errorf("deleting backup %s of NonAdminBackup %s/%s: %w", b.Name, nab.Namespace, nab.Name, err)
+		}
+	}
+	if err := c.deleteRestores(ctx, nab); err != nil {
+		return err
+	}
+	return c.removeFinalizer(ctx, nab)
+}
+
+// deleteBackup: the Backup and its data are deleted through a
+// DeleteBackupRequest, whose status is mirrored; the NonAdminBackup goes
+// when the Backup is gone. A failed request is shown and made again.
+func (c *BackupController) deleteBackup(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) error {
+	nab, err := c.startDeleting(ctx, nab)
+	if err != nil || nab == nil {
+		return err
+	}
+	if err := c.deleteRestores(ctx, nab); err != nil {
+		return err
+	}
+	b, err := c.backupOf(ctx, nab)
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		return c.removeFinalizer(ctx, nab)
+	}
+	req, err := c.latestRequest(b)
+	if err != nil {
+		return err
+	}
+	now := c.cfg.Clock.Now()
+	failed := req != nil && req.Status.Phase == velerov1.DeleteBackupRequestPhaseProcessed
+	if req == nil || (failed && now.Sub(req.CreationTimestamp.Time) >= DeleteRetryInterval) {
+		if req, err = c.createRequest(ctx, nab, b); err != nil {
+			return err
+		}
+	} else if failed {
+		c.AddAfter(cache.MetaObjectToName(nab), DeleteRetryInterval-now.Sub(req.CreationTimestamp.Time))
+	}
+	_, err = c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
+		st.VeleroDeleteBackupRequest = &oadpv1alpha1.VeleroDeleteBackupRequest{
+			NACUUID: nab.Status.VeleroBackup.NACUUID, Name: req.Name, Namespace: req.Namespace, Status: req.Status.DeepCopy()}
+	})
+	return ignoreGone(err)
+}
+
+// startDeleting writes phase Deleting and marks the NonAdminBackup deleted
+// (it stays until its finalizer goes); nil when it is gone.
+func (c *BackupController) startDeleting(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) (*oadpv1alpha1.NonAdminBackup, error) {
+	nab, err := c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
+		st.Phase = oadpv1alpha1.NonAdminPhaseDeleting
+		setCondition(&st.Conditions, nab.Generation, oadpv1alpha1.NonAdminConditionDeleting, true, oadpv1alpha1.ReasonDeletionPending, oadpv1alpha1.MessageBackupDeletionPending)
+	})
+	if err != nil {
+		return nil, ignoreGone(err)
+	}
+	if nab.DeletionTimestamp == nil {
+		if err := reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.OadpV1alpha1().NonAdminBackups(nab.Namespace).Delete, nab.Name, nab.UID); err != nil {
+			return nil, err
+		}
+	}
+	return nab, nil
+}
+
+// deleteRestores deletes the NonAdminRestores made from nab.
+func (c *BackupController) deleteRestores(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) error {
+	nars, err := c.nars.NonAdminRestores(nab.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, nar := range nars {
+		if nar.Spec.RestoreSpec == nil || nar.Spec.RestoreSpec.BackupName != nab.Name || nar.DeletionTimestamp != nil {
+			continue
+		}
+		if err := reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.OadpV1alpha1().NonAdminRestores(nar.Namespace).Delete, nar.Name, nar.UID); err != nil {
+			return fmt.Errorf("deleting NonAdminRestore %s/%s of a deleted NonAdminBackup: %w", nar.Namespace, nar.Name, err)
+		}
+	}
+	return nil
+}
+
+// latestRequest is the newest DeleteBackupRequest of b.
+func (c *BackupController) latestRequest(b *velerov1.Backup) (*velerov1.DeleteBackupRequest, error) {
+	reqs, err := c.requests.DeleteBackupRequests(c.cfg.AdminNamespace).List(labels.SelectorFromSet(labels.Set{velerov1.BackupNameLabel: b.Name}))
+	if err != nil {
+		return nil, err
+	}
+	var latest *velerov1.DeleteBackupRequest
+	for _, r := range reqs {
+		if r.Spec.BackupName != b.Name {
+			continue
+		}
+		if latest == nil || r.CreationTimestamp.After(latest.CreationTimestamp.Time) ||
+			(r.CreationTimestamp.Equal(&latest.CreationTimestamp) && r.Name > latest.Name) {
+			latest = r
+		}
+	}
+	return latest, nil
+}
+
+func (c *BackupController) createRequest(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup, b *velerov1.Backup) (*velerov1.DeleteBackupRequest, error) {
+	req := &velerov1.DeleteBackupRequest{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: b.Name + "-", Namespace: c.cfg.AdminNamespace,
+			Labels: map[string]string{velerov1.BackupNameLabel: b.Name, velerov1.BackupUIDLabel: string(b.UID),
+				oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
+				oadpv1alpha1.NabOriginNACUUIDLabel: nab.Status.VeleroBackup.NACUUID},
+			Annotations: map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: nab.Namespace, oadpv1alpha1.NabOriginNameAnnotation: nab.Name},
+		},
+		Spec: velerov1.DeleteBackupRequestSpec{BackupName: b.Name},
+	}
+	out, err := c.cfg.Client.VeleroV1().DeleteBackupRequests(c.cfg.AdminNamespace).Create(ctx, req, metav1.CreateOptions{FieldManager: c.status.Engine})
+	if err != nil {
+		return nil, fmt.Errorf("requesting the deletion of backup %s of NonAdminBackup %s/%s: %w", b.Name, nab.Namespace, nab.Name, err)
+	}
+	return out, nil
+}
+
+func (c *BackupController) removeFinalizer(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) error {
+	return reconcile.RemoveFinalizer(ctx, c.cfg.Client.OadpV1alpha1().NonAdminBackups(nab.Namespace), nab, oadpv1alpha1.NonAdminBackupFinalizer, c.status.Engine)
+}
+
+func (c *BackupController) writeStatus(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup, mutate func(*oadpv1alpha1.NonAdminBackupStatus)) (*oadpv1alpha1.NonAdminBackup, error) {
+	return c.status.NonAdminBackups(c.cfg.Client, nab.Namespace).Update(ctx, nab, func(cur *oadpv1alpha1.NonAdminBackup) { mutate(&cur.Status) })
+}
+
+// syncOrphan deletes, with its data, a Backup made for a NonAdminBackup
+// that is gone or names another Backup (its finalizer removed by hand, or
+// a force delete that left it).
+func (c *BackupController) syncOrphan(ctx context.Context, key cache.ObjectName) error {
+	b, err := c.backups.Backups(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ns, name := b.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation], b.Annotations[oadpv1alpha1.NabOriginNameAnnotation]
+	if b.Namespace != c.cfg.AdminNamespace || ns == "" || name == "" || b.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] == "" || b.DeletionTimestamp != nil {
+		return nil
+	}
+	if b.Annotations[velerov1.SyncedFromLocationAnnotation] != "" {
+		// Found in a storage location, not made here: adopted or left by
+		// the non-admin sync, never deleted as an orphan.
+		return nil
+	}
+	nab, err := c.nabs.NonAdminBackups(ns).Get(name)
+	if err == nil && ownedBackup(nab, b) {
+		return nil
+	}
+	// The lister may lag: decide on the NonAdminBackup as stored.
+	nab, err = c.cfg.Client.OadpV1alpha1().NonAdminBackups(ns).Get(ctx, name, metav1.GetOptions{})
+	if err == nil && ownedBackup(nab, b) {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	klog.FromContext(ctx).Info("Deleting a Backup whose NonAdminBackup is gone, with its data", "backup", b.Name, "nonadminbackup", ns+"/"+name)
+	return reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Backups(b.Namespace).Delete, b.Name, b.UID)
+}
+
+// setCondition sets one condition, its transition time kept when its
+// status does not change.
+func setCondition(conds *[]metav1.Condition, generation int64, t oadpv1alpha1.NonAdminCondition, ok bool, reason, message string) {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{Type: string(t), Status: s, Reason: reason, Message: message, ObservedGeneration: generation})
+}
+
+func ignoreGone(err error) error {
+	if status.Gone(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,337 @@
+package nonadmin
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	oadpinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/oadp/v1alpha1"
+	veleroinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	oadplisters "github.com/backstop-io/backstop/pkg/generated/listers/oadp/v1alpha1"
+	velerolisters "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+)
+
+// RestoreConfig is what the NonAdminRestore engine needs.
+type RestoreConfig struct {
+	Client         versioned.Interface
+	AdminNamespace string
+	// NonAdminRestores and NonAdminBackups of every namespace.
+	NonAdminRestores oadpinformers.NonAdminRestoreInformer
+	NonAdminBackups  oadpinformers.NonAdminBackupInformer
+	// Restores and Backups of the admin namespace.
+	Restores  veleroinformers.RestoreInformer
+	Backups   veleroinformers.BackupInformer
+	Observers []status.Observer
+}
+
+// RestoreController is the NonAdminRestore engine.
+type RestoreController struct {
+	*reconcile.Loop
+	cfg      RestoreConfig
+	nars     oadplisters.NonAdminRestoreLister
+	nabs     oadplisters.NonAdminBackupLister
+	restores velerolisters.RestoreLister
+	backups  velerolisters.BackupLister
+	status   status.Writer
+	orphans  *reconcile.Loop
+}
+
+// NewRestoreController returns the engine.
+func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
+	c := &RestoreController{cfg: cfg, nars: cfg.NonAdminRestores.Lister(), nabs: cfg.NonAdminBackups.Lister(),
+		restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(),
+		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminRestore, Observers: cfg.Observers}}
+	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminRestore, c.sync)
+	if err := c.Watch(cfg.NonAdminRestores.Informer()); err != nil {
+		return nil, err
+	}
+	if err := c.WatchMapped(cfg.Restores.Informer(), func(obj any) []cache.ObjectName {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil
+		}
+		ns, name := m.GetAnnotations()[oadpv1alpha1.NarOriginNamespaceAnnotation], m.GetAnnotations()[oadpv1alpha1.NarOriginNameAnnotation]
+		if ns == "" || name == "" {
+			return nil
+		}
+		return []cache.ObjectName{{Namespace: ns, Name: name}}
+	}); err != nil {
+		return nil, err
+	}
+	// A NonAdminBackup that changes may make the restores waiting for it
+	// ready.
+	if err := c.WatchMapped(cfg.NonAdminBackups.Informer(), func(obj any) []cache.ObjectName {
+		nab, ok := obj.(*oadpv1alpha1.NonAdminBackup)
+		if !ok {
+			return nil
+		}
+		nars, err := c.nars.NonAdminRestores(nab.Namespace).List(labels.Everything())
+		if err != nil {
+			return nil
+		}
+		var keys []cache.ObjectName
+		for _, nar := range nars {
+			if nar.Spec.RestoreSpec != nil && nar.Spec.RestoreSpec.BackupName == nab.Name && nar.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated {
+				keys = append(keys, cache.MetaObjectToName(nar))
+			}
+		}
+		return keys
+	}); err != nil {
+		return nil, err
+	}
+	c.WaitFor(cfg.Backups.Informer())
+
+	c.orphans = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminRestore+"-orphans", c.syncOrphan)
+	if err := c.orphans.Watch(cfg.Restores.Informer()); err != nil {
+		return nil, err
+	}
+	if err := c.orphans.WatchMapped(cfg.NonAdminRestores.Informer(), func(obj any) []cache.ObjectName {
+		if nar, ok := obj.(*oadpv1alpha1.NonAdminRestore); ok && nar.Status.VeleroRestore != nil && nar.Status.VeleroRestore.Name != "" {
+			return []cache.ObjectName{{Namespace: cfg.AdminNamespace, Name: nar.Status.VeleroRestore.Name}}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Run processes NonAdminRestores and orphaned Restores until ctx is done.
+func (c *RestoreController) Run(ctx context.Context, workers int) {
+	go c.orphans.Run(ctx, 1)
+	c.Loop.Run(ctx, workers)
+}
+
+func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) error {
+	nar, err := c.nars.NonAdminRestores(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if nar.DeletionTimestamp != nil {
+		return c.delete(ctx, nar)
+	}
+	r, err := c.restoreOf(ctx, nar)
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		return c.created(ctx, nar, r)
+	}
+	if nar.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated {
+		_, err := c.writeStatus(ctx, nar, func(st *oadpv1alpha1.NonAdminRestoreStatus) {
+			setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionAccepted, false, oadpv1alpha1.ReasonVeleroRestoreNotFound, oadpv1alpha1.MessageVeleroRestoreNotFound)
+		})
+		return ignoreGone(err)
+	}
+	spec, problem := c.checkRestore(nar)
+	if problem != "" {
+		if _, err := c.writeStatus(ctx, nar, func(st *oadpv1alpha1.NonAdminRestoreStatus) {
+			st.Phase = oadpv1alpha1.NonAdminPhaseBackingOff
+			setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionAccepted, false, oadpv1alpha1.ReasonInvalidRestoreSpec, problem)
+		}); err != nil {
+			return ignoreGone(err)
+		}
+		klog.FromContext(ctx).V(2).Info("NonAdminRestore refused; checking again later", "nonadminrestore", klog.KObj(nar), "problem", problem)
+		c.AddAfter(key, RecheckInterval)
+		return nil
+	}
+	nar, err = c.writeStatus(ctx, nar, func(st *oadpv1alpha1.NonAdminRestoreStatus) {
+		if st.Phase == "" {
+			st.Phase = oadpv1alpha1.NonAdminPhaseNew
+		}
+		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionAccepted, true, oadpv1alpha1.ReasonRestoreAccepted, oadpv1alpha1.MessageRestoreAccepted)
+		if st.VeleroRestore == nil || st.VeleroRestore.NACUUID == "" {
+			id := oadpv1alpha1.NewNACUUID(nar.Namespace, nar.Name)
+			st.VeleroRestore = &oadpv1alpha1.VeleroRestore{NACUUID: id, Name: id, Namespace: c.cfg.AdminNamespace}
+		}
+	})
+	if err != nil {
+		return ignoreGone(err)
+	}
+	if !reconcile.HasFinalizer(nar, oadpv1alpha1.NonAdminRestoreFinalizer) {
+		cur := nar.DeepCopy()
+		cur.Finalizers = append(cur.Finalizers, oadpv1alpha1.NonAdminRestoreFinalizer)
+		if nar, err = c.cfg.Client.OadpV1alpha1().NonAdminRestores(nar.Namespace).Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.status.Engine}); err != nil {
+			return ignoreGone(err)
+		}
+	}
+	id := nar.Status.VeleroRestore.NACUUID
+	r = &velerov1.Restore{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: id, Namespace: c.cfg.AdminNamespace,
+			Labels: map[string]string{oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
+				oadpv1alpha1.NarOriginNACUUIDLabel: id},
+			Annotations: map[string]string{oadpv1alpha1.NarOriginNamespaceAnnotation: nar.Namespace, oadpv1alpha1.NarOriginNameAnnotation: nar.Name},
+		},
+		Spec: *spec,
+	}
+	created, err := c.cfg.Client.VeleroV1().Restores(c.cfg.AdminNamespace).Create(ctx, r, metav1.CreateOptions{FieldManager: c.status.Engine})
+	if apierrors.IsAlreadyExists(err) {
+		if created, err = c.restoreOf(ctx, nar); err == nil && created == nil {
+			err = fmt.Errorf("restore %s exists and was not made for NonAdminRestore %s/%s", id, nar.Namespace, nar.Name)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("creating restore %s for NonAdminRestore %s/%s: %w", id, nar.Namespace, nar.Name, err)
+	}
+	return c.created(ctx, nar, created)
+}
+
+// checkRestore applies the tenant rules to a NonAdminRestore again and
+// checks the NonAdminBackup it names: of the same namespace, Created, its
+// Backup finished and restorable. It returns the Velero restore spec to
+// make, or why not.
+func (c *RestoreController) checkRestore(nar *oadpv1alpha1.NonAdminRestore) (*velerov1.RestoreSpec, string) {
+	var spec oadp.NonAdminRestoreSpec
+	if err := oadpv1alpha1.Convert_v1alpha1_NonAdminRestoreSpec_To_oadp_NonAdminRestoreSpec(&nar.Spec, &spec, nil); err != nil {
+		return nil, err.Error()
+	}
+	if errs := oadpvalidation.ValidateNonAdminRestoreSpec(nar.Namespace, &spec, field.NewPath("spec")); len(errs) > 0 {
+		return nil, errs.ToAggregate().Error()
+	}
+	name := spec.RestoreSpec.BackupName
+	nab, err := c.nabs.NonAdminBackups(nar.Namespace).Get(name)
+	if err != nil {
+		return nil, fmt.Sprintf("NonAdminRestore spec.restoreSpec.backupName is invalid: NonAdminBackup %s not found in namespace %s", name, nar.Namespace)
+	}
+	notReady := "NonAdminRestore spec.restoreSpec.backupName is invalid: NonAdminBackup is not ready to be restored"
+	if nab.DeletionTimestamp != nil || nab.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated || nab.Status.VeleroBackup == nil {
+		return nil, notReady
+	}
+	b, err := c.backups.Backups(c.cfg.AdminNamespace).Get(nab.Status.VeleroBackup.Name)
+	if err != nil || !ownedBackup(nab, b) {
+		return nil, notReady + ": its Velero Backup is gone"
+	}
+	if !b.Status.Phase.Terminal() {
+		return nil, fmt.Sprintf("%s: its backup is %s", notReady, phaseOr(string(b.Status.Phase), "New"))
+	}
+	if !b.Status.Phase.Restorable() {
+		return nil, fmt.Sprintf("%s: its backup ended %s", notReady, b.Status.Phase)
+	}
+	internal := oadpvalidation.TenantRestoreSpec(nar.Namespace, spec.RestoreSpec, b.Name)
+	var out velerov1.RestoreSpec
+	if err := velerov1.Convert_velero_RestoreSpec_To_v1_RestoreSpec(internal, &out, nil); err != nil {
+		return nil, err.Error()
+	}
+	return &out, ""
+}
+
+func phaseOr(p, otherwise string) string {
+	if p == "" {
+		return otherwise
+	}
+	return p
+}
+
+// restoreOf returns nar's Restore, nil when there is none (asked of the
+// API before believed).
+func (c *RestoreController) restoreOf(ctx context.Context, nar *oadpv1alpha1.NonAdminRestore) (*velerov1.Restore, error) {
+	vr := nar.Status.VeleroRestore
+	if vr == nil || vr.Name == "" {
+		return nil, nil
+	}
+	r, err := c.restores.Restores(c.cfg.AdminNamespace).Get(vr.Name)
+	if apierrors.IsNotFound(err) {
+		r, err = c.cfg.Client.VeleroV1().Restores(c.cfg.AdminNamespace).Get(ctx, vr.Name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading restore %s: %w", vr.Name, err)
+	}
+	if !ownedRestore(nar, r) {
+		return nil, nil
+	}
+	return r, nil
+}
+
+func ownedRestore(nar *oadpv1alpha1.NonAdminRestore, r *velerov1.Restore) bool {
+	vr := nar.Status.VeleroRestore
+	return vr != nil && vr.NACUUID != "" && r.Name == vr.Name && r.Labels[oadpv1alpha1.NarOriginNACUUIDLabel] == vr.NACUUID &&
+		r.Annotations[oadpv1alpha1.NarOriginNamespaceAnnotation] == nar.Namespace
+}
+
+// created writes phase Created and mirrors the Restore's status.
+func (c *RestoreController) created(ctx context.Context, nar *oadpv1alpha1.NonAdminRestore, r *velerov1.Restore) error {
+	_, err := c.writeStatus(ctx, nar, func(st *oadpv1alpha1.NonAdminRestoreStatus) {
+		st.Phase = oadpv1alpha1.NonAdminPhaseCreated
+		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionAccepted, true, oadpv1alpha1.ReasonRestoreAccepted, oadpv1alpha1.MessageRestoreAccepted)
+		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionQueued, true, oadpv1alpha1.ReasonRestoreScheduled, oadpv1alpha1.MessageRestoreScheduled)
+		st.VeleroRestore.Status = r.Status.DeepCopy()
+		if st.QueueInfo == nil {
+			st.QueueInfo = &oadpv1alpha1.QueueInfo{}
+		}
+	})
+	return ignoreGone(err)
+}
+
+// delete: the Restore goes (its log and results with it), then the
+// NonAdminRestore.
+func (c *RestoreController) delete(ctx context.Context, nar *oadpv1alpha1.NonAdminRestore) error {
+	r, err := c.restoreOf(ctx, nar)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return reconcile.RemoveFinalizer(ctx, c.cfg.Client.OadpV1alpha1().NonAdminRestores(nar.Namespace), nar, oadpv1alpha1.NonAdminRestoreFinalizer, c.status.Engine)
+	}
+	if _, err := c.writeStatus(ctx, nar, func(st *oadpv1alpha1.NonAdminRestoreStatus) {
+		st.Phase = oadpv1alpha1.NonAdminPhaseDeleting
+		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionDeleting, true, oadpv1alpha1.ReasonDeletionPending, oadpv1alpha1.MessageRestoreDeletionPending)
+	}); err != nil {
+		return ignoreGone(err)
+	}
+	if r.DeletionTimestamp == nil {
+		return reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Restores(c.cfg.AdminNamespace).Delete, r.Name, r.UID)
+	}
+	return nil
+}
+
+func (c *RestoreController) writeStatus(ctx context.Context, nar *oadpv1alpha1.NonAdminRestore, mutate func(*oadpv1alpha1.NonAdminRestoreStatus)) (*oadpv1alpha1.NonAdminRestore, error) {
+	return c.status.NonAdminRestores(c.cfg.Client, nar.Namespace).Update(ctx, nar, func(cur *oadpv1alpha1.NonAdminRestore) { mutate(&cur.Status) })
+}
+
+// syncOrphan deletes a Restore made for a NonAdminRestore that is gone.
+func (c *RestoreController) syncOrphan(ctx context.Context, key cache.ObjectName) error {
+	r, err := c.restores.Restores(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ns, name := r.Annotations[oadpv1alpha1.NarOriginNamespaceAnnotation], r.Annotations[oadpv1alpha1.NarOriginNameAnnotation]
+	if r.Namespace != c.cfg.AdminNamespace || ns == "" || name == "" || r.Labels[oadpv1alpha1.NarOriginNACUUIDLabel] == "" || r.DeletionTimestamp != nil {
+		return nil
+	}
+	if nar, err := c.nars.NonAdminRestores(ns).Get(name); err == nil && ownedRestore(nar, r) {
+		return nil
+	}
+	nar, err := c.cfg.Client.OadpV1alpha1().NonAdminRestores(ns).Get(ctx, name, metav1.GetOptions{})
+	if err == nil && ownedRestore(nar, r) {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	klog.FromContext(ctx).Info("Deleting a Restore whose NonAdminRestore is gone", "restore", r.Name, "nonadminrestore", ns+"/"+name)
+	return reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Restores(r.Namespace).Delete, r.Name, r.UID)
+}
