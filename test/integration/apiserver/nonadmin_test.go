@@ -1,0 +1,398 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// tenant is a user bound to edit in its own namespace.
+type tenant struct {
+	name, namespace string
+	kubeconfig      string
+	client          versioned.Interface
+}
+
+// newTenant binds user to the edit ClusterRole in namespace, as a cluster
+// admin does for a namespace owner, and returns the user's client (a
+// client certificate).
+func newTenant(t *testing.T, s *framework.Server, user, namespace string) tenant {
+	t.Helper()
+	admin := rbacClient(t, s.KubeconfigPath)
+	if _, err := admin.RbacV1().RoleBindings(namespace).Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user + "-edit", Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := s.IssueKubeconfig(user)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant{name: user, namespace: namespace, kubeconfig: kubeconfig, client: client}
+}
+
+// waitNAB polls the NonAdminBackup as the admin until ok holds.
+func waitNAB(t *testing.T, s *framework.Server, namespace, name, what string, ok func(*oadpv1alpha1.NonAdminBackup) bool) *oadpv1alpha1.NonAdminBackup {
+	t.Helper()
+	var nab *oadpv1alpha1.NonAdminBackup
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		nab, err = s.Clientset.OadpV1alpha1().NonAdminBackups(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return ok(nab), nil
+	})
+	if err != nil {
+		t.Fatalf("NonAdminBackup %s/%s: waiting for %s: %v; last seen %s", namespace, name, what, err, describeNAB(nab))
+	}
+	return nab
+}
+
+func describeNAB(nab *oadpv1alpha1.NonAdminBackup) string {
+	if nab == nil {
+		return "nothing"
+	}
+	out := fmt.Sprintf("phase %q conditions %v", nab.Status.Phase, nab.Status.Conditions)
+	if vb := nab.Status.VeleroBackup; vb != nil && vb.Status != nil {
+		out += fmt.Sprintf(" backup %s phase %q", vb.Name, vb.Status.Phase)
+	}
+	if q := nab.Status.QueueInfo; q != nil {
+		out += fmt.Sprintf(" queue %d", q.EstimatedQueuePosition)
+	}
+	return out
+}
+
+// waitGone polls until get answers NotFound.
+func waitGone(t *testing.T, what string, get func(ctx context.Context) error) {
+	t.Helper()
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = get(ctx)
+		return apierrors.IsNotFound(last), nil
+	}); err != nil {
+		t.Fatalf("%s is still there: %v", what, last)
+	}
+}
+
+func veleroBackupDone(nab *oadpv1alpha1.NonAdminBackup) bool {
+	vb := nab.Status.VeleroBackup
+	return nab.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && vb != nil && vb.Status != nil && vb.Status.Phase.Terminal()
+}
+
+func condition(conds []metav1.Condition, t oadpv1alpha1.NonAdminCondition) metav1.Condition {
+	if c := meta.FindStatusCondition(conds, string(t)); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// TestNonAdminBackupAndRestore is a tenant's whole path through the real
+// server: a NonAdminBackup runs as a Velero Backup in the admin namespace
+// and its status reads like the design's example, field by field; its
+// log; a NonAdminRestore from it; the three delete flows and a finalizer
+// removed by hand; what admission refuses.
+func TestNonAdminBackupAndRestore(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	nabs := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a")
+	nars := alice.client.OadpV1alpha1().NonAdminRestores("tenant-a")
+	// The tenant's RoleBinding is in the namespace: the backup takes it.
+
+	if _, err := nabs.Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab1"},
+		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nab := waitNAB(t, s, "tenant-a", "nab1", "its backup to finish", veleroBackupDone)
+
+	t.Run("status as the design gives it", func(t *testing.T) {
+		vb := nab.Status.VeleroBackup
+		checks := []struct {
+			field     string
+			got, want any
+		}{
+			{"phase", nab.Status.Phase, oadpv1alpha1.NonAdminPhaseCreated},
+			{"Accepted", condition(nab.Status.Conditions, "Accepted").Status, metav1.ConditionTrue},
+			{"Accepted reason", condition(nab.Status.Conditions, "Accepted").Reason, "BackupAccepted"},
+			{"Accepted message", condition(nab.Status.Conditions, "Accepted").Message, "backup accepted"},
+			{"Queued", condition(nab.Status.Conditions, "Queued").Status, metav1.ConditionTrue},
+			{"Queued reason", condition(nab.Status.Conditions, "Queued").Reason, "BackupScheduled"},
+			{"Queued message", condition(nab.Status.Conditions, "Queued").Message, "Created Velero Backup object"},
+			{"veleroBackup.name is the nacuuid", vb.Name, vb.NACUUID},
+			{"veleroBackup.nacuuid prefix", strings.HasPrefix(vb.NACUUID, "tenant-a-nab1-"), true},
+			{"veleroBackup.nacuuid length", len(vb.NACUUID), len("tenant-a-nab1-") + 36},
+			{"veleroBackup.namespace", vb.Namespace, ns},
+			{"veleroBackup.status.phase", vb.Status.Phase, velerov1.BackupPhaseCompleted},
+			{"veleroBackup.spec.includedNamespaces", vb.Spec.IncludedNamespaces, []string{"tenant-a"}},
+			{"queueInfo.estimatedQueuePosition", nab.Status.QueueInfo != nil && nab.Status.QueueInfo.EstimatedQueuePosition == 0, true},
+			{"finalizers", nab.Finalizers, []string{oadpv1alpha1.NonAdminBackupFinalizer}},
+		}
+		for _, c := range checks {
+			if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+				t.Errorf("%s = %v, want %v", c.field, c.got, c.want)
+			}
+		}
+		if vb.Status.CompletionTimestamp == nil || vb.Status.StartTimestamp == nil || vb.Status.Progress == nil || vb.Status.Progress.ItemsBackedUp == 0 {
+			t.Errorf("veleroBackup.status is not the backup's: %+v", vb.Status)
+		}
+
+		// The Velero Backup, as the admin sees it.
+		b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, vb.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantLabels := map[string]string{"openshift.io/oadp": "True", "app.kubernetes.io/managed-by": "oadp-nac-controller",
+			"openshift.io/oadp-nab-origin-nacuuid": vb.NACUUID}
+		for k, v := range wantLabels {
+			if b.Labels[k] != v {
+				t.Errorf("backup label %s = %q, want %q", k, b.Labels[k], v)
+			}
+		}
+		if b.Annotations["openshift.io/oadp-nab-origin-name"] != "nab1" || b.Annotations["openshift.io/oadp-nab-origin-namespace"] != "tenant-a" {
+			t.Errorf("backup annotations %v", b.Annotations)
+		}
+		if b.Spec.IncludeClusterResources == nil || *b.Spec.IncludeClusterResources {
+			t.Errorf("backup includeClusterResources %v, want false", b.Spec.IncludeClusterResources)
+		}
+		for _, r := range []string{"nonadminbackups", "nonadminrestores", "nonadminbackupstoragelocations", "clusterroles", "customresourcedefinitions"} {
+			if !slices.Contains(b.Spec.ExcludedResources, r) {
+				t.Errorf("backup excludedResources %v lacks %s", b.Spec.ExcludedResources, r)
+			}
+		}
+	})
+
+	t.Run("logs", func(t *testing.T) {
+		body, err := alice.client.OadpV1alpha1().RESTClient().Get().Namespace("tenant-a").Resource("nonadminbackups").Name("nab1").SubResource("logs").DoRaw(ctx)
+		if err != nil || !strings.Contains(string(body), "Backup completed") && !strings.Contains(string(body), "level=") {
+			t.Errorf("nonadminbackups/nab1/logs: %v %.300q", err, body)
+		}
+	})
+
+	t.Run("restore", func(t *testing.T) {
+		if _, err := nars.Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "nar1"},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "nab1"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var nar *oadpv1alpha1.NonAdminRestore
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			var err error
+			nar, err = nars.Get(ctx, "nar1", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			vr := nar.Status.VeleroRestore
+			return nar.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && vr != nil && vr.Status != nil && vr.Status.Phase.Terminal(), nil
+		}); err != nil {
+			t.Fatalf("NonAdminRestore nar1: %v; last %+v", err, nar.Status)
+		}
+		if c := condition(nar.Status.Conditions, "Queued"); c.Reason != "RestoreScheduled" || c.Status != metav1.ConditionTrue {
+			t.Errorf("NonAdminRestore condition Queued %+v", c)
+		}
+		r, err := s.Clientset.VeleroV1().Restores(ns).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Spec.BackupName != nab.Status.VeleroBackup.Name || fmt.Sprint(r.Spec.IncludedNamespaces) != "[tenant-a]" ||
+			r.Spec.IncludeClusterResources == nil || *r.Spec.IncludeClusterResources || r.Spec.NamespaceMapping != nil ||
+			!slices.Contains(r.Spec.ExcludedResources, "volumesnapshotclasses") {
+			t.Errorf("Velero restore spec %+v", r.Spec)
+		}
+		if r.Status.Phase != velerov1.RestorePhaseCompleted {
+			t.Errorf("Velero restore %s: %s %v", r.Name, r.Status.Phase, r.Status.ValidationErrors)
+		}
+		body, err := alice.client.OadpV1alpha1().RESTClient().Get().Namespace("tenant-a").Resource("nonadminrestores").Name("nar1").SubResource("logs").DoRaw(ctx)
+		if err != nil || len(body) == 0 {
+			t.Errorf("nonadminrestores/nar1/logs: %v %.300q", err, body)
+		}
+	})
+
+	t.Run("plain delete waits, deleteBackup deletes", func(t *testing.T) {
+		if err := nabs.Delete(ctx, "nab1", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waiting := waitNAB(t, s, "tenant-a", "nab1", "DeletionPending", func(n *oadpv1alpha1.NonAdminBackup) bool {
+			return condition(n.Status.Conditions, "Deleting").Reason == "DeletionPending"
+		})
+		if c := condition(waiting.Status.Conditions, "Deleting"); waiting.Status.Phase != oadpv1alpha1.NonAdminPhaseDeleting || c.Status != metav1.ConditionTrue ||
+			c.Message != "backup deletion requires setting spec.deleteBackup or spec.forceDeleteBackup to true or finalizer removal" {
+			t.Errorf("after a plain delete: %s", describeNAB(waiting))
+		}
+		backupName := waiting.Status.VeleroBackup.Name
+		if _, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, backupName, metav1.GetOptions{}); err != nil {
+			t.Errorf("the backup of a NonAdminBackup waiting for its owner: %v", err)
+		}
+		if _, err := nabs.Patch(ctx, "nab1", types.MergePatchType, []byte(`{"spec":{"deleteBackup":true}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, "NonAdminBackup nab1", func(ctx context.Context) error { _, err := nabs.Get(ctx, "nab1", metav1.GetOptions{}); return err })
+		waitGone(t, "its Backup", func(ctx context.Context) error {
+			_, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, backupName, metav1.GetOptions{})
+			return err
+		})
+		waitGone(t, "its NonAdminRestore", func(ctx context.Context) error { _, err := nars.Get(ctx, "nar1", metav1.GetOptions{}); return err })
+		reqs, err := s.Clientset.VeleroV1().DeleteBackupRequests(ns).List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=" + backupName})
+		if err != nil || len(reqs.Items) != 1 || reqs.Items[0].Labels["openshift.io/oadp-nab-origin-nacuuid"] != backupName {
+			t.Errorf("the DeleteBackupRequest: %v %+v", err, reqs)
+		}
+	})
+
+	t.Run("forceDeleteBackup", func(t *testing.T) {
+		if _, err := nabs.Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab2"},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		created := waitNAB(t, s, "tenant-a", "nab2", "Created", func(n *oadpv1alpha1.NonAdminBackup) bool { return n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated })
+		if _, err := nabs.Patch(ctx, "nab2", types.MergePatchType, []byte(`{"spec":{"forceDeleteBackup":true}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, "NonAdminBackup nab2", func(ctx context.Context) error { _, err := nabs.Get(ctx, "nab2", metav1.GetOptions{}); return err })
+		waitGone(t, "its Backup", func(ctx context.Context) error {
+			_, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, created.Status.VeleroBackup.Name, metav1.GetOptions{})
+			return err
+		})
+	})
+
+	t.Run("finalizer removed by hand", func(t *testing.T) {
+		if _, err := nabs.Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab3"},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		created := waitNAB(t, s, "tenant-a", "nab3", "its backup to finish", veleroBackupDone)
+		if err := nabs.Delete(ctx, "nab3", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nabs.Patch(ctx, "nab3", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, "the Backup left by NonAdminBackup nab3", func(ctx context.Context) error {
+			_, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, created.Status.VeleroBackup.Name, metav1.GetOptions{})
+			return err
+		})
+	})
+
+	t.Run("admission", func(t *testing.T) {
+		backup := func(mutate func(*velerov1.BackupSpec)) *oadpv1alpha1.NonAdminBackup {
+			spec := &velerov1.BackupSpec{}
+			mutate(spec)
+			return &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{GenerateName: "bad-"}, Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: spec}}
+		}
+		restore := func(mutate func(*velerov1.RestoreSpec)) *oadpv1alpha1.NonAdminRestore {
+			spec := &velerov1.RestoreSpec{BackupName: "nab3"}
+			mutate(spec)
+			return &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{GenerateName: "bad-"}, Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: spec}}
+		}
+		// nab3's backup is gone, but the NonAdminBackup names are what
+		// admission checks: one that exists.
+		if _, err := nabs.Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab3"},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		hook := velerov1.BackupResourceHookSpec{Name: "h", IncludedNamespaces: []string{"tenant-b"}}
+		cases := []struct {
+			name   string
+			create func() error
+			field  string
+			detail string
+		}{
+			{"backup of another namespace", func() error {
+				_, err := nabs.Create(ctx, backup(func(s *velerov1.BackupSpec) { s.IncludedNamespaces = []string{"tenant-a", "tenant-b"} }), metav1.CreateOptions{})
+				return err
+			}, "spec.backupSpec.includedNamespaces[1]", "NonAdminBackup spec.backupSpec.includedNamespaces is restricted, can not contain namespaces other than: tenant-a"},
+			{"excludedNamespaces", func() error {
+				_, err := nabs.Create(ctx, backup(func(s *velerov1.BackupSpec) { s.ExcludedNamespaces = []string{"x"} }), metav1.CreateOptions{})
+				return err
+			}, "spec.backupSpec.excludedNamespaces", "NonAdminBackup spec.backupSpec.excludedNamespaces is restricted"},
+			{"cluster resources", func() error {
+				_, err := nabs.Create(ctx, backup(func(s *velerov1.BackupSpec) { s.IncludeClusterResources = ptr.To(true) }), metav1.CreateOptions{})
+				return err
+			}, "spec.backupSpec.includeClusterResources", "can only be set to false"},
+			{"cluster-scoped resources", func() error {
+				_, err := nabs.Create(ctx, backup(func(s *velerov1.BackupSpec) { s.IncludedClusterScopedResources = []string{"clusterroles"} }), metav1.CreateOptions{})
+				return err
+			}, "spec.backupSpec.includedClusterScopedResources", "must remain empty"},
+			{"volume snapshot locations", func() error {
+				_, err := nabs.Create(ctx, backup(func(s *velerov1.BackupSpec) { s.VolumeSnapshotLocations = []string{"x"} }), metav1.CreateOptions{})
+				return err
+			}, "spec.backupSpec.volumeSnapshotLocations", "is restricted"},
+			{"resource policy of the admin namespace", func() error {
+				_, err := nabs.Create(ctx, backup(func(s *velerov1.BackupSpec) {
+					s.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "policy"}
+				}), metav1.CreateOptions{})
+				return err
+			}, "spec.backupSpec.resourcePolicy", "admin namespace"},
+			{"hook in another namespace", func() error {
+				_, err := nabs.Create(ctx, backup(func(s *velerov1.BackupSpec) { s.Hooks.Resources = []velerov1.BackupResourceHookSpec{hook} }), metav1.CreateOptions{})
+				return err
+			}, "spec.backupSpec.hooks.resources[0].includedNamespaces[0]", "can not contain namespaces other than: tenant-a"},
+			{"a storage location that is no NonAdminBackupStorageLocation", func() error {
+				_, err := nabs.Create(ctx, backup(func(s *velerov1.BackupSpec) { s.StorageLocation = "default" }), metav1.CreateOptions{})
+				return err
+			}, "spec.backupSpec.storageLocation", "NonAdminBackupStorageLocation default"},
+			{"restore of an unknown NonAdminBackup", func() error {
+				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) { s.BackupName = "nope" }), metav1.CreateOptions{})
+				return err
+			}, "spec.restoreSpec.backupName", "NonAdminBackup nope of namespace tenant-a"},
+			{"restore from a schedule", func() error {
+				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) { s.ScheduleName = "x" }), metav1.CreateOptions{})
+				return err
+			}, "spec.restoreSpec.scheduleName", "is restricted"},
+			{"restore into other namespaces", func() error {
+				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) { s.NamespaceMapping = map[string]string{"tenant-a": "tenant-b"} }), metav1.CreateOptions{})
+				return err
+			}, "spec.restoreSpec.namespaceMapping", "is restricted"},
+			{"restore of included namespaces", func() error {
+				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) { s.IncludedNamespaces = []string{"tenant-a"} }), metav1.CreateOptions{})
+				return err
+			}, "spec.restoreSpec.includedNamespaces", "is restricted"},
+			{"restore of cluster resources", func() error {
+				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) { s.IncludeClusterResources = ptr.To(true) }), metav1.CreateOptions{})
+				return err
+			}, "spec.restoreSpec.includeClusterResources", "can only be set to false"},
+			{"resource modifier of the admin namespace", func() error {
+				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) { s.ResourceModifier = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "m"} }), metav1.CreateOptions{})
+				return err
+			}, "spec.restoreSpec.resourceModifier", "admin namespace"},
+			{"restore hook in another namespace", func() error {
+				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) {
+					s.Hooks.Resources = []velerov1.RestoreResourceHookSpec{{Name: "h", IncludedNamespaces: []string{"tenant-b"}}}
+				}), metav1.CreateOptions{})
+				return err
+			}, "spec.restoreSpec.hooks.resources[0].includedNamespaces[0]", "can not contain namespaces other than: tenant-a"},
+		}
+		for _, c := range cases {
+			if err := c.create(); !invalidAt(err, c.field, c.detail) {
+				t.Errorf("%s: got %v, want 422 at %s saying %q", c.name, err, c.field, c.detail)
+			}
+		}
+		list, err := s.Clientset.OadpV1alpha1().NonAdminBackups("tenant-a").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 {
+			t.Errorf("NonAdminBackups after the refused creates: %v %d, want nab3 only", err, len(list.Items))
+		}
+	})
+}
