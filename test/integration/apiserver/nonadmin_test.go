@@ -396,3 +396,138 @@ func TestNonAdminBackupAndRestore(t *testing.T) {
 		}
 	})
 }
+
+// TestNonAdminQueueCancelAndRecovery: a NonAdminBackup's queue position is
+// its Backup's, exact, with admin and tenant backups mixed, and follows the
+// queue without the NonAdminBackups being rewritten; its owner cancels it
+// through nonadminbackups/cancel, another tenant cannot; a NonAdminRestore
+// of a backup not finished yet backs off and goes on by itself once it is.
+// The backup engine is off: the test makes its transitions.
+func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
+	s := framework.Start(t, framework.Options{Args: append([]string{"--concurrent-backups=1"}, withoutBackupEngine...)})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	bob := newTenant(t, s, "bob", "tenant-b")
+	nabs := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a")
+	createNAB := func(name string) string {
+		t.Helper()
+		if _, err := nabs.Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return waitNAB(t, s, "tenant-a", name, "its backup queued", func(n *oadpv1alpha1.NonAdminBackup) bool {
+			vb := n.Status.VeleroBackup
+			return n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && vb != nil && vb.Status != nil && vb.Status.Phase != ""
+		}).Status.VeleroBackup.Name
+	}
+	positions := func() map[string]int {
+		list, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, n := range list.Items {
+			out[n.Name] = -1
+			if n.Status.QueueInfo != nil {
+				out[n.Name] = n.Status.QueueInfo.EstimatedQueuePosition
+			}
+		}
+		return out
+	}
+	waitPositions := func(want map[string]int) {
+		t.Helper()
+		var got map[string]int
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			got = positions()
+			return fmt.Sprint(got) == fmt.Sprint(want), nil
+		}); err != nil {
+			t.Fatalf("queue positions %v, want %v", got, want)
+		}
+	}
+
+	// admin1 runs; then q1, admin2 and q2 queue up behind it.
+	createBackup(t, s, "admin1", "x")
+	waitQueue(t, s, map[string]string{"admin1": "ReadyToStart/0"})
+	q1 := createNAB("q1")
+	createBackup(t, s, "admin2", "y")
+	q2 := createNAB("q2")
+	waitQueue(t, s, map[string]string{q1: "Queued/1", "admin2": "Queued/2", q2: "Queued/3"})
+	waitPositions(map[string]int{"q1": 1, "q2": 3})
+	before, err := nabs.Get(ctx, "q2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Status.VeleroBackup.Status.QueuePosition != 3 {
+		t.Errorf("q2 status.veleroBackup.status.queuePosition = %d, want 3", before.Status.VeleroBackup.Status.QueuePosition)
+	}
+
+	// admin1 finishes: everyone moves up; q2 is not rewritten for that.
+	setBackupPhase(t, s, "admin1", velerov1.BackupPhaseCompleted)
+	waitQueue(t, s, map[string]string{q1: "ReadyToStart/0", "admin2": "Queued/1", q2: "Queued/2"})
+	waitPositions(map[string]int{"q1": 0, "q2": 2})
+	after, err := nabs.Get(ctx, "q2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("q2 was rewritten when the queue moved (resourceVersion %s → %s)", before.ResourceVersion, after.ResourceVersion)
+	}
+
+	t.Run("cancel", func(t *testing.T) {
+		post := func(c versioned.Interface, namespace, name string) error {
+			return c.OadpV1alpha1().RESTClient().Post().Namespace(namespace).Resource("nonadminbackups").Name(name).SubResource("cancel").Do(ctx).Error()
+		}
+		if err := post(bob.client, "tenant-a", "q2"); !apierrors.IsForbidden(err) {
+			t.Errorf("bob cancelling alice's q2: %v, want 403", err)
+		}
+		if b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, q2, metav1.GetOptions{}); err != nil || b.Spec.Cancel {
+			t.Fatalf("q2's backup after bob's attempt: cancel=%v %v", b.Spec.Cancel, err)
+		}
+		if err := post(alice.client, "tenant-a", "q2"); err != nil {
+			t.Fatalf("alice cancelling q2: %v", err)
+		}
+		waitNAB(t, s, "tenant-a", "q2", "its backup cancelled", func(n *oadpv1alpha1.NonAdminBackup) bool {
+			vb := n.Status.VeleroBackup
+			return vb.Spec.Cancel && vb.Status.Phase != velerov1.BackupPhaseQueued
+		})
+		// A finished backup is not cancelled: 409, as for a Backup.
+		setBackupPhase(t, s, q1, velerov1.BackupPhaseCompleted)
+		if err := post(alice.client, "tenant-a", "q1"); !apierrors.IsConflict(err) {
+			t.Errorf("cancelling finished q1: %v, want 409", err)
+		}
+	})
+
+	t.Run("a restore waits for its backup", func(t *testing.T) {
+		createNAB("q3")
+		q3 := waitNAB(t, s, "tenant-a", "q3", "queued", func(n *oadpv1alpha1.NonAdminBackup) bool {
+			return n.Status.VeleroBackup.Status.Phase.Pending()
+		})
+		nars := alice.client.OadpV1alpha1().NonAdminRestores("tenant-a")
+		if _, err := nars.Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "r3"},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "q3"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitNAR := func(what string, ok func(*oadpv1alpha1.NonAdminRestore) bool) *oadpv1alpha1.NonAdminRestore {
+			t.Helper()
+			var nar *oadpv1alpha1.NonAdminRestore
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				var err error
+				nar, err = nars.Get(ctx, "r3", metav1.GetOptions{})
+				return err == nil && ok(nar), err
+			}); err != nil {
+				t.Fatalf("NonAdminRestore r3: waiting for %s: %v; last %+v", what, err, nar.Status)
+			}
+			return nar
+		}
+		off := waitNAR("BackingOff", func(n *oadpv1alpha1.NonAdminRestore) bool { return n.Status.Phase == oadpv1alpha1.NonAdminPhaseBackingOff })
+		if c := condition(off.Status.Conditions, "Accepted"); c.Status != metav1.ConditionFalse || c.Reason != "InvalidRestoreSpec" ||
+			!strings.Contains(c.Message, "NonAdminBackup is not ready to be restored") {
+			t.Errorf("r3 Accepted %+v", c)
+		}
+		setBackupPhase(t, s, q3.Status.VeleroBackup.Name, velerov1.BackupPhaseCompleted)
+		created := waitNAR("Created", func(n *oadpv1alpha1.NonAdminRestore) bool { return n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated })
+		if c := condition(created.Status.Conditions, "Accepted"); c.Status != metav1.ConditionTrue || c.Reason != "RestoreAccepted" {
+			t.Errorf("r3 Accepted after recovery %+v", c)
+		}
+	})
+}
