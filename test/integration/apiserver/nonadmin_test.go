@@ -21,6 +21,7 @@ import (
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -375,7 +376,9 @@ func TestNonAdminBackupAndRestore(t *testing.T) {
 				return err
 			}, "spec.restoreSpec.includeClusterResources", "can only be set to false"},
 			{"resource modifier of the admin namespace", func() error {
-				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) { s.ResourceModifier = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "m"} }), metav1.CreateOptions{})
+				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) {
+					s.ResourceModifier = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "m"}
+				}), metav1.CreateOptions{})
 				return err
 			}, "spec.restoreSpec.resourceModifier", "admin namespace"},
 			{"restore hook in another namespace", func() error {
@@ -519,7 +522,9 @@ func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
 			}
 			return nar
 		}
-		off := waitNAR("BackingOff", func(n *oadpv1alpha1.NonAdminRestore) bool { return n.Status.Phase == oadpv1alpha1.NonAdminPhaseBackingOff })
+		off := waitNAR("BackingOff", func(n *oadpv1alpha1.NonAdminRestore) bool {
+			return n.Status.Phase == oadpv1alpha1.NonAdminPhaseBackingOff
+		})
 		if c := condition(off.Status.Conditions, "Accepted"); c.Status != metav1.ConditionFalse || c.Reason != "InvalidRestoreSpec" ||
 			!strings.Contains(c.Message, "NonAdminBackup is not ready to be restored") {
 			t.Errorf("r3 Accepted %+v", c)
@@ -529,5 +534,19 @@ func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
 		if c := condition(created.Status.Conditions, "Accepted"); c.Status != metav1.ConditionTrue || c.Reason != "RestoreAccepted" {
 			t.Errorf("r3 Accepted after recovery %+v", c)
 		}
+	})
+}
+
+// TestTenantAttackMatrix runs the tenant attack matrix against the
+// standalone server, tenants authenticated by client certificates and
+// authorized by the server's own RBAC.
+func TestTenantAttackMatrix(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	alice := newTenant(t, s, "alice", "tenant-a")
+	bob := newTenant(t, s, "bob", "tenant-b")
+	conformance.TenantAttacks(t, conformance.TenantTarget{
+		Admin: s.Clientset, AdminKube: rbacClient(t, s.KubeconfigPath), AdminNamespace: ns,
+		A: conformance.Tenant{Namespace: alice.namespace, Client: alice.client, Kube: rbacClient(t, alice.kubeconfig)},
+		B: conformance.Tenant{Namespace: bob.namespace, Client: bob.client, Kube: rbacClient(t, bob.kubeconfig)},
 	})
 }

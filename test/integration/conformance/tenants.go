@@ -1,0 +1,379 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+)
+
+// Tenant is a user bound to edit in its own namespace.
+type Tenant struct {
+	Namespace string
+	Client    versioned.Interface
+	// Kube reaches RBAC (and, on a host cluster, core objects) as the
+	// tenant.
+	Kube kubernetes.Interface
+}
+
+// TenantTarget is a server with two tenants and its admin.
+type TenantTarget struct {
+	Admin     versioned.Interface
+	AdminKube kubernetes.Interface
+	// AdminNamespace holds the Velero objects.
+	AdminNamespace string
+	A, B           Tenant
+	// Core is set when the server's cluster serves core objects
+	// (Secrets): a host cluster.
+	Core bool
+}
+
+// attack is one row of the matrix: what tenant A tries.
+type attack struct {
+	name string
+	try  func(ctx context.Context) error
+}
+
+// TenantAttacks runs tenant A against tenant B and the admin: every row
+// must be refused (403, 404 or 422) and change nothing the admin can
+// read; then A's own paths must work. It prints "N attempts, N refused,
+// 0 leaked".
+func TenantAttacks(t *testing.T, target TenantTarget) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a, b := target.A, target.B
+	adminNS := target.AdminNamespace
+
+	// B's objects, and A's own, settled (backups finished, mirrored).
+	newNAB := func(tn Tenant, name string) *oadpv1alpha1.NonAdminBackup {
+		t.Helper()
+		if _, err := tn.Client.OadpV1alpha1().NonAdminBackups(tn.Namespace).Create(ctx, &oadpv1alpha1.NonAdminBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating NonAdminBackup %s/%s: %v", tn.Namespace, name, err)
+		}
+		var nab *oadpv1alpha1.NonAdminBackup
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			var err error
+			nab, err = target.Admin.OadpV1alpha1().NonAdminBackups(tn.Namespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			vb := nab.Status.VeleroBackup
+			return nab.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && vb != nil && vb.Status != nil && vb.Status.Phase.Terminal(), nil
+		}); err != nil {
+			t.Fatalf("NonAdminBackup %s/%s did not finish: %v", tn.Namespace, name, err)
+		}
+		return nab
+	}
+	bNAB := newNAB(b, "bob-nab")
+	newNAB(a, "alice-nab")
+	if _, err := b.Client.OadpV1alpha1().NonAdminRestores(b.Namespace).Create(ctx, &oadpv1alpha1.NonAdminRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: "bob-nar"}, Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "bob-nab"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nar, err := target.Admin.OadpV1alpha1().NonAdminRestores(b.Namespace).Get(ctx, "bob-nar", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		vr := nar.Status.VeleroRestore
+		return vr != nil && vr.Status != nil && vr.Status.Phase.Terminal(), nil
+	}); err != nil {
+		t.Fatalf("NonAdminRestore bob-nar did not finish: %v", err)
+	}
+	bBackup := bNAB.Status.VeleroBackup.Name
+
+	// aNABs, aNARs: A's clients of B's namespace.
+	aNABs := a.Client.OadpV1alpha1().NonAdminBackups(b.Namespace)
+	bNABs := aNABs
+	aNARs := a.Client.OadpV1alpha1().NonAdminRestores(b.Namespace)
+	ownNABs, ownNARs := a.Client.OadpV1alpha1().NonAdminBackups(a.Namespace), a.Client.OadpV1alpha1().NonAdminRestores(a.Namespace)
+	velero := a.Client.VeleroV1()
+	rc := a.Client.OadpV1alpha1().RESTClient()
+	nab := func(mutate func(*velerov1.BackupSpec)) *oadpv1alpha1.NonAdminBackup {
+		spec := &velerov1.BackupSpec{}
+		mutate(spec)
+		return &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"}, Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: spec}}
+	}
+	nar := func(mutate func(*velerov1.RestoreSpec)) *oadpv1alpha1.NonAdminRestore {
+		spec := &velerov1.RestoreSpec{BackupName: "alice-nab"}
+		mutate(spec)
+		return &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"}, Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: spec}}
+	}
+	errOf := func(_ any, err error) error { return err }
+	watchErr := func(w interface{ Stop() }, err error) error {
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	}
+
+	attacks := []attack{
+		// B's objects.
+		{"get B's NonAdminBackup", func(ctx context.Context) error { return errOf(bNABs.Get(ctx, "bob-nab", metav1.GetOptions{})) }},
+		{"list B's NonAdminBackups", func(ctx context.Context) error { return errOf(aNABs.List(ctx, metav1.ListOptions{})) }},
+		{"watch B's NonAdminBackups", func(ctx context.Context) error { return watchErr(aNABs.Watch(ctx, metav1.ListOptions{})) }},
+		{"patch B's NonAdminBackup", func(ctx context.Context) error {
+			return errOf(aNABs.Patch(ctx, "bob-nab", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}))
+		}},
+		{"set deleteBackup on B's NonAdminBackup", func(ctx context.Context) error {
+			return errOf(aNABs.Patch(ctx, "bob-nab", types.MergePatchType, []byte(`{"spec":{"deleteBackup":true}}`), metav1.PatchOptions{}))
+		}},
+		{"delete B's NonAdminBackup", func(ctx context.Context) error { return aNABs.Delete(ctx, "bob-nab", metav1.DeleteOptions{}) }},
+		{"write B's NonAdminBackup status", func(ctx context.Context) error {
+			return errOf(aNABs.Patch(ctx, "bob-nab", types.MergePatchType, []byte(`{"status":{"phase":"Deleting"}}`), metav1.PatchOptions{}, "status"))
+		}},
+		{"read B's backup log", func(ctx context.Context) error {
+			return rc.Get().Namespace(b.Namespace).Resource("nonadminbackups").Name("bob-nab").SubResource("logs").Do(ctx).Error()
+		}},
+		{"cancel B's backup", func(ctx context.Context) error {
+			return rc.Post().Namespace(b.Namespace).Resource("nonadminbackups").Name("bob-nab").SubResource("cancel").Do(ctx).Error()
+		}},
+		{"get B's NonAdminRestore", func(ctx context.Context) error { return errOf(aNARs.Get(ctx, "bob-nar", metav1.GetOptions{})) }},
+		{"list B's NonAdminRestores", func(ctx context.Context) error { return errOf(aNARs.List(ctx, metav1.ListOptions{})) }},
+		{"delete B's NonAdminRestore", func(ctx context.Context) error { return aNARs.Delete(ctx, "bob-nar", metav1.DeleteOptions{}) }},
+		{"read B's restore log", func(ctx context.Context) error {
+			return rc.Get().Namespace(b.Namespace).Resource("nonadminrestores").Name("bob-nar").SubResource("logs").Do(ctx).Error()
+		}},
+		{"create a NonAdminBackup in B's namespace", func(ctx context.Context) error {
+			return errOf(aNABs.Create(ctx, nab(func(*velerov1.BackupSpec) {}), metav1.CreateOptions{}))
+		}},
+		// Across namespaces.
+		{"list NonAdminBackups of every namespace", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminBackups("").List(ctx, metav1.ListOptions{}))
+		}},
+		{"watch NonAdminBackups of every namespace", func(ctx context.Context) error {
+			return watchErr(a.Client.OadpV1alpha1().NonAdminBackups("").Watch(ctx, metav1.ListOptions{}))
+		}},
+		{"list NonAdminRestores of every namespace", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminRestores("").List(ctx, metav1.ListOptions{}))
+		}},
+		// The admin's Velero objects.
+		{"get B's Velero Backup", func(ctx context.Context) error {
+			return errOf(velero.Backups(adminNS).Get(ctx, bBackup, metav1.GetOptions{}))
+		}},
+		{"list Backups in the admin namespace", func(ctx context.Context) error { return errOf(velero.Backups(adminNS).List(ctx, metav1.ListOptions{})) }},
+		{"list Backups of every namespace", func(ctx context.Context) error { return errOf(velero.Backups("").List(ctx, metav1.ListOptions{})) }},
+		{"watch Backups in the admin namespace", func(ctx context.Context) error {
+			return watchErr(velero.Backups(adminNS).Watch(ctx, metav1.ListOptions{}))
+		}},
+		{"cancel B's Velero Backup", func(ctx context.Context) error {
+			return velero.RESTClient().Post().Namespace(adminNS).Resource("backups").Name(bBackup).SubResource("cancel").Do(ctx).Error()
+		}},
+		{"read B's Velero Backup log", func(ctx context.Context) error {
+			return velero.RESTClient().Get().Namespace(adminNS).Resource("backups").Name(bBackup).SubResource("logs").Do(ctx).Error()
+		}},
+		{"create a Backup in the admin namespace", func(ctx context.Context) error {
+			return errOf(velero.Backups(adminNS).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: velerov1.BackupSpec{IncludedNamespaces: []string{b.Namespace}}}, metav1.CreateOptions{}))
+		}},
+		{"create a Backup in its own namespace", func(ctx context.Context) error {
+			return errOf(velero.Backups(a.Namespace).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: velerov1.BackupSpec{IncludedNamespaces: []string{b.Namespace}}}, metav1.CreateOptions{}))
+		}},
+		{"list Restores in the admin namespace", func(ctx context.Context) error {
+			return errOf(velero.Restores(adminNS).List(ctx, metav1.ListOptions{}))
+		}},
+		{"create a Restore of B's backup", func(ctx context.Context) error {
+			return errOf(velero.Restores(adminNS).Create(ctx, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: velerov1.RestoreSpec{BackupName: bBackup, NamespaceMapping: map[string]string{b.Namespace: a.Namespace}}}, metav1.CreateOptions{}))
+		}},
+		{"create a DeleteBackupRequest of B's backup", func(ctx context.Context) error {
+			return errOf(velero.DeleteBackupRequests(adminNS).Create(ctx, &velerov1.DeleteBackupRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: velerov1.DeleteBackupRequestSpec{BackupName: bBackup}}, metav1.CreateOptions{}))
+		}},
+		{"list DeleteBackupRequests", func(ctx context.Context) error {
+			return errOf(velero.DeleteBackupRequests(adminNS).List(ctx, metav1.ListOptions{}))
+		}},
+		{"list BackupStorageLocations", func(ctx context.Context) error {
+			return errOf(velero.BackupStorageLocations(adminNS).List(ctx, metav1.ListOptions{}))
+		}},
+		{"create a DownloadRequest of B's backup", func(ctx context.Context) error {
+			return errOf(velero.DownloadRequests(adminNS).Create(ctx, &velerov1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupContents, Name: bBackup}}}, metav1.CreateOptions{}))
+		}},
+		// Its own namespace, asking for more than it may.
+		{"a NonAdminBackup of B's namespace", func(ctx context.Context) error {
+			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) { s.IncludedNamespaces = []string{b.Namespace} }), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminBackup of every namespace", func(ctx context.Context) error {
+			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) { s.IncludedNamespaces = []string{"*"} }), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminBackup with cluster resources", func(ctx context.Context) error {
+			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) { s.IncludeClusterResources = ptr.To(true) }), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminBackup to an admin storage location", func(ctx context.Context) error {
+			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) { s.StorageLocation = "default" }), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminBackup with a hook in B's namespace", func(ctx context.Context) error {
+			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) {
+				s.Hooks.Resources = []velerov1.BackupResourceHookSpec{{Name: "h", IncludedNamespaces: []string{b.Namespace}}}
+			}), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminRestore of B's backup", func(ctx context.Context) error {
+			return errOf(ownNARs.Create(ctx, nar(func(s *velerov1.RestoreSpec) { s.BackupName = "bob-nab" }), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminRestore of B's Velero backup by its name", func(ctx context.Context) error {
+			return errOf(ownNARs.Create(ctx, nar(func(s *velerov1.RestoreSpec) { s.BackupName = bBackup }), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminRestore mapped into B's namespace", func(ctx context.Context) error {
+			return errOf(ownNARs.Create(ctx, nar(func(s *velerov1.RestoreSpec) { s.NamespaceMapping = map[string]string{a.Namespace: b.Namespace} }), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminRestore with a resource modifier", func(ctx context.Context) error {
+			return errOf(ownNARs.Create(ctx, nar(func(s *velerov1.RestoreSpec) {
+				s.ResourceModifier = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "modifier"}
+			}), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminRestore with a hook in B's namespace", func(ctx context.Context) error {
+			return errOf(ownNARs.Create(ctx, nar(func(s *velerov1.RestoreSpec) {
+				s.Hooks.Resources = []velerov1.RestoreResourceHookSpec{{Name: "h", IncludedNamespaces: []string{b.Namespace}}}
+			}), metav1.CreateOptions{}))
+		}},
+		// Its own objects' status: the server's.
+		{"point its own NonAdminBackup at B's Backup", func(ctx context.Context) error {
+			patch := fmt.Sprintf(`{"status":{"phase":"Created","veleroBackup":{"nacuuid":%q,"name":%q,"namespace":%q}}}`, bBackup, bBackup, adminNS)
+			return errOf(ownNABs.Patch(ctx, "alice-nab", types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status"))
+		}},
+		{"update its own NonAdminBackup status", func(ctx context.Context) error {
+			cur, err := ownNABs.Get(ctx, "alice-nab", metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("reading its own NonAdminBackup: %w", err)
+			}
+			cur.Status.VeleroBackup.Name = bBackup
+			return errOf(ownNABs.UpdateStatus(ctx, cur, metav1.UpdateOptions{}))
+		}},
+		// Escalation.
+		{"bind itself to cluster-admin", func(ctx context.Context) error {
+			return errOf(a.Kube.RbacV1().RoleBindings(a.Namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "attack"},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}, metav1.CreateOptions{}))
+		}},
+		{"grant itself status writes", func(ctx context.Context) error {
+			return errOf(a.Kube.RbacV1().Roles(a.Namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "attack"},
+				Rules: []rbacv1.PolicyRule{{APIGroups: []string{oadpv1alpha1.GroupName}, Resources: []string{"nonadminbackups/status"}, Verbs: []string{"update", "patch"}}}}, metav1.CreateOptions{}))
+		}},
+		{"bind itself in B's namespace", func(ctx context.Context) error {
+			return errOf(a.Kube.RbacV1().RoleBindings(b.Namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "attack"},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}, metav1.CreateOptions{}))
+		}},
+	}
+	if target.Core {
+		attacks = append(attacks,
+			attack{"list Secrets in the admin namespace", func(ctx context.Context) error {
+				return errOf(a.Kube.CoreV1().Secrets(adminNS).List(ctx, metav1.ListOptions{}))
+			}},
+			attack{"list Secrets of every namespace", func(ctx context.Context) error {
+				return errOf(a.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}))
+			}},
+		)
+	}
+
+	before := fingerprint(ctx, t, target)
+	refused, leaked := 0, 0
+	for _, at := range attacks {
+		err := at.try(ctx)
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+			refused++
+			var st apierrors.APIStatus
+			if errors.As(err, &st) {
+				t.Logf("refused %d  %s", st.Status().Code, at.name)
+			}
+			continue
+		}
+		leaked++
+		t.Errorf("%s: not refused: %v", at.name, err)
+	}
+	after := fingerprint(ctx, t, target)
+	for k, v := range before {
+		if after[k] != v {
+			leaked++
+			t.Errorf("changed by an attack: %s %s → %s", k, v, after[k])
+		}
+	}
+	for k, v := range after {
+		if _, ok := before[k]; !ok {
+			leaked++
+			t.Errorf("made by an attack: %s %s", k, v)
+		}
+	}
+	t.Logf("%d attempts, %d refused, %d leaked", len(attacks), refused, leaked)
+
+	// A's own paths work.
+	own := []attack{
+		{"get its NonAdminBackup", func(ctx context.Context) error { return errOf(ownNABs.Get(ctx, "alice-nab", metav1.GetOptions{})) }},
+		{"list its NonAdminBackups", func(ctx context.Context) error { return errOf(ownNABs.List(ctx, metav1.ListOptions{})) }},
+		{"watch its NonAdminBackups", func(ctx context.Context) error { return watchErr(ownNABs.Watch(ctx, metav1.ListOptions{})) }},
+		{"read its backup log", func(ctx context.Context) error {
+			return rc.Get().Namespace(a.Namespace).Resource("nonadminbackups").Name("alice-nab").SubResource("logs").Do(ctx).Error()
+		}},
+		{"label its NonAdminBackup", func(ctx context.Context) error {
+			return errOf(ownNABs.Patch(ctx, "alice-nab", types.MergePatchType, []byte(`{"metadata":{"labels":{"mine":"yes"}}}`), metav1.PatchOptions{}))
+		}},
+		{"restore its backup", func(ctx context.Context) error {
+			return errOf(ownNARs.Create(ctx, nar(func(*velerov1.RestoreSpec) {}), metav1.CreateOptions{}))
+		}},
+	}
+	for _, o := range own {
+		if err := o.try(ctx); err != nil {
+			t.Errorf("tenant A's own path %q: %v", o.name, err)
+		}
+	}
+}
+
+// fingerprint is what the admin reads of the tenants' objects and the
+// admin namespace's Velero objects: name and resourceVersion of each.
+func fingerprint(ctx context.Context, t *testing.T, target TenantTarget) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	add := func(kind string, list runtime.Object, err error) {
+		if err != nil {
+			t.Fatalf("listing %s as the admin: %v", kind, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range items {
+			m := objMeta(item)
+			out[kind+" "+m.GetNamespace()+"/"+m.GetName()] = m.GetResourceVersion()
+		}
+	}
+	lo := metav1.ListOptions{}
+	for _, ns := range []string{target.A.Namespace, target.B.Namespace} {
+		nabs, err := target.Admin.OadpV1alpha1().NonAdminBackups(ns).List(ctx, lo)
+		add("nonadminbackup", nabs, err)
+		nars, err := target.Admin.OadpV1alpha1().NonAdminRestores(ns).List(ctx, lo)
+		add("nonadminrestore", nars, err)
+		rbs, err := target.AdminKube.RbacV1().RoleBindings(ns).List(ctx, lo)
+		add("rolebinding", rbs, err)
+		roles, err := target.AdminKube.RbacV1().Roles(ns).List(ctx, lo)
+		add("role", roles, err)
+	}
+	v := target.Admin.VeleroV1()
+	backups, err := v.Backups(target.AdminNamespace).List(ctx, lo)
+	add("backup", backups, err)
+	restores, err := v.Restores(target.AdminNamespace).List(ctx, lo)
+	add("restore", restores, err)
+	reqs, err := v.DeleteBackupRequests(target.AdminNamespace).List(ctx, lo)
+	add("deletebackuprequest", reqs, err)
+	drs, err := v.DownloadRequests(target.AdminNamespace).List(ctx, lo)
+	add("downloadrequest", drs, err)
+	return out
+}
