@@ -163,6 +163,10 @@ spec:
 	}
 
 	// delete.
+	// A NonAdminBackup is deleted as its example says: deleteBackup (a
+	// plain delete waits for its owner to say what becomes of the data).
+	mustKubectl(t, s, "patch", "nab", "my-app", "-n", "tenant-a", "--type=merge", "-p", `{"spec":{"deleteBackup":true}}`)
+	mustKubectl(t, s, "wait", "--for=delete", "nab/my-app", "-n", "tenant-a", "--timeout=60s")
 	// Deleting the backup deletes the restores made from it too.
 	mustKubectl(t, s, "delete", "--ignore-not-found", "-f", filepath.Dir(examples(t, "backup.yaml")))
 	mustKubectl(t, s, "delete", "backup", "watched", "-n", ns)
