@@ -380,7 +380,10 @@ func (c *BackupController) deleteBackup(ctx context.Context, nab *oadpv1alpha1.N
 		return err
 	}
 	now := c.cfg.Clock.Now()
-	failed := req != nil && req.Status.Phase == velerov1.DeleteBackupRequestPhaseProcessed
+	// A request that ended with errors left the Backup: shown, and made
+	// again after DeleteRetryInterval. One that succeeded leaves a Backup
+	// being deleted (its data finalizer): waited for.
+	failed := req != nil && req.Status.Phase == velerov1.DeleteBackupRequestPhaseProcessed && len(req.Status.Errors) > 0 && b.DeletionTimestamp == nil
 	if req == nil || (failed && now.Sub(req.CreationTimestamp.Time) >= DeleteRetryInterval) {
 		if req, err = c.createRequest(ctx, nab, b); err != nil {
 			return err
