@@ -44,6 +44,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/dataprotectionapplication"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
 	rbacregistry "github.com/backstop-io/backstop/pkg/registry/rbac"
@@ -295,8 +296,13 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations)
 
 	oadpV1alpha1 := storageSet{}
+	dpas, dpaStatus, err := dataprotectionapplication.NewREST(scheme, getter, c.extra.Namespace)
+	if err := oadpV1alpha1.add("dataprotectionapplications", dpas, dpaStatus, err); err != nil {
+		return nil, nil, err
+	}
+	policy := dataprotectionapplication.PolicySource{Namespace: c.extra.Namespace, Store: dpas}.Policy
 	nabs, err := nonadminbackup.NewREST(scheme, getter, nonadminbackup.Backups{
-		Namespace: c.extra.Namespace, Store: backups.Backup.Store, Position: backups.Queue.Position, Locations: locations})
+		Namespace: c.extra.Namespace, Store: backups.Backup.Store, Position: backups.Queue.Position, Locations: locations}, policy)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -306,7 +312,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	oadpV1alpha1["nonadminbackups/cancel"] = nabs.Cancel
 	oadpV1alpha1["nonadminbackups/logs"] = nabs.Logs
 	nars, err := nonadminrestore.NewREST(scheme, getter, nabs.NonAdminBackup, nonadminrestore.Restores{
-		Namespace: c.extra.Namespace, Restores: restores, Backups: backups.Backup, Locations: locations})
+		Namespace: c.extra.Namespace, Restores: restores, Backups: backups.Backup, Locations: locations}, policy)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -220,13 +220,14 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			add(ControllerNonAdminBackup, 2, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewBackupController(nonadmin.BackupConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
-					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), Clock: clock.RealClock{}, Observers: observers})
+					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(),
+					Clock: clock.RealClock{}, Observers: observers})
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminRestore, 2, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewRestoreController(nonadmin.RestoreConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminRestores: tenants.NonAdminRestores(), NonAdminBackups: tenants.NonAdminBackups(),
-					Restores: velero.Restores(), Backups: velero.Backups(), Observers: observers})
+					Restores: velero.Restores(), Backups: velero.Backups(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(), Observers: observers})
 				return runOf(e, err)
 			}),
 		)

@@ -34,6 +34,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/dataprotectionapplication"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
 	_ "github.com/backstop-io/backstop/pkg/registry/rbac" // kube's RBAC group in kube's scheme, as the server has it
@@ -84,8 +85,9 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	bsl := backupstoragelocation.NewStrategy(scheme, []byte("ca"))
 	vmb := virtualmachinebackup.NewStrategy(scheme)
 	vmbt := virtualmachinebackuptracker.NewStrategy(scheme)
-	nab := nonadminbackup.NewStrategy(scheme)
-	nar := nonadminrestore.NewStrategy(scheme, anyNonAdminBackup{})
+	nab := nonadminbackup.NewStrategy(scheme, nil)
+	nar := nonadminrestore.NewStrategy(scheme, anyNonAdminBackup{}, nil)
+	dpa := dataprotectionapplication.NewStrategy(scheme)
 	dr, drStatus := plain(downloadrequest.NewStrategy(scheme))
 	ssr, ssrStatus := plain(serverstatusrequest.NewStrategy(scheme))
 	pvb, pvbStatus := plain(podvolumebackup.NewStrategy(scheme))
@@ -148,6 +150,8 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackup","metadata":{"name":"x","namespace":"team"},"spec":{"backupSpec":{}}}`, nil},
 		reflect.TypeOf(&oadp.NonAdminRestore{}): {oadpv1("NonAdminRestore"), nar, resource.NewStatusStrategy(nar.Strategy),
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminRestore","metadata":{"name":"x","namespace":"team"},"spec":{"restoreSpec":{"backupName":"b"}}}`, nil},
+		reflect.TypeOf(&oadp.DataProtectionApplication{}): {oadpv1("DataProtectionApplication"), dpa, dataprotectionapplication.NewStatusStrategy(dpa),
+			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"DataProtectionApplication",` + meta + `,"spec":{"configuration":{"velero":{}},"nonAdmin":{"enable":true,"enforceBackupSpec":{"ttl":"1h"}}}}`, nil},
 		reflect.TypeOf(&kubevirtbackup.VirtualMachineBackup{}): {kvv1("VirtualMachineBackup"), vmb, virtualmachinebackup.NewStatusStrategy(vmb),
 			`{"apiVersion":"backup.kubevirt.io/v1alpha1","kind":"VirtualMachineBackup","metadata":{"name":"x","namespace":"vms"},"spec":{"source":{"apiGroup":"kubevirt.io","kind":"VirtualMachine","name":"vm"},"pvcName":"p"}}`, nil},
 		reflect.TypeOf(&kubevirtbackup.VirtualMachineBackupTracker{}): {kvv1("VirtualMachineBackupTracker"), vmbt, virtualmachinebackuptracker.NewStatusStrategy(vmbt),

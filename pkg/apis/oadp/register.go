@@ -38,6 +38,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&NonAdminBackup{}, &NonAdminBackupList{},
 		&NonAdminRestore{}, &NonAdminRestoreList{},
+		&DataProtectionApplication{}, &DataProtectionApplicationList{},
 	)
 	return nil
 }

@@ -46,7 +46,9 @@ type BackupConfig struct {
 	// Backups and DeleteBackupRequests of the admin namespace.
 	Backups  veleroinformers.BackupInformer
 	Requests veleroinformers.DeleteBackupRequestInformer
-	Clock    clock.Clock
+	// DPAs of the admin namespace hold the admin's policy.
+	DPAs  oadpinformers.DataProtectionApplicationInformer
+	Clock clock.Clock
 	// Observers are told about the phase transitions the engine writes.
 	Observers []status.Observer
 }
@@ -59,15 +61,18 @@ type BackupController struct {
 	nars     oadplisters.NonAdminRestoreLister
 	backups  velerolisters.BackupLister
 	requests velerolisters.DeleteBackupRequestLister
+	dpas     oadplisters.DataProtectionApplicationLister
 	status   status.Writer
 	// orphans deletes Velero Backups whose NonAdminBackup is gone.
 	orphans *reconcile.Loop
+	// policy writes the DPAs' statuses.
+	policy *PolicyController
 }
 
 // NewBackupController returns the engine.
 func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 	c := &BackupController{cfg: cfg, nabs: cfg.NonAdminBackups.Lister(), nars: cfg.NonAdminRestores.Lister(),
-		backups: cfg.Backups.Lister(), requests: cfg.Requests.Lister(),
+		backups: cfg.Backups.Lister(), requests: cfg.Requests.Lister(), dpas: cfg.DPAs.Lister(),
 		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminBackup, Observers: cfg.Observers}}
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup, c.sync)
 	if err := c.Watch(cfg.NonAdminBackups.Informer()); err != nil {
@@ -91,6 +96,17 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 		return nil, err
 	}
 	c.WaitFor(cfg.NonAdminRestores.Informer())
+	// A policy changed may refuse, or let go, those not made yet.
+	if err := c.WatchMapped(cfg.DPAs.Informer(), func(any) []cache.ObjectName {
+		return notCreated(c.nabs.List, func(n *oadpv1alpha1.NonAdminBackup) oadpv1alpha1.NonAdminPhase { return n.Status.Phase })
+	}); err != nil {
+		return nil, err
+	}
+	policy, err := NewPolicyController(cfg.Client, cfg.AdminNamespace, cfg.DPAs)
+	if err != nil {
+		return nil, err
+	}
+	c.policy = policy
 
 	c.orphans = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup+"-orphans", c.syncOrphan)
 	if err := c.orphans.Watch(cfg.Backups.Informer()); err != nil {
@@ -112,6 +128,7 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 // Run processes NonAdminBackups and orphaned Backups until ctx is done.
 func (c *BackupController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
+	go c.policy.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)
 }
 
@@ -151,7 +168,10 @@ func (c *BackupController) reconcile(ctx context.Context, nab *oadpv1alpha1.NonA
 			return c.created(ctx, nab, b)
 		}
 	}
-	spec, problem := c.checkBackup(nab)
+	spec, problem, err := c.checkBackup(nab)
+	if err != nil {
+		return err
+	}
 	if problem != "" {
 		if _, err := c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
 			st.Phase = oadpv1alpha1.NonAdminPhaseBackingOff
@@ -165,7 +185,7 @@ func (c *BackupController) reconcile(ctx context.Context, nab *oadpv1alpha1.NonA
 	}
 	// The NACUUID is recorded before the Backup exists: a restart makes
 	// the same Backup, never a second one.
-	nab, err := c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
+	nab, err = c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
 		if st.Phase == "" {
 			st.Phase = oadpv1alpha1.NonAdminPhaseNew
 		}
@@ -208,23 +228,49 @@ func (c *BackupController) created(ctx context.Context, nab *oadpv1alpha1.NonAdm
 // checkBackup applies the tenant rules to a NonAdminBackup's spec again
 // (the policy or its location may have changed since admission) and
 // returns the Velero backup spec to make, or why not.
-func (c *BackupController) checkBackup(nab *oadpv1alpha1.NonAdminBackup) (*velerov1.BackupSpec, string) {
+func (c *BackupController) checkBackup(nab *oadpv1alpha1.NonAdminBackup) (*velerov1.BackupSpec, string, error) {
 	var spec oadp.NonAdminBackupSpec
 	if err := oadpv1alpha1.Convert_v1alpha1_NonAdminBackupSpec_To_oadp_NonAdminBackupSpec(&nab.Spec, &spec, nil); err != nil {
-		return nil, err.Error()
+		return nil, "", err
 	}
-	if errs := oadpvalidation.ValidateNonAdminBackupSpec(nab.Namespace, &spec, field.NewPath("spec")); len(errs) > 0 {
-		return nil, errs.ToAggregate().Error()
+	policy, err := policyOf(c.dpas, c.cfg.AdminNamespace)
+	if err != nil {
+		return nil, "", err
+	}
+	errs := oadpvalidation.ValidateNonAdminBackupSpec(nab.Namespace, &spec, field.NewPath("spec"))
+	errs = append(errs, oadpvalidation.ValidateBackupPolicy(spec.BackupSpec, policy, field.NewPath("spec", "backupSpec"))...)
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate().Error(), nil
 	}
 	if spec.BackupSpec.StorageLocation != "" {
-		return nil, fmt.Sprintf("NonAdminBackupStorageLocation %s is not available in namespace %s", spec.BackupSpec.StorageLocation, nab.Namespace)
+		return nil, fmt.Sprintf("NonAdminBackupStorageLocation %s is not available in namespace %s", spec.BackupSpec.StorageLocation, nab.Namespace), nil
 	}
+	oadpvalidation.EnforceBackup(spec.BackupSpec, policy)
 	internal := oadpvalidation.TenantBackupSpec(nab.Namespace, spec.BackupSpec, "")
 	var out velerov1.BackupSpec
 	if err := velerov1.Convert_velero_BackupSpec_To_v1_BackupSpec(internal, &out, nil); err != nil {
-		return nil, err.Error()
+		return nil, "", err
 	}
-	return &out, ""
+	return &out, "", nil
+}
+
+// notCreated lists the keys of the objects list returns whose phase is not
+// Created yet (every namespace): what a policy change may affect.
+func notCreated[T any, PT interface {
+	*T
+	metav1.Object
+}](list func(labels.Selector) ([]PT, error), phase func(PT) oadpv1alpha1.NonAdminPhase) []cache.ObjectName {
+	all, err := list(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var keys []cache.ObjectName
+	for _, o := range all {
+		if phase(o) != oadpv1alpha1.NonAdminPhaseCreated && o.GetDeletionTimestamp() == nil {
+			keys = append(keys, cache.MetaObjectToName(o))
+		}
+	}
+	return keys
 }
 
 // createBackup makes the NonAdminBackup's Backup, or finds it made.

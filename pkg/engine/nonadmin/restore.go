@@ -33,8 +33,10 @@ type RestoreConfig struct {
 	NonAdminRestores oadpinformers.NonAdminRestoreInformer
 	NonAdminBackups  oadpinformers.NonAdminBackupInformer
 	// Restores and Backups of the admin namespace.
-	Restores  veleroinformers.RestoreInformer
-	Backups   veleroinformers.BackupInformer
+	Restores veleroinformers.RestoreInformer
+	Backups  veleroinformers.BackupInformer
+	// DPAs of the admin namespace hold the admin's policy.
+	DPAs      oadpinformers.DataProtectionApplicationInformer
 	Observers []status.Observer
 }
 
@@ -46,6 +48,7 @@ type RestoreController struct {
 	nabs     oadplisters.NonAdminBackupLister
 	restores velerolisters.RestoreLister
 	backups  velerolisters.BackupLister
+	dpas     oadplisters.DataProtectionApplicationLister
 	status   status.Writer
 	orphans  *reconcile.Loop
 }
@@ -53,7 +56,7 @@ type RestoreController struct {
 // NewRestoreController returns the engine.
 func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 	c := &RestoreController{cfg: cfg, nars: cfg.NonAdminRestores.Lister(), nabs: cfg.NonAdminBackups.Lister(),
-		restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(),
+		restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), dpas: cfg.DPAs.Lister(),
 		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminRestore, Observers: cfg.Observers}}
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminRestore, c.sync)
 	if err := c.Watch(cfg.NonAdminRestores.Informer()); err != nil {
@@ -94,6 +97,11 @@ func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 		return nil, err
 	}
 	c.WaitFor(cfg.Backups.Informer())
+	if err := c.WatchMapped(cfg.DPAs.Informer(), func(any) []cache.ObjectName {
+		return notCreated(c.nars.List, func(n *oadpv1alpha1.NonAdminRestore) oadpv1alpha1.NonAdminPhase { return n.Status.Phase })
+	}); err != nil {
+		return nil, err
+	}
 
 	c.orphans = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminRestore+"-orphans", c.syncOrphan)
 	if err := c.orphans.Watch(cfg.Restores.Informer()); err != nil {
@@ -140,7 +148,10 @@ func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) erro
 		})
 		return ignoreGone(err)
 	}
-	spec, problem := c.checkRestore(nar)
+	spec, problem, err := c.checkRestore(nar)
+	if err != nil {
+		return err
+	}
 	if problem != "" {
 		if _, err := c.writeStatus(ctx, nar, func(st *oadpv1alpha1.NonAdminRestoreStatus) {
 			st.Phase = oadpv1alpha1.NonAdminPhaseBackingOff
@@ -198,39 +209,46 @@ func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) erro
 // checks the NonAdminBackup it names: of the same namespace, Created, its
 // Backup finished and restorable. It returns the Velero restore spec to
 // make, or why not.
-func (c *RestoreController) checkRestore(nar *oadpv1alpha1.NonAdminRestore) (*velerov1.RestoreSpec, string) {
+func (c *RestoreController) checkRestore(nar *oadpv1alpha1.NonAdminRestore) (*velerov1.RestoreSpec, string, error) {
 	var spec oadp.NonAdminRestoreSpec
 	if err := oadpv1alpha1.Convert_v1alpha1_NonAdminRestoreSpec_To_oadp_NonAdminRestoreSpec(&nar.Spec, &spec, nil); err != nil {
-		return nil, err.Error()
+		return nil, "", err
 	}
-	if errs := oadpvalidation.ValidateNonAdminRestoreSpec(nar.Namespace, &spec, field.NewPath("spec")); len(errs) > 0 {
-		return nil, errs.ToAggregate().Error()
+	policy, err := policyOf(c.dpas, c.cfg.AdminNamespace)
+	if err != nil {
+		return nil, "", err
+	}
+	errs := oadpvalidation.ValidateNonAdminRestoreSpec(nar.Namespace, &spec, field.NewPath("spec"))
+	errs = append(errs, oadpvalidation.ValidateRestorePolicy(spec.RestoreSpec, policy, field.NewPath("spec", "restoreSpec"))...)
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate().Error(), nil
 	}
 	name := spec.RestoreSpec.BackupName
 	nab, err := c.nabs.NonAdminBackups(nar.Namespace).Get(name)
 	if err != nil {
-		return nil, fmt.Sprintf("NonAdminRestore spec.restoreSpec.backupName is invalid: NonAdminBackup %s not found in namespace %s", name, nar.Namespace)
+		return nil, fmt.Sprintf("NonAdminRestore spec.restoreSpec.backupName is invalid: NonAdminBackup %s not found in namespace %s", name, nar.Namespace), nil
 	}
 	notReady := "NonAdminRestore spec.restoreSpec.backupName is invalid: NonAdminBackup is not ready to be restored"
 	if nab.DeletionTimestamp != nil || nab.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated || nab.Status.VeleroBackup == nil {
-		return nil, notReady
+		return nil, notReady, nil
 	}
 	b, err := c.backups.Backups(c.cfg.AdminNamespace).Get(nab.Status.VeleroBackup.Name)
 	if err != nil || !ownedBackup(nab, b) {
-		return nil, notReady + ": its Velero Backup is gone"
+		return nil, notReady + ": its Velero Backup is gone", nil
 	}
 	if !b.Status.Phase.Terminal() {
-		return nil, fmt.Sprintf("%s: its backup is %s", notReady, phaseOr(string(b.Status.Phase), "New"))
+		return nil, fmt.Sprintf("%s: its backup is %s", notReady, phaseOr(string(b.Status.Phase), "New")), nil
 	}
 	if !b.Status.Phase.Restorable() {
-		return nil, fmt.Sprintf("%s: its backup ended %s", notReady, b.Status.Phase)
+		return nil, fmt.Sprintf("%s: its backup ended %s", notReady, b.Status.Phase), nil
 	}
+	oadpvalidation.EnforceRestore(spec.RestoreSpec, policy)
 	internal := oadpvalidation.TenantRestoreSpec(nar.Namespace, spec.RestoreSpec, b.Name)
 	var out velerov1.RestoreSpec
 	if err := velerov1.Convert_velero_RestoreSpec_To_v1_RestoreSpec(internal, &out, nil); err != nil {
-		return nil, err.Error()
+		return nil, "", err
 	}
-	return &out, ""
+	return &out, "", nil
 }
 
 func phaseOr(p, otherwise string) string {

@@ -84,3 +84,8 @@ func (w Writer) NonAdminRestores(c versioned.Interface, namespace string) *Resou
 	return For[oadpv1alpha1.NonAdminRestore](w, oadpv1alpha1.Resource("nonadminrestores"), c.OadpV1alpha1().NonAdminRestores(namespace),
 		func(r *oadpv1alpha1.NonAdminRestore) string { return string(r.Status.Phase) })
 }
+
+// DataProtectionApplications writes the status of the DPAs of namespace.
+func (w Writer) DataProtectionApplications(c versioned.Interface, namespace string) *ResourceWriter[oadpv1alpha1.DataProtectionApplication, *oadpv1alpha1.DataProtectionApplication] {
+	return For[oadpv1alpha1.DataProtectionApplication](w, oadpv1alpha1.Resource("dataprotectionapplications"), c.OadpV1alpha1().DataProtectionApplications(namespace), nil)
+}

@@ -62,10 +62,20 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationoadpv1alpha1.DataMoverDataDownloadsApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("DataMoverDataUploads"):
 		return &applyconfigurationoadpv1alpha1.DataMoverDataUploadsApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("DataProtectionApplication"):
+		return &applyconfigurationoadpv1alpha1.DataProtectionApplicationApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("DataProtectionApplicationSpec"):
+		return &applyconfigurationoadpv1alpha1.DataProtectionApplicationSpecApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("DataProtectionApplicationStatus"):
+		return &applyconfigurationoadpv1alpha1.DataProtectionApplicationStatusApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("EnforceBackupStorageLocationSpec"):
+		return &applyconfigurationoadpv1alpha1.EnforceBackupStorageLocationSpecApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("FileSystemPodVolumeBackups"):
 		return &applyconfigurationoadpv1alpha1.FileSystemPodVolumeBackupsApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("FileSystemPodVolumeRestores"):
 		return &applyconfigurationoadpv1alpha1.FileSystemPodVolumeRestoresApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdmin"):
+		return &applyconfigurationoadpv1alpha1.NonAdminApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackup"):
 		return &applyconfigurationoadpv1alpha1.NonAdminBackupApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupSpec"):

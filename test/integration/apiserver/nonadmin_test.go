@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
@@ -552,4 +553,104 @@ func TestTenantAttackMatrix(t *testing.T) {
 		A: conformance.Tenant{Namespace: alice.namespace, Client: alice.client, Kube: rbacClient(t, alice.kubeconfig)},
 		B: conformance.Tenant{Namespace: bob.namespace, Client: bob.client, Kube: rbacClient(t, bob.kubeconfig)},
 	})
+}
+
+// TestNonAdminPolicy: the admin's policy in a DataProtectionApplication is
+// acted on as soon as it is written: enforced values fill a tenant's spec,
+// a conflicting one is refused with the enforced value, a NonAdminBackup
+// admitted before the policy backs off and recovers when the policy
+// changes, enable false turns tenants off; the DPAs' statuses say which is
+// in effect and which fields Backstop does not act on.
+func TestNonAdminPolicy(t *testing.T) {
+	off := []string{"--disable-controllers=backup,backup-sync,nonadmin-backup"}
+	s := framework.Start(t, framework.Options{Args: off})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	nabs := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a")
+	create := func(name string, ttl time.Duration) error {
+		_, err := nabs.Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{TTL: metav1.Duration{Duration: ttl}}}}, metav1.CreateOptions{})
+		return err
+	}
+	// Admitted while there is no policy; not taken yet (engine off).
+	if err := create("early", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	dpas := s.Clientset.OadpV1alpha1().DataProtectionApplications(ns)
+	if _, err := dpas.Create(ctx, &oadpv1alpha1.DataProtectionApplication{ObjectMeta: metav1.ObjectMeta{Name: "dpa"},
+		Spec: oadpv1alpha1.DataProtectionApplicationSpec{
+			Configuration: &runtime.RawExtension{Raw: []byte(`{"velero":{"defaultPlugins":["aws"]}}`)},
+			NonAdmin: &oadpv1alpha1.NonAdmin{EnforceBackupSpec: &velerov1.BackupSpec{
+				TTL: metav1.Duration{Duration: 3 * time.Hour}, SnapshotVolumes: ptr.To(false)}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("conflicting", time.Hour); !invalidAt(err, "spec.backupSpec.ttl", `the administrator has restricted spec.backupSpec.ttl field value to "3h0m0s"`) {
+		t.Errorf("a NonAdminBackup against the policy: %v, want 422 naming the enforced value", err)
+	}
+	s.RestartWith(withoutBackupEngine)
+
+	// The early one backs off: the policy refuses its ttl.
+	early := waitNAB(t, s, "tenant-a", "early", "BackingOff", func(n *oadpv1alpha1.NonAdminBackup) bool {
+		return n.Status.Phase == oadpv1alpha1.NonAdminPhaseBackingOff
+	})
+	if c := condition(early.Status.Conditions, "Accepted"); c.Reason != "InvalidBackupSpec" || !strings.Contains(c.Message, "the administrator has restricted spec.backupSpec.ttl") {
+		t.Errorf("early: Accepted %+v", c)
+	}
+	// One without a ttl gets the enforced values.
+	if err := create("filled", 0); err != nil {
+		t.Fatal(err)
+	}
+	filled := waitNAB(t, s, "tenant-a", "filled", "Created", func(n *oadpv1alpha1.NonAdminBackup) bool { return n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated })
+	b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, filled.Status.VeleroBackup.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.TTL.Duration != 3*time.Hour || b.Spec.SnapshotVolumes == nil || *b.Spec.SnapshotVolumes {
+		t.Errorf("the Velero backup of filled: ttl %s snapshotVolumes %v, want the enforced 3h and false", b.Spec.TTL.Duration, b.Spec.SnapshotVolumes)
+	}
+
+	// The DPA's status.
+	waitDPA := func(name, what string, ok func(*oadpv1alpha1.DataProtectionApplication) bool) *oadpv1alpha1.DataProtectionApplication {
+		t.Helper()
+		var d *oadpv1alpha1.DataProtectionApplication
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			var err error
+			d, err = dpas.Get(ctx, name, metav1.GetOptions{})
+			return err == nil && ok(d), err
+		}); err != nil {
+			t.Fatalf("DataProtectionApplication %s: waiting for %s: %v; last %+v", name, what, err, d.Status)
+		}
+		return d
+	}
+	d := waitDPA("dpa", "Reconciled", func(d *oadpv1alpha1.DataProtectionApplication) bool {
+		return condition(d.Status.Conditions, "Reconciled").Status == metav1.ConditionTrue
+	})
+	if c := condition(d.Status.Conditions, "NotActedOn"); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "spec.configuration") {
+		t.Errorf("dpa NotActedOn %+v, want spec.configuration named", c)
+	}
+	if _, err := dpas.Create(ctx, &oadpv1alpha1.DataProtectionApplication{ObjectMeta: metav1.ObjectMeta{Name: "dpa2"},
+		Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDPA("dpa2", "NotInEffect", func(d *oadpv1alpha1.DataProtectionApplication) bool {
+		c := condition(d.Status.Conditions, "Reconciled")
+		return c.Status == metav1.ConditionFalse && c.Reason == "NotInEffect" && strings.Contains(c.Message, "dpa")
+	})
+
+	// The policy relaxed: early goes on by itself, with its own ttl.
+	if _, err := dpas.Patch(ctx, "dpa", types.MergePatchType, []byte(`{"spec":{"nonAdmin":{"enforceBackupSpec":{"ttl":null}}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	early = waitNAB(t, s, "tenant-a", "early", "Created", func(n *oadpv1alpha1.NonAdminBackup) bool { return n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated })
+	if early.Status.VeleroBackup.Spec.TTL.Duration != time.Hour {
+		t.Errorf("early's backup ttl %s, want its own 1h", early.Status.VeleroBackup.Spec.TTL.Duration)
+	}
+
+	// Tenants turned off: refused at once.
+	if _, err := dpas.Patch(ctx, "dpa", types.MergePatchType, []byte(`{"spec":{"nonAdmin":{"enable":false}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("late", 0); !invalidAt(err, "spec.backupSpec", "disabled by the administrator") {
+		t.Errorf("a NonAdminBackup with tenants turned off: %v, want 422", err)
+	}
 }

@@ -636,6 +636,27 @@ func suite(target Target) map[string]suiteCase {
 			},
 			invalidAt: "spec.restoreSpec.backupName",
 		}),
+		"dataprotectionapplications": newCase(resourceCase[oadpv1alpha1.DataProtectionApplication, oadpv1alpha1.DataProtectionApplicationList]{
+			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("DataProtectionApplication"), client: oadp.DataProtectionApplications(ns), engine: engine.OadpV1alpha1().DataProtectionApplications(ns),
+			valid: func(n string) *oadpv1alpha1.DataProtectionApplication {
+				return &oadpv1alpha1.DataProtectionApplication{ObjectMeta: om(n), Spec: oadpv1alpha1.DataProtectionApplicationSpec{
+					Configuration: &runtime.RawExtension{Raw: []byte(`{"velero":{"defaultPlugins":["openshift","aws"]}}`)},
+					NonAdmin:      &oadpv1alpha1.NonAdmin{Enable: ptr.To(true)}}}
+			},
+			changeSpec: func(d *oadpv1alpha1.DataProtectionApplication) {
+				d.Spec.LogFormat = map[string]string{"": "json", "text": "json", "json": "text"}[d.Spec.LogFormat]
+			},
+			spec:   func(d *oadpv1alpha1.DataProtectionApplication) any { return d.Spec },
+			status: func(d *oadpv1alpha1.DataProtectionApplication) any { return d.Status },
+			setStatus: func(d *oadpv1alpha1.DataProtectionApplication) {
+				meta.SetStatusCondition(&d.Status.Conditions, metav1.Condition{Type: "Tested", Status: metav1.ConditionTrue, Reason: "Tested", Message: "by the suite"})
+			},
+			invalid: func(n string) *oadpv1alpha1.DataProtectionApplication {
+				return &oadpv1alpha1.DataProtectionApplication{ObjectMeta: om(n), Spec: oadpv1alpha1.DataProtectionApplicationSpec{
+					NonAdmin: &oadpv1alpha1.NonAdmin{EnforceBackupSpec: &velerov1.BackupSpec{IncludedNamespaces: []string{"other"}}}}}
+			},
+			invalidAt: "spec.nonAdmin.enforceBackupSpec.includedNamespaces",
+		}),
 		"virtualmachinebackups": newCase(resourceCase[kvbackupv1alpha1.VirtualMachineBackup, kvbackupv1alpha1.VirtualMachineBackupList]{
 			gvk: kvbackupv1alpha1.SchemeGroupVersion.WithKind("VirtualMachineBackup"), client: kv.VirtualMachineBackups("vms"), engine: engine.BackupV1alpha1().VirtualMachineBackups("vms"),
 			valid: func(n string) *kvbackupv1alpha1.VirtualMachineBackup {

@@ -208,6 +208,17 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 			return errOf(velero.DownloadRequests(adminNS).Create(ctx, &velerov1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
 				Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupContents, Name: bBackup}}}, metav1.CreateOptions{}))
 		}},
+		{"list DataProtectionApplications", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().DataProtectionApplications(adminNS).List(ctx, metav1.ListOptions{}))
+		}},
+		{"relax the policy", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().DataProtectionApplications(adminNS).Create(ctx, &oadpv1alpha1.DataProtectionApplication{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"}, Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{}}}, metav1.CreateOptions{}))
+		}},
+		{"a DataProtectionApplication in its own namespace", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().DataProtectionApplications(a.Namespace).Create(ctx, &oadpv1alpha1.DataProtectionApplication{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"}, Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{}}}, metav1.CreateOptions{}))
+		}},
 		// Its own namespace, asking for more than it may.
 		{"a NonAdminBackup of B's namespace", func(ctx context.Context) error {
 			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) { s.IncludedNamespaces = []string{b.Namespace} }), metav1.CreateOptions{}))
@@ -375,5 +386,9 @@ func fingerprint(ctx context.Context, t *testing.T, target TenantTarget) map[str
 	add("deletebackuprequest", reqs, err)
 	drs, err := v.DownloadRequests(target.AdminNamespace).List(ctx, lo)
 	add("downloadrequest", drs, err)
+	for _, ns := range []string{target.AdminNamespace, target.A.Namespace} {
+		dpas, err := target.Admin.OadpV1alpha1().DataProtectionApplications(ns).List(ctx, lo)
+		add("dataprotectionapplication", dpas, err)
+	}
 	return out
 }

@@ -223,6 +223,15 @@ func (s *Server) Restart(kill bool) {
 	s.start()
 }
 
+// RestartWith stops the server and starts it again on the same port and
+// data directory with other arguments (engines turned on, for example).
+func (s *Server) RestartWith(args []string) {
+	s.t.Helper()
+	s.Stop()
+	s.args = args
+	s.start()
+}
+
 func (s *Server) dumpLog() {
 	data, err := os.ReadFile(filepath.Join(s.DataDir, "server.log"))
 	if err != nil {

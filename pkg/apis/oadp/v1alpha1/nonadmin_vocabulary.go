@@ -119,3 +119,18 @@ func nacUUID(namespace, name, id string) string {
 	name = name[:room-len(namespace)-2*len(nameDelimiter)]
 	return join(namespace, name)
 }
+
+// DataProtectionApplication condition types and reasons.
+const (
+	// ConditionReconciled: True when the DPA's nonAdmin policy is the one
+	// in effect, False (ReasonNotInEffect) when an older DPA's is.
+	ConditionReconciled = "Reconciled"
+	// ConditionNotActedOn lists the spec fields set that Backstop keeps
+	// but does not act on (True when there are any).
+	ConditionNotActedOn = "NotActedOn"
+	ReasonReconciled    = "Reconciled"
+	ReasonNotInEffect   = "NotInEffect"
+	ReasonNoPolicy      = "NoNonAdminPolicy"
+	ReasonKeptOnly      = "KeptNotActedOn"
+	ReasonAllActedOn    = "AllActedOn"
+)

@@ -46,6 +46,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&NonAdminBackup{}, &NonAdminBackupList{},
 		&NonAdminRestore{}, &NonAdminRestoreList{},
+		&DataProtectionApplication{}, &DataProtectionApplicationList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -56,6 +56,56 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*DataProtectionApplication)(nil), (*oadp.DataProtectionApplication)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_DataProtectionApplication_To_oadp_DataProtectionApplication(a.(*DataProtectionApplication), b.(*oadp.DataProtectionApplication), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.DataProtectionApplication)(nil), (*DataProtectionApplication)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_DataProtectionApplication_To_v1alpha1_DataProtectionApplication(a.(*oadp.DataProtectionApplication), b.(*DataProtectionApplication), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DataProtectionApplicationList)(nil), (*oadp.DataProtectionApplicationList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_DataProtectionApplicationList_To_oadp_DataProtectionApplicationList(a.(*DataProtectionApplicationList), b.(*oadp.DataProtectionApplicationList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.DataProtectionApplicationList)(nil), (*DataProtectionApplicationList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_DataProtectionApplicationList_To_v1alpha1_DataProtectionApplicationList(a.(*oadp.DataProtectionApplicationList), b.(*DataProtectionApplicationList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DataProtectionApplicationSpec)(nil), (*oadp.DataProtectionApplicationSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_DataProtectionApplicationSpec_To_oadp_DataProtectionApplicationSpec(a.(*DataProtectionApplicationSpec), b.(*oadp.DataProtectionApplicationSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.DataProtectionApplicationSpec)(nil), (*DataProtectionApplicationSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_DataProtectionApplicationSpec_To_v1alpha1_DataProtectionApplicationSpec(a.(*oadp.DataProtectionApplicationSpec), b.(*DataProtectionApplicationSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DataProtectionApplicationStatus)(nil), (*oadp.DataProtectionApplicationStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_DataProtectionApplicationStatus_To_oadp_DataProtectionApplicationStatus(a.(*DataProtectionApplicationStatus), b.(*oadp.DataProtectionApplicationStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.DataProtectionApplicationStatus)(nil), (*DataProtectionApplicationStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_DataProtectionApplicationStatus_To_v1alpha1_DataProtectionApplicationStatus(a.(*oadp.DataProtectionApplicationStatus), b.(*DataProtectionApplicationStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*EnforceBackupStorageLocationSpec)(nil), (*oadp.EnforceBackupStorageLocationSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_EnforceBackupStorageLocationSpec_To_oadp_EnforceBackupStorageLocationSpec(a.(*EnforceBackupStorageLocationSpec), b.(*oadp.EnforceBackupStorageLocationSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.EnforceBackupStorageLocationSpec)(nil), (*EnforceBackupStorageLocationSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_EnforceBackupStorageLocationSpec_To_v1alpha1_EnforceBackupStorageLocationSpec(a.(*oadp.EnforceBackupStorageLocationSpec), b.(*EnforceBackupStorageLocationSpec), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*FileSystemPodVolumeBackups)(nil), (*oadp.FileSystemPodVolumeBackups)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_FileSystemPodVolumeBackups_To_oadp_FileSystemPodVolumeBackups(a.(*FileSystemPodVolumeBackups), b.(*oadp.FileSystemPodVolumeBackups), scope)
 	}); err != nil {
@@ -73,6 +123,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*oadp.FileSystemPodVolumeRestores)(nil), (*FileSystemPodVolumeRestores)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_oadp_FileSystemPodVolumeRestores_To_v1alpha1_FileSystemPodVolumeRestores(a.(*oadp.FileSystemPodVolumeRestores), b.(*FileSystemPodVolumeRestores), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdmin)(nil), (*oadp.NonAdmin)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdmin_To_oadp_NonAdmin(a.(*NonAdmin), b.(*oadp.NonAdmin), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdmin)(nil), (*NonAdmin)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdmin_To_v1alpha1_NonAdmin(a.(*oadp.NonAdmin), b.(*NonAdmin), scope)
 	}); err != nil {
 		return err
 	}
@@ -239,6 +299,120 @@ func Convert_oadp_DataMoverDataUploads_To_v1alpha1_DataMoverDataUploads(in *oadp
 	return autoConvert_oadp_DataMoverDataUploads_To_v1alpha1_DataMoverDataUploads(in, out, s)
 }
 
+func autoConvert_v1alpha1_DataProtectionApplication_To_oadp_DataProtectionApplication(in *DataProtectionApplication, out *oadp.DataProtectionApplication, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_DataProtectionApplicationSpec_To_oadp_DataProtectionApplicationSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_DataProtectionApplicationStatus_To_oadp_DataProtectionApplicationStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_DataProtectionApplication_To_oadp_DataProtectionApplication is an autogenerated conversion function.
+func Convert_v1alpha1_DataProtectionApplication_To_oadp_DataProtectionApplication(in *DataProtectionApplication, out *oadp.DataProtectionApplication, s conversion.Scope) error {
+	return autoConvert_v1alpha1_DataProtectionApplication_To_oadp_DataProtectionApplication(in, out, s)
+}
+
+func autoConvert_oadp_DataProtectionApplication_To_v1alpha1_DataProtectionApplication(in *oadp.DataProtectionApplication, out *DataProtectionApplication, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_oadp_DataProtectionApplicationSpec_To_v1alpha1_DataProtectionApplicationSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_oadp_DataProtectionApplicationStatus_To_v1alpha1_DataProtectionApplicationStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_oadp_DataProtectionApplication_To_v1alpha1_DataProtectionApplication is an autogenerated conversion function.
+func Convert_oadp_DataProtectionApplication_To_v1alpha1_DataProtectionApplication(in *oadp.DataProtectionApplication, out *DataProtectionApplication, s conversion.Scope) error {
+	return autoConvert_oadp_DataProtectionApplication_To_v1alpha1_DataProtectionApplication(in, out, s)
+}
+
+func autoConvert_v1alpha1_DataProtectionApplicationList_To_oadp_DataProtectionApplicationList(in *DataProtectionApplicationList, out *oadp.DataProtectionApplicationList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]oadp.DataProtectionApplication)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_DataProtectionApplicationList_To_oadp_DataProtectionApplicationList is an autogenerated conversion function.
+func Convert_v1alpha1_DataProtectionApplicationList_To_oadp_DataProtectionApplicationList(in *DataProtectionApplicationList, out *oadp.DataProtectionApplicationList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_DataProtectionApplicationList_To_oadp_DataProtectionApplicationList(in, out, s)
+}
+
+func autoConvert_oadp_DataProtectionApplicationList_To_v1alpha1_DataProtectionApplicationList(in *oadp.DataProtectionApplicationList, out *DataProtectionApplicationList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]DataProtectionApplication)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_oadp_DataProtectionApplicationList_To_v1alpha1_DataProtectionApplicationList is an autogenerated conversion function.
+func Convert_oadp_DataProtectionApplicationList_To_v1alpha1_DataProtectionApplicationList(in *oadp.DataProtectionApplicationList, out *DataProtectionApplicationList, s conversion.Scope) error {
+	return autoConvert_oadp_DataProtectionApplicationList_To_v1alpha1_DataProtectionApplicationList(in, out, s)
+}
+
+func autoConvert_v1alpha1_DataProtectionApplicationSpec_To_oadp_DataProtectionApplicationSpec(in *DataProtectionApplicationSpec, out *oadp.DataProtectionApplicationSpec, s conversion.Scope) error {
+	*out = *(*oadp.DataProtectionApplicationSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_DataProtectionApplicationSpec_To_oadp_DataProtectionApplicationSpec is an autogenerated conversion function.
+func Convert_v1alpha1_DataProtectionApplicationSpec_To_oadp_DataProtectionApplicationSpec(in *DataProtectionApplicationSpec, out *oadp.DataProtectionApplicationSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_DataProtectionApplicationSpec_To_oadp_DataProtectionApplicationSpec(in, out, s)
+}
+
+func autoConvert_oadp_DataProtectionApplicationSpec_To_v1alpha1_DataProtectionApplicationSpec(in *oadp.DataProtectionApplicationSpec, out *DataProtectionApplicationSpec, s conversion.Scope) error {
+	*out = *(*DataProtectionApplicationSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_DataProtectionApplicationSpec_To_v1alpha1_DataProtectionApplicationSpec is an autogenerated conversion function.
+func Convert_oadp_DataProtectionApplicationSpec_To_v1alpha1_DataProtectionApplicationSpec(in *oadp.DataProtectionApplicationSpec, out *DataProtectionApplicationSpec, s conversion.Scope) error {
+	return autoConvert_oadp_DataProtectionApplicationSpec_To_v1alpha1_DataProtectionApplicationSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_DataProtectionApplicationStatus_To_oadp_DataProtectionApplicationStatus(in *DataProtectionApplicationStatus, out *oadp.DataProtectionApplicationStatus, s conversion.Scope) error {
+	*out = *(*oadp.DataProtectionApplicationStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_DataProtectionApplicationStatus_To_oadp_DataProtectionApplicationStatus is an autogenerated conversion function.
+func Convert_v1alpha1_DataProtectionApplicationStatus_To_oadp_DataProtectionApplicationStatus(in *DataProtectionApplicationStatus, out *oadp.DataProtectionApplicationStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_DataProtectionApplicationStatus_To_oadp_DataProtectionApplicationStatus(in, out, s)
+}
+
+func autoConvert_oadp_DataProtectionApplicationStatus_To_v1alpha1_DataProtectionApplicationStatus(in *oadp.DataProtectionApplicationStatus, out *DataProtectionApplicationStatus, s conversion.Scope) error {
+	*out = *(*DataProtectionApplicationStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_DataProtectionApplicationStatus_To_v1alpha1_DataProtectionApplicationStatus is an autogenerated conversion function.
+func Convert_oadp_DataProtectionApplicationStatus_To_v1alpha1_DataProtectionApplicationStatus(in *oadp.DataProtectionApplicationStatus, out *DataProtectionApplicationStatus, s conversion.Scope) error {
+	return autoConvert_oadp_DataProtectionApplicationStatus_To_v1alpha1_DataProtectionApplicationStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_EnforceBackupStorageLocationSpec_To_oadp_EnforceBackupStorageLocationSpec(in *EnforceBackupStorageLocationSpec, out *oadp.EnforceBackupStorageLocationSpec, s conversion.Scope) error {
+	*out = *(*oadp.EnforceBackupStorageLocationSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_EnforceBackupStorageLocationSpec_To_oadp_EnforceBackupStorageLocationSpec is an autogenerated conversion function.
+func Convert_v1alpha1_EnforceBackupStorageLocationSpec_To_oadp_EnforceBackupStorageLocationSpec(in *EnforceBackupStorageLocationSpec, out *oadp.EnforceBackupStorageLocationSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_EnforceBackupStorageLocationSpec_To_oadp_EnforceBackupStorageLocationSpec(in, out, s)
+}
+
+func autoConvert_oadp_EnforceBackupStorageLocationSpec_To_v1alpha1_EnforceBackupStorageLocationSpec(in *oadp.EnforceBackupStorageLocationSpec, out *EnforceBackupStorageLocationSpec, s conversion.Scope) error {
+	*out = *(*EnforceBackupStorageLocationSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_EnforceBackupStorageLocationSpec_To_v1alpha1_EnforceBackupStorageLocationSpec is an autogenerated conversion function.
+func Convert_oadp_EnforceBackupStorageLocationSpec_To_v1alpha1_EnforceBackupStorageLocationSpec(in *oadp.EnforceBackupStorageLocationSpec, out *EnforceBackupStorageLocationSpec, s conversion.Scope) error {
+	return autoConvert_oadp_EnforceBackupStorageLocationSpec_To_v1alpha1_EnforceBackupStorageLocationSpec(in, out, s)
+}
+
 func autoConvert_v1alpha1_FileSystemPodVolumeBackups_To_oadp_FileSystemPodVolumeBackups(in *FileSystemPodVolumeBackups, out *oadp.FileSystemPodVolumeBackups, s conversion.Scope) error {
 	*out = *(*oadp.FileSystemPodVolumeBackups)(unsafe.Pointer(in))
 	return nil
@@ -277,6 +451,26 @@ func autoConvert_oadp_FileSystemPodVolumeRestores_To_v1alpha1_FileSystemPodVolum
 // Convert_oadp_FileSystemPodVolumeRestores_To_v1alpha1_FileSystemPodVolumeRestores is an autogenerated conversion function.
 func Convert_oadp_FileSystemPodVolumeRestores_To_v1alpha1_FileSystemPodVolumeRestores(in *oadp.FileSystemPodVolumeRestores, out *FileSystemPodVolumeRestores, s conversion.Scope) error {
 	return autoConvert_oadp_FileSystemPodVolumeRestores_To_v1alpha1_FileSystemPodVolumeRestores(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdmin_To_oadp_NonAdmin(in *NonAdmin, out *oadp.NonAdmin, s conversion.Scope) error {
+	*out = *(*oadp.NonAdmin)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdmin_To_oadp_NonAdmin is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdmin_To_oadp_NonAdmin(in *NonAdmin, out *oadp.NonAdmin, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdmin_To_oadp_NonAdmin(in, out, s)
+}
+
+func autoConvert_oadp_NonAdmin_To_v1alpha1_NonAdmin(in *oadp.NonAdmin, out *NonAdmin, s conversion.Scope) error {
+	*out = *(*NonAdmin)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdmin_To_v1alpha1_NonAdmin is an autogenerated conversion function.
+func Convert_oadp_NonAdmin_To_v1alpha1_NonAdmin(in *oadp.NonAdmin, out *NonAdmin, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdmin_To_v1alpha1_NonAdmin(in, out, s)
 }
 
 func autoConvert_v1alpha1_NonAdminBackup_To_oadp_NonAdminBackup(in *NonAdminBackup, out *oadp.NonAdminBackup, s conversion.Scope) error {

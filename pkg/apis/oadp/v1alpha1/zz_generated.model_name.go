@@ -32,6 +32,31 @@ func (in DataMoverDataUploads) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DataProtectionApplication) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.DataProtectionApplication"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DataProtectionApplicationList) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.DataProtectionApplicationList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DataProtectionApplicationSpec) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.DataProtectionApplicationSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DataProtectionApplicationStatus) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.DataProtectionApplicationStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EnforceBackupStorageLocationSpec) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.EnforceBackupStorageLocationSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in FileSystemPodVolumeBackups) OpenAPIModelName() string {
 	return "io.openshift.oadp.v1alpha1.FileSystemPodVolumeBackups"
 }
@@ -39,6 +64,11 @@ func (in FileSystemPodVolumeBackups) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in FileSystemPodVolumeRestores) OpenAPIModelName() string {
 	return "io.openshift.oadp.v1alpha1.FileSystemPodVolumeRestores"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdmin) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdmin"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

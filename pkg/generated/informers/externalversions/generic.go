@@ -61,6 +61,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Backup().V1alpha1().VirtualMachineBackupTrackers().Informer()}, nil
 
 		// Group=oadp.openshift.io, Version=v1alpha1
+	case oadpv1alpha1.SchemeGroupVersion.WithResource("dataprotectionapplications"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().DataProtectionApplications().Informer()}, nil
 	case oadpv1alpha1.SchemeGroupVersion.WithResource("nonadminbackups"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminBackups().Informer()}, nil
 	case oadpv1alpha1.SchemeGroupVersion.WithResource("nonadminrestores"):

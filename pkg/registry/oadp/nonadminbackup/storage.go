@@ -47,8 +47,8 @@ type Storage struct {
 
 // NewREST returns the storage of NonAdminBackups, their status, cancel
 // and logs.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backups Backups) (*Storage, error) {
-	strategy := NewStrategy(scheme)
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backups Backups, policy PolicyFunc) (*Storage, error) {
+	strategy := NewStrategy(scheme, policy)
 	fill := queueFill(backups.Position)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadminbackups"),

@@ -18,16 +18,35 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// Strategy is the NonAdminBackup strategy.
-type Strategy struct{ resource.Strategy }
+// PolicyFunc reads the admin's policy for tenants in effect (nil: none).
+type PolicyFunc func(ctx context.Context) (*oadpvalidation.Policy, error)
 
-// NewStrategy returns the NonAdminBackup strategy. New NonAdminBackups get
-// the engine's finalizer, so that none is deleted before its owner has
-// said what becomes of its backup.
-func NewStrategy(typer runtime.ObjectTyper) Strategy {
+// Strategy is the NonAdminBackup strategy.
+type Strategy struct {
+	resource.Strategy
+	policy PolicyFunc
+}
+
+// NewStrategy returns the NonAdminBackup strategy; policy (nil: none)
+// reads the admin's policy. New NonAdminBackups get the engine's
+// finalizer, so that none is deleted before its owner has said what
+// becomes of its backup.
+func NewStrategy(typer runtime.ObjectTyper, policy PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupFinalizer}
-	return Strategy{s}
+	return Strategy{Strategy: s, policy: policy}
+}
+
+// Policy is the policy in effect (nil: none).
+func (p PolicyFunc) Policy(ctx context.Context) (*oadpvalidation.Policy, field.ErrorList) {
+	if p == nil {
+		return nil, nil
+	}
+	policy, err := p(ctx)
+	if err != nil {
+		return nil, field.ErrorList{field.InternalError(field.NewPath("spec"), fmt.Errorf("reading the non-admin policy: %w", err))}
+	}
+	return policy, nil
 }
 
 // Validate checks the metadata and the spec: the tenant rules, and a
@@ -36,6 +55,9 @@ func NewStrategy(typer runtime.ObjectTyper) Strategy {
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	o := obj.(*oadp.NonAdminBackup)
 	errs := append(s.Strategy.Validate(ctx, obj), oadpvalidation.ValidateNonAdminBackupSpec(o.Namespace, &o.Spec, field.NewPath("spec"))...)
+	policy, perrs := s.policy.Policy(ctx)
+	errs = append(errs, perrs...)
+	errs = append(errs, oadpvalidation.ValidateBackupPolicy(o.Spec.BackupSpec, policy, field.NewPath("spec", "backupSpec"))...)
 	if o.Spec.BackupSpec != nil && o.Spec.BackupSpec.StorageLocation != "" {
 		errs = append(errs, field.NotFound(field.NewPath("spec", "backupSpec", "storageLocation"),
 			fmt.Sprintf("NonAdminBackupStorageLocation %s of namespace %s", o.Spec.BackupSpec.StorageLocation, o.Namespace)))

@@ -16,6 +16,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
@@ -36,8 +37,8 @@ type Storage struct {
 
 // NewREST returns the storage of NonAdminRestores, their status and logs;
 // nabs reads the NonAdminBackups they name.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs rest.Getter, restores Restores) (*Storage, error) {
-	strategy := NewStrategy(scheme, nabs)
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs rest.Getter, restores Restores, policy nonadminbackup.PolicyFunc) (*Storage, error) {
+	strategy := NewStrategy(scheme, nabs, policy)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadminrestores"),
 		Singular:       oadp.Resource("nonadminrestore"),

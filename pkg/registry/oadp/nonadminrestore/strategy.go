@@ -18,6 +18,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
@@ -25,15 +26,17 @@ import (
 type Strategy struct {
 	resource.Strategy
 	// nabs reads the NonAdminBackups a restore may name.
-	nabs rest.Getter
+	nabs   rest.Getter
+	policy nonadminbackup.PolicyFunc
 }
 
 // NewStrategy returns the NonAdminRestore strategy; nabs reads
-// NonAdminBackups. New NonAdminRestores get the engine's finalizer.
-func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter) Strategy {
+// NonAdminBackups, policy (nil: none) the admin's policy. New
+// NonAdminRestores get the engine's finalizer.
+func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter, policy nonadminbackup.PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminRestoreFinalizer}
-	return Strategy{Strategy: s, nabs: nabs}
+	return Strategy{Strategy: s, nabs: nabs, policy: policy}
 }
 
 // Validate checks the metadata and the spec: the tenant rules, and a
@@ -41,6 +44,9 @@ func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter) Strategy {
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	o := obj.(*oadp.NonAdminRestore)
 	errs := append(s.Strategy.Validate(ctx, obj), oadpvalidation.ValidateNonAdminRestoreSpec(o.Namespace, &o.Spec, field.NewPath("spec"))...)
+	policy, perrs := s.policy.Policy(ctx)
+	errs = append(errs, perrs...)
+	errs = append(errs, oadpvalidation.ValidateRestorePolicy(o.Spec.RestoreSpec, policy, field.NewPath("spec", "restoreSpec"))...)
 	if o.Spec.RestoreSpec == nil || o.Spec.RestoreSpec.BackupName == "" {
 		return errs
 	}

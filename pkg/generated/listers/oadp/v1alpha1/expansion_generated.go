@@ -18,6 +18,14 @@ limitations under the License.
 
 package v1alpha1
 
+// DataProtectionApplicationListerExpansion allows custom methods to be added to
+// DataProtectionApplicationLister.
+type DataProtectionApplicationListerExpansion interface{}
+
+// DataProtectionApplicationNamespaceListerExpansion allows custom methods to be added to
+// DataProtectionApplicationNamespaceLister.
+type DataProtectionApplicationNamespaceListerExpansion interface{}
+
 // NonAdminBackupListerExpansion allows custom methods to be added to
 // NonAdminBackupLister.
 type NonAdminBackupListerExpansion interface{}

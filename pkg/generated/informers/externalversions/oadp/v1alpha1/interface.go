@@ -24,6 +24,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// DataProtectionApplications returns a DataProtectionApplicationInformer.
+	DataProtectionApplications() TypedDataProtectionApplicationInformer
 	// NonAdminBackups returns a NonAdminBackupInformer.
 	NonAdminBackups() TypedNonAdminBackupInformer
 	// NonAdminRestores returns a NonAdminRestoreInformer.
@@ -39,6 +41,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// DataProtectionApplications returns a TypedDataProtectionApplicationInformer.
+func (v *version) DataProtectionApplications() TypedDataProtectionApplicationInformer {
+	return &dataProtectionApplicationInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // NonAdminBackups returns a TypedNonAdminBackupInformer.

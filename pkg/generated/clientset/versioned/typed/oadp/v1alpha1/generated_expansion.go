@@ -18,6 +18,8 @@ limitations under the License.
 
 package v1alpha1
 
+type DataProtectionApplicationExpansion interface{}
+
 type NonAdminBackupExpansion interface{}
 
 type NonAdminRestoreExpansion interface{}

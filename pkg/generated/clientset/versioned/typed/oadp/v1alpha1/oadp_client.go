@@ -28,6 +28,7 @@ import (
 
 type OadpV1alpha1Interface interface {
 	RESTClient() rest.Interface
+	DataProtectionApplicationsGetter
 	NonAdminBackupsGetter
 	NonAdminRestoresGetter
 }
@@ -35,6 +36,10 @@ type OadpV1alpha1Interface interface {
 // OadpV1alpha1Client is used to interact with features provided by the oadp.openshift.io group.
 type OadpV1alpha1Client struct {
 	restClient rest.Interface
+}
+
+func (c *OadpV1alpha1Client) DataProtectionApplications(namespace string) DataProtectionApplicationInterface {
+	return newDataProtectionApplications(c, namespace)
 }
 
 func (c *OadpV1alpha1Client) NonAdminBackups(namespace string) NonAdminBackupInterface {

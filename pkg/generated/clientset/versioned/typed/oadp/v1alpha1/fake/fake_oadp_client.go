@@ -28,6 +28,10 @@ type FakeOadpV1alpha1 struct {
 	*testing.Fake
 }
 
+func (c *FakeOadpV1alpha1) DataProtectionApplications(namespace string) v1alpha1.DataProtectionApplicationInterface {
+	return newFakeDataProtectionApplications(c, namespace)
+}
+
 func (c *FakeOadpV1alpha1) NonAdminBackups(namespace string) v1alpha1.NonAdminBackupInterface {
 	return newFakeNonAdminBackups(c, namespace)
 }

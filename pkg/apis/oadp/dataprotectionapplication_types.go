@@ -1,0 +1,152 @@
+/*
+Copyright 2021 the OADP operator authors (github.com/openshift/oadp-operator api/v1alpha1).
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package oadp
+
+import (
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// DataProtectionApplicationSpec is the OADP operator's DPA spec. Backstop
+// acts on nonAdmin, the tenants' policy; the operator's other fields are
+// kept as sent (the JSON is upstream's) and the DPA's status names those
+// set that Backstop does not act on.
+type DataProtectionApplicationSpec struct {
+	// backupLocations: kept, not acted on.
+	// +optional
+	BackupLocations []runtime.RawExtension `json:"backupLocations,omitempty"`
+	// snapshotLocations: kept, not acted on.
+	// +optional
+	SnapshotLocations []runtime.RawExtension `json:"snapshotLocations,omitempty"`
+	// unsupportedOverrides: kept, not acted on.
+	// +optional
+	UnsupportedOverrides map[string]string `json:"unsupportedOverrides,omitempty"`
+	// podAnnotations: kept, not acted on.
+	// +optional
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+	// podDnsPolicy: kept, not acted on.
+	// +optional
+	PodDnsPolicy corev1.DNSPolicy `json:"podDnsPolicy,omitempty"`
+	// podDnsConfig: kept, not acted on.
+	// +optional
+	PodDnsConfig *runtime.RawExtension `json:"podDnsConfig,omitempty"`
+	// backupImages: kept, not acted on.
+	// +optional
+	BackupImages *bool `json:"backupImages,omitempty"`
+	// configuration: kept, not acted on.
+	// +optional
+	Configuration *runtime.RawExtension `json:"configuration,omitempty"`
+	// features: kept, not acted on.
+	// +optional
+	Features *runtime.RawExtension `json:"features,omitempty"`
+	// imagePullPolicy: kept, not acted on.
+	// +optional
+	ImagePullPolicy *corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// nonAdmin is the policy for tenants' backups and restores, acted on
+	// as soon as it is written.
+	// +optional
+	NonAdmin *NonAdmin `json:"nonAdmin,omitempty"`
+	// logFormat: kept, not acted on.
+	// +optional
+	LogFormat string `json:"logFormat,omitempty"`
+}
+
+// NonAdmin is the policy for tenants' backups and restores.
+type NonAdmin struct {
+	// enable: tenants' backups and restores run unless it is false
+	// (Backstop's default is on; upstream deploys no controller unless
+	// it is true).
+	// +optional
+	Enable *bool `json:"enable,omitempty"`
+
+	// enforceBackupSpec: each field set here fills the field of a tenant's
+	// backup spec left empty, and a different value is refused.
+	// +optional
+	EnforceBackupSpec *velero.BackupSpec `json:"enforceBackupSpec,omitempty"`
+
+	// enforceRestoreSpec: the same for restores.
+	// +optional
+	EnforceRestoreSpec *velero.RestoreSpec `json:"enforceRestoreSpec,omitempty"`
+
+	// enforceBSLSpec: the same for tenants' storage locations.
+	// +optional
+	EnforceBSLSpec *EnforceBackupStorageLocationSpec `json:"enforceBSLSpec,omitempty"`
+
+	// requireApprovalForBSL: tenants' storage locations need the admin's
+	// approval. Defaults to false.
+	// +optional
+	RequireApprovalForBSL *bool `json:"requireApprovalForBSL,omitempty"`
+
+	// garbageCollectionPeriod: how often leftover admin-side objects are
+	// looked for. 0 disables it; default 24h.
+	// +optional
+	GarbageCollectionPeriod *metav1.Duration `json:"garbageCollectionPeriod,omitempty"`
+
+	// backupSyncPeriod: how often backups are synchronized into tenants'
+	// namespaces. 0 disables it; default 2m.
+	// +optional
+	BackupSyncPeriod *metav1.Duration `json:"backupSyncPeriod,omitempty"`
+}
+
+// EnforceBackupStorageLocationSpec is what the admin may enforce on
+// tenants' storage locations.
+type EnforceBackupStorageLocationSpec struct {
+	// +optional
+	Provider string `json:"provider,omitempty"`
+	// +optional
+	Config map[string]string `json:"config,omitempty"`
+	// +optional
+	Credential *corev1.SecretKeySelector `json:"credential,omitempty"`
+	// +optional
+	ObjectStorage *velero.ObjectStorageLocation `json:"objectStorage,omitempty"`
+	// +optional
+	AccessMode velero.BackupStorageLocationAccessMode `json:"accessMode,omitempty"`
+	// +optional
+	BackupSyncPeriod *metav1.Duration `json:"backupSyncPeriod,omitempty"`
+	// +optional
+	ValidationFrequency *metav1.Duration `json:"validationFrequency,omitempty"`
+}
+
+// DataProtectionApplicationStatus is the DPA's observed state.
+type DataProtectionApplicationStatus struct {
+	// conditions: Reconciled (the policy is in effect, or why not), and
+	// NotActedOn (the spec fields set that Backstop does not act on).
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DataProtectionApplication carries the admin's policy for tenants in its
+// spec.nonAdmin. Backstop acts on the oldest DPA of the admin namespace
+// that has one.
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+type DataProtectionApplication struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   DataProtectionApplicationSpec   `json:"spec,omitempty"`
+	Status DataProtectionApplicationStatus `json:"status,omitempty"`
+}
+
+// DataProtectionApplicationList contains a list of DataProtectionApplication
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+type DataProtectionApplicationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DataProtectionApplication `json:"items"`
+}
