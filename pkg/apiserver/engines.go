@@ -221,7 +221,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				e, err := nonadmin.NewBackupController(nonadmin.BackupConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
 					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(),
-					Clock: clock.RealClock{}, Observers: observers})
+					Clock: clock.RealClock{}, Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminRestore, 2, func() (func(context.Context, int), error) {

@@ -30,6 +30,10 @@ const (
 	DeletionInProgress = "deletion-in-progress" // request InProgress, data partly deleted
 	// Deletion of an object whose engine cleans up after it (finalizer).
 	DeleteBeforeCleanup = "delete-before-cleanup"
+	// NonAdminBackup.
+	NonAdminBackupRecorded = "nonadmin-backup-recorded" // NACUUID in the status, Velero Backup not made yet
+	NonAdminBackupMade     = "nonadmin-backup-made"     // Velero Backup made, phase Created not written
+	NonAdminBackupDeleting = "nonadmin-backup-deleting" // DeleteBackupRequest made, not mirrored
 	// VirtualMachineBackup.
 	VMBackupAfterBegin         = "vmbackup-after-begin"          // libvirt job started
 	VMBackupBeforeTrackerMoves = "vmbackup-before-tracker-moves" // output written, tracker not yet moved
@@ -38,7 +42,7 @@ const (
 // Points lists every point.
 var Points = []string{BackupInProgress, BackupMidCollection, BackupBeforeUpload, BackupAfterUpload, BackupWaitingForOps,
 	BackupFinalizing, BackupFinalizingCanceled, RestoreInProgress, DeletionInProgress, DeleteBeforeCleanup,
-	VMBackupAfterBegin, VMBackupBeforeTrackerMoves}
+	VMBackupAfterBegin, VMBackupBeforeTrackerMoves, NonAdminBackupRecorded, NonAdminBackupMade, NonAdminBackupDeleting}
 
 // Set is the point a server crashes at ("" for none).
 type Set struct{ at string }

@@ -20,6 +20,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	oadpinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/oadp/v1alpha1"
 	veleroinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
@@ -49,6 +50,8 @@ type BackupConfig struct {
 	// DPAs of the admin namespace hold the admin's policy.
 	DPAs  oadpinformers.DataProtectionApplicationInformer
 	Clock clock.Clock
+	// Crash kills the server at a named point (crash-point tests).
+	Crash failpoint.Set
 	// Observers are told about the phase transitions the engine writes.
 	Observers []status.Observer
 }
@@ -206,10 +209,12 @@ func (c *BackupController) reconcile(ctx context.Context, nab *oadpv1alpha1.NonA
 			return ignoreGone(err)
 		}
 	}
+	c.cfg.Crash.Hit(failpoint.NonAdminBackupRecorded)
 	backup, err := c.createBackup(ctx, nab, spec)
 	if err != nil {
 		return err
 	}
+	c.cfg.Crash.Hit(failpoint.NonAdminBackupMade)
 	logger.V(2).Info("Velero Backup created", "backup", backup.Name)
 	return c.created(ctx, nab, backup)
 }
@@ -434,6 +439,7 @@ func (c *BackupController) deleteBackup(ctx context.Context, nab *oadpv1alpha1.N
 		if req, err = c.createRequest(ctx, nab, b); err != nil {
 			return err
 		}
+		c.cfg.Crash.Hit(failpoint.NonAdminBackupDeleting)
 	} else if failed {
 		c.AddAfter(cache.MetaObjectToName(nab), DeleteRetryInterval-now.Sub(req.CreationTimestamp.Time))
 	}

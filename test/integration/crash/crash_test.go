@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/virt/virttest"
@@ -99,6 +100,19 @@ func points() []point {
 			completed(r)
 			r.check(r.s.Clientset.VeleroV1().Backups(ns).Delete(context.Background(), "b1", metav1.DeleteOptions{}))
 		}},
+		{name: failpoint.NonAdminBackupRecorded, drive: func(r *run) { r.createNAB("n1") }},
+		{name: failpoint.NonAdminBackupMade, drive: func(r *run) { r.createNAB("n1") }},
+		{name: failpoint.NonAdminBackupDeleting, drive: func(r *run) {
+			r.createNAB("n1")
+			r.waitFor("NonAdminBackup n1 Created with its backup finished", func() bool {
+				n, err := r.s.Clientset.OadpV1alpha1().NonAdminBackups(app).Get(context.Background(), "n1", metav1.GetOptions{})
+				r.check(err)
+				vb := n.Status.VeleroBackup
+				return n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && vb != nil && vb.Status != nil && vb.Status.Phase.Terminal()
+			})
+			_, err := r.s.Clientset.OadpV1alpha1().NonAdminBackups(app).Patch(context.Background(), "n1", types.MergePatchType, []byte(`{"spec":{"deleteBackup":true}}`), metav1.PatchOptions{})
+			r.check(err)
+		}},
 		{name: failpoint.VMBackupAfterBegin, vm: true, drive: func(r *run) {
 			r.domain("vm1")
 			r.createVMBackup("vmb1", "VirtualMachine", "vm1")
@@ -172,6 +186,15 @@ func (r *run) domain(vm string) {
 	if err := os.MkdirAll(filepath.Join(r.root, r.vmNS, "out"), 0o755); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+// createNAB creates a tenant's NonAdminBackup of namespace app.
+func (r *run) createNAB(name string) {
+	_, err := r.s.Clientset.OadpV1alpha1().NonAdminBackups(app).Create(context.Background(), &oadpv1alpha1.NonAdminBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: app},
+		Spec:       oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}},
+	}, metav1.CreateOptions{})
+	r.check(err)
 }
 
 func (r *run) createTracker(namespace, name string) {
@@ -282,6 +305,15 @@ func (r *run) settle() {
 				pending = append(pending, "deletebackuprequest "+d.Name+" "+string(d.Status.Phase))
 			}
 		}
+		nabs, err := cs.OadpV1alpha1().NonAdminBackups(app).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, n := range nabs.Items {
+			if n.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated || n.DeletionTimestamp != nil {
+				pending = append(pending, "nonadminbackup "+n.Name+" "+string(n.Status.Phase))
+			}
+		}
 		if r.vmNS != "" {
 			vmbs, err := cs.BackupV1alpha1().VirtualMachineBackups(r.vmNS).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -328,6 +360,32 @@ func (r *run) orphans() []string {
 		files, _ := os.ReadDir(filepath.Join(location, "restores", d.Name()))
 		if _, err := r.s.Clientset.VeleroV1().Restores(ns).Get(ctx, d.Name(), metav1.GetOptions{}); apierrors.IsNotFound(err) && len(files) > 0 {
 			out = append(out, fmt.Sprintf("%d files of deleted restore %s", len(files), d.Name()))
+		}
+	}
+	// Tenants: every Backup made for a NonAdminBackup is the one its
+	// NonAdminBackup names, and every NonAdminBackup has its Backup.
+	nabs, err := r.s.Clientset.OadpV1alpha1().NonAdminBackups(app).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	backups, err := r.s.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{LabelSelector: oadpv1alpha1.NabOriginNACUUIDLabel})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, n := range nabs.Items {
+		if vb := n.Status.VeleroBackup; vb != nil && vb.Name != "" {
+			named[vb.Name] = true
+			if r.backup(vb.Name) == nil {
+				out = append(out, fmt.Sprintf("NonAdminBackup %s lost its backup %s", n.Name, vb.Name))
+			}
+		} else {
+			out = append(out, fmt.Sprintf("NonAdminBackup %s never got a backup", n.Name))
+		}
+	}
+	for _, b := range backups.Items {
+		if !named[b.Name] {
+			out = append(out, fmt.Sprintf("backup %s made for a NonAdminBackup that does not name it", b.Name))
 		}
 	}
 	if r.vmNS == "" {
