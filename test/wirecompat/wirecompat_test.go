@@ -7,8 +7,10 @@
 // Upstream: Velero v1.18.0 pkg/apis/velero/v1 and KubeVirt kubevirt.io/api
 // v1.9.0 backup/v1alpha1, taken from the Go module proxy as test-only
 // dependencies. The OADP non-admin API (github.com/migtools/oadp-non-admin)
-// is not on the module proxy, so its types are not checked here; they are
-// copied field for field from api/v1alpha1 (see pkg/apis/oadp/v1alpha1).
+// is not on the module proxy, so its types cannot be round-tripped; they are
+// copied field for field from api/v1alpha1 (see pkg/apis/oadp/v1alpha1), and
+// oadp_test.go checks their JSON names, enums, labels and finalizers against
+// upstream's as recorded.
 package wirecompat
 
 import (
