@@ -281,6 +281,8 @@ func (s *Server) EngineClientset() versioned.Interface {
 		if err != nil {
 			s.t.Fatalf("engine kubeconfig: %v", err)
 		}
+		// As the admin clientset: tests and benchmarks are not throttled.
+		cfg.QPS, cfg.Burst = 1000, 1000
 		if s.engine, err = versioned.NewForConfig(cfg); err != nil {
 			s.t.Fatalf("engine clientset: %v", err)
 		}
