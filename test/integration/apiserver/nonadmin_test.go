@@ -461,10 +461,11 @@ func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
 	q2 := createNAB("q2")
 	waitQueue(t, s, map[string]string{q1: "Queued/1", "admin2": "Queued/2", q2: "Queued/3"})
 	waitPositions(map[string]int{"q1": 1, "q2": 3})
-	before, err := nabs.Get(ctx, "q2", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// q2 as it stays while queued: its Backup's Queued phase mirrored (its
+	// engine writes it once more after Created).
+	before := waitNAB(t, s, "tenant-a", "q2", "its backup's Queued phase mirrored", func(n *oadpv1alpha1.NonAdminBackup) bool {
+		return n.Status.VeleroBackup.Status.Phase == velerov1.BackupPhaseQueued
+	})
 	if before.Status.VeleroBackup.Status.QueuePosition != 3 {
 		t.Errorf("q2 status.veleroBackup.status.queuePosition = %d, want 3", before.Status.VeleroBackup.Status.QueuePosition)
 	}
