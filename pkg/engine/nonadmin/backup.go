@@ -81,17 +81,7 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 	if err := c.Watch(cfg.NonAdminBackups.Informer()); err != nil {
 		return nil, err
 	}
-	origin := func(obj any) []cache.ObjectName {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return nil
-		}
-		ns, name := m.GetAnnotations()[oadpv1alpha1.NabOriginNamespaceAnnotation], m.GetAnnotations()[oadpv1alpha1.NabOriginNameAnnotation]
-		if ns == "" || name == "" {
-			return nil
-		}
-		return []cache.ObjectName{{Namespace: ns, Name: name}}
-	}
+	origin := originOf(oadpv1alpha1.NabOriginNamespaceAnnotation, oadpv1alpha1.NabOriginNameAnnotation)
 	if err := c.WatchMapped(cfg.Backups.Informer(), origin); err != nil {
 		return nil, err
 	}
@@ -126,6 +116,22 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// originOf maps an admin-side object to the tenant object its origin
+// annotations name (they route events; the sync decides ownership).
+func originOf(namespaceAnnotation, nameAnnotation string) func(obj any) []cache.ObjectName {
+	return func(obj any) []cache.ObjectName {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil
+		}
+		ns, name := m.GetAnnotations()[namespaceAnnotation], m.GetAnnotations()[nameAnnotation]
+		if ns == "" || name == "" {
+			return nil
+		}
+		return []cache.ObjectName{{Namespace: ns, Name: name}}
+	}
 }
 
 // Run processes NonAdminBackups and orphaned Backups until ctx is done.
@@ -311,8 +317,8 @@ func (c *BackupController) createBackup(ctx context.Context, nab *oadpv1alpha1.N
 // ownedBackup: b is the Backup nab's status names, made for it.
 func ownedBackup(nab *oadpv1alpha1.NonAdminBackup, b *velerov1.Backup) bool {
 	vb := nab.Status.VeleroBackup
-	return vb != nil && vb.NACUUID != "" && b.Name == vb.Name && b.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] == vb.NACUUID &&
-		b.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation] == nab.Namespace
+	return vb != nil && b.Name == vb.Name &&
+		oadpv1alpha1.MadeFor(b.Labels, b.Annotations, oadpv1alpha1.NabOriginNACUUIDLabel, oadpv1alpha1.NabOriginNamespaceAnnotation, vb.NACUUID, nab.Namespace)
 }
 
 // backupOf returns nab's Backup, nil when there is none: read from the

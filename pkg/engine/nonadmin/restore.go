@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -62,17 +61,7 @@ func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 	if err := c.Watch(cfg.NonAdminRestores.Informer()); err != nil {
 		return nil, err
 	}
-	if err := c.WatchMapped(cfg.Restores.Informer(), func(obj any) []cache.ObjectName {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return nil
-		}
-		ns, name := m.GetAnnotations()[oadpv1alpha1.NarOriginNamespaceAnnotation], m.GetAnnotations()[oadpv1alpha1.NarOriginNameAnnotation]
-		if ns == "" || name == "" {
-			return nil
-		}
-		return []cache.ObjectName{{Namespace: ns, Name: name}}
-	}); err != nil {
+	if err := c.WatchMapped(cfg.Restores.Informer(), originOf(oadpv1alpha1.NarOriginNamespaceAnnotation, oadpv1alpha1.NarOriginNameAnnotation)); err != nil {
 		return nil, err
 	}
 	// A NonAdminBackup that changes may make the restores waiting for it
@@ -283,8 +272,8 @@ func (c *RestoreController) restoreOf(ctx context.Context, nar *oadpv1alpha1.Non
 
 func ownedRestore(nar *oadpv1alpha1.NonAdminRestore, r *velerov1.Restore) bool {
 	vr := nar.Status.VeleroRestore
-	return vr != nil && vr.NACUUID != "" && r.Name == vr.Name && r.Labels[oadpv1alpha1.NarOriginNACUUIDLabel] == vr.NACUUID &&
-		r.Annotations[oadpv1alpha1.NarOriginNamespaceAnnotation] == nar.Namespace
+	return vr != nil && r.Name == vr.Name &&
+		oadpv1alpha1.MadeFor(r.Labels, r.Annotations, oadpv1alpha1.NarOriginNACUUIDLabel, oadpv1alpha1.NarOriginNamespaceAnnotation, vr.NACUUID, nar.Namespace)
 }
 
 // created writes phase Created and mirrors the Restore's status.

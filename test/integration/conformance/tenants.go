@@ -101,7 +101,6 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 
 	// aNABs, aNARs: A's clients of B's namespace.
 	aNABs := a.Client.OadpV1alpha1().NonAdminBackups(b.Namespace)
-	bNABs := aNABs
 	aNARs := a.Client.OadpV1alpha1().NonAdminRestores(b.Namespace)
 	ownNABs, ownNARs := a.Client.OadpV1alpha1().NonAdminBackups(a.Namespace), a.Client.OadpV1alpha1().NonAdminRestores(a.Namespace)
 	velero := a.Client.VeleroV1()
@@ -126,7 +125,7 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 
 	attacks := []attack{
 		// B's objects.
-		{"get B's NonAdminBackup", func(ctx context.Context) error { return errOf(bNABs.Get(ctx, "bob-nab", metav1.GetOptions{})) }},
+		{"get B's NonAdminBackup", func(ctx context.Context) error { return errOf(aNABs.Get(ctx, "bob-nab", metav1.GetOptions{})) }},
 		{"list B's NonAdminBackups", func(ctx context.Context) error { return errOf(aNABs.List(ctx, metav1.ListOptions{})) }},
 		{"watch B's NonAdminBackups", func(ctx context.Context) error { return watchErr(aNABs.Watch(ctx, metav1.ListOptions{})) }},
 		{"patch B's NonAdminBackup", func(ctx context.Context) error {

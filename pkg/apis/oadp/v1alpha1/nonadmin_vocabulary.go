@@ -35,6 +35,14 @@ const (
 	NabSyncLabel = "openshift.io/oadp-nab-synced-from-nacuuid"
 )
 
+// MadeFor reports whether an admin-side object (its labels and
+// annotations) was made for the tenant object of namespace whose status,
+// written by the server alone, records nacuuid: its link label carries
+// that NACUUID and its origin annotation that namespace.
+func MadeFor(labels, annotations map[string]string, linkLabel, namespaceAnnotation, nacuuid, namespace string) bool {
+	return nacuuid != "" && labels[linkLabel] == nacuuid && annotations[namespaceAnnotation] == namespace
+}
+
 // Origin annotations: the tenant object's name and namespace.
 const (
 	NabOriginNameAnnotation        = "openshift.io/oadp-nab-origin-name"

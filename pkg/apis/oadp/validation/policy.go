@@ -95,13 +95,18 @@ func ValidateRestorePolicy(spec *velero.RestoreSpec, p *Policy, path *field.Path
 // EnforceBackup fills the fields of spec the tenant left unset with the
 // values the policy enforces.
 func EnforceBackup(spec *velero.BackupSpec, p *Policy) {
-	fill(reflect.ValueOf(spec).Elem(), reflect.ValueOf(p.enforcedBackup()))
+	if enforced := p.enforcedBackup(); enforced != nil {
+		// A copy: what is filled in shares nothing with the policy.
+		fill(reflect.ValueOf(spec).Elem(), reflect.ValueOf(enforced.DeepCopy()))
+	}
 }
 
 // EnforceRestore fills the fields of spec the tenant left unset with the
 // values the policy enforces.
 func EnforceRestore(spec *velero.RestoreSpec, p *Policy) {
-	fill(reflect.ValueOf(spec).Elem(), reflect.ValueOf(p.enforcedRestore()))
+	if enforced := p.enforcedRestore(); enforced != nil {
+		fill(reflect.ValueOf(spec).Elem(), reflect.ValueOf(enforced.DeepCopy()))
+	}
 }
 
 // conflicts lists the top-level fields of spec (a struct) set to a value
@@ -125,36 +130,15 @@ func conflicts(spec, enforced reflect.Value, path *field.Path) field.ErrorList {
 	return errs
 }
 
-// fill sets the unset top-level fields of spec to the enforced values.
+// fill sets the unset top-level fields of spec to those of enforced (a
+// pointer to the same struct, which fill's caller owns).
 func fill(spec, enforced reflect.Value) {
-	if enforced.IsNil() {
-		return
-	}
 	enforced = enforced.Elem()
 	for i := 0; i < spec.NumField(); i++ {
 		if want := enforced.Field(i); !want.IsZero() && spec.Field(i).IsZero() {
-			spec.Field(i).Set(reflect.ValueOf(deepCopyValue(want.Interface())))
+			spec.Field(i).Set(want)
 		}
 	}
-}
-
-// deepCopyValue copies a value through JSON, so that what is filled in
-// shares nothing with the policy.
-func deepCopyValue(v any) any {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Struct:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return v
-		}
-		out := reflect.New(rv.Type())
-		if json.Unmarshal(b, out.Interface()) != nil {
-			return v
-		}
-		return out.Elem().Interface()
-	}
-	return v
 }
 
 func jsonName(f reflect.StructField) string {

@@ -127,7 +127,7 @@ func backupOf(ctx context.Context, nabs rest.Getter, backups Backups, name strin
 		return nil, err
 	}
 	b := bObj.(*velero.Backup)
-	if b.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] != vb.NACUUID || b.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation] != nab.Namespace {
+	if !oadpv1alpha1.MadeFor(b.Labels, b.Annotations, oadpv1alpha1.NabOriginNACUUIDLabel, oadpv1alpha1.NabOriginNamespaceAnnotation, vb.NACUUID, nab.Namespace) {
 		return nil, noBackup
 	}
 	return b, nil

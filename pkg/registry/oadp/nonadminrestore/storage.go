@@ -89,7 +89,7 @@ func restoreOf(ctx context.Context, nars rest.Getter, restores Restores, name st
 		return nil, err
 	}
 	r := rObj.(*velero.Restore)
-	if r.Labels[oadpv1alpha1.NarOriginNACUUIDLabel] != vr.NACUUID || r.Annotations[oadpv1alpha1.NarOriginNamespaceAnnotation] != nar.Namespace {
+	if !oadpv1alpha1.MadeFor(r.Labels, r.Annotations, oadpv1alpha1.NarOriginNACUUIDLabel, oadpv1alpha1.NarOriginNamespaceAnnotation, vr.NACUUID, nar.Namespace) {
 		return nil, noRestore
 	}
 	return r, nil
