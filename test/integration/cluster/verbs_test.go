@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
@@ -168,7 +169,7 @@ func kubectlVerbs(t *testing.T, c *framework.Cluster, resource, namespace string
 	}
 
 	// A watch sees each change that follows.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	watch := exec.CommandContext(ctx, framework.Binary(t, "kubectl"), append([]string{"--kubeconfig", admin, "get", "-w"},
 		append(ref, "-o", `jsonpath={.metadata.labels.step}{"\n"}`)...)...)
@@ -223,8 +224,16 @@ func kubectlVerbs(t *testing.T, c *framework.Cluster, resource, namespace string
 	if out := run(nil, append([]string{"get"}, append(ref, "-o", "jsonpath={.metadata.labels.step} {.metadata.managedFields[*].manager}")...)...); !strings.HasPrefix(out, "apply ") || !strings.Contains(out, "ops-team") {
 		t.Errorf("after apply --server-side: %q", out)
 	}
-	current := run(nil, append([]string{"get"}, append(ref, "-o", "json")...)...)
-	run([]byte(strings.Replace(current, `"step": "apply"`, `"step": "replace"`, 1)), "replace", "-f", "-")
+	// replace sends the object with the resourceVersion read: an engine's
+	// status write in between makes it a 409, as for any client, which
+	// reads and replaces again.
+	if err := retry.OnError(retry.DefaultRetry, func(err error) bool { return strings.Contains(err.Error(), "(Conflict)") }, func() error {
+		current := run(nil, append([]string{"get"}, append(ref, "-o", "json")...)...)
+		_, err := c.Kubectl(admin, []byte(strings.Replace(current, `"step": "apply"`, `"step": "replace"`, 1)), "replace", "-f", "-")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if got := label(); got != "replace" {
 		t.Errorf("after replace: label step=%q", got)
 	}

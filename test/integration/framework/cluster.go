@@ -250,7 +250,15 @@ func (c *Cluster) stopAll() {
 		c.procs[i].stop(syscall.SIGTERM)
 	}
 	if c.t.Failed() {
+		// Each log once (a restarted process appends to its log), kept
+		// short so that the test's own messages above stay within what a
+		// CI excerpt shows: Backstop's longest.
+		dumped := map[string]bool{}
 		for _, p := range c.procs {
+			if dumped[p.log] {
+				continue
+			}
+			dumped[p.log] = true
 			c.dumpLog(p)
 		}
 	}
@@ -261,11 +269,15 @@ func (c *Cluster) dumpLog(p *process) {
 	if err != nil {
 		return
 	}
-	lines := strings.Split(string(data), "\n")
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
+	keep := 8
+	if p.name == "backstop-apiserver" {
+		keep = 25
 	}
-	c.t.Logf("last lines of %s:\n%s", p.name, strings.Join(lines, "\n"))
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > keep {
+		lines = lines[len(lines)-keep:]
+	}
+	c.t.Logf("last lines of %s (all of it in %s):\n%s", p.name, p.log, strings.Join(lines, "\n"))
 }
 
 // waitFor polls cond until it holds, failing the test after timeout or
