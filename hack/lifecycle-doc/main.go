@@ -40,8 +40,10 @@ Staying in a phase is always allowed; terminal phases lead only to other termina
 		{"Restore", "status.phase.", velerov1.RestoreLifecycle.Markdown()},
 		{"DeleteBackupRequest", "status.phase.", velerov1.DeleteBackupRequestLifecycle.Markdown()},
 		{"Schedule", "status.phase: follows the validity of the spec, which users may change at any time.", velerov1.ScheduleLifecycle.Markdown()},
-		{"NonAdminBackup", "status.phase, as the OADP non-admin design gives it: it only moves forward. No engine acts on NonAdminBackups yet: their status stays as created, and clients cannot write it.", oadpv1alpha1.NonAdminBackupLifecycle.Markdown()},
+		{"NonAdminBackup", "status.phase, as the OADP non-admin design gives it: it only moves forward. Clients cannot write it.", oadpv1alpha1.NonAdminBackupLifecycle.Markdown()},
 		{"NonAdminRestore", "status.phase, as for NonAdminBackups.", oadpv1alpha1.NonAdminRestoreLifecycle.Markdown()},
+		{"NonAdminBackupStorageLocation", "status.phase, as for NonAdminBackups. An approval withdrawn later removes the Velero location and is said in condition ClusterAdminApproved; the phase stays.", oadpv1alpha1.NonAdminBackupStorageLocationLifecycle.Markdown()},
+		{"NonAdminBackupStorageLocationRequest", "status.phase: follows the admin's spec.approvalDecision, which may change either way.", oadpv1alpha1.NonAdminBackupStorageLocationRequestLifecycle.Markdown()},
 		{"VirtualMachineBackup", "Its state is read off its conditions: Pending (none), Waiting (Progressing false), Running (Progressing true), Complete, Failed (the condition true). The conditions of a backup that has ended do not change again.", kv.VirtualMachineBackupLifecycle.Markdown()},
 		{"VirtualMachineBackupTracker", "status.changedBlockTracking.state. status.latestCheckpoint is moved by the vmbackup engine when a backup of the tracker completes.", kv.ChangedBlockTrackingLifecycle.Markdown()},
 	} {

@@ -46,6 +46,8 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/dataprotectionapplication"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocation"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocationrequest"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
 	rbacregistry "github.com/backstop-io/backstop/pkg/registry/rbac"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
@@ -132,6 +134,10 @@ type ExtraConfig struct {
 	// Events, when set (aggregated mode), is where phase transitions are
 	// recorded as Events on the objects.
 	Events typedcorev1.EventsGetter
+	// Secrets, when set (aggregated), are the host cluster's: tenants'
+	// storage locations' credentials are read there and copied into the
+	// admin namespace.
+	Secrets typedcorev1.SecretsGetter
 	// HostCluster, when set (aggregated mode), is the cluster whose
 	// kube-apiserver serves this server's groups: the server publishes its
 	// serving CA in its APIServices there.
@@ -301,8 +307,16 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, err
 	}
 	policy := dataprotectionapplication.PolicySource{Namespace: c.extra.Namespace, Store: dpas}.Policy
+	nabsls, nabslStatus, err := nonadminbackupstoragelocation.NewREST(scheme, getter, policy)
+	if err := oadpV1alpha1.add("nonadminbackupstoragelocations", nabsls, nabslStatus, err); err != nil {
+		return nil, nil, err
+	}
+	requests, requestStatus, err := nonadminbackupstoragelocationrequest.NewREST(scheme, getter, c.extra.Namespace)
+	if err := oadpV1alpha1.add("nonadminbackupstoragelocationrequests", requests, requestStatus, err); err != nil {
+		return nil, nil, err
+	}
 	nabs, err := nonadminbackup.NewREST(scheme, getter, nonadminbackup.Backups{
-		Namespace: c.extra.Namespace, Store: backups.Backup.Store, Position: backups.Queue.Position, Locations: locations}, policy)
+		Namespace: c.extra.Namespace, Store: backups.Backup.Store, Position: backups.Queue.Position, Locations: locations, TenantLocations: nabsls}, policy)
 	if err != nil {
 		return nil, nil, err
 	}

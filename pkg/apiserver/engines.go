@@ -65,13 +65,14 @@ const (
 	ControllerBackupStorageLocation = location.Name
 	ControllerNonAdminBackup        = oadpv1alpha1.EngineNonAdminBackup
 	ControllerNonAdminRestore       = oadpv1alpha1.EngineNonAdminRestore
+	ControllerNonAdminBSL           = oadpv1alpha1.EngineNonAdminBSL
 )
 
 // Controllers are the engines that may be disabled.
 var Controllers = []string{
 	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerVMBackup, ControllerVMCBT, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
-	ControllerNonAdminBackup, ControllerNonAdminRestore,
+	ControllerNonAdminBackup, ControllerNonAdminRestore, ControllerNonAdminBSL,
 }
 
 // engine is a started engine's run function.
@@ -221,6 +222,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				e, err := nonadmin.NewBackupController(nonadmin.BackupConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
 					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(),
+					TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
 					Clock: clock.RealClock{}, Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
@@ -228,6 +230,12 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				e, err := nonadmin.NewRestoreController(nonadmin.RestoreConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminRestores: tenants.NonAdminRestores(), NonAdminBackups: tenants.NonAdminBackups(),
 					Restores: velero.Restores(), Backups: velero.Backups(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(), Observers: observers})
+				return runOf(e, err)
+			}),
+			add(ControllerNonAdminBSL, 1, func() (func(context.Context, int), error) {
+				e, err := nonadmin.NewBSLController(nonadmin.BSLConfig{Client: client, Secrets: c.extra.Secrets, AdminNamespace: c.extra.Namespace,
+					Locations: tenants.NonAdminBackupStorageLocations(), Requests: factory.Oadp().V1alpha1().NonAdminBackupStorageLocationRequests(),
+					VeleroLocations: velero.BackupStorageLocations(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(), Observers: observers})
 				return runOf(e, err)
 			}),
 		)

@@ -36,6 +36,8 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/dataprotectionapplication"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocation"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocationrequest"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
 	_ "github.com/backstop-io/backstop/pkg/registry/rbac" // kube's RBAC group in kube's scheme, as the server has it
 	"github.com/backstop-io/backstop/pkg/registry/resource"
@@ -85,7 +87,9 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	bsl := backupstoragelocation.NewStrategy(scheme, []byte("ca"))
 	vmb := virtualmachinebackup.NewStrategy(scheme)
 	vmbt := virtualmachinebackuptracker.NewStrategy(scheme)
-	nab := nonadminbackup.NewStrategy(scheme, nil)
+	nab := nonadminbackup.NewStrategy(scheme, nil, nil)
+	nabsl := nonadminbackupstoragelocation.NewStrategy(scheme, nil)
+	nabslr := nonadminbackupstoragelocationrequest.NewStrategy(scheme)
 	nar := nonadminrestore.NewStrategy(scheme, anyNonAdminBackup{}, nil)
 	dpa := dataprotectionapplication.NewStrategy(scheme)
 	dr, drStatus := plain(downloadrequest.NewStrategy(scheme))
@@ -150,6 +154,10 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackup","metadata":{"name":"x","namespace":"team"},"spec":{"backupSpec":{}}}`, nil},
 		reflect.TypeOf(&oadp.NonAdminRestore{}): {oadpv1("NonAdminRestore"), nar, resource.NewStatusStrategy(nar.Strategy),
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminRestore","metadata":{"name":"x","namespace":"team"},"spec":{"restoreSpec":{"backupName":"b"}}}`, nil},
+		reflect.TypeOf(&oadp.NonAdminBackupStorageLocation{}): {oadpv1("NonAdminBackupStorageLocation"), nabsl, resource.NewStatusStrategy(nabsl.Strategy),
+			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackupStorageLocation","metadata":{"name":"x","namespace":"team"},"spec":{"backupStorageLocationSpec":{"provider":"aws","objectStorage":{"bucket":"b"},"credential":{"name":"s","key":"cloud"}}}}`, nil},
+		reflect.TypeOf(&oadp.NonAdminBackupStorageLocationRequest{}): {oadpv1("NonAdminBackupStorageLocationRequest"), nabslr, resource.NewStatusStrategy(nabslr.Strategy),
+			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackupStorageLocationRequest",` + meta + `,"spec":{"approvalDecision":"pending"}}`, nil},
 		reflect.TypeOf(&oadp.DataProtectionApplication{}): {oadpv1("DataProtectionApplication"), dpa, dataprotectionapplication.NewStatusStrategy(dpa),
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"DataProtectionApplication",` + meta + `,"spec":{"configuration":{"velero":{}},"nonAdmin":{"enable":true,"enforceBackupSpec":{"ttl":"1h"}}}}`, nil},
 		reflect.TypeOf(&kubevirtbackup.VirtualMachineBackup{}): {kvv1("VirtualMachineBackup"), vmb, virtualmachinebackup.NewStatusStrategy(vmb),

@@ -71,6 +71,16 @@ func TestOADPNonAdminWireFormat(t *testing.T) {
 			"status.veleroRestore.status", "status.veleroRestore.name", "status.veleroRestore.nacuuid", "status.veleroRestore.namespace",
 			"status.queueInfo.estimatedQueuePosition", "status.phase", "status.conditions",
 		}, counters("status.dataMoverDataDownloads", dataCounters...), counters("status.fileSystemPodVolumeRestores", fsCounters...))},
+		{"NonAdminBackupStorageLocation", oadpv1alpha1.NonAdminBackupStorageLocation{}, []string{
+			"spec.backupStorageLocationSpec",
+			"status.veleroBackupStorageLocation.status", "status.veleroBackupStorageLocation.nacuuid", "status.veleroBackupStorageLocation.name",
+			"status.veleroBackupStorageLocation.namespace", "status.phase", "status.conditions",
+		}},
+		{"NonAdminBackupStorageLocationRequest", oadpv1alpha1.NonAdminBackupStorageLocationRequest{}, []string{
+			"spec.approvalDecision",
+			"status.nonAdminBackupStorageLocation.requestedSpec", "status.nonAdminBackupStorageLocation.nacuuid",
+			"status.nonAdminBackupStorageLocation.name", "status.nonAdminBackupStorageLocation.namespace", "status.phase",
+		}},
 		{"DataProtectionApplication", oadpv1alpha1.DataProtectionApplication{}, []string{
 			"spec.backupLocations", "spec.snapshotLocations", "spec.unsupportedOverrides", "spec.podAnnotations", "spec.podDnsPolicy",
 			"spec.podDnsConfig", "spec.backupImages", "spec.configuration", "spec.features", "spec.imagePullPolicy", "spec.logFormat",
@@ -111,8 +121,20 @@ func TestOADPNonAdminWireFormat(t *testing.T) {
 			[]string{"openshift.io/oadp=True", "app.kubernetes.io/managed-by=oadp-nac-controller",
 				"openshift.io/oadp-nab-origin-nacuuid", "openshift.io/oadp-nar-origin-nacuuid", "openshift.io/oadp-nab-synced-from-nacuuid",
 				"openshift.io/oadp-nab-origin-name", "openshift.io/oadp-nab-origin-namespace", "openshift.io/oadp-nar-origin-name", "openshift.io/oadp-nar-origin-namespace"}},
-		{"finalizers", []string{oadpv1alpha1.NonAdminBackupFinalizer, oadpv1alpha1.NonAdminRestoreFinalizer},
-			[]string{"nonadminbackup.oadp.openshift.io/finalizer", "nonadminrestore.oadp.openshift.io/finalizer"}},
+		{"finalizers", []string{oadpv1alpha1.NonAdminBackupFinalizer, oadpv1alpha1.NonAdminRestoreFinalizer, oadpv1alpha1.NonAdminBackupStorageLocationFinalizer},
+			[]string{"nonadminbackup.oadp.openshift.io/finalizer", "nonadminrestore.oadp.openshift.io/finalizer", "nonadminbackupstoragelocation.oadp.openshift.io/finalizer"}},
+		{"storage location conditions", []string{string(oadpv1alpha1.NonAdminBSLConditionSecretSynced), string(oadpv1alpha1.NonAdminBSLConditionBSLSynced),
+			string(oadpv1alpha1.NonAdminBSLConditionApproved)}, []string{"SecretSynced", "BackupStorageLocationSynced", "ClusterAdminApproved"}},
+		{"storage location reasons", []string{oadpv1alpha1.ReasonBslSpecValidation, oadpv1alpha1.ReasonBslSpecApprovalPending, oadpv1alpha1.ReasonBslSpecApproved,
+			oadpv1alpha1.ReasonBslSpecRejected, oadpv1alpha1.ReasonSecretCreated, oadpv1alpha1.ReasonSecretUpdated, oadpv1alpha1.ReasonSecretSyncFailed,
+			oadpv1alpha1.ReasonBackupStorageLocationCreated, oadpv1alpha1.ReasonBackupStorageLocationUpdated, oadpv1alpha1.ReasonBackupStorageLocationSyncError},
+			[]string{"BslSpecValidation", "BslSpecApprovalPending", "BslSpecApproved", "BslSpecRejected", "SecretCreated", "SecretUpdated", "SecretSyncFailed",
+				"BackupStorageLocationCreated", "BackupStorageLocationUpdated", "BackupStorageLocationSyncError"}},
+		{"request decisions and phases", []string{string(oadpv1alpha1.NonAdminBSLRequestApproved), string(oadpv1alpha1.NonAdminBSLRequestRejected),
+			string(oadpv1alpha1.NonAdminBSLRequestPending), string(oadpv1alpha1.NonAdminBSLRequestPhasePending), string(oadpv1alpha1.NonAdminBSLRequestPhaseApproved),
+			string(oadpv1alpha1.NonAdminBSLRequestPhaseRejected)}, []string{"approve", "reject", "pending", "Pending", "Approved", "Rejected"}},
+		{"storage location link", []string{oadpv1alpha1.NabslOriginNACUUIDLabel, oadpv1alpha1.NabslOriginNameAnnotation, oadpv1alpha1.NabslOriginNamespaceAnnotation},
+			[]string{"openshift.io/oadp-nabsl-origin-nacuuid", "openshift.io/oadp-nabsl-origin-name", "openshift.io/oadp-nabsl-origin-namespace"}},
 	}
 	for _, e := range enums {
 		if strings.Join(e.got, " ") != strings.Join(e.want, " ") {

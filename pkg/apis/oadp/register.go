@@ -39,6 +39,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NonAdminBackup{}, &NonAdminBackupList{},
 		&NonAdminRestore{}, &NonAdminRestoreList{},
 		&DataProtectionApplication{}, &DataProtectionApplicationList{},
+		&NonAdminBackupStorageLocation{}, &NonAdminBackupStorageLocationList{},
+		&NonAdminBackupStorageLocationRequest{}, &NonAdminBackupStorageLocationRequestList{},
 	)
 	return nil
 }

@@ -345,6 +345,7 @@ func (o *Options) Run(ctx context.Context) error {
 		// transitions are Events there.
 		extra.Opener.Secrets = secretReader(kubeClient)
 		extra.Events = kubeClient.CoreV1()
+		extra.Secrets = kubeClient.CoreV1()
 		extra.HostCluster = rest.CopyConfig(cfg.ClientConfig)
 	}
 	switch {

@@ -48,8 +48,12 @@ type BackupConfig struct {
 	Backups  veleroinformers.BackupInformer
 	Requests veleroinformers.DeleteBackupRequestInformer
 	// DPAs of the admin namespace hold the admin's policy.
-	DPAs  oadpinformers.DataProtectionApplicationInformer
-	Clock clock.Clock
+	DPAs oadpinformers.DataProtectionApplicationInformer
+	// TenantLocations (every namespace) and the Velero locations made for
+	// them (admin namespace): where a tenant's backup may go.
+	TenantLocations oadpinformers.NonAdminBackupStorageLocationInformer
+	VeleroLocations veleroinformers.BackupStorageLocationInformer
+	Clock           clock.Clock
 	// Crash kills the server at a named point (crash-point tests).
 	Crash failpoint.Set
 	// Observers are told about the phase transitions the engine writes.
@@ -65,7 +69,10 @@ type BackupController struct {
 	backups  velerolisters.BackupLister
 	requests velerolisters.DeleteBackupRequestLister
 	dpas     oadplisters.DataProtectionApplicationLister
-	status   status.Writer
+	// tenantLocations and veleroLocations: where backups may go.
+	tenantLocations oadplisters.NonAdminBackupStorageLocationLister
+	veleroLocations velerolisters.BackupStorageLocationLister
+	status          status.Writer
 	// orphans deletes Velero Backups whose NonAdminBackup is gone.
 	orphans *reconcile.Loop
 	// policy writes the DPAs' statuses.
@@ -76,6 +83,7 @@ type BackupController struct {
 func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 	c := &BackupController{cfg: cfg, nabs: cfg.NonAdminBackups.Lister(), nars: cfg.NonAdminRestores.Lister(),
 		backups: cfg.Backups.Lister(), requests: cfg.Requests.Lister(), dpas: cfg.DPAs.Lister(),
+		tenantLocations: cfg.TenantLocations.Lister(), veleroLocations: cfg.VeleroLocations.Lister(),
 		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminBackup, Observers: cfg.Observers}}
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup, c.sync)
 	if err := c.Watch(cfg.NonAdminBackups.Informer()); err != nil {
@@ -95,27 +103,58 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 	}); err != nil {
 		return nil, err
 	}
+	// A location approved, made Available, or withdrawn lets go, or
+	// refuses, the backups of its namespace not made yet.
+	if err := c.WatchMapped(cfg.TenantLocations.Informer(), func(obj any) []cache.ObjectName {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil
+		}
+		return waitingFor(c.nabs, m.GetNamespace(), m.GetName())
+	}); err != nil {
+		return nil, err
+	}
+	c.WaitFor(cfg.VeleroLocations.Informer())
 	policy, err := NewPolicyController(cfg.Client, cfg.AdminNamespace, cfg.DPAs)
 	if err != nil {
 		return nil, err
 	}
 	c.policy = policy
 
-	c.orphans = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup+"-orphans", c.syncOrphan)
-	if err := c.orphans.Watch(cfg.Backups.Informer()); err != nil {
-		return nil, err
-	}
 	// A NonAdminBackup gone (its finalizer removed by hand) leaves its
 	// Backup behind.
-	if err := c.orphans.WatchMapped(cfg.NonAdminBackups.Informer(), func(obj any) []cache.ObjectName {
-		if nab, ok := obj.(*oadpv1alpha1.NonAdminBackup); ok && nab.Status.VeleroBackup != nil && nab.Status.VeleroBackup.Name != "" {
-			return []cache.ObjectName{{Namespace: cfg.AdminNamespace, Name: nab.Status.VeleroBackup.Name}}
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminBackup, cfg.AdminNamespace, cfg.Backups.Informer(), cfg.NonAdminBackups.Informer(),
+		func(nab *oadpv1alpha1.NonAdminBackup) string {
+			if nab.Status.VeleroBackup == nil {
+				return ""
+			}
+			return nab.Status.VeleroBackup.Name
+		}, c.syncOrphan); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// orphanLoop is the loop that finds the admin-side objects (admin, of the
+// admin namespace) made for tenant objects (tenants) that are gone: an
+// admin object is synced on its own events and on those of the tenant
+// object whose status names it (made: that name, "" for none).
+func orphanLoop[T any](engine, adminNamespace string, admin, tenants cache.SharedIndexInformer, made func(*T) string, sync reconcile.SyncFunc) (*reconcile.Loop, error) {
+	l := reconcile.NewLoop(engine+"-orphans", sync)
+	if err := l.Watch(admin); err != nil {
+		return nil, err
+	}
+	if err := l.WatchMapped(tenants, func(obj any) []cache.ObjectName {
+		if o, ok := obj.(*T); ok {
+			if name := made(o); name != "" {
+				return []cache.ObjectName{{Namespace: adminNamespace, Name: name}}
+			}
 		}
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return l, nil
 }
 
 // originOf maps an admin-side object to the tenant object its origin
@@ -253,16 +292,67 @@ func (c *BackupController) checkBackup(nab *oadpv1alpha1.NonAdminBackup) (*veler
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate().Error(), nil
 	}
-	if spec.BackupSpec.StorageLocation != "" {
-		return nil, fmt.Sprintf("NonAdminBackupStorageLocation %s is not available in namespace %s", spec.BackupSpec.StorageLocation, nab.Namespace), nil
+	location := ""
+	if name := spec.BackupSpec.StorageLocation; name != "" {
+		var problem string
+		if location, problem = c.veleroLocationOf(nab.Namespace, name); problem != "" {
+			return nil, problem, nil
+		}
 	}
 	oadpvalidation.EnforceBackup(spec.BackupSpec, policy)
-	internal := oadpvalidation.TenantBackupSpec(nab.Namespace, spec.BackupSpec, "")
+	internal := oadpvalidation.TenantBackupSpec(nab.Namespace, spec.BackupSpec, location)
 	var out velerov1.BackupSpec
 	if err := velerov1.Convert_velero_BackupSpec_To_v1_BackupSpec(internal, &out, nil); err != nil {
 		return nil, "", err
 	}
 	return &out, "", nil
+}
+
+// veleroLocationOf returns the name of the Velero location made for the
+// NonAdminBackupStorageLocation name of namespace, or why a backup cannot
+// go there now: the location is not approved or not made, or its Velero
+// location is not Available.
+func (c *BackupController) veleroLocationOf(namespace, name string) (string, string) {
+	l, err := c.tenantLocations.NonAdminBackupStorageLocations(namespace).Get(name)
+	if err != nil {
+		return "", fmt.Sprintf("NonAdminBackupStorageLocation %s of namespace %s does not exist", name, namespace)
+	}
+	var internal oadp.NonAdminBackupStorageLocation
+	if err := oadpv1alpha1.Convert_v1alpha1_NonAdminBackupStorageLocation_To_oadp_NonAdminBackupStorageLocation(l, &internal, nil); err != nil {
+		return "", err.Error()
+	}
+	if problem := oadpvalidation.LocationProblem(&internal); problem != "" {
+		return "", problem
+	}
+	id := l.Status.VeleroBackupStorageLocation.NACUUID
+	bsl, err := c.veleroLocations.BackupStorageLocations(c.cfg.AdminNamespace).Get(id)
+	if err != nil || !oadpv1alpha1.MadeFor(bsl.Labels, bsl.Annotations, oadpv1alpha1.NabslOriginNACUUIDLabel, oadpv1alpha1.NabslOriginNamespaceAnnotation, id, namespace) {
+		return "", fmt.Sprintf("NonAdminBackupStorageLocation %s has no backup storage location yet", name)
+	}
+	if bsl.Status.Phase != velerov1.BackupStorageLocationPhaseAvailable {
+		msg := fmt.Sprintf("NonAdminBackupStorageLocation %s is not available yet (phase %q)", name, bsl.Status.Phase)
+		if bsl.Status.Message != "" {
+			msg += ": " + bsl.Status.Message
+		}
+		return "", msg
+	}
+	return bsl.Name, ""
+}
+
+// waitingFor lists the NonAdminBackups of namespace not made yet that
+// name the location name.
+func waitingFor(nabs oadplisters.NonAdminBackupLister, namespace, name string) []cache.ObjectName {
+	all, err := nabs.NonAdminBackups(namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var keys []cache.ObjectName
+	for _, n := range all {
+		if n.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated && n.DeletionTimestamp == nil && n.Spec.BackupSpec != nil && n.Spec.BackupSpec.StorageLocation == name {
+			keys = append(keys, cache.MetaObjectToName(n))
+		}
+	}
+	return keys
 }
 
 // notCreated lists the keys of the objects list returns whose phase is not

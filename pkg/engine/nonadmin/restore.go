@@ -92,16 +92,14 @@ func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 		return nil, err
 	}
 
-	c.orphans = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminRestore+"-orphans", c.syncOrphan)
-	if err := c.orphans.Watch(cfg.Restores.Informer()); err != nil {
-		return nil, err
-	}
-	if err := c.orphans.WatchMapped(cfg.NonAdminRestores.Informer(), func(obj any) []cache.ObjectName {
-		if nar, ok := obj.(*oadpv1alpha1.NonAdminRestore); ok && nar.Status.VeleroRestore != nil && nar.Status.VeleroRestore.Name != "" {
-			return []cache.ObjectName{{Namespace: cfg.AdminNamespace, Name: nar.Status.VeleroRestore.Name}}
-		}
-		return nil
-	}); err != nil {
+	var err error
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminRestore, cfg.AdminNamespace, cfg.Restores.Informer(), cfg.NonAdminRestores.Informer(),
+		func(nar *oadpv1alpha1.NonAdminRestore) string {
+			if nar.Status.VeleroRestore == nil {
+				return ""
+			}
+			return nar.Status.VeleroRestore.Name
+		}, c.syncOrphan); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -232,7 +230,7 @@ func (c *RestoreController) checkRestore(nar *oadpv1alpha1.NonAdminRestore) (*ve
 		return nil, fmt.Sprintf("%s: its backup ended %s", notReady, b.Status.Phase), nil
 	}
 	oadpvalidation.EnforceRestore(spec.RestoreSpec, policy)
-	internal := oadpvalidation.TenantRestoreSpec(nar.Namespace, spec.RestoreSpec, b.Name)
+	internal := oadpvalidation.TenantRestoreSpec(nar.Namespace, spec.RestoreSpec, b.Name, b.Spec.StorageLocation != "")
 	var out velerov1.RestoreSpec
 	if err := velerov1.Convert_velero_RestoreSpec_To_v1_RestoreSpec(internal, &out, nil); err != nil {
 		return nil, "", err

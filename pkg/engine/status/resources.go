@@ -89,3 +89,17 @@ func (w Writer) NonAdminRestores(c versioned.Interface, namespace string) *Resou
 func (w Writer) DataProtectionApplications(c versioned.Interface, namespace string) *ResourceWriter[oadpv1alpha1.DataProtectionApplication, *oadpv1alpha1.DataProtectionApplication] {
 	return For[oadpv1alpha1.DataProtectionApplication](w, oadpv1alpha1.Resource("dataprotectionapplications"), c.OadpV1alpha1().DataProtectionApplications(namespace), nil)
 }
+
+// NonAdminBackupStorageLocations writes the status of the tenant storage
+// locations of namespace.
+func (w Writer) NonAdminBackupStorageLocations(c versioned.Interface, namespace string) *ResourceWriter[oadpv1alpha1.NonAdminBackupStorageLocation, *oadpv1alpha1.NonAdminBackupStorageLocation] {
+	return For[oadpv1alpha1.NonAdminBackupStorageLocation](w, oadpv1alpha1.Resource("nonadminbackupstoragelocations"), c.OadpV1alpha1().NonAdminBackupStorageLocations(namespace),
+		func(l *oadpv1alpha1.NonAdminBackupStorageLocation) string { return string(l.Status.Phase) })
+}
+
+// NonAdminBackupStorageLocationRequests writes the status of the requests
+// of namespace (the admin namespace).
+func (w Writer) NonAdminBackupStorageLocationRequests(c versioned.Interface, namespace string) *ResourceWriter[oadpv1alpha1.NonAdminBackupStorageLocationRequest, *oadpv1alpha1.NonAdminBackupStorageLocationRequest] {
+	return For[oadpv1alpha1.NonAdminBackupStorageLocationRequest](w, oadpv1alpha1.Resource("nonadminbackupstoragelocationrequests"), c.OadpV1alpha1().NonAdminBackupStorageLocationRequests(namespace),
+		func(r *oadpv1alpha1.NonAdminBackupStorageLocationRequest) string { return string(r.Status.Phase) })
+}

@@ -82,6 +82,18 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationoadpv1alpha1.NonAdminBackupSpecApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStatus"):
 		return &applyconfigurationoadpv1alpha1.NonAdminBackupStatusApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStorageLocation"):
+		return &applyconfigurationoadpv1alpha1.NonAdminBackupStorageLocationApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStorageLocationRequest"):
+		return &applyconfigurationoadpv1alpha1.NonAdminBackupStorageLocationRequestApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStorageLocationRequestSpec"):
+		return &applyconfigurationoadpv1alpha1.NonAdminBackupStorageLocationRequestSpecApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStorageLocationRequestStatus"):
+		return &applyconfigurationoadpv1alpha1.NonAdminBackupStorageLocationRequestStatusApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStorageLocationSpec"):
+		return &applyconfigurationoadpv1alpha1.NonAdminBackupStorageLocationSpecApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStorageLocationStatus"):
+		return &applyconfigurationoadpv1alpha1.NonAdminBackupStorageLocationStatusApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestore"):
 		return &applyconfigurationoadpv1alpha1.NonAdminRestoreApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestoreSpec"):
@@ -90,8 +102,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationoadpv1alpha1.NonAdminRestoreStatusApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("QueueInfo"):
 		return &applyconfigurationoadpv1alpha1.QueueInfoApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("SourceNonAdminBSL"):
+		return &applyconfigurationoadpv1alpha1.SourceNonAdminBSLApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroBackup"):
 		return &applyconfigurationoadpv1alpha1.VeleroBackupApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroBackupStorageLocation"):
+		return &applyconfigurationoadpv1alpha1.VeleroBackupStorageLocationApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroDeleteBackupRequest"):
 		return &applyconfigurationoadpv1alpha1.VeleroDeleteBackupRequestApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroRestore"):

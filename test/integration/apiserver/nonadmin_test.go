@@ -21,6 +21,7 @@ import (
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/nonadmin"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -653,5 +654,53 @@ func TestNonAdminPolicy(t *testing.T) {
 	}
 	if err := create("late", 0); !invalidAt(err, "spec.backupSpec", "disabled by the administrator") {
 		t.Errorf("a NonAdminBackup with tenants turned off: %v, want 422", err)
+	}
+}
+
+// TestNonAdminStorageLocationStandalone: a standalone server serves no
+// Secrets, so a tenant's storage location cannot get its credentials: it
+// is accepted and approved (approval not required), then backs off with
+// SecretSynced False saying why, and nothing is made in the admin
+// namespace. The whole flow runs in a cluster
+// (test/integration/cluster TestTenantStorageLocations).
+func TestNonAdminStorageLocationStandalone(t *testing.T) {
+	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	if _, err := alice.client.OadpV1alpha1().NonAdminBackupStorageLocations("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: "mine"},
+		Spec: oadpv1alpha1.NonAdminBackupStorageLocationSpec{BackupStorageLocationSpec: &velerov1.BackupStorageLocationSpec{
+			Provider: "aws", Credential: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"},
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "team"}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var l *oadpv1alpha1.NonAdminBackupStorageLocation
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		l, err = s.Clientset.OadpV1alpha1().NonAdminBackupStorageLocations("tenant-a").Get(ctx, "mine", metav1.GetOptions{})
+		return err == nil && l.Status.Phase == oadpv1alpha1.NonAdminPhaseBackingOff, err
+	}); err != nil {
+		t.Fatalf("the location did not back off: %v (%+v)", err, l)
+	}
+	if c := condition(l.Status.Conditions, oadpv1alpha1.NonAdminBSLConditionSecretSynced); c.Status != metav1.ConditionFalse || c.Message != nonadmin.MessageNoSecrets {
+		t.Errorf("SecretSynced %+v, want False: %s", c, nonadmin.MessageNoSecrets)
+	}
+	if c := condition(l.Status.Conditions, oadpv1alpha1.NonAdminBSLConditionApproved); c.Status != metav1.ConditionTrue {
+		t.Errorf("ClusterAdminApproved %+v, want True (approval not required)", c)
+	}
+	id := l.Status.VeleroBackupStorageLocation.NACUUID
+	req, err := s.Clientset.OadpV1alpha1().NonAdminBackupStorageLocationRequests(ns).Get(ctx, id, metav1.GetOptions{})
+	if err != nil || req.Status.Phase != oadpv1alpha1.NonAdminBSLRequestPhaseApproved {
+		t.Errorf("request %s: %v %+v", id, err, req)
+	}
+	if _, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Get(ctx, id, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Velero location was made: %v", err)
+	}
+	// A backup there is refused at admission: the location is not ready.
+	_, err = alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "there"},
+		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{StorageLocation: "mine"}}}, metav1.CreateOptions{})
+	if !invalidAt(err, "spec.backupSpec.storageLocation", "not ready") {
+		t.Errorf("a backup to a location that backs off: %v, want 422", err)
 	}
 }

@@ -636,6 +636,56 @@ func suite(target Target) map[string]suiteCase {
 			},
 			invalidAt: "spec.restoreSpec.backupName",
 		}),
+		"nonadminbackupstoragelocations": newCase(resourceCase[oadpv1alpha1.NonAdminBackupStorageLocation, oadpv1alpha1.NonAdminBackupStorageLocationList]{
+			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStorageLocation"), client: oadp.NonAdminBackupStorageLocations("tenant-a"), engine: engine.OadpV1alpha1().NonAdminBackupStorageLocations("tenant-a"),
+			valid: func(n string) *oadpv1alpha1.NonAdminBackupStorageLocation {
+				return &oadpv1alpha1.NonAdminBackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
+					Spec: oadpv1alpha1.NonAdminBackupStorageLocationSpec{BackupStorageLocationSpec: &velerov1.BackupStorageLocationSpec{
+						Provider: "aws", Config: map[string]string{"region": "us-east-1"},
+						Credential:  &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"},
+						StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "tenant-a"}}}}}
+			},
+			immutable: func(l *oadpv1alpha1.NonAdminBackupStorageLocation) {
+				l.Spec.BackupStorageLocationSpec.ObjectStorage.Bucket = "other"
+			},
+			spec:   func(l *oadpv1alpha1.NonAdminBackupStorageLocation) any { return l.Spec },
+			status: func(l *oadpv1alpha1.NonAdminBackupStorageLocation) any { return l.Status },
+			setStatus: func(l *oadpv1alpha1.NonAdminBackupStorageLocation) {
+				l.Status.Phase = oadpv1alpha1.NonAdminPhaseCreated
+			},
+			invalid: func(n string) *oadpv1alpha1.NonAdminBackupStorageLocation {
+				return &oadpv1alpha1.NonAdminBackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
+					Spec: oadpv1alpha1.NonAdminBackupStorageLocationSpec{BackupStorageLocationSpec: &velerov1.BackupStorageLocationSpec{
+						Provider: "filesystem", Credential: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"},
+						StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "/etc"}}}}}
+			},
+			invalidAt: "spec.backupStorageLocationSpec.provider",
+		}),
+		// Requests are made by the server: the suite makes them as an engine.
+		"nonadminbackupstoragelocationrequests": newCase(resourceCase[oadpv1alpha1.NonAdminBackupStorageLocationRequest, oadpv1alpha1.NonAdminBackupStorageLocationRequestList]{
+			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStorageLocationRequest"), client: engine.OadpV1alpha1().NonAdminBackupStorageLocationRequests(ns), engine: engine.OadpV1alpha1().NonAdminBackupStorageLocationRequests(ns),
+			valid: func(n string) *oadpv1alpha1.NonAdminBackupStorageLocationRequest {
+				return &oadpv1alpha1.NonAdminBackupStorageLocationRequest{ObjectMeta: om(n),
+					Spec: oadpv1alpha1.NonAdminBackupStorageLocationRequestSpec{ApprovalDecision: oadpv1alpha1.NonAdminBSLRequestPending}}
+			},
+			changeSpec: func(r *oadpv1alpha1.NonAdminBackupStorageLocationRequest) {
+				r.Spec.ApprovalDecision = map[oadpv1alpha1.NonAdminBSLRequest]oadpv1alpha1.NonAdminBSLRequest{
+					oadpv1alpha1.NonAdminBSLRequestApproved: oadpv1alpha1.NonAdminBSLRequestRejected}[r.Spec.ApprovalDecision]
+				if r.Spec.ApprovalDecision == "" {
+					r.Spec.ApprovalDecision = oadpv1alpha1.NonAdminBSLRequestApproved
+				}
+			},
+			spec:   func(r *oadpv1alpha1.NonAdminBackupStorageLocationRequest) any { return r.Spec },
+			status: func(r *oadpv1alpha1.NonAdminBackupStorageLocationRequest) any { return r.Status },
+			setStatus: func(r *oadpv1alpha1.NonAdminBackupStorageLocationRequest) {
+				r.Status.Phase = oadpv1alpha1.NonAdminBSLRequestPhasePending
+			},
+			invalid: func(n string) *oadpv1alpha1.NonAdminBackupStorageLocationRequest {
+				return &oadpv1alpha1.NonAdminBackupStorageLocationRequest{ObjectMeta: om(n),
+					Spec: oadpv1alpha1.NonAdminBackupStorageLocationRequestSpec{ApprovalDecision: "maybe"}}
+			},
+			invalidAt: "spec.approvalDecision",
+		}),
 		"dataprotectionapplications": newCase(resourceCase[oadpv1alpha1.DataProtectionApplication, oadpv1alpha1.DataProtectionApplicationList]{
 			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("DataProtectionApplication"), client: oadp.DataProtectionApplications(ns), engine: engine.OadpV1alpha1().DataProtectionApplications(ns),
 			valid: func(n string) *oadpv1alpha1.DataProtectionApplication {

@@ -98,6 +98,25 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		t.Fatalf("NonAdminRestore bob-nar did not finish: %v", err)
 	}
 	bBackup := bNAB.Status.VeleroBackup.Name
+	// B's storage location, settled: its request made, its Secret missing
+	// (or, standalone, no Secrets at all), so it backs off.
+	if _, err := b.Client.OadpV1alpha1().NonAdminBackupStorageLocations(b.Namespace).Create(ctx, tenantLocation("bob-loc", "aws", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating B's NonAdminBackupStorageLocation: %v", err)
+	}
+	var bLocation string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := target.Admin.OadpV1alpha1().NonAdminBackupStorageLocations(b.Namespace).Get(ctx, "bob-loc", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if v := l.Status.VeleroBackupStorageLocation; v != nil {
+			bLocation = v.NACUUID
+		}
+		return l.Status.Phase == oadpv1alpha1.NonAdminPhaseBackingOff && bLocation != "", nil
+	}); err != nil {
+		t.Fatalf("B's NonAdminBackupStorageLocation did not settle: %v", err)
+	}
+	aLocations, ownLocations := a.Client.OadpV1alpha1().NonAdminBackupStorageLocations(b.Namespace), a.Client.OadpV1alpha1().NonAdminBackupStorageLocations(a.Namespace)
 
 	// aNABs, aNARs: A's clients of B's namespace.
 	aNABs := a.Client.OadpV1alpha1().NonAdminBackups(b.Namespace)
@@ -152,6 +171,27 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		}},
 		{"create a NonAdminBackup in B's namespace", func(ctx context.Context) error {
 			return errOf(aNABs.Create(ctx, nab(func(*velerov1.BackupSpec) {}), metav1.CreateOptions{}))
+		}},
+		{"get B's NonAdminBackupStorageLocation", func(ctx context.Context) error { return errOf(aLocations.Get(ctx, "bob-loc", metav1.GetOptions{})) }},
+		{"list B's NonAdminBackupStorageLocations", func(ctx context.Context) error { return errOf(aLocations.List(ctx, metav1.ListOptions{})) }},
+		{"write B's NonAdminBackupStorageLocation status", func(ctx context.Context) error {
+			return errOf(aLocations.Patch(ctx, "bob-loc", types.MergePatchType, []byte(`{"status":{"phase":"Created"}}`), metav1.PatchOptions{}, "status"))
+		}},
+		{"delete B's NonAdminBackupStorageLocation", func(ctx context.Context) error { return aLocations.Delete(ctx, "bob-loc", metav1.DeleteOptions{}) }},
+		{"a NonAdminBackup to B's storage location", func(ctx context.Context) error {
+			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) { s.StorageLocation = "bob-loc" }), metav1.CreateOptions{}))
+		}},
+		// The admin's decisions on storage locations.
+		{"list NonAdminBackupStorageLocationRequests", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminBackupStorageLocationRequests(adminNS).List(ctx, metav1.ListOptions{}))
+		}},
+		{"approve B's storage location", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminBackupStorageLocationRequests(adminNS).Patch(ctx, bLocation, types.MergePatchType,
+				[]byte(`{"spec":{"approvalDecision":"approve"}}`), metav1.PatchOptions{}))
+		}},
+		{"a NonAdminBackupStorageLocationRequest in its own namespace", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminBackupStorageLocationRequests(a.Namespace).Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocationRequest{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"}, Spec: oadpv1alpha1.NonAdminBackupStorageLocationRequestSpec{ApprovalDecision: "approve"}}, metav1.CreateOptions{}))
 		}},
 		// Across namespaces.
 		{"list NonAdminBackups of every namespace", func(ctx context.Context) error {
@@ -219,6 +259,17 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"}, Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{}}}, metav1.CreateOptions{}))
 		}},
 		// Its own namespace, asking for more than it may.
+		{"a NonAdminBackupStorageLocation on a directory of the server", func(ctx context.Context) error {
+			return errOf(ownLocations.Create(ctx, tenantLocation("", "filesystem", nil), metav1.CreateOptions{}))
+		}},
+		{"a NonAdminBackupStorageLocation with a credentials file of the server", func(ctx context.Context) error {
+			return errOf(ownLocations.Create(ctx, tenantLocation("", "aws", func(s *velerov1.BackupStorageLocationSpec) {
+				s.Config["credentialsFile"] = "/var/lib/backstop/credentials"
+			}), metav1.CreateOptions{}))
+		}},
+		{"a default NonAdminBackupStorageLocation", func(ctx context.Context) error {
+			return errOf(ownLocations.Create(ctx, tenantLocation("", "aws", func(s *velerov1.BackupStorageLocationSpec) { s.Default = true }), metav1.CreateOptions{}))
+		}},
 		{"a NonAdminBackup of B's namespace", func(ctx context.Context) error {
 			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) { s.IncludedNamespaces = []string{b.Namespace} }), metav1.CreateOptions{}))
 		}},
@@ -371,6 +422,8 @@ func fingerprint(ctx context.Context, t *testing.T, target TenantTarget) map[str
 		add("nonadminbackup", nabs, err)
 		nars, err := target.Admin.OadpV1alpha1().NonAdminRestores(ns).List(ctx, lo)
 		add("nonadminrestore", nars, err)
+		nabsls, err := target.Admin.OadpV1alpha1().NonAdminBackupStorageLocations(ns).List(ctx, lo)
+		add("nonadminbackupstoragelocation", nabsls, err)
 		rbs, err := target.AdminKube.RbacV1().RoleBindings(ns).List(ctx, lo)
 		add("rolebinding", rbs, err)
 		roles, err := target.AdminKube.RbacV1().Roles(ns).List(ctx, lo)
@@ -385,9 +438,29 @@ func fingerprint(ctx context.Context, t *testing.T, target TenantTarget) map[str
 	add("deletebackuprequest", reqs, err)
 	drs, err := v.DownloadRequests(target.AdminNamespace).List(ctx, lo)
 	add("downloadrequest", drs, err)
+	nabslrs, err := target.Admin.OadpV1alpha1().NonAdminBackupStorageLocationRequests(target.AdminNamespace).List(ctx, lo)
+	add("nonadminbackupstoragelocationrequest", nabslrs, err)
 	for _, ns := range []string{target.AdminNamespace, target.A.Namespace} {
 		dpas, err := target.Admin.OadpV1alpha1().DataProtectionApplications(ns).List(ctx, lo)
 		add("dataprotectionapplication", dpas, err)
 	}
 	return out
+}
+
+// tenantLocation is a tenant's storage location on an S3 bucket (name ""
+// generates one), changed by mutate.
+func tenantLocation(name, provider string, mutate func(*velerov1.BackupStorageLocationSpec)) *oadpv1alpha1.NonAdminBackupStorageLocation {
+	spec := &velerov1.BackupStorageLocationSpec{Provider: provider, Config: map[string]string{"region": "us-east-1"},
+		Credential:  &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"},
+		StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "tenant"}}}
+	if mutate != nil {
+		mutate(spec)
+	}
+	l := &oadpv1alpha1.NonAdminBackupStorageLocation{Spec: oadpv1alpha1.NonAdminBackupStorageLocationSpec{BackupStorageLocationSpec: spec}}
+	if name == "" {
+		l.GenerateName = "attack-"
+	} else {
+		l.Name = name
+	}
+	return l
 }

@@ -39,3 +39,30 @@ var NonAdminBackupLifecycle = nonAdminLifecycle("NonAdminBackup", "Backup", Engi
 
 // NonAdminRestoreLifecycle is the life of a NonAdminRestore.
 var NonAdminRestoreLifecycle = nonAdminLifecycle("NonAdminRestore", "Restore", EngineNonAdminRestore)
+
+// EngineNonAdminBSL is the engine of NonAdminBackupStorageLocations and
+// their requests.
+const EngineNonAdminBSL = "nonadmin-bsl"
+
+// NonAdminBackupStorageLocationLifecycle is the life of a
+// NonAdminBackupStorageLocation: Created once approved and its Velero
+// location exists. An approval withdrawn later removes the location and is
+// said in condition ClusterAdminApproved; the phase does not move back.
+var NonAdminBackupStorageLocationLifecycle = nonAdminLifecycle("NonAdminBackupStorageLocation", "BackupStorageLocation", EngineNonAdminBSL)
+
+// NonAdminBackupStorageLocationRequestLifecycle is the life of the admin's
+// request for a NonAdminBackupStorageLocation: its phase follows the
+// admin's spec.approvalDecision, which may change either way (an approval
+// withdrawn revokes the location).
+var NonAdminBackupStorageLocationRequestLifecycle = lifecycle.Table[NonAdminBSLRequestPhase]{
+	Kind:   "NonAdminBackupStorageLocationRequest",
+	Phases: []NonAdminBSLRequestPhase{"", NonAdminBSLRequestPhasePending, NonAdminBSLRequestPhaseApproved, NonAdminBSLRequestPhaseRejected},
+	Transitions: []lifecycle.Transition[NonAdminBSLRequestPhase]{
+		{From: lifecycle.From[NonAdminBSLRequestPhase]("", NonAdminBSLRequestPhaseApproved, NonAdminBSLRequestPhaseRejected), To: NonAdminBSLRequestPhasePending, By: EngineNonAdminBSL,
+			When: "the decision is pending (or unset)"},
+		{From: lifecycle.From[NonAdminBSLRequestPhase]("", NonAdminBSLRequestPhasePending, NonAdminBSLRequestPhaseRejected), To: NonAdminBSLRequestPhaseApproved, By: EngineNonAdminBSL,
+			When: "the admin approves (or approval is not required)"},
+		{From: lifecycle.From[NonAdminBSLRequestPhase]("", NonAdminBSLRequestPhasePending, NonAdminBSLRequestPhaseApproved), To: NonAdminBSLRequestPhaseRejected, By: EngineNonAdminBSL,
+			When: "the admin rejects"},
+	},
+}

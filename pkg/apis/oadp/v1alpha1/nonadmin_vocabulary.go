@@ -142,3 +142,36 @@ const (
 	ReasonKeptOnly      = "KeptNotActedOn"
 	ReasonAllActedOn    = "AllActedOn"
 )
+
+// NonAdminBackupStorageLocation condition types besides Accepted, as
+// upstream names them.
+const (
+	NonAdminBSLConditionSecretSynced NonAdminCondition = "SecretSynced"
+	NonAdminBSLConditionBSLSynced    NonAdminCondition = "BackupStorageLocationSynced"
+	NonAdminBSLConditionApproved     NonAdminCondition = "ClusterAdminApproved"
+)
+
+// NonAdminBackupStorageLocation condition reasons and messages, as upstream
+// spells them.
+const (
+	ReasonBslSpecValidation              = "BslSpecValidation"
+	ReasonBslSpecApprovalPending         = "BslSpecApprovalPending"
+	ReasonBslSpecApproved                = "BslSpecApproved"
+	ReasonBslSpecRejected                = "BslSpecRejected"
+	ReasonBslSpecInvalid                 = "BslSpecInvalid"
+	ReasonSecretCreated                  = "SecretCreated"
+	ReasonSecretUpdated                  = "SecretUpdated"
+	ReasonSecretSyncFailed               = "SecretSyncFailed"
+	ReasonBackupStorageLocationCreated   = "BackupStorageLocationCreated"
+	ReasonBackupStorageLocationUpdated   = "BackupStorageLocationUpdated"
+	ReasonBackupStorageLocationSyncError = "BackupStorageLocationSyncError"
+
+	MessageBslSpecValid       = "NonAdminBackupStorageLocation spec validation successful"
+	MessageBslApprovalPending = "NonAdminBackupStorageLocationRequest approval pending"
+	MessageBslApproved        = "NonAdminBackupStorageLocationRequest approval decision set to Approve"
+	MessageBslRejected        = "NonAdminBackupStorageLocationRequest approval decision set to Reject"
+	MessageBslDecisionInvalid = "NonAdminBackupStorageLocationRequest approval decision is invalid"
+	MessageSecretSynced       = "Secret successfully created in the OADP namespace"
+	MessageBSLSynced          = "BackupStorageLocation successfully created in the OADP namespace"
+	MessageBSLDeletionPending = "backup storage location accepted for deletion"
+)

@@ -47,6 +47,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NonAdminBackup{}, &NonAdminBackupList{},
 		&NonAdminRestore{}, &NonAdminRestoreList{},
 		&DataProtectionApplication{}, &DataProtectionApplicationList{},
+		&NonAdminBackupStorageLocation{}, &NonAdminBackupStorageLocationList{},
+		&NonAdminBackupStorageLocationRequest{}, &NonAdminBackupStorageLocationRequestList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

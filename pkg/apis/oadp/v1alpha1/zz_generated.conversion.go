@@ -176,6 +176,86 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminBackupStorageLocation)(nil), (*oadp.NonAdminBackupStorageLocation)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminBackupStorageLocation_To_oadp_NonAdminBackupStorageLocation(a.(*NonAdminBackupStorageLocation), b.(*oadp.NonAdminBackupStorageLocation), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminBackupStorageLocation)(nil), (*NonAdminBackupStorageLocation)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminBackupStorageLocation_To_v1alpha1_NonAdminBackupStorageLocation(a.(*oadp.NonAdminBackupStorageLocation), b.(*NonAdminBackupStorageLocation), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminBackupStorageLocationList)(nil), (*oadp.NonAdminBackupStorageLocationList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminBackupStorageLocationList_To_oadp_NonAdminBackupStorageLocationList(a.(*NonAdminBackupStorageLocationList), b.(*oadp.NonAdminBackupStorageLocationList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminBackupStorageLocationList)(nil), (*NonAdminBackupStorageLocationList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminBackupStorageLocationList_To_v1alpha1_NonAdminBackupStorageLocationList(a.(*oadp.NonAdminBackupStorageLocationList), b.(*NonAdminBackupStorageLocationList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminBackupStorageLocationRequest)(nil), (*oadp.NonAdminBackupStorageLocationRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminBackupStorageLocationRequest_To_oadp_NonAdminBackupStorageLocationRequest(a.(*NonAdminBackupStorageLocationRequest), b.(*oadp.NonAdminBackupStorageLocationRequest), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminBackupStorageLocationRequest)(nil), (*NonAdminBackupStorageLocationRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminBackupStorageLocationRequest_To_v1alpha1_NonAdminBackupStorageLocationRequest(a.(*oadp.NonAdminBackupStorageLocationRequest), b.(*NonAdminBackupStorageLocationRequest), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminBackupStorageLocationRequestList)(nil), (*oadp.NonAdminBackupStorageLocationRequestList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminBackupStorageLocationRequestList_To_oadp_NonAdminBackupStorageLocationRequestList(a.(*NonAdminBackupStorageLocationRequestList), b.(*oadp.NonAdminBackupStorageLocationRequestList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminBackupStorageLocationRequestList)(nil), (*NonAdminBackupStorageLocationRequestList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminBackupStorageLocationRequestList_To_v1alpha1_NonAdminBackupStorageLocationRequestList(a.(*oadp.NonAdminBackupStorageLocationRequestList), b.(*NonAdminBackupStorageLocationRequestList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminBackupStorageLocationRequestSpec)(nil), (*oadp.NonAdminBackupStorageLocationRequestSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminBackupStorageLocationRequestSpec_To_oadp_NonAdminBackupStorageLocationRequestSpec(a.(*NonAdminBackupStorageLocationRequestSpec), b.(*oadp.NonAdminBackupStorageLocationRequestSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminBackupStorageLocationRequestSpec)(nil), (*NonAdminBackupStorageLocationRequestSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminBackupStorageLocationRequestSpec_To_v1alpha1_NonAdminBackupStorageLocationRequestSpec(a.(*oadp.NonAdminBackupStorageLocationRequestSpec), b.(*NonAdminBackupStorageLocationRequestSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminBackupStorageLocationRequestStatus)(nil), (*oadp.NonAdminBackupStorageLocationRequestStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminBackupStorageLocationRequestStatus_To_oadp_NonAdminBackupStorageLocationRequestStatus(a.(*NonAdminBackupStorageLocationRequestStatus), b.(*oadp.NonAdminBackupStorageLocationRequestStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminBackupStorageLocationRequestStatus)(nil), (*NonAdminBackupStorageLocationRequestStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminBackupStorageLocationRequestStatus_To_v1alpha1_NonAdminBackupStorageLocationRequestStatus(a.(*oadp.NonAdminBackupStorageLocationRequestStatus), b.(*NonAdminBackupStorageLocationRequestStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminBackupStorageLocationSpec)(nil), (*oadp.NonAdminBackupStorageLocationSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminBackupStorageLocationSpec_To_oadp_NonAdminBackupStorageLocationSpec(a.(*NonAdminBackupStorageLocationSpec), b.(*oadp.NonAdminBackupStorageLocationSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminBackupStorageLocationSpec)(nil), (*NonAdminBackupStorageLocationSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminBackupStorageLocationSpec_To_v1alpha1_NonAdminBackupStorageLocationSpec(a.(*oadp.NonAdminBackupStorageLocationSpec), b.(*NonAdminBackupStorageLocationSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminBackupStorageLocationStatus)(nil), (*oadp.NonAdminBackupStorageLocationStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminBackupStorageLocationStatus_To_oadp_NonAdminBackupStorageLocationStatus(a.(*NonAdminBackupStorageLocationStatus), b.(*oadp.NonAdminBackupStorageLocationStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminBackupStorageLocationStatus)(nil), (*NonAdminBackupStorageLocationStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminBackupStorageLocationStatus_To_v1alpha1_NonAdminBackupStorageLocationStatus(a.(*oadp.NonAdminBackupStorageLocationStatus), b.(*NonAdminBackupStorageLocationStatus), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*NonAdminRestore)(nil), (*oadp.NonAdminRestore)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_NonAdminRestore_To_oadp_NonAdminRestore(a.(*NonAdminRestore), b.(*oadp.NonAdminRestore), scope)
 	}); err != nil {
@@ -226,6 +306,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*SourceNonAdminBSL)(nil), (*oadp.SourceNonAdminBSL)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SourceNonAdminBSL_To_oadp_SourceNonAdminBSL(a.(*SourceNonAdminBSL), b.(*oadp.SourceNonAdminBSL), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.SourceNonAdminBSL)(nil), (*SourceNonAdminBSL)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_SourceNonAdminBSL_To_v1alpha1_SourceNonAdminBSL(a.(*oadp.SourceNonAdminBSL), b.(*SourceNonAdminBSL), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*VeleroBackup)(nil), (*oadp.VeleroBackup)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_VeleroBackup_To_oadp_VeleroBackup(a.(*VeleroBackup), b.(*oadp.VeleroBackup), scope)
 	}); err != nil {
@@ -233,6 +323,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*oadp.VeleroBackup)(nil), (*VeleroBackup)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_oadp_VeleroBackup_To_v1alpha1_VeleroBackup(a.(*oadp.VeleroBackup), b.(*VeleroBackup), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VeleroBackupStorageLocation)(nil), (*oadp.VeleroBackupStorageLocation)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VeleroBackupStorageLocation_To_oadp_VeleroBackupStorageLocation(a.(*VeleroBackupStorageLocation), b.(*oadp.VeleroBackupStorageLocation), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.VeleroBackupStorageLocation)(nil), (*VeleroBackupStorageLocation)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_VeleroBackupStorageLocation_To_v1alpha1_VeleroBackupStorageLocation(a.(*oadp.VeleroBackupStorageLocation), b.(*VeleroBackupStorageLocation), scope)
 	}); err != nil {
 		return err
 	}
@@ -567,6 +667,194 @@ func Convert_oadp_NonAdminBackupStatus_To_v1alpha1_NonAdminBackupStatus(in *oadp
 	return autoConvert_oadp_NonAdminBackupStatus_To_v1alpha1_NonAdminBackupStatus(in, out, s)
 }
 
+func autoConvert_v1alpha1_NonAdminBackupStorageLocation_To_oadp_NonAdminBackupStorageLocation(in *NonAdminBackupStorageLocation, out *oadp.NonAdminBackupStorageLocation, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_NonAdminBackupStorageLocationSpec_To_oadp_NonAdminBackupStorageLocationSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_NonAdminBackupStorageLocationStatus_To_oadp_NonAdminBackupStorageLocationStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminBackupStorageLocation_To_oadp_NonAdminBackupStorageLocation is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminBackupStorageLocation_To_oadp_NonAdminBackupStorageLocation(in *NonAdminBackupStorageLocation, out *oadp.NonAdminBackupStorageLocation, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminBackupStorageLocation_To_oadp_NonAdminBackupStorageLocation(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminBackupStorageLocation_To_v1alpha1_NonAdminBackupStorageLocation(in *oadp.NonAdminBackupStorageLocation, out *NonAdminBackupStorageLocation, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_oadp_NonAdminBackupStorageLocationSpec_To_v1alpha1_NonAdminBackupStorageLocationSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_oadp_NonAdminBackupStorageLocationStatus_To_v1alpha1_NonAdminBackupStorageLocationStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_oadp_NonAdminBackupStorageLocation_To_v1alpha1_NonAdminBackupStorageLocation is an autogenerated conversion function.
+func Convert_oadp_NonAdminBackupStorageLocation_To_v1alpha1_NonAdminBackupStorageLocation(in *oadp.NonAdminBackupStorageLocation, out *NonAdminBackupStorageLocation, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminBackupStorageLocation_To_v1alpha1_NonAdminBackupStorageLocation(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminBackupStorageLocationList_To_oadp_NonAdminBackupStorageLocationList(in *NonAdminBackupStorageLocationList, out *oadp.NonAdminBackupStorageLocationList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]oadp.NonAdminBackupStorageLocation)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminBackupStorageLocationList_To_oadp_NonAdminBackupStorageLocationList is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminBackupStorageLocationList_To_oadp_NonAdminBackupStorageLocationList(in *NonAdminBackupStorageLocationList, out *oadp.NonAdminBackupStorageLocationList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminBackupStorageLocationList_To_oadp_NonAdminBackupStorageLocationList(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminBackupStorageLocationList_To_v1alpha1_NonAdminBackupStorageLocationList(in *oadp.NonAdminBackupStorageLocationList, out *NonAdminBackupStorageLocationList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]NonAdminBackupStorageLocation)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_oadp_NonAdminBackupStorageLocationList_To_v1alpha1_NonAdminBackupStorageLocationList is an autogenerated conversion function.
+func Convert_oadp_NonAdminBackupStorageLocationList_To_v1alpha1_NonAdminBackupStorageLocationList(in *oadp.NonAdminBackupStorageLocationList, out *NonAdminBackupStorageLocationList, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminBackupStorageLocationList_To_v1alpha1_NonAdminBackupStorageLocationList(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminBackupStorageLocationRequest_To_oadp_NonAdminBackupStorageLocationRequest(in *NonAdminBackupStorageLocationRequest, out *oadp.NonAdminBackupStorageLocationRequest, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_NonAdminBackupStorageLocationRequestSpec_To_oadp_NonAdminBackupStorageLocationRequestSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_NonAdminBackupStorageLocationRequestStatus_To_oadp_NonAdminBackupStorageLocationRequestStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminBackupStorageLocationRequest_To_oadp_NonAdminBackupStorageLocationRequest is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminBackupStorageLocationRequest_To_oadp_NonAdminBackupStorageLocationRequest(in *NonAdminBackupStorageLocationRequest, out *oadp.NonAdminBackupStorageLocationRequest, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminBackupStorageLocationRequest_To_oadp_NonAdminBackupStorageLocationRequest(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminBackupStorageLocationRequest_To_v1alpha1_NonAdminBackupStorageLocationRequest(in *oadp.NonAdminBackupStorageLocationRequest, out *NonAdminBackupStorageLocationRequest, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_oadp_NonAdminBackupStorageLocationRequestSpec_To_v1alpha1_NonAdminBackupStorageLocationRequestSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_oadp_NonAdminBackupStorageLocationRequestStatus_To_v1alpha1_NonAdminBackupStorageLocationRequestStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_oadp_NonAdminBackupStorageLocationRequest_To_v1alpha1_NonAdminBackupStorageLocationRequest is an autogenerated conversion function.
+func Convert_oadp_NonAdminBackupStorageLocationRequest_To_v1alpha1_NonAdminBackupStorageLocationRequest(in *oadp.NonAdminBackupStorageLocationRequest, out *NonAdminBackupStorageLocationRequest, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminBackupStorageLocationRequest_To_v1alpha1_NonAdminBackupStorageLocationRequest(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminBackupStorageLocationRequestList_To_oadp_NonAdminBackupStorageLocationRequestList(in *NonAdminBackupStorageLocationRequestList, out *oadp.NonAdminBackupStorageLocationRequestList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]oadp.NonAdminBackupStorageLocationRequest)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminBackupStorageLocationRequestList_To_oadp_NonAdminBackupStorageLocationRequestList is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminBackupStorageLocationRequestList_To_oadp_NonAdminBackupStorageLocationRequestList(in *NonAdminBackupStorageLocationRequestList, out *oadp.NonAdminBackupStorageLocationRequestList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminBackupStorageLocationRequestList_To_oadp_NonAdminBackupStorageLocationRequestList(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminBackupStorageLocationRequestList_To_v1alpha1_NonAdminBackupStorageLocationRequestList(in *oadp.NonAdminBackupStorageLocationRequestList, out *NonAdminBackupStorageLocationRequestList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]NonAdminBackupStorageLocationRequest)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_oadp_NonAdminBackupStorageLocationRequestList_To_v1alpha1_NonAdminBackupStorageLocationRequestList is an autogenerated conversion function.
+func Convert_oadp_NonAdminBackupStorageLocationRequestList_To_v1alpha1_NonAdminBackupStorageLocationRequestList(in *oadp.NonAdminBackupStorageLocationRequestList, out *NonAdminBackupStorageLocationRequestList, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminBackupStorageLocationRequestList_To_v1alpha1_NonAdminBackupStorageLocationRequestList(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminBackupStorageLocationRequestSpec_To_oadp_NonAdminBackupStorageLocationRequestSpec(in *NonAdminBackupStorageLocationRequestSpec, out *oadp.NonAdminBackupStorageLocationRequestSpec, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminBackupStorageLocationRequestSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminBackupStorageLocationRequestSpec_To_oadp_NonAdminBackupStorageLocationRequestSpec is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminBackupStorageLocationRequestSpec_To_oadp_NonAdminBackupStorageLocationRequestSpec(in *NonAdminBackupStorageLocationRequestSpec, out *oadp.NonAdminBackupStorageLocationRequestSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminBackupStorageLocationRequestSpec_To_oadp_NonAdminBackupStorageLocationRequestSpec(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminBackupStorageLocationRequestSpec_To_v1alpha1_NonAdminBackupStorageLocationRequestSpec(in *oadp.NonAdminBackupStorageLocationRequestSpec, out *NonAdminBackupStorageLocationRequestSpec, s conversion.Scope) error {
+	*out = *(*NonAdminBackupStorageLocationRequestSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminBackupStorageLocationRequestSpec_To_v1alpha1_NonAdminBackupStorageLocationRequestSpec is an autogenerated conversion function.
+func Convert_oadp_NonAdminBackupStorageLocationRequestSpec_To_v1alpha1_NonAdminBackupStorageLocationRequestSpec(in *oadp.NonAdminBackupStorageLocationRequestSpec, out *NonAdminBackupStorageLocationRequestSpec, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminBackupStorageLocationRequestSpec_To_v1alpha1_NonAdminBackupStorageLocationRequestSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminBackupStorageLocationRequestStatus_To_oadp_NonAdminBackupStorageLocationRequestStatus(in *NonAdminBackupStorageLocationRequestStatus, out *oadp.NonAdminBackupStorageLocationRequestStatus, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminBackupStorageLocationRequestStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminBackupStorageLocationRequestStatus_To_oadp_NonAdminBackupStorageLocationRequestStatus is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminBackupStorageLocationRequestStatus_To_oadp_NonAdminBackupStorageLocationRequestStatus(in *NonAdminBackupStorageLocationRequestStatus, out *oadp.NonAdminBackupStorageLocationRequestStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminBackupStorageLocationRequestStatus_To_oadp_NonAdminBackupStorageLocationRequestStatus(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminBackupStorageLocationRequestStatus_To_v1alpha1_NonAdminBackupStorageLocationRequestStatus(in *oadp.NonAdminBackupStorageLocationRequestStatus, out *NonAdminBackupStorageLocationRequestStatus, s conversion.Scope) error {
+	*out = *(*NonAdminBackupStorageLocationRequestStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminBackupStorageLocationRequestStatus_To_v1alpha1_NonAdminBackupStorageLocationRequestStatus is an autogenerated conversion function.
+func Convert_oadp_NonAdminBackupStorageLocationRequestStatus_To_v1alpha1_NonAdminBackupStorageLocationRequestStatus(in *oadp.NonAdminBackupStorageLocationRequestStatus, out *NonAdminBackupStorageLocationRequestStatus, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminBackupStorageLocationRequestStatus_To_v1alpha1_NonAdminBackupStorageLocationRequestStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminBackupStorageLocationSpec_To_oadp_NonAdminBackupStorageLocationSpec(in *NonAdminBackupStorageLocationSpec, out *oadp.NonAdminBackupStorageLocationSpec, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminBackupStorageLocationSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminBackupStorageLocationSpec_To_oadp_NonAdminBackupStorageLocationSpec is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminBackupStorageLocationSpec_To_oadp_NonAdminBackupStorageLocationSpec(in *NonAdminBackupStorageLocationSpec, out *oadp.NonAdminBackupStorageLocationSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminBackupStorageLocationSpec_To_oadp_NonAdminBackupStorageLocationSpec(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminBackupStorageLocationSpec_To_v1alpha1_NonAdminBackupStorageLocationSpec(in *oadp.NonAdminBackupStorageLocationSpec, out *NonAdminBackupStorageLocationSpec, s conversion.Scope) error {
+	*out = *(*NonAdminBackupStorageLocationSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminBackupStorageLocationSpec_To_v1alpha1_NonAdminBackupStorageLocationSpec is an autogenerated conversion function.
+func Convert_oadp_NonAdminBackupStorageLocationSpec_To_v1alpha1_NonAdminBackupStorageLocationSpec(in *oadp.NonAdminBackupStorageLocationSpec, out *NonAdminBackupStorageLocationSpec, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminBackupStorageLocationSpec_To_v1alpha1_NonAdminBackupStorageLocationSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminBackupStorageLocationStatus_To_oadp_NonAdminBackupStorageLocationStatus(in *NonAdminBackupStorageLocationStatus, out *oadp.NonAdminBackupStorageLocationStatus, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminBackupStorageLocationStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminBackupStorageLocationStatus_To_oadp_NonAdminBackupStorageLocationStatus is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminBackupStorageLocationStatus_To_oadp_NonAdminBackupStorageLocationStatus(in *NonAdminBackupStorageLocationStatus, out *oadp.NonAdminBackupStorageLocationStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminBackupStorageLocationStatus_To_oadp_NonAdminBackupStorageLocationStatus(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminBackupStorageLocationStatus_To_v1alpha1_NonAdminBackupStorageLocationStatus(in *oadp.NonAdminBackupStorageLocationStatus, out *NonAdminBackupStorageLocationStatus, s conversion.Scope) error {
+	*out = *(*NonAdminBackupStorageLocationStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminBackupStorageLocationStatus_To_v1alpha1_NonAdminBackupStorageLocationStatus is an autogenerated conversion function.
+func Convert_oadp_NonAdminBackupStorageLocationStatus_To_v1alpha1_NonAdminBackupStorageLocationStatus(in *oadp.NonAdminBackupStorageLocationStatus, out *NonAdminBackupStorageLocationStatus, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminBackupStorageLocationStatus_To_v1alpha1_NonAdminBackupStorageLocationStatus(in, out, s)
+}
+
 func autoConvert_v1alpha1_NonAdminRestore_To_oadp_NonAdminRestore(in *NonAdminRestore, out *oadp.NonAdminRestore, s conversion.Scope) error {
 	out.ObjectMeta = in.ObjectMeta
 	if err := Convert_v1alpha1_NonAdminRestoreSpec_To_oadp_NonAdminRestoreSpec(&in.Spec, &out.Spec, s); err != nil {
@@ -681,6 +969,26 @@ func Convert_oadp_QueueInfo_To_v1alpha1_QueueInfo(in *oadp.QueueInfo, out *Queue
 	return autoConvert_oadp_QueueInfo_To_v1alpha1_QueueInfo(in, out, s)
 }
 
+func autoConvert_v1alpha1_SourceNonAdminBSL_To_oadp_SourceNonAdminBSL(in *SourceNonAdminBSL, out *oadp.SourceNonAdminBSL, s conversion.Scope) error {
+	*out = *(*oadp.SourceNonAdminBSL)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_SourceNonAdminBSL_To_oadp_SourceNonAdminBSL is an autogenerated conversion function.
+func Convert_v1alpha1_SourceNonAdminBSL_To_oadp_SourceNonAdminBSL(in *SourceNonAdminBSL, out *oadp.SourceNonAdminBSL, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SourceNonAdminBSL_To_oadp_SourceNonAdminBSL(in, out, s)
+}
+
+func autoConvert_oadp_SourceNonAdminBSL_To_v1alpha1_SourceNonAdminBSL(in *oadp.SourceNonAdminBSL, out *SourceNonAdminBSL, s conversion.Scope) error {
+	*out = *(*SourceNonAdminBSL)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_SourceNonAdminBSL_To_v1alpha1_SourceNonAdminBSL is an autogenerated conversion function.
+func Convert_oadp_SourceNonAdminBSL_To_v1alpha1_SourceNonAdminBSL(in *oadp.SourceNonAdminBSL, out *SourceNonAdminBSL, s conversion.Scope) error {
+	return autoConvert_oadp_SourceNonAdminBSL_To_v1alpha1_SourceNonAdminBSL(in, out, s)
+}
+
 func autoConvert_v1alpha1_VeleroBackup_To_oadp_VeleroBackup(in *VeleroBackup, out *oadp.VeleroBackup, s conversion.Scope) error {
 	*out = *(*oadp.VeleroBackup)(unsafe.Pointer(in))
 	return nil
@@ -699,6 +1007,26 @@ func autoConvert_oadp_VeleroBackup_To_v1alpha1_VeleroBackup(in *oadp.VeleroBacku
 // Convert_oadp_VeleroBackup_To_v1alpha1_VeleroBackup is an autogenerated conversion function.
 func Convert_oadp_VeleroBackup_To_v1alpha1_VeleroBackup(in *oadp.VeleroBackup, out *VeleroBackup, s conversion.Scope) error {
 	return autoConvert_oadp_VeleroBackup_To_v1alpha1_VeleroBackup(in, out, s)
+}
+
+func autoConvert_v1alpha1_VeleroBackupStorageLocation_To_oadp_VeleroBackupStorageLocation(in *VeleroBackupStorageLocation, out *oadp.VeleroBackupStorageLocation, s conversion.Scope) error {
+	*out = *(*oadp.VeleroBackupStorageLocation)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_VeleroBackupStorageLocation_To_oadp_VeleroBackupStorageLocation is an autogenerated conversion function.
+func Convert_v1alpha1_VeleroBackupStorageLocation_To_oadp_VeleroBackupStorageLocation(in *VeleroBackupStorageLocation, out *oadp.VeleroBackupStorageLocation, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VeleroBackupStorageLocation_To_oadp_VeleroBackupStorageLocation(in, out, s)
+}
+
+func autoConvert_oadp_VeleroBackupStorageLocation_To_v1alpha1_VeleroBackupStorageLocation(in *oadp.VeleroBackupStorageLocation, out *VeleroBackupStorageLocation, s conversion.Scope) error {
+	*out = *(*VeleroBackupStorageLocation)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_VeleroBackupStorageLocation_To_v1alpha1_VeleroBackupStorageLocation is an autogenerated conversion function.
+func Convert_oadp_VeleroBackupStorageLocation_To_v1alpha1_VeleroBackupStorageLocation(in *oadp.VeleroBackupStorageLocation, out *VeleroBackupStorageLocation, s conversion.Scope) error {
+	return autoConvert_oadp_VeleroBackupStorageLocation_To_v1alpha1_VeleroBackupStorageLocation(in, out, s)
 }
 
 func autoConvert_v1alpha1_VeleroDeleteBackupRequest_To_oadp_VeleroDeleteBackupRequest(in *VeleroDeleteBackupRequest, out *oadp.VeleroDeleteBackupRequest, s conversion.Scope) error {

@@ -92,6 +92,46 @@ func (in NonAdminBackupStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminBackupStorageLocation) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminBackupStorageLocation"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminBackupStorageLocationList) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminBackupStorageLocationList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminBackupStorageLocationRequest) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminBackupStorageLocationRequest"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminBackupStorageLocationRequestList) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminBackupStorageLocationRequestList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminBackupStorageLocationRequestSpec) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminBackupStorageLocationRequestSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminBackupStorageLocationRequestStatus) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminBackupStorageLocationRequestStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminBackupStorageLocationSpec) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminBackupStorageLocationSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminBackupStorageLocationStatus) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminBackupStorageLocationStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NonAdminRestore) OpenAPIModelName() string {
 	return "io.openshift.oadp.v1alpha1.NonAdminRestore"
 }
@@ -117,8 +157,18 @@ func (in QueueInfo) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SourceNonAdminBSL) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.SourceNonAdminBSL"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VeleroBackup) OpenAPIModelName() string {
 	return "io.openshift.oadp.v1alpha1.VeleroBackup"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VeleroBackupStorageLocation) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.VeleroBackupStorageLocation"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -35,6 +35,8 @@ type Backups struct {
 	Position func(name string) int
 	// Locations opens their storage locations.
 	Locations objectstore.Locations
+	// TenantLocations reads NonAdminBackupStorageLocations.
+	TenantLocations rest.Getter
 }
 
 // Storage is the REST storage of NonAdminBackups and their subresources.
@@ -48,7 +50,7 @@ type Storage struct {
 // NewREST returns the storage of NonAdminBackups, their status, cancel
 // and logs.
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backups Backups, policy PolicyFunc) (*Storage, error) {
-	strategy := NewStrategy(scheme, policy)
+	strategy := NewStrategy(scheme, policy, backups.TenantLocations)
 	fill := queueFill(backups.Position)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadminbackups"),

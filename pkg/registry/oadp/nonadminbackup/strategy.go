@@ -9,8 +9,12 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
@@ -25,16 +29,18 @@ type PolicyFunc func(ctx context.Context) (*oadpvalidation.Policy, error)
 type Strategy struct {
 	resource.Strategy
 	policy PolicyFunc
+	// locations reads the NonAdminBackupStorageLocations a backup may name.
+	locations rest.Getter
 }
 
 // NewStrategy returns the NonAdminBackup strategy; policy (nil: none)
 // reads the admin's policy. New NonAdminBackups get the engine's
 // finalizer, so that none is deleted before its owner has said what
 // becomes of its backup.
-func NewStrategy(typer runtime.ObjectTyper, policy PolicyFunc) Strategy {
+func NewStrategy(typer runtime.ObjectTyper, policy PolicyFunc, locations rest.Getter) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupFinalizer}
-	return Strategy{Strategy: s, policy: policy}
+	return Strategy{Strategy: s, policy: policy, locations: locations}
 }
 
 // Policy is the policy in effect (nil: none).
@@ -59,10 +65,31 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	errs = append(errs, perrs...)
 	errs = append(errs, oadpvalidation.ValidateBackupPolicy(o.Spec.BackupSpec, policy, field.NewPath("spec", "backupSpec"))...)
 	if o.Spec.BackupSpec != nil && o.Spec.BackupSpec.StorageLocation != "" {
-		errs = append(errs, field.NotFound(field.NewPath("spec", "backupSpec", "storageLocation"),
-			fmt.Sprintf("NonAdminBackupStorageLocation %s of namespace %s", o.Spec.BackupSpec.StorageLocation, o.Namespace)))
+		errs = append(errs, s.validateLocation(ctx, o.Namespace, o.Spec.BackupSpec.StorageLocation)...)
 	}
 	return errs
+}
+
+// validateLocation: a backup's storage location must be a
+// NonAdminBackupStorageLocation of its namespace that the administrator
+// approved and the server made (phase Created). Whether its Velero
+// location is Available is the engine's to wait for.
+func (s Strategy) validateLocation(ctx context.Context, namespace, name string) field.ErrorList {
+	p := field.NewPath("spec", "backupSpec", "storageLocation")
+	if s.locations == nil {
+		return field.ErrorList{field.NotFound(p, fmt.Sprintf("NonAdminBackupStorageLocation %s of namespace %s", name, namespace))}
+	}
+	obj, err := s.locations.Get(genericrequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return field.ErrorList{field.NotFound(p, fmt.Sprintf("NonAdminBackupStorageLocation %s of namespace %s", name, namespace))}
+	case err != nil:
+		return field.ErrorList{field.InternalError(p, err)}
+	}
+	if problem := oadpvalidation.LocationProblem(obj.(*oadp.NonAdminBackupStorageLocation)); problem != "" {
+		return field.ErrorList{field.Invalid(p, name, problem)}
+	}
+	return nil
 }
 
 // ValidateUpdate checks the update. The backup spec cannot change once the

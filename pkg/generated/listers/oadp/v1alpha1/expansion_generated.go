@@ -34,6 +34,22 @@ type NonAdminBackupListerExpansion interface{}
 // NonAdminBackupNamespaceLister.
 type NonAdminBackupNamespaceListerExpansion interface{}
 
+// NonAdminBackupStorageLocationListerExpansion allows custom methods to be added to
+// NonAdminBackupStorageLocationLister.
+type NonAdminBackupStorageLocationListerExpansion interface{}
+
+// NonAdminBackupStorageLocationNamespaceListerExpansion allows custom methods to be added to
+// NonAdminBackupStorageLocationNamespaceLister.
+type NonAdminBackupStorageLocationNamespaceListerExpansion interface{}
+
+// NonAdminBackupStorageLocationRequestListerExpansion allows custom methods to be added to
+// NonAdminBackupStorageLocationRequestLister.
+type NonAdminBackupStorageLocationRequestListerExpansion interface{}
+
+// NonAdminBackupStorageLocationRequestNamespaceListerExpansion allows custom methods to be added to
+// NonAdminBackupStorageLocationRequestNamespaceLister.
+type NonAdminBackupStorageLocationRequestNamespaceListerExpansion interface{}
+
 // NonAdminRestoreListerExpansion allows custom methods to be added to
 // NonAdminRestoreLister.
 type NonAdminRestoreListerExpansion interface{}

@@ -28,6 +28,10 @@ type Interface interface {
 	DataProtectionApplications() TypedDataProtectionApplicationInformer
 	// NonAdminBackups returns a NonAdminBackupInformer.
 	NonAdminBackups() TypedNonAdminBackupInformer
+	// NonAdminBackupStorageLocations returns a NonAdminBackupStorageLocationInformer.
+	NonAdminBackupStorageLocations() TypedNonAdminBackupStorageLocationInformer
+	// NonAdminBackupStorageLocationRequests returns a NonAdminBackupStorageLocationRequestInformer.
+	NonAdminBackupStorageLocationRequests() TypedNonAdminBackupStorageLocationRequestInformer
 	// NonAdminRestores returns a NonAdminRestoreInformer.
 	NonAdminRestores() TypedNonAdminRestoreInformer
 }
@@ -51,6 +55,16 @@ func (v *version) DataProtectionApplications() TypedDataProtectionApplicationInf
 // NonAdminBackups returns a TypedNonAdminBackupInformer.
 func (v *version) NonAdminBackups() TypedNonAdminBackupInformer {
 	return &nonAdminBackupInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// NonAdminBackupStorageLocations returns a TypedNonAdminBackupStorageLocationInformer.
+func (v *version) NonAdminBackupStorageLocations() TypedNonAdminBackupStorageLocationInformer {
+	return &nonAdminBackupStorageLocationInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// NonAdminBackupStorageLocationRequests returns a TypedNonAdminBackupStorageLocationRequestInformer.
+func (v *version) NonAdminBackupStorageLocationRequests() TypedNonAdminBackupStorageLocationRequestInformer {
+	return &nonAdminBackupStorageLocationRequestInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // NonAdminRestores returns a TypedNonAdminRestoreInformer.

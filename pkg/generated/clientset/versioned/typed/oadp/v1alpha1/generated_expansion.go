@@ -22,4 +22,8 @@ type DataProtectionApplicationExpansion interface{}
 
 type NonAdminBackupExpansion interface{}
 
+type NonAdminBackupStorageLocationExpansion interface{}
+
+type NonAdminBackupStorageLocationRequestExpansion interface{}
+
 type NonAdminRestoreExpansion interface{}

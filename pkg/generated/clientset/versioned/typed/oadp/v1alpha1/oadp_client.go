@@ -30,6 +30,8 @@ type OadpV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	DataProtectionApplicationsGetter
 	NonAdminBackupsGetter
+	NonAdminBackupStorageLocationsGetter
+	NonAdminBackupStorageLocationRequestsGetter
 	NonAdminRestoresGetter
 }
 
@@ -44,6 +46,14 @@ func (c *OadpV1alpha1Client) DataProtectionApplications(namespace string) DataPr
 
 func (c *OadpV1alpha1Client) NonAdminBackups(namespace string) NonAdminBackupInterface {
 	return newNonAdminBackups(c, namespace)
+}
+
+func (c *OadpV1alpha1Client) NonAdminBackupStorageLocations(namespace string) NonAdminBackupStorageLocationInterface {
+	return newNonAdminBackupStorageLocations(c, namespace)
+}
+
+func (c *OadpV1alpha1Client) NonAdminBackupStorageLocationRequests(namespace string) NonAdminBackupStorageLocationRequestInterface {
+	return newNonAdminBackupStorageLocationRequests(c, namespace)
 }
 
 func (c *OadpV1alpha1Client) NonAdminRestores(namespace string) NonAdminRestoreInterface {

@@ -36,6 +36,14 @@ func (c *FakeOadpV1alpha1) NonAdminBackups(namespace string) v1alpha1.NonAdminBa
 	return newFakeNonAdminBackups(c, namespace)
 }
 
+func (c *FakeOadpV1alpha1) NonAdminBackupStorageLocations(namespace string) v1alpha1.NonAdminBackupStorageLocationInterface {
+	return newFakeNonAdminBackupStorageLocations(c, namespace)
+}
+
+func (c *FakeOadpV1alpha1) NonAdminBackupStorageLocationRequests(namespace string) v1alpha1.NonAdminBackupStorageLocationRequestInterface {
+	return newFakeNonAdminBackupStorageLocationRequests(c, namespace)
+}
+
 func (c *FakeOadpV1alpha1) NonAdminRestores(namespace string) v1alpha1.NonAdminRestoreInterface {
 	return newFakeNonAdminRestores(c, namespace)
 }

@@ -1,0 +1,284 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/conformance"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestTenantStorageLocations: a tenant's own object storage, as the OADP
+// non-admin design has it, through kube-apiserver with a real S3 server.
+// With approval required, a NonAdminBackupStorageLocation waits for the
+// admin's decision on its request; approved, the tenant's credential
+// Secret is copied into the admin namespace and a Velero location made
+// that stores under the tenant's own prefix; a backup goes there; the
+// admin withdrawing approval removes the location and the copy, rejecting
+// says so, deleting the location removes its request.
+func TestTenantStorageLocations(t *testing.T) {
+	c := framework.StartCluster(t)
+	srv := framework.StartS3(t)
+	srv.MakeBucket(t, "team")
+	ctx := context.Background()
+	alice := tenantOf(t, c, "alice", "tenant-a")
+	ns := alice.Namespace
+	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"a": "b"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	oadp := c.Backstop.OadpV1alpha1()
+	if _, err := oadp.DataProtectionApplications(adminNamespace).Create(ctx, &oadpv1alpha1.DataProtectionApplication{
+		ObjectMeta: metav1.ObjectMeta{Name: "dpa"},
+		Spec:       oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{Enable: ptr(true), RequireApprovalForBSL: ptr(true)}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The tenant's Secret and location, as the tenant.
+	creds := fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", srv.AccessKey, srv.SecretKey)
+	if _, err := alice.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
+		Data: map[string][]byte{"cloud": []byte(creds)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the tenant's Secret: %v", err)
+	}
+	tenantLocations := alice.Client.OadpV1alpha1().NonAdminBackupStorageLocations(ns)
+	newLocation := func(name string) {
+		t.Helper()
+		if _, err := tenantLocations.Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocation{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminBackupStorageLocationSpec{BackupStorageLocationSpec: &velerov1.BackupStorageLocationSpec{
+				Provider: "aws", Config: map[string]string{"s3Url": srv.Endpoint, "region": "us-east-1", "s3ForcePathStyle": "true"},
+				Credential:  &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"},
+				StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "team", Prefix: "apps"}},
+			}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("the tenant's location %s: %v", name, err)
+		}
+	}
+	newLocation("mine")
+	locationNamed := func(ctx context.Context, name string) *oadpv1alpha1.NonAdminBackupStorageLocation {
+		l, err := oadp.NonAdminBackupStorageLocations(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	location := func(ctx context.Context) *oadpv1alpha1.NonAdminBackupStorageLocation {
+		return locationNamed(ctx, "mine")
+	}
+	approval := func(l *oadpv1alpha1.NonAdminBackupStorageLocation) string {
+		if c := meta.FindStatusCondition(l.Status.Conditions, string(oadpv1alpha1.NonAdminBSLConditionApproved)); c != nil {
+			return string(c.Status) + "/" + c.Reason
+		}
+		return ""
+	}
+	waitApprovalOf := func(name, want string) *oadpv1alpha1.NonAdminBackupStorageLocation {
+		t.Helper()
+		var l *oadpv1alpha1.NonAdminBackupStorageLocation
+		poll(t, name+" ClusterAdminApproved "+want, 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l = locationNamed(ctx, name)
+			return approval(l) == want, nil
+		})
+		return l
+	}
+	waitApproval := func(want string) *oadpv1alpha1.NonAdminBackupStorageLocation {
+		t.Helper()
+		return waitApprovalOf("mine", want)
+	}
+
+	// Pending: a request in the admin namespace, nothing made.
+	l := waitApproval("False/" + oadpv1alpha1.ReasonBslSpecApprovalPending)
+	if l.Status.Phase != oadpv1alpha1.NonAdminPhaseNew || l.Status.VeleroBackupStorageLocation == nil {
+		t.Fatalf("pending location: phase %q, %+v", l.Status.Phase, l.Status.VeleroBackupStorageLocation)
+	}
+	id := l.Status.VeleroBackupStorageLocation.NACUUID
+	requests := oadp.NonAdminBackupStorageLocationRequests(adminNamespace)
+	var req *oadpv1alpha1.NonAdminBackupStorageLocationRequest
+	poll(t, "the request's status", time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		req, err = requests.Get(ctx, id, metav1.GetOptions{})
+		return err == nil && req.Status.Phase == oadpv1alpha1.NonAdminBSLRequestPhasePending && req.Status.SourceNonAdminBSL != nil, nil
+	})
+	if src := req.Status.SourceNonAdminBSL; src.Name != "mine" || src.Namespace != ns || src.RequestedSpec == nil || src.RequestedSpec.ObjectStorage.Bucket != "team" {
+		t.Errorf("the request says %+v", src)
+	}
+	assertNoAdminSide := func(when, id string) {
+		t.Helper()
+		if _, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, id, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: Velero location %s: %v, want NotFound", when, id, err)
+		}
+		if _, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, id, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: Secret copy %s: %v, want NotFound", when, id, err)
+		}
+	}
+	assertNoAdminSide("pending", id)
+	nab := func(name string) error {
+		_, err := alice.Client.OadpV1alpha1().NonAdminBackups(ns).Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{StorageLocation: "mine"}}}, metav1.CreateOptions{})
+		return err
+	}
+	if err := nab("too-early"); !conformance.InvalidAt(err, "spec.backupSpec.storageLocation", "not approved") {
+		t.Errorf("a backup to a location not approved: %v, want 422 at spec.backupSpec.storageLocation", err)
+	}
+	// Only the server makes requests; tenants never see them.
+	if _, err := requests.Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocationRequest{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("the admin making a request: %v, want 422", err)
+	}
+	if _, err := alice.Client.OadpV1alpha1().NonAdminBackupStorageLocationRequests(adminNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant listing requests: %v, want 403", err)
+	}
+	decideOn := func(id string, d oadpv1alpha1.NonAdminBSLRequest) {
+		t.Helper()
+		if _, err := requests.Patch(ctx, id, types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"approvalDecision":%q}}`, d)), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decide := func(d oadpv1alpha1.NonAdminBSLRequest) { t.Helper(); decideOn(id, d) }
+
+	// Approved: the Secret copied, the location made under the tenant's
+	// prefix and Available, mirrored.
+	decide(oadpv1alpha1.NonAdminBSLRequestApproved)
+	poll(t, "the location Created and Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		l = location(ctx)
+		v := l.Status.VeleroBackupStorageLocation
+		return l.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && v.Status != nil && v.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable, nil
+	})
+	for _, ct := range []oadpv1alpha1.NonAdminCondition{oadpv1alpha1.NonAdminConditionAccepted, oadpv1alpha1.NonAdminBSLConditionApproved,
+		oadpv1alpha1.NonAdminBSLConditionSecretSynced, oadpv1alpha1.NonAdminBSLConditionBSLSynced} {
+		if !meta.IsStatusConditionTrue(l.Status.Conditions, string(ct)) {
+			t.Errorf("condition %s not True: %+v", ct, l.Status.Conditions)
+		}
+	}
+	bsl, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, id, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bsl.Spec.ObjectStorage.Prefix != ns+"/apps" || bsl.Spec.Credential.Name != id || bsl.Spec.Credential.Key != "cloud" || bsl.Spec.Default {
+		t.Errorf("Velero location: prefix %q credential %+v default %v", bsl.Spec.ObjectStorage.Prefix, bsl.Spec.Credential, bsl.Spec.Default)
+	}
+	secret, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, id, metav1.GetOptions{})
+	if err != nil || string(secret.Data["cloud"]) != creds {
+		t.Fatalf("the Secret copy: %v", err)
+	}
+	if r, _ := requests.Get(ctx, id, metav1.GetOptions{}); r.Status.Phase != oadpv1alpha1.NonAdminBSLRequestPhaseApproved {
+		t.Errorf("request phase %q after approval", r.Status.Phase)
+	}
+
+	// A backup there lands under the tenant's prefix.
+	if err := nab("to-mine"); err != nil {
+		t.Fatalf("a backup to the approved location: %v", err)
+	}
+	var backup *oadpv1alpha1.NonAdminBackup
+	poll(t, "the backup to the tenant's location", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		backup, err = oadp.NonAdminBackups(ns).Get(ctx, "to-mine", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		vb := backup.Status.VeleroBackup
+		return vb != nil && vb.Status != nil && vb.Status.Phase.Terminal(), nil
+	})
+	if vb := backup.Status.VeleroBackup; vb.Status.Phase != velerov1.BackupPhaseCompleted || vb.Spec.StorageLocation != id {
+		t.Fatalf("backup to the tenant's location: %s on %q (%s)", vb.Status.Phase, vb.Spec.StorageLocation, vb.Status.FailureReason)
+	}
+	dir := filepath.Join(srv.Root, "team", ns, "apps", "backups", backup.Status.VeleroBackup.Name)
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
+		t.Errorf("nothing under the tenant's prefix %s: %v", dir, err)
+	}
+	// A restore from the tenant's bucket does not take the kinds that
+	// grant rights (the bucket is the tenant's to write).
+	if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-mine"},
+		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "to-mine"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var restore *velerov1.Restore
+	poll(t, "the restore made", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-mine", metav1.GetOptions{})
+		if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Name == "" {
+			return false, err
+		}
+		restore, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	for _, kind := range []string{"roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io"} {
+		if !slices.Contains(restore.Spec.ExcludedResources, kind) {
+			t.Errorf("a restore from the tenant's bucket takes %s: excluded %v", kind, restore.Spec.ExcludedResources)
+		}
+	}
+
+	// Approval withdrawn: the location and the copy go; the phase stays.
+	decide(oadpv1alpha1.NonAdminBSLRequestPending)
+	l = waitApproval("False/" + oadpv1alpha1.ReasonBslSpecApprovalPending)
+	poll(t, "the admin side removed", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, id, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	assertNoAdminSide("approval withdrawn", id)
+	if l.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated {
+		t.Errorf("phase after approval withdrawn: %q, want Created (phases do not move back)", l.Status.Phase)
+	}
+	if err := nab("after-revoke"); !conformance.InvalidAt(err, "spec.backupSpec.storageLocation", "not approved") {
+		t.Errorf("a backup to a location whose approval was withdrawn: %v, want 422", err)
+	}
+	decide(oadpv1alpha1.NonAdminBSLRequestRejected)
+	waitApproval("False/" + oadpv1alpha1.ReasonBslSpecRejected)
+
+	// The spec is what was approved: it cannot change.
+	if _, err := tenantLocations.Patch(ctx, "mine", types.MergePatchType, []byte(`{"spec":{"backupStorageLocationSpec":{"objectStorage":{"bucket":"other"}}}}`), metav1.PatchOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("changing the location's spec: %v, want 422", err)
+	}
+	// A location whose finalizer is removed by hand goes at once: what was
+	// made for it in the admin namespace goes after it.
+	newLocation("dropped")
+	var dropped string
+	poll(t, "the second location's request", time.Minute, func(ctx context.Context) (bool, error) {
+		if v := locationNamed(ctx, "dropped").Status.VeleroBackupStorageLocation; v != nil {
+			dropped = v.NACUUID
+		}
+		return dropped != "", nil
+	})
+	poll(t, "the second location's request made", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := requests.Get(ctx, dropped, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	decideOn(dropped, oadpv1alpha1.NonAdminBSLRequestApproved)
+	waitApprovalOf("dropped", "True/"+oadpv1alpha1.ReasonBslSpecApproved)
+	poll(t, "the second location made", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, dropped, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if _, err := oadp.NonAdminBackupStorageLocations(ns).Patch(ctx, "dropped", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tenantLocations.Delete(ctx, "dropped", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the second location's admin side gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, errB := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, dropped, metav1.GetOptions{})
+		_, errR := requests.Get(ctx, dropped, metav1.GetOptions{})
+		return apierrors.IsNotFound(errB) && apierrors.IsNotFound(errR), nil
+	})
+	assertNoAdminSide("location gone", dropped)
+
+	// Deleted: its request goes with it.
+	if err := tenantLocations.Delete(ctx, "mine", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the location and its request gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, errL := oadp.NonAdminBackupStorageLocations(ns).Get(ctx, "mine", metav1.GetOptions{})
+		_, errR := requests.Get(ctx, id, metav1.GetOptions{})
+		return apierrors.IsNotFound(errL) && apierrors.IsNotFound(errR), nil
+	})
+}
