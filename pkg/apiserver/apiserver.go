@@ -48,6 +48,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocation"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocationrequest"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadmindownloadrequest"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
 	rbacregistry "github.com/backstop-io/backstop/pkg/registry/rbac"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
@@ -334,6 +335,10 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, err
 	}
 	oadpV1alpha1["nonadminrestores/logs"] = nars.Logs
+	nadrs, nadrStatus, err := nonadmindownloadrequest.NewREST(scheme, getter, nabs.NonAdminBackup, nars.NonAdminRestore)
+	if err := oadpV1alpha1.add("nonadmindownloadrequests", nadrs, nadrStatus, err); err != nil {
+		return nil, nil, err
+	}
 
 	vmV1alpha1 := storageSet{}
 	vmBackups, err := virtualmachinebackup.NewREST(scheme, getter)

@@ -66,13 +66,14 @@ const (
 	ControllerNonAdminBackup        = oadpv1alpha1.EngineNonAdminBackup
 	ControllerNonAdminRestore       = oadpv1alpha1.EngineNonAdminRestore
 	ControllerNonAdminBSL           = oadpv1alpha1.EngineNonAdminBSL
+	ControllerNonAdminDownload      = oadpv1alpha1.EngineNonAdminDownload
 )
 
 // Controllers are the engines that may be disabled.
 var Controllers = []string{
 	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerVMBackup, ControllerVMCBT, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
-	ControllerNonAdminBackup, ControllerNonAdminRestore, ControllerNonAdminBSL,
+	ControllerNonAdminBackup, ControllerNonAdminRestore, ControllerNonAdminBSL, ControllerNonAdminDownload,
 }
 
 // engine is a started engine's run function.
@@ -230,6 +231,13 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				e, err := nonadmin.NewRestoreController(nonadmin.RestoreConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminRestores: tenants.NonAdminRestores(), NonAdminBackups: tenants.NonAdminBackups(),
 					Restores: velero.Restores(), Backups: velero.Backups(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(), Observers: observers})
+				return runOf(e, err)
+			}),
+			add(ControllerNonAdminDownload, 1, func() (func(context.Context, int), error) {
+				e, err := nonadmin.NewDownloadController(nonadmin.DownloadConfig{Client: client, AdminNamespace: c.extra.Namespace,
+					Requests: tenants.NonAdminDownloadRequests(), NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
+					DownloadRequests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
+					Clock: clock.RealClock{}, Observers: observers})
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminBSL, 1, func() (func(context.Context, int), error) {

@@ -38,6 +38,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocation"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocationrequest"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadmindownloadrequest"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
 	_ "github.com/backstop-io/backstop/pkg/registry/rbac" // kube's RBAC group in kube's scheme, as the server has it
 	"github.com/backstop-io/backstop/pkg/registry/resource"
@@ -90,6 +91,7 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	nab := nonadminbackup.NewStrategy(scheme, nil, nil)
 	nabsl := nonadminbackupstoragelocation.NewStrategy(scheme, nil)
 	nabslr := nonadminbackupstoragelocationrequest.NewStrategy(scheme)
+	nadr := nonadmindownloadrequest.NewStrategy(scheme, anyNonAdminBackup{}, nil)
 	nar := nonadminrestore.NewStrategy(scheme, anyNonAdminBackup{}, nil)
 	dpa := dataprotectionapplication.NewStrategy(scheme)
 	dr, drStatus := plain(downloadrequest.NewStrategy(scheme))
@@ -158,6 +160,8 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackupStorageLocation","metadata":{"name":"x","namespace":"team"},"spec":{"backupStorageLocationSpec":{"provider":"aws","objectStorage":{"bucket":"b"},"credential":{"name":"s","key":"cloud"}}}}`, nil},
 		reflect.TypeOf(&oadp.NonAdminBackupStorageLocationRequest{}): {oadpv1("NonAdminBackupStorageLocationRequest"), nabslr, resource.NewStatusStrategy(nabslr.Strategy),
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackupStorageLocationRequest",` + meta + `,"spec":{"approvalDecision":"pending"}}`, nil},
+		reflect.TypeOf(&oadp.NonAdminDownloadRequest{}): {oadpv1("NonAdminDownloadRequest"), nadr, resource.NewStatusStrategy(nadr.Strategy),
+			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminDownloadRequest","metadata":{"name":"x","namespace":"team"},"spec":{"target":{"kind":"BackupLog","name":"b"}}}`, nil},
 		reflect.TypeOf(&oadp.DataProtectionApplication{}): {oadpv1("DataProtectionApplication"), dpa, dataprotectionapplication.NewStatusStrategy(dpa),
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"DataProtectionApplication",` + meta + `,"spec":{"configuration":{"velero":{}},"nonAdmin":{"enable":true,"enforceBackupSpec":{"ttl":"1h"}}}}`, nil},
 		reflect.TypeOf(&kubevirtbackup.VirtualMachineBackup{}): {kvv1("VirtualMachineBackup"), vmb, virtualmachinebackup.NewStatusStrategy(vmb),

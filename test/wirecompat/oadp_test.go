@@ -81,6 +81,9 @@ func TestOADPNonAdminWireFormat(t *testing.T) {
 			"status.nonAdminBackupStorageLocation.requestedSpec", "status.nonAdminBackupStorageLocation.nacuuid",
 			"status.nonAdminBackupStorageLocation.name", "status.nonAdminBackupStorageLocation.namespace", "status.phase",
 		}},
+		{"NonAdminDownloadRequest", oadpv1alpha1.NonAdminDownloadRequest{}, []string{
+			"spec.target", "status.velero.status", "status.phase", "status.conditions",
+		}},
 		{"DataProtectionApplication", oadpv1alpha1.DataProtectionApplication{}, []string{
 			"spec.backupLocations", "spec.snapshotLocations", "spec.unsupportedOverrides", "spec.podAnnotations", "spec.podDnsPolicy",
 			"spec.podDnsConfig", "spec.backupImages", "spec.configuration", "spec.features", "spec.imagePullPolicy", "spec.logFormat",
@@ -133,6 +136,10 @@ func TestOADPNonAdminWireFormat(t *testing.T) {
 		{"request decisions and phases", []string{string(oadpv1alpha1.NonAdminBSLRequestApproved), string(oadpv1alpha1.NonAdminBSLRequestRejected),
 			string(oadpv1alpha1.NonAdminBSLRequestPending), string(oadpv1alpha1.NonAdminBSLRequestPhasePending), string(oadpv1alpha1.NonAdminBSLRequestPhaseApproved),
 			string(oadpv1alpha1.NonAdminBSLRequestPhaseRejected)}, []string{"approve", "reject", "pending", "Pending", "Approved", "Rejected"}},
+		{"download request conditions", []string{string(oadpv1alpha1.NonAdminDownloadConditionProcessed), string(oadpv1alpha1.NonAdminDownloadConditionBackupNotAvailable),
+			string(oadpv1alpha1.NonAdminDownloadConditionRestoreNotAvailable), string(oadpv1alpha1.NonAdminDownloadConditionLocationNotUsed),
+			oadpv1alpha1.ReasonDownloadSuccess, oadpv1alpha1.ReasonDownloadError, oadpv1alpha1.VeleroDownloadRequestPrefix},
+			[]string{"Processed", "NonAdminBackupNotAvailable", "NonAdminRestoreNotAvailable", "NonAdminBackupStorageLocationNotUsed", "Success", "Error", "nadr-"}},
 		{"storage location link", []string{oadpv1alpha1.NabslOriginNACUUIDLabel, oadpv1alpha1.NabslOriginNameAnnotation, oadpv1alpha1.NabslOriginNamespaceAnnotation},
 			[]string{"openshift.io/oadp-nabsl-origin-nacuuid", "openshift.io/oadp-nabsl-origin-name", "openshift.io/oadp-nabsl-origin-namespace"}},
 	}

@@ -41,6 +41,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DataProtectionApplication{}, &DataProtectionApplicationList{},
 		&NonAdminBackupStorageLocation{}, &NonAdminBackupStorageLocationList{},
 		&NonAdminBackupStorageLocationRequest{}, &NonAdminBackupStorageLocationRequestList{},
+		&NonAdminDownloadRequest{}, &NonAdminDownloadRequestList{},
 	)
 	return nil
 }

@@ -103,3 +103,10 @@ func (w Writer) NonAdminBackupStorageLocationRequests(c versioned.Interface, nam
 	return For[oadpv1alpha1.NonAdminBackupStorageLocationRequest](w, oadpv1alpha1.Resource("nonadminbackupstoragelocationrequests"), c.OadpV1alpha1().NonAdminBackupStorageLocationRequests(namespace),
 		func(r *oadpv1alpha1.NonAdminBackupStorageLocationRequest) string { return string(r.Status.Phase) })
 }
+
+// NonAdminDownloadRequests writes the status of the tenants' download
+// requests of namespace.
+func (w Writer) NonAdminDownloadRequests(c versioned.Interface, namespace string) *ResourceWriter[oadpv1alpha1.NonAdminDownloadRequest, *oadpv1alpha1.NonAdminDownloadRequest] {
+	return For[oadpv1alpha1.NonAdminDownloadRequest](w, oadpv1alpha1.Resource("nonadmindownloadrequests"), c.OadpV1alpha1().NonAdminDownloadRequests(namespace),
+		func(r *oadpv1alpha1.NonAdminDownloadRequest) string { return string(r.Status.Phase) })
+}

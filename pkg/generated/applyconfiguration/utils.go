@@ -94,6 +94,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationoadpv1alpha1.NonAdminBackupStorageLocationSpecApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackupStorageLocationStatus"):
 		return &applyconfigurationoadpv1alpha1.NonAdminBackupStorageLocationStatusApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminDownloadRequest"):
+		return &applyconfigurationoadpv1alpha1.NonAdminDownloadRequestApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminDownloadRequestSpec"):
+		return &applyconfigurationoadpv1alpha1.NonAdminDownloadRequestSpecApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminDownloadRequestStatus"):
+		return &applyconfigurationoadpv1alpha1.NonAdminDownloadRequestStatusApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestore"):
 		return &applyconfigurationoadpv1alpha1.NonAdminRestoreApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestoreSpec"):
@@ -110,6 +116,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationoadpv1alpha1.VeleroBackupStorageLocationApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroDeleteBackupRequest"):
 		return &applyconfigurationoadpv1alpha1.VeleroDeleteBackupRequestApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroDownloadRequest"):
+		return &applyconfigurationoadpv1alpha1.VeleroDownloadRequestApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroRestore"):
 		return &applyconfigurationoadpv1alpha1.VeleroRestoreApplyConfiguration{}
 

@@ -75,6 +75,10 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		oadpv1alpha1.NonAdminBackupStorageLocationRequestStatus{}.OpenAPIModelName(): schema_pkg_apis_oadp_v1alpha1_NonAdminBackupStorageLocationRequestStatus(ref),
 		oadpv1alpha1.NonAdminBackupStorageLocationSpec{}.OpenAPIModelName():          schema_pkg_apis_oadp_v1alpha1_NonAdminBackupStorageLocationSpec(ref),
 		oadpv1alpha1.NonAdminBackupStorageLocationStatus{}.OpenAPIModelName():        schema_pkg_apis_oadp_v1alpha1_NonAdminBackupStorageLocationStatus(ref),
+		oadpv1alpha1.NonAdminDownloadRequest{}.OpenAPIModelName():                    schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequest(ref),
+		oadpv1alpha1.NonAdminDownloadRequestList{}.OpenAPIModelName():                schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequestList(ref),
+		oadpv1alpha1.NonAdminDownloadRequestSpec{}.OpenAPIModelName():                schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequestSpec(ref),
+		oadpv1alpha1.NonAdminDownloadRequestStatus{}.OpenAPIModelName():              schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequestStatus(ref),
 		oadpv1alpha1.NonAdminRestore{}.OpenAPIModelName():                            schema_pkg_apis_oadp_v1alpha1_NonAdminRestore(ref),
 		oadpv1alpha1.NonAdminRestoreList{}.OpenAPIModelName():                        schema_pkg_apis_oadp_v1alpha1_NonAdminRestoreList(ref),
 		oadpv1alpha1.NonAdminRestoreSpec{}.OpenAPIModelName():                        schema_pkg_apis_oadp_v1alpha1_NonAdminRestoreSpec(ref),
@@ -84,6 +88,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		oadpv1alpha1.VeleroBackup{}.OpenAPIModelName():                               schema_pkg_apis_oadp_v1alpha1_VeleroBackup(ref),
 		oadpv1alpha1.VeleroBackupStorageLocation{}.OpenAPIModelName():                schema_pkg_apis_oadp_v1alpha1_VeleroBackupStorageLocation(ref),
 		oadpv1alpha1.VeleroDeleteBackupRequest{}.OpenAPIModelName():                  schema_pkg_apis_oadp_v1alpha1_VeleroDeleteBackupRequest(ref),
+		oadpv1alpha1.VeleroDownloadRequest{}.OpenAPIModelName():                      schema_pkg_apis_oadp_v1alpha1_VeleroDownloadRequest(ref),
 		oadpv1alpha1.VeleroRestore{}.OpenAPIModelName():                              schema_pkg_apis_oadp_v1alpha1_VeleroRestore(ref),
 		v1.Backup{}.OpenAPIModelName():                                               schema_pkg_apis_velero_v1_Backup(ref),
 		v1.BackupHooks{}.OpenAPIModelName():                                          schema_pkg_apis_velero_v1_BackupHooks(ref),
@@ -2279,6 +2284,164 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminBackupStorageLocationStatus(ref commo
 	}
 }
 
+func schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequest(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminDownloadRequest is the Schema for the nonadmindownloadrequests API.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(oadpv1alpha1.NonAdminDownloadRequestSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(oadpv1alpha1.NonAdminDownloadRequestStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			oadpv1alpha1.NonAdminDownloadRequestSpec{}.OpenAPIModelName(), oadpv1alpha1.NonAdminDownloadRequestStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequestList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminDownloadRequestList contains a list of NonAdminDownloadRequest.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(oadpv1alpha1.NonAdminDownloadRequest{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			oadpv1alpha1.NonAdminDownloadRequest{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequestSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminDownloadRequestSpec defines the desired state of NonAdminDownloadRequest. Mirrors velero DownloadRequestSpec to allow non admins to download information for a non admin backup/restore",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"target": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Target is what to download (e.g. logs for a backup): its name is a NonAdminBackup's (or, for restore kinds, a NonAdminRestore's) of the same namespace.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.DownloadTarget{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"target"},
+			},
+		},
+		Dependencies: []string{
+			v1.DownloadTarget{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequestStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminDownloadRequestStatus defines the observed state of NonAdminDownloadRequest.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"velero": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(oadpv1alpha1.VeleroDownloadRequest{}.OpenAPIModelName()),
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "phase is a simple one high-level summary of the lifecycle of an NonAdminDownloadRequest",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"conditions": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(metav1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			oadpv1alpha1.VeleroDownloadRequest{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_oadp_v1alpha1_NonAdminRestore(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2645,6 +2808,27 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroDeleteBackupRequest(ref common.Referenc
 		},
 		Dependencies: []string{
 			v1.DeleteBackupRequestStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_VeleroDownloadRequest(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VeleroDownloadRequest represents VeleroDownloadRequest",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "VeleroDownloadRequestStatus represents VeleroDownloadRequestStatus",
+							Ref:         ref(v1.DownloadRequestStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.DownloadRequestStatus{}.OpenAPIModelName()},
 	}
 }
 

@@ -686,6 +686,26 @@ func suite(target Target) map[string]suiteCase {
 			},
 			invalidAt: "spec.approvalDecision",
 		}),
+		"nonadmindownloadrequests": newCase(resourceCase[oadpv1alpha1.NonAdminDownloadRequest, oadpv1alpha1.NonAdminDownloadRequestList]{
+			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminDownloadRequest"), client: oadp.NonAdminDownloadRequests("tenant-a"), engine: engine.OadpV1alpha1().NonAdminDownloadRequests("tenant-a"),
+			valid: func(n string) *oadpv1alpha1.NonAdminDownloadRequest {
+				return &oadpv1alpha1.NonAdminDownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
+					Spec: oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "nab1"}}}
+			},
+			immutable: func(r *oadpv1alpha1.NonAdminDownloadRequest) {
+				r.Spec.Target.Kind = velerov1.DownloadTargetKindBackupResults
+			},
+			spec:      func(r *oadpv1alpha1.NonAdminDownloadRequest) any { return r.Spec },
+			status:    func(r *oadpv1alpha1.NonAdminDownloadRequest) any { return r.Status },
+			// Not Created: a Created request without its Velero request has
+			// expired, and goes.
+			setStatus: func(r *oadpv1alpha1.NonAdminDownloadRequest) { r.Status.Phase = oadpv1alpha1.NonAdminPhaseBackingOff },
+			invalid: func(n string) *oadpv1alpha1.NonAdminDownloadRequest {
+				return &oadpv1alpha1.NonAdminDownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
+					Spec: oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "not-a-nab"}}}
+			},
+			invalidAt: "spec.target.name",
+		}),
 		"dataprotectionapplications": newCase(resourceCase[oadpv1alpha1.DataProtectionApplication, oadpv1alpha1.DataProtectionApplicationList]{
 			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("DataProtectionApplication"), client: oadp.DataProtectionApplications(ns), engine: engine.OadpV1alpha1().DataProtectionApplications(ns),
 			valid: func(n string) *oadpv1alpha1.DataProtectionApplication {

@@ -181,6 +181,21 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		{"a NonAdminBackup to B's storage location", func(ctx context.Context) error {
 			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) { s.StorageLocation = "bob-loc" }), metav1.CreateOptions{}))
 		}},
+		{"a download request of B's backup", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminDownloadRequests(a.Namespace).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec:       oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupContents, Name: "bob-nab"}}}, metav1.CreateOptions{}))
+		}},
+		{"a download request in B's namespace", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminDownloadRequests(b.Namespace).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec:       oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupContents, Name: "bob-nab"}}}, metav1.CreateOptions{}))
+		}},
+		{"a download request of B's restore", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminDownloadRequests(a.Namespace).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec:       oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindRestoreLog, Name: "bob-nar"}}}, metav1.CreateOptions{}))
+		}},
 		// The admin's decisions on storage locations.
 		{"list NonAdminBackupStorageLocationRequests", func(ctx context.Context) error {
 			return errOf(a.Client.OadpV1alpha1().NonAdminBackupStorageLocationRequests(adminNS).List(ctx, metav1.ListOptions{}))
@@ -387,6 +402,11 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		{"label its NonAdminBackup", func(ctx context.Context) error {
 			return errOf(ownNABs.Patch(ctx, "alice-nab", types.MergePatchType, []byte(`{"metadata":{"labels":{"mine":"yes"}}}`), metav1.PatchOptions{}))
 		}},
+		{"ask for its backup's contents", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminDownloadRequests(a.Namespace).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "mine-"},
+				Spec:       oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupContents, Name: "alice-nab"}}}, metav1.CreateOptions{}))
+		}},
 		{"restore its backup", func(ctx context.Context) error {
 			return errOf(ownNARs.Create(ctx, nar(func(*velerov1.RestoreSpec) {}), metav1.CreateOptions{}))
 		}},
@@ -424,6 +444,8 @@ func fingerprint(ctx context.Context, t *testing.T, target TenantTarget) map[str
 		add("nonadminrestore", nars, err)
 		nabsls, err := target.Admin.OadpV1alpha1().NonAdminBackupStorageLocations(ns).List(ctx, lo)
 		add("nonadminbackupstoragelocation", nabsls, err)
+		nadrs, err := target.Admin.OadpV1alpha1().NonAdminDownloadRequests(ns).List(ctx, lo)
+		add("nonadmindownloadrequest", nadrs, err)
 		rbs, err := target.AdminKube.RbacV1().RoleBindings(ns).List(ctx, lo)
 		add("rolebinding", rbs, err)
 		roles, err := target.AdminKube.RbacV1().Roles(ns).List(ctx, lo)

@@ -66,3 +66,12 @@ var NonAdminBackupStorageLocationRequestLifecycle = lifecycle.Table[NonAdminBSLR
 			When: "the admin rejects"},
 	},
 }
+
+// EngineNonAdminDownload is the engine of NonAdminDownloadRequests.
+const EngineNonAdminDownload = "nonadmin-download"
+
+// NonAdminDownloadRequestLifecycle is the life of a NonAdminDownloadRequest:
+// Created once its Velero DownloadRequest is processed (the link is in its
+// status), BackingOff while what it names is not there yet. It is deleted
+// when its link expires, as upstream does.
+var NonAdminDownloadRequestLifecycle = nonAdminLifecycle("NonAdminDownloadRequest", "DownloadRequest", EngineNonAdminDownload)

@@ -175,3 +175,15 @@ const (
 	MessageBSLSynced          = "BackupStorageLocation successfully created in the OADP namespace"
 	MessageBSLDeletionPending = "backup storage location accepted for deletion"
 )
+
+// NonAdminDownloadRequest condition types and reasons, as upstream names
+// them: a request has exactly one condition at a time.
+const (
+	NonAdminDownloadConditionProcessed           NonAdminCondition = "Processed"
+	NonAdminDownloadConditionBackupNotAvailable  NonAdminCondition = "NonAdminBackupNotAvailable"
+	NonAdminDownloadConditionRestoreNotAvailable NonAdminCondition = "NonAdminRestoreNotAvailable"
+	NonAdminDownloadConditionLocationNotUsed     NonAdminCondition = "NonAdminBackupStorageLocationNotUsed"
+	ReasonDownloadSuccess                                          = "Success"
+	ReasonDownloadError                                            = "Error"
+	VeleroDownloadRequestPrefix                                    = "nadr-"
+)

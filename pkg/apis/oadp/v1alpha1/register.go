@@ -49,6 +49,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DataProtectionApplication{}, &DataProtectionApplicationList{},
 		&NonAdminBackupStorageLocation{}, &NonAdminBackupStorageLocationList{},
 		&NonAdminBackupStorageLocationRequest{}, &NonAdminBackupStorageLocationRequestList{},
+		&NonAdminDownloadRequest{}, &NonAdminDownloadRequestList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -256,6 +256,46 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminDownloadRequest)(nil), (*oadp.NonAdminDownloadRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminDownloadRequest_To_oadp_NonAdminDownloadRequest(a.(*NonAdminDownloadRequest), b.(*oadp.NonAdminDownloadRequest), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminDownloadRequest)(nil), (*NonAdminDownloadRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminDownloadRequest_To_v1alpha1_NonAdminDownloadRequest(a.(*oadp.NonAdminDownloadRequest), b.(*NonAdminDownloadRequest), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminDownloadRequestList)(nil), (*oadp.NonAdminDownloadRequestList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminDownloadRequestList_To_oadp_NonAdminDownloadRequestList(a.(*NonAdminDownloadRequestList), b.(*oadp.NonAdminDownloadRequestList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminDownloadRequestList)(nil), (*NonAdminDownloadRequestList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminDownloadRequestList_To_v1alpha1_NonAdminDownloadRequestList(a.(*oadp.NonAdminDownloadRequestList), b.(*NonAdminDownloadRequestList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminDownloadRequestSpec)(nil), (*oadp.NonAdminDownloadRequestSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminDownloadRequestSpec_To_oadp_NonAdminDownloadRequestSpec(a.(*NonAdminDownloadRequestSpec), b.(*oadp.NonAdminDownloadRequestSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminDownloadRequestSpec)(nil), (*NonAdminDownloadRequestSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminDownloadRequestSpec_To_v1alpha1_NonAdminDownloadRequestSpec(a.(*oadp.NonAdminDownloadRequestSpec), b.(*NonAdminDownloadRequestSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminDownloadRequestStatus)(nil), (*oadp.NonAdminDownloadRequestStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminDownloadRequestStatus_To_oadp_NonAdminDownloadRequestStatus(a.(*NonAdminDownloadRequestStatus), b.(*oadp.NonAdminDownloadRequestStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminDownloadRequestStatus)(nil), (*NonAdminDownloadRequestStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminDownloadRequestStatus_To_v1alpha1_NonAdminDownloadRequestStatus(a.(*oadp.NonAdminDownloadRequestStatus), b.(*NonAdminDownloadRequestStatus), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*NonAdminRestore)(nil), (*oadp.NonAdminRestore)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_NonAdminRestore_To_oadp_NonAdminRestore(a.(*NonAdminRestore), b.(*oadp.NonAdminRestore), scope)
 	}); err != nil {
@@ -343,6 +383,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*oadp.VeleroDeleteBackupRequest)(nil), (*VeleroDeleteBackupRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_oadp_VeleroDeleteBackupRequest_To_v1alpha1_VeleroDeleteBackupRequest(a.(*oadp.VeleroDeleteBackupRequest), b.(*VeleroDeleteBackupRequest), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VeleroDownloadRequest)(nil), (*oadp.VeleroDownloadRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VeleroDownloadRequest_To_oadp_VeleroDownloadRequest(a.(*VeleroDownloadRequest), b.(*oadp.VeleroDownloadRequest), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.VeleroDownloadRequest)(nil), (*VeleroDownloadRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_VeleroDownloadRequest_To_v1alpha1_VeleroDownloadRequest(a.(*oadp.VeleroDownloadRequest), b.(*VeleroDownloadRequest), scope)
 	}); err != nil {
 		return err
 	}
@@ -855,6 +905,100 @@ func Convert_oadp_NonAdminBackupStorageLocationStatus_To_v1alpha1_NonAdminBackup
 	return autoConvert_oadp_NonAdminBackupStorageLocationStatus_To_v1alpha1_NonAdminBackupStorageLocationStatus(in, out, s)
 }
 
+func autoConvert_v1alpha1_NonAdminDownloadRequest_To_oadp_NonAdminDownloadRequest(in *NonAdminDownloadRequest, out *oadp.NonAdminDownloadRequest, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_NonAdminDownloadRequestSpec_To_oadp_NonAdminDownloadRequestSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_NonAdminDownloadRequestStatus_To_oadp_NonAdminDownloadRequestStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminDownloadRequest_To_oadp_NonAdminDownloadRequest is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminDownloadRequest_To_oadp_NonAdminDownloadRequest(in *NonAdminDownloadRequest, out *oadp.NonAdminDownloadRequest, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminDownloadRequest_To_oadp_NonAdminDownloadRequest(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminDownloadRequest_To_v1alpha1_NonAdminDownloadRequest(in *oadp.NonAdminDownloadRequest, out *NonAdminDownloadRequest, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_oadp_NonAdminDownloadRequestSpec_To_v1alpha1_NonAdminDownloadRequestSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_oadp_NonAdminDownloadRequestStatus_To_v1alpha1_NonAdminDownloadRequestStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_oadp_NonAdminDownloadRequest_To_v1alpha1_NonAdminDownloadRequest is an autogenerated conversion function.
+func Convert_oadp_NonAdminDownloadRequest_To_v1alpha1_NonAdminDownloadRequest(in *oadp.NonAdminDownloadRequest, out *NonAdminDownloadRequest, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminDownloadRequest_To_v1alpha1_NonAdminDownloadRequest(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminDownloadRequestList_To_oadp_NonAdminDownloadRequestList(in *NonAdminDownloadRequestList, out *oadp.NonAdminDownloadRequestList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]oadp.NonAdminDownloadRequest)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminDownloadRequestList_To_oadp_NonAdminDownloadRequestList is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminDownloadRequestList_To_oadp_NonAdminDownloadRequestList(in *NonAdminDownloadRequestList, out *oadp.NonAdminDownloadRequestList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminDownloadRequestList_To_oadp_NonAdminDownloadRequestList(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminDownloadRequestList_To_v1alpha1_NonAdminDownloadRequestList(in *oadp.NonAdminDownloadRequestList, out *NonAdminDownloadRequestList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]NonAdminDownloadRequest)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_oadp_NonAdminDownloadRequestList_To_v1alpha1_NonAdminDownloadRequestList is an autogenerated conversion function.
+func Convert_oadp_NonAdminDownloadRequestList_To_v1alpha1_NonAdminDownloadRequestList(in *oadp.NonAdminDownloadRequestList, out *NonAdminDownloadRequestList, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminDownloadRequestList_To_v1alpha1_NonAdminDownloadRequestList(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminDownloadRequestSpec_To_oadp_NonAdminDownloadRequestSpec(in *NonAdminDownloadRequestSpec, out *oadp.NonAdminDownloadRequestSpec, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminDownloadRequestSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminDownloadRequestSpec_To_oadp_NonAdminDownloadRequestSpec is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminDownloadRequestSpec_To_oadp_NonAdminDownloadRequestSpec(in *NonAdminDownloadRequestSpec, out *oadp.NonAdminDownloadRequestSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminDownloadRequestSpec_To_oadp_NonAdminDownloadRequestSpec(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminDownloadRequestSpec_To_v1alpha1_NonAdminDownloadRequestSpec(in *oadp.NonAdminDownloadRequestSpec, out *NonAdminDownloadRequestSpec, s conversion.Scope) error {
+	*out = *(*NonAdminDownloadRequestSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminDownloadRequestSpec_To_v1alpha1_NonAdminDownloadRequestSpec is an autogenerated conversion function.
+func Convert_oadp_NonAdminDownloadRequestSpec_To_v1alpha1_NonAdminDownloadRequestSpec(in *oadp.NonAdminDownloadRequestSpec, out *NonAdminDownloadRequestSpec, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminDownloadRequestSpec_To_v1alpha1_NonAdminDownloadRequestSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminDownloadRequestStatus_To_oadp_NonAdminDownloadRequestStatus(in *NonAdminDownloadRequestStatus, out *oadp.NonAdminDownloadRequestStatus, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminDownloadRequestStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminDownloadRequestStatus_To_oadp_NonAdminDownloadRequestStatus is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminDownloadRequestStatus_To_oadp_NonAdminDownloadRequestStatus(in *NonAdminDownloadRequestStatus, out *oadp.NonAdminDownloadRequestStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminDownloadRequestStatus_To_oadp_NonAdminDownloadRequestStatus(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminDownloadRequestStatus_To_v1alpha1_NonAdminDownloadRequestStatus(in *oadp.NonAdminDownloadRequestStatus, out *NonAdminDownloadRequestStatus, s conversion.Scope) error {
+	*out = *(*NonAdminDownloadRequestStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminDownloadRequestStatus_To_v1alpha1_NonAdminDownloadRequestStatus is an autogenerated conversion function.
+func Convert_oadp_NonAdminDownloadRequestStatus_To_v1alpha1_NonAdminDownloadRequestStatus(in *oadp.NonAdminDownloadRequestStatus, out *NonAdminDownloadRequestStatus, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminDownloadRequestStatus_To_v1alpha1_NonAdminDownloadRequestStatus(in, out, s)
+}
+
 func autoConvert_v1alpha1_NonAdminRestore_To_oadp_NonAdminRestore(in *NonAdminRestore, out *oadp.NonAdminRestore, s conversion.Scope) error {
 	out.ObjectMeta = in.ObjectMeta
 	if err := Convert_v1alpha1_NonAdminRestoreSpec_To_oadp_NonAdminRestoreSpec(&in.Spec, &out.Spec, s); err != nil {
@@ -1047,6 +1191,26 @@ func autoConvert_oadp_VeleroDeleteBackupRequest_To_v1alpha1_VeleroDeleteBackupRe
 // Convert_oadp_VeleroDeleteBackupRequest_To_v1alpha1_VeleroDeleteBackupRequest is an autogenerated conversion function.
 func Convert_oadp_VeleroDeleteBackupRequest_To_v1alpha1_VeleroDeleteBackupRequest(in *oadp.VeleroDeleteBackupRequest, out *VeleroDeleteBackupRequest, s conversion.Scope) error {
 	return autoConvert_oadp_VeleroDeleteBackupRequest_To_v1alpha1_VeleroDeleteBackupRequest(in, out, s)
+}
+
+func autoConvert_v1alpha1_VeleroDownloadRequest_To_oadp_VeleroDownloadRequest(in *VeleroDownloadRequest, out *oadp.VeleroDownloadRequest, s conversion.Scope) error {
+	*out = *(*oadp.VeleroDownloadRequest)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_VeleroDownloadRequest_To_oadp_VeleroDownloadRequest is an autogenerated conversion function.
+func Convert_v1alpha1_VeleroDownloadRequest_To_oadp_VeleroDownloadRequest(in *VeleroDownloadRequest, out *oadp.VeleroDownloadRequest, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VeleroDownloadRequest_To_oadp_VeleroDownloadRequest(in, out, s)
+}
+
+func autoConvert_oadp_VeleroDownloadRequest_To_v1alpha1_VeleroDownloadRequest(in *oadp.VeleroDownloadRequest, out *VeleroDownloadRequest, s conversion.Scope) error {
+	*out = *(*VeleroDownloadRequest)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_VeleroDownloadRequest_To_v1alpha1_VeleroDownloadRequest is an autogenerated conversion function.
+func Convert_oadp_VeleroDownloadRequest_To_v1alpha1_VeleroDownloadRequest(in *oadp.VeleroDownloadRequest, out *VeleroDownloadRequest, s conversion.Scope) error {
+	return autoConvert_oadp_VeleroDownloadRequest_To_v1alpha1_VeleroDownloadRequest(in, out, s)
 }
 
 func autoConvert_v1alpha1_VeleroRestore_To_oadp_VeleroRestore(in *VeleroRestore, out *oadp.VeleroRestore, s conversion.Scope) error {

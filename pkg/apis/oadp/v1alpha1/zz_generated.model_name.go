@@ -132,6 +132,26 @@ func (in NonAdminBackupStorageLocationStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminDownloadRequest) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminDownloadRequest"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminDownloadRequestList) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminDownloadRequestList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminDownloadRequestSpec) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminDownloadRequestSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminDownloadRequestStatus) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminDownloadRequestStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NonAdminRestore) OpenAPIModelName() string {
 	return "io.openshift.oadp.v1alpha1.NonAdminRestore"
 }
@@ -174,6 +194,11 @@ func (in VeleroBackupStorageLocation) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VeleroDeleteBackupRequest) OpenAPIModelName() string {
 	return "io.openshift.oadp.v1alpha1.VeleroDeleteBackupRequest"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VeleroDownloadRequest) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.VeleroDownloadRequest"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

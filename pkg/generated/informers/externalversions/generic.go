@@ -69,6 +69,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminBackupStorageLocations().Informer()}, nil
 	case oadpv1alpha1.SchemeGroupVersion.WithResource("nonadminbackupstoragelocationrequests"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminBackupStorageLocationRequests().Informer()}, nil
+	case oadpv1alpha1.SchemeGroupVersion.WithResource("nonadmindownloadrequests"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminDownloadRequests().Informer()}, nil
 	case oadpv1alpha1.SchemeGroupVersion.WithResource("nonadminrestores"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminRestores().Informer()}, nil
 

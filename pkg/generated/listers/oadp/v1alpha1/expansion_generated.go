@@ -50,6 +50,14 @@ type NonAdminBackupStorageLocationRequestListerExpansion interface{}
 // NonAdminBackupStorageLocationRequestNamespaceLister.
 type NonAdminBackupStorageLocationRequestNamespaceListerExpansion interface{}
 
+// NonAdminDownloadRequestListerExpansion allows custom methods to be added to
+// NonAdminDownloadRequestLister.
+type NonAdminDownloadRequestListerExpansion interface{}
+
+// NonAdminDownloadRequestNamespaceListerExpansion allows custom methods to be added to
+// NonAdminDownloadRequestNamespaceLister.
+type NonAdminDownloadRequestNamespaceListerExpansion interface{}
+
 // NonAdminRestoreListerExpansion allows custom methods to be added to
 // NonAdminRestoreLister.
 type NonAdminRestoreListerExpansion interface{}

@@ -32,6 +32,8 @@ type Interface interface {
 	NonAdminBackupStorageLocations() TypedNonAdminBackupStorageLocationInformer
 	// NonAdminBackupStorageLocationRequests returns a NonAdminBackupStorageLocationRequestInformer.
 	NonAdminBackupStorageLocationRequests() TypedNonAdminBackupStorageLocationRequestInformer
+	// NonAdminDownloadRequests returns a NonAdminDownloadRequestInformer.
+	NonAdminDownloadRequests() TypedNonAdminDownloadRequestInformer
 	// NonAdminRestores returns a NonAdminRestoreInformer.
 	NonAdminRestores() TypedNonAdminRestoreInformer
 }
@@ -65,6 +67,11 @@ func (v *version) NonAdminBackupStorageLocations() TypedNonAdminBackupStorageLoc
 // NonAdminBackupStorageLocationRequests returns a TypedNonAdminBackupStorageLocationRequestInformer.
 func (v *version) NonAdminBackupStorageLocationRequests() TypedNonAdminBackupStorageLocationRequestInformer {
 	return &nonAdminBackupStorageLocationRequestInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// NonAdminDownloadRequests returns a TypedNonAdminDownloadRequestInformer.
+func (v *version) NonAdminDownloadRequests() TypedNonAdminDownloadRequestInformer {
+	return &nonAdminDownloadRequestInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // NonAdminRestores returns a TypedNonAdminRestoreInformer.

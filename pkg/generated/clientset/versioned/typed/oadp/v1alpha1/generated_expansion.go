@@ -26,4 +26,6 @@ type NonAdminBackupStorageLocationExpansion interface{}
 
 type NonAdminBackupStorageLocationRequestExpansion interface{}
 
+type NonAdminDownloadRequestExpansion interface{}
+
 type NonAdminRestoreExpansion interface{}

@@ -32,6 +32,7 @@ type OadpV1alpha1Interface interface {
 	NonAdminBackupsGetter
 	NonAdminBackupStorageLocationsGetter
 	NonAdminBackupStorageLocationRequestsGetter
+	NonAdminDownloadRequestsGetter
 	NonAdminRestoresGetter
 }
 
@@ -54,6 +55,10 @@ func (c *OadpV1alpha1Client) NonAdminBackupStorageLocations(namespace string) No
 
 func (c *OadpV1alpha1Client) NonAdminBackupStorageLocationRequests(namespace string) NonAdminBackupStorageLocationRequestInterface {
 	return newNonAdminBackupStorageLocationRequests(c, namespace)
+}
+
+func (c *OadpV1alpha1Client) NonAdminDownloadRequests(namespace string) NonAdminDownloadRequestInterface {
+	return newNonAdminDownloadRequests(c, namespace)
 }
 
 func (c *OadpV1alpha1Client) NonAdminRestores(namespace string) NonAdminRestoreInterface {

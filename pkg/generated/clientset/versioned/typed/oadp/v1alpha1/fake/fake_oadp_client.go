@@ -44,6 +44,10 @@ func (c *FakeOadpV1alpha1) NonAdminBackupStorageLocationRequests(namespace strin
 	return newFakeNonAdminBackupStorageLocationRequests(c, namespace)
 }
 
+func (c *FakeOadpV1alpha1) NonAdminDownloadRequests(namespace string) v1alpha1.NonAdminDownloadRequestInterface {
+	return newFakeNonAdminDownloadRequests(c, namespace)
+}
+
 func (c *FakeOadpV1alpha1) NonAdminRestores(namespace string) v1alpha1.NonAdminRestoreInterface {
 	return newFakeNonAdminRestores(c, namespace)
 }
