@@ -695,8 +695,8 @@ func suite(target Target) map[string]suiteCase {
 			immutable: func(r *oadpv1alpha1.NonAdminDownloadRequest) {
 				r.Spec.Target.Kind = velerov1.DownloadTargetKindBackupResults
 			},
-			spec:      func(r *oadpv1alpha1.NonAdminDownloadRequest) any { return r.Spec },
-			status:    func(r *oadpv1alpha1.NonAdminDownloadRequest) any { return r.Status },
+			spec:   func(r *oadpv1alpha1.NonAdminDownloadRequest) any { return r.Spec },
+			status: func(r *oadpv1alpha1.NonAdminDownloadRequest) any { return r.Status },
 			// Not Created: a Created request without its Velero request has
 			// expired, and goes.
 			setStatus: func(r *oadpv1alpha1.NonAdminDownloadRequest) { r.Status.Phase = oadpv1alpha1.NonAdminPhaseBackingOff },
