@@ -43,6 +43,7 @@ Staying in a phase is always allowed; terminal phases lead only to other termina
 		{"NonAdminBackup", "status.phase, as the OADP non-admin design gives it: it only moves forward. Clients cannot write it.", oadpv1alpha1.NonAdminBackupLifecycle.Markdown()},
 		{"NonAdminRestore", "status.phase, as for NonAdminBackups.", oadpv1alpha1.NonAdminRestoreLifecycle.Markdown()},
 		{"NonAdminBackupStorageLocation", "status.phase, as for NonAdminBackups. An approval withdrawn later removes the Velero location and is said in condition ClusterAdminApproved; the phase stays.", oadpv1alpha1.NonAdminBackupStorageLocationLifecycle.Markdown()},
+		{"NonAdminSchedule", "status.phase, as for NonAdminBackups. A spec refused later (a policy change) pauses its Velero Schedule; the phase stays.", oadpv1alpha1.NonAdminScheduleLifecycle.Markdown()},
 		{"NonAdminDownloadRequest", "status.phase, as for NonAdminBackups. The request is deleted when its link expires.", oadpv1alpha1.NonAdminDownloadRequestLifecycle.Markdown()},
 		{"NonAdminBackupStorageLocationRequest", "status.phase: follows the admin's spec.approvalDecision, which may change either way.", oadpv1alpha1.NonAdminBackupStorageLocationRequestLifecycle.Markdown()},
 		{"VirtualMachineBackup", "Its state is read off its conditions: Pending (none), Waiting (Progressing false), Running (Progressing true), Complete, Failed (the condition true). The conditions of a backup that has ended do not change again.", kv.VirtualMachineBackupLifecycle.Markdown()},

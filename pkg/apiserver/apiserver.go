@@ -50,6 +50,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocationrequest"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadmindownloadrequest"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminschedule"
 	rbacregistry "github.com/backstop-io/backstop/pkg/registry/rbac"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
@@ -335,6 +336,10 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, err
 	}
 	oadpV1alpha1["nonadminrestores/logs"] = nars.Logs
+	nass, nasStatus, err := nonadminschedule.NewREST(scheme, getter, policy, nabsls)
+	if err := oadpV1alpha1.add("nonadminschedules", nass, nasStatus, err); err != nil {
+		return nil, nil, err
+	}
 	nadrs, nadrStatus, err := nonadmindownloadrequest.NewREST(scheme, getter, nabs.NonAdminBackup, nars.NonAdminRestore)
 	if err := oadpV1alpha1.add("nonadmindownloadrequests", nadrs, nadrStatus, err); err != nil {
 		return nil, nil, err

@@ -67,13 +67,14 @@ const (
 	ControllerNonAdminRestore       = oadpv1alpha1.EngineNonAdminRestore
 	ControllerNonAdminBSL           = oadpv1alpha1.EngineNonAdminBSL
 	ControllerNonAdminDownload      = oadpv1alpha1.EngineNonAdminDownload
+	ControllerNonAdminSchedule      = oadpv1alpha1.EngineNonAdminSchedule
 )
 
 // Controllers are the engines that may be disabled.
 var Controllers = []string{
 	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerVMBackup, ControllerVMCBT, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
-	ControllerNonAdminBackup, ControllerNonAdminRestore, ControllerNonAdminBSL, ControllerNonAdminDownload,
+	ControllerNonAdminBackup, ControllerNonAdminRestore, ControllerNonAdminBSL, ControllerNonAdminDownload, ControllerNonAdminSchedule,
 }
 
 // engine is a started engine's run function.
@@ -237,6 +238,14 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				e, err := nonadmin.NewDownloadController(nonadmin.DownloadConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					Requests: tenants.NonAdminDownloadRequests(), NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
 					DownloadRequests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
+					Clock: clock.RealClock{}, Observers: observers})
+				return runOf(e, err)
+			}),
+			add(ControllerNonAdminSchedule, 1, func() (func(context.Context, int), error) {
+				e, err := nonadmin.NewScheduleController(nonadmin.ScheduleConfig{Client: client, AdminNamespace: c.extra.Namespace,
+					Schedules: tenants.NonAdminSchedules(), NonAdminBackups: tenants.NonAdminBackups(),
+					VeleroSchedules: velero.Schedules(), Backups: velero.Backups(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(),
+					TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
 					Clock: clock.RealClock{}, Observers: observers})
 				return runOf(e, err)
 			}),

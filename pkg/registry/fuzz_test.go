@@ -40,6 +40,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackupstoragelocationrequest"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadmindownloadrequest"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminrestore"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminschedule"
 	_ "github.com/backstop-io/backstop/pkg/registry/rbac" // kube's RBAC group in kube's scheme, as the server has it
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
@@ -92,6 +93,7 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	nabsl := nonadminbackupstoragelocation.NewStrategy(scheme, nil)
 	nabslr := nonadminbackupstoragelocationrequest.NewStrategy(scheme)
 	nadr := nonadmindownloadrequest.NewStrategy(scheme, anyNonAdminBackup{}, nil)
+	nas := nonadminschedule.NewStrategy(scheme, nil, nil)
 	nar := nonadminrestore.NewStrategy(scheme, anyNonAdminBackup{}, nil)
 	dpa := dataprotectionapplication.NewStrategy(scheme)
 	dr, drStatus := plain(downloadrequest.NewStrategy(scheme))
@@ -162,6 +164,8 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackupStorageLocationRequest",` + meta + `,"spec":{"approvalDecision":"pending"}}`, nil},
 		reflect.TypeOf(&oadp.NonAdminDownloadRequest{}): {oadpv1("NonAdminDownloadRequest"), nadr, resource.NewStatusStrategy(nadr.Strategy),
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminDownloadRequest","metadata":{"name":"x","namespace":"team"},"spec":{"target":{"kind":"BackupLog","name":"b"}}}`, nil},
+		reflect.TypeOf(&oadp.NonAdminSchedule{}): {oadpv1("NonAdminSchedule"), nas, resource.NewStatusStrategy(nas.Strategy),
+			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminSchedule","metadata":{"name":"x","namespace":"team"},"spec":{"schedule":"@daily","template":{"backupSpec":{}}}}`, nil},
 		reflect.TypeOf(&oadp.DataProtectionApplication{}): {oadpv1("DataProtectionApplication"), dpa, dataprotectionapplication.NewStatusStrategy(dpa),
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"DataProtectionApplication",` + meta + `,"spec":{"configuration":{"velero":{}},"nonAdmin":{"enable":true,"enforceBackupSpec":{"ttl":"1h"}}}}`, nil},
 		reflect.TypeOf(&kubevirtbackup.VirtualMachineBackup{}): {kvv1("VirtualMachineBackup"), vmb, virtualmachinebackup.NewStatusStrategy(vmb),

@@ -84,6 +84,13 @@ func TestOADPNonAdminWireFormat(t *testing.T) {
 		{"NonAdminDownloadRequest", oadpv1alpha1.NonAdminDownloadRequest{}, []string{
 			"spec.target", "status.velero.status", "status.phase", "status.conditions",
 		}},
+		{"NonAdminSchedule", oadpv1alpha1.NonAdminSchedule{}, []string{
+			"spec.schedule", "spec.paused", "spec.skipImmediately", "spec.template.backupSpec",
+			"status.veleroSchedule.status", "status.veleroSchedule.nacuuid", "status.veleroSchedule.name", "status.veleroSchedule.namespace",
+			"status.nextRun", "status.lastBackup.name", "status.lastBackup.veleroBackupName", "status.lastBackup.phase",
+			"status.lastBackup.startTimestamp", "status.lastBackup.completionTimestamp", "status.lastBackup.expiration",
+			"status.recentBackups.name", "status.phase", "status.conditions",
+		}},
 		{"DataProtectionApplication", oadpv1alpha1.DataProtectionApplication{}, []string{
 			"spec.backupLocations", "spec.snapshotLocations", "spec.unsupportedOverrides", "spec.podAnnotations", "spec.podDnsPolicy",
 			"spec.podDnsConfig", "spec.backupImages", "spec.configuration", "spec.features", "spec.imagePullPolicy", "spec.logFormat",
@@ -140,6 +147,7 @@ func TestOADPNonAdminWireFormat(t *testing.T) {
 			string(oadpv1alpha1.NonAdminDownloadConditionRestoreNotAvailable), string(oadpv1alpha1.NonAdminDownloadConditionLocationNotUsed),
 			oadpv1alpha1.ReasonDownloadSuccess, oadpv1alpha1.ReasonDownloadError, oadpv1alpha1.VeleroDownloadRequestPrefix},
 			[]string{"Processed", "NonAdminBackupNotAvailable", "NonAdminRestoreNotAvailable", "NonAdminBackupStorageLocationNotUsed", "Success", "Error", "nadr-"}},
+		{"schedule reasons", []string{oadpv1alpha1.ReasonScheduleAccepted, oadpv1alpha1.ReasonInvalidScheduleSpec}, []string{"ScheduleAccepted", "InvalidScheduleSpec"}},
 		{"storage location link", []string{oadpv1alpha1.NabslOriginNACUUIDLabel, oadpv1alpha1.NabslOriginNameAnnotation, oadpv1alpha1.NabslOriginNamespaceAnnotation},
 			[]string{"openshift.io/oadp-nabsl-origin-nacuuid", "openshift.io/oadp-nabsl-origin-name", "openshift.io/oadp-nabsl-origin-namespace"}},
 	}

@@ -42,6 +42,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NonAdminBackupStorageLocation{}, &NonAdminBackupStorageLocationList{},
 		&NonAdminBackupStorageLocationRequest{}, &NonAdminBackupStorageLocationRequestList{},
 		&NonAdminDownloadRequest{}, &NonAdminDownloadRequestList{},
+		&NonAdminSchedule{}, &NonAdminScheduleList{},
 	)
 	return nil
 }

@@ -69,10 +69,9 @@ type BackupController struct {
 	backups  velerolisters.BackupLister
 	requests velerolisters.DeleteBackupRequestLister
 	dpas     oadplisters.DataProtectionApplicationLister
-	// tenantLocations and veleroLocations: where backups may go.
-	tenantLocations oadplisters.NonAdminBackupStorageLocationLister
-	veleroLocations velerolisters.BackupStorageLocationLister
-	status          status.Writer
+	// locations: where backups may go.
+	locations locations
+	status    status.Writer
 	// orphans deletes Velero Backups whose NonAdminBackup is gone.
 	orphans *reconcile.Loop
 	// policy writes the DPAs' statuses.
@@ -83,8 +82,8 @@ type BackupController struct {
 func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 	c := &BackupController{cfg: cfg, nabs: cfg.NonAdminBackups.Lister(), nars: cfg.NonAdminRestores.Lister(),
 		backups: cfg.Backups.Lister(), requests: cfg.Requests.Lister(), dpas: cfg.DPAs.Lister(),
-		tenantLocations: cfg.TenantLocations.Lister(), veleroLocations: cfg.VeleroLocations.Lister(),
-		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminBackup, Observers: cfg.Observers}}
+		locations: locations{adminNamespace: cfg.AdminNamespace, tenant: cfg.TenantLocations.Lister(), velero: cfg.VeleroLocations.Lister()},
+		status:    status.Writer{Engine: oadpv1alpha1.EngineNonAdminBackup, Observers: cfg.Observers}}
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup, c.sync)
 	if err := c.Watch(cfg.NonAdminBackups.Informer()); err != nil {
 		return nil, err
@@ -216,6 +215,12 @@ func (c *BackupController) reconcile(ctx context.Context, nab *oadpv1alpha1.NonA
 			return c.created(ctx, nab, b)
 		}
 	}
+	if nab.Labels[oadpv1alpha1.NabSyncLabel] != "" {
+		// Made for a backup that exists (a tenant's schedule ran it): it
+		// is adopted once its status names the backup and the backup is
+		// linked to it; no backup is ever made here for it.
+		return nil
+	}
 	spec, problem, err := c.checkBackup(nab)
 	if err != nil {
 		return err
@@ -292,51 +297,7 @@ func (c *BackupController) checkBackup(nab *oadpv1alpha1.NonAdminBackup) (*veler
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate().Error(), nil
 	}
-	location := ""
-	if name := spec.BackupSpec.StorageLocation; name != "" {
-		var problem string
-		if location, problem = c.veleroLocationOf(nab.Namespace, name); problem != "" {
-			return nil, problem, nil
-		}
-	}
-	oadpvalidation.EnforceBackup(spec.BackupSpec, policy)
-	internal := oadpvalidation.TenantBackupSpec(nab.Namespace, spec.BackupSpec, location)
-	var out velerov1.BackupSpec
-	if err := velerov1.Convert_velero_BackupSpec_To_v1_BackupSpec(internal, &out, nil); err != nil {
-		return nil, "", err
-	}
-	return &out, "", nil
-}
-
-// veleroLocationOf returns the name of the Velero location made for the
-// NonAdminBackupStorageLocation name of namespace, or why a backup cannot
-// go there now: the location is not approved or not made, or its Velero
-// location is not Available.
-func (c *BackupController) veleroLocationOf(namespace, name string) (string, string) {
-	l, err := c.tenantLocations.NonAdminBackupStorageLocations(namespace).Get(name)
-	if err != nil {
-		return "", fmt.Sprintf("NonAdminBackupStorageLocation %s of namespace %s does not exist", name, namespace)
-	}
-	var internal oadp.NonAdminBackupStorageLocation
-	if err := oadpv1alpha1.Convert_v1alpha1_NonAdminBackupStorageLocation_To_oadp_NonAdminBackupStorageLocation(l, &internal, nil); err != nil {
-		return "", err.Error()
-	}
-	if problem := oadpvalidation.LocationProblem(&internal); problem != "" {
-		return "", problem
-	}
-	id := l.Status.VeleroBackupStorageLocation.NACUUID
-	bsl, err := c.veleroLocations.BackupStorageLocations(c.cfg.AdminNamespace).Get(id)
-	if err != nil || !oadpv1alpha1.MadeFor(bsl.Labels, bsl.Annotations, oadpv1alpha1.NabslOriginNACUUIDLabel, oadpv1alpha1.NabslOriginNamespaceAnnotation, id, namespace) {
-		return "", fmt.Sprintf("NonAdminBackupStorageLocation %s has no backup storage location yet", name)
-	}
-	if bsl.Status.Phase != velerov1.BackupStorageLocationPhaseAvailable {
-		msg := fmt.Sprintf("NonAdminBackupStorageLocation %s is not available yet (phase %q)", name, bsl.Status.Phase)
-		if bsl.Status.Message != "" {
-			msg += ": " + bsl.Status.Message
-		}
-		return "", msg
-	}
-	return bsl.Name, ""
+	return c.locations.veleroBackupSpec(nab.Namespace, spec.BackupSpec, policy)
 }
 
 // waitingFor lists the NonAdminBackups of namespace not made yet that

@@ -110,3 +110,10 @@ func (w Writer) NonAdminDownloadRequests(c versioned.Interface, namespace string
 	return For[oadpv1alpha1.NonAdminDownloadRequest](w, oadpv1alpha1.Resource("nonadmindownloadrequests"), c.OadpV1alpha1().NonAdminDownloadRequests(namespace),
 		func(r *oadpv1alpha1.NonAdminDownloadRequest) string { return string(r.Status.Phase) })
 }
+
+// NonAdminSchedules writes the status of the tenants' schedules of
+// namespace.
+func (w Writer) NonAdminSchedules(c versioned.Interface, namespace string) *ResourceWriter[oadpv1alpha1.NonAdminSchedule, *oadpv1alpha1.NonAdminSchedule] {
+	return For[oadpv1alpha1.NonAdminSchedule](w, oadpv1alpha1.Resource("nonadminschedules"), c.OadpV1alpha1().NonAdminSchedules(namespace),
+		func(s *oadpv1alpha1.NonAdminSchedule) string { return string(s.Status.Phase) })
+}

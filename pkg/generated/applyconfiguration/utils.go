@@ -106,6 +106,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationoadpv1alpha1.NonAdminRestoreSpecApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminRestoreStatus"):
 		return &applyconfigurationoadpv1alpha1.NonAdminRestoreStatusApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminSchedule"):
+		return &applyconfigurationoadpv1alpha1.NonAdminScheduleApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminScheduledBackup"):
+		return &applyconfigurationoadpv1alpha1.NonAdminScheduledBackupApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminScheduleSpec"):
+		return &applyconfigurationoadpv1alpha1.NonAdminScheduleSpecApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminScheduleStatus"):
+		return &applyconfigurationoadpv1alpha1.NonAdminScheduleStatusApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminScheduleTemplate"):
+		return &applyconfigurationoadpv1alpha1.NonAdminScheduleTemplateApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("QueueInfo"):
 		return &applyconfigurationoadpv1alpha1.QueueInfoApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("SourceNonAdminBSL"):
@@ -120,6 +130,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationoadpv1alpha1.VeleroDownloadRequestApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroRestore"):
 		return &applyconfigurationoadpv1alpha1.VeleroRestoreApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroSchedule"):
+		return &applyconfigurationoadpv1alpha1.VeleroScheduleApplyConfiguration{}
 
 		// Group=velero.io, Version=v1
 	case v1.SchemeGroupVersion.WithKind("Backup"):

@@ -83,6 +83,12 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		oadpv1alpha1.NonAdminRestoreList{}.OpenAPIModelName():                        schema_pkg_apis_oadp_v1alpha1_NonAdminRestoreList(ref),
 		oadpv1alpha1.NonAdminRestoreSpec{}.OpenAPIModelName():                        schema_pkg_apis_oadp_v1alpha1_NonAdminRestoreSpec(ref),
 		oadpv1alpha1.NonAdminRestoreStatus{}.OpenAPIModelName():                      schema_pkg_apis_oadp_v1alpha1_NonAdminRestoreStatus(ref),
+		oadpv1alpha1.NonAdminSchedule{}.OpenAPIModelName():                           schema_pkg_apis_oadp_v1alpha1_NonAdminSchedule(ref),
+		oadpv1alpha1.NonAdminScheduleList{}.OpenAPIModelName():                       schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleList(ref),
+		oadpv1alpha1.NonAdminScheduleSpec{}.OpenAPIModelName():                       schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleSpec(ref),
+		oadpv1alpha1.NonAdminScheduleStatus{}.OpenAPIModelName():                     schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleStatus(ref),
+		oadpv1alpha1.NonAdminScheduleTemplate{}.OpenAPIModelName():                   schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleTemplate(ref),
+		oadpv1alpha1.NonAdminScheduledBackup{}.OpenAPIModelName():                    schema_pkg_apis_oadp_v1alpha1_NonAdminScheduledBackup(ref),
 		oadpv1alpha1.QueueInfo{}.OpenAPIModelName():                                  schema_pkg_apis_oadp_v1alpha1_QueueInfo(ref),
 		oadpv1alpha1.SourceNonAdminBSL{}.OpenAPIModelName():                          schema_pkg_apis_oadp_v1alpha1_SourceNonAdminBSL(ref),
 		oadpv1alpha1.VeleroBackup{}.OpenAPIModelName():                               schema_pkg_apis_oadp_v1alpha1_VeleroBackup(ref),
@@ -90,6 +96,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		oadpv1alpha1.VeleroDeleteBackupRequest{}.OpenAPIModelName():                  schema_pkg_apis_oadp_v1alpha1_VeleroDeleteBackupRequest(ref),
 		oadpv1alpha1.VeleroDownloadRequest{}.OpenAPIModelName():                      schema_pkg_apis_oadp_v1alpha1_VeleroDownloadRequest(ref),
 		oadpv1alpha1.VeleroRestore{}.OpenAPIModelName():                              schema_pkg_apis_oadp_v1alpha1_VeleroRestore(ref),
+		oadpv1alpha1.VeleroSchedule{}.OpenAPIModelName():                             schema_pkg_apis_oadp_v1alpha1_VeleroSchedule(ref),
 		v1.Backup{}.OpenAPIModelName():                                               schema_pkg_apis_velero_v1_Backup(ref),
 		v1.BackupHooks{}.OpenAPIModelName():                                          schema_pkg_apis_velero_v1_BackupHooks(ref),
 		v1.BackupList{}.OpenAPIModelName():                                           schema_pkg_apis_velero_v1_BackupList(ref),
@@ -2614,6 +2621,291 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminRestoreStatus(ref common.ReferenceCal
 	}
 }
 
+func schema_pkg_apis_oadp_v1alpha1_NonAdminSchedule(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminSchedule is the Schema for non-admin backup schedules.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(oadpv1alpha1.NonAdminScheduleSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(oadpv1alpha1.NonAdminScheduleStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			oadpv1alpha1.NonAdminScheduleSpec{}.OpenAPIModelName(), oadpv1alpha1.NonAdminScheduleStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminScheduleList contains a list of NonAdminSchedules.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(oadpv1alpha1.NonAdminSchedule{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			oadpv1alpha1.NonAdminSchedule{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminScheduleSpec defines the desired state of NonAdminSchedule.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"schedule": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Schedule is a standard cron expression defining when to create a backup.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"paused": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Paused stops future scheduled backups until it is set to false.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"skipImmediately": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SkipImmediately skips the backup due at once (at creation or unpause).",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"template": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Template defines the backup request to run on the schedule.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(oadpv1alpha1.NonAdminScheduleTemplate{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"schedule", "template"},
+			},
+		},
+		Dependencies: []string{
+			oadpv1alpha1.NonAdminScheduleTemplate{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminScheduleStatus defines the observed state of NonAdminSchedule.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"veleroSchedule": {
+						SchemaProps: spec.SchemaProps{
+							Description: "VeleroSchedule identifies and reports the backing Velero Schedule.",
+							Ref:         ref(oadpv1alpha1.VeleroSchedule{}.OpenAPIModelName()),
+						},
+					},
+					"nextRun": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NextRun is calculated from the cron expression and the backing Schedule status.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastBackup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastBackup is the newest generated Backup.",
+							Ref:         ref(oadpv1alpha1.NonAdminScheduledBackup{}.OpenAPIModelName()),
+						},
+					},
+					"recentBackups": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RecentBackups contains at most five generated Backups, newest first.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(oadpv1alpha1.NonAdminScheduledBackup{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Phase is a high-level summary of the NonAdminSchedule lifecycle.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"conditions": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions contains detailed acceptance and lifecycle information.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(metav1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			oadpv1alpha1.NonAdminScheduledBackup{}.OpenAPIModelName(), oadpv1alpha1.VeleroSchedule{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleTemplate(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminScheduleTemplate defines the Backup template for a non-admin schedule. Metadata is deliberately not exposed: the server owns the backing Schedule's metadata, so generated Backups always keep their tenant ownership.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"backupSpec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BackupSpec defines the specification for every generated Velero Backup.",
+							Ref:         ref(v1.BackupSpec{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"backupSpec"},
+			},
+		},
+		Dependencies: []string{
+			v1.BackupSpec{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_NonAdminScheduledBackup(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonAdminScheduledBackup describes one generated backup in schedule status.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the NonAdminBackup made for this schedule run.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"veleroBackupName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "VeleroBackupName is the generated backing Velero Backup name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Phase is the current Velero Backup phase.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"startTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTimestamp is when the Backup started.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletionTimestamp is when the Backup completed.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"expiration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Expiration is when the Backup expires.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"name", "veleroBackupName"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_oadp_v1alpha1_QueueInfo(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2871,6 +3163,48 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroRestore(ref common.ReferenceCallback) c
 		},
 		Dependencies: []string{
 			v1.RestoreStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_VeleroSchedule(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VeleroSchedule contains information about the backing Velero Schedule object.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status captures the current status of the backing Velero Schedule.",
+							Ref:         ref(v1.ScheduleStatus{}.OpenAPIModelName()),
+						},
+					},
+					"nacuuid": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NACUUID identifies the backing Velero Schedule.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the backing Velero Schedule name.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace is the namespace containing the backing Velero Schedule.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.ScheduleStatus{}.OpenAPIModelName()},
 	}
 }
 

@@ -706,6 +706,23 @@ func suite(target Target) map[string]suiteCase {
 			},
 			invalidAt: "spec.target.name",
 		}),
+		"nonadminschedules": newCase(resourceCase[oadpv1alpha1.NonAdminSchedule, oadpv1alpha1.NonAdminScheduleList]{
+			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminSchedule"), client: oadp.NonAdminSchedules("tenant-a"), engine: engine.OadpV1alpha1().NonAdminSchedules("tenant-a"),
+			valid: func(n string) *oadpv1alpha1.NonAdminSchedule {
+				return &oadpv1alpha1.NonAdminSchedule{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
+					Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: "@every 1h", Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{}}}}
+			},
+			changeSpec: func(s *oadpv1alpha1.NonAdminSchedule) { s.Spec.Paused = !s.Spec.Paused },
+			spec:       func(s *oadpv1alpha1.NonAdminSchedule) any { return s.Spec },
+			status:     func(s *oadpv1alpha1.NonAdminSchedule) any { return s.Status },
+			setStatus:  func(s *oadpv1alpha1.NonAdminSchedule) { s.Status.Phase = oadpv1alpha1.NonAdminPhaseCreated },
+			invalid: func(n string) *oadpv1alpha1.NonAdminSchedule {
+				return &oadpv1alpha1.NonAdminSchedule{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
+					Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: "@every 1h",
+						Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{IncludedNamespaces: []string{"tenant-b"}}}}}
+			},
+			invalidAt: "spec.template.backupSpec.includedNamespaces[0]",
+		}),
 		"dataprotectionapplications": newCase(resourceCase[oadpv1alpha1.DataProtectionApplication, oadpv1alpha1.DataProtectionApplicationList]{
 			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("DataProtectionApplication"), client: oadp.DataProtectionApplications(ns), engine: engine.OadpV1alpha1().DataProtectionApplications(ns),
 			valid: func(n string) *oadpv1alpha1.DataProtectionApplication {

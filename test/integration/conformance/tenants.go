@@ -196,6 +196,20 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
 				Spec:       oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindRestoreLog, Name: "bob-nar"}}}, metav1.CreateOptions{}))
 		}},
+		{"a schedule of B's namespace", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminSchedules(a.Namespace).Create(ctx, &oadpv1alpha1.NonAdminSchedule{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: "@daily",
+					Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{IncludedNamespaces: []string{b.Namespace}}}}}, metav1.CreateOptions{}))
+		}},
+		{"a schedule in B's namespace", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminSchedules(b.Namespace).Create(ctx, &oadpv1alpha1.NonAdminSchedule{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec:       oadpv1alpha1.NonAdminScheduleSpec{Schedule: "@daily", Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{}}}}, metav1.CreateOptions{}))
+		}},
+		{"list Schedules in the admin namespace", func(ctx context.Context) error {
+			return errOf(velero.Schedules(adminNS).List(ctx, metav1.ListOptions{}))
+		}},
 		// The admin's decisions on storage locations.
 		{"list NonAdminBackupStorageLocationRequests", func(ctx context.Context) error {
 			return errOf(a.Client.OadpV1alpha1().NonAdminBackupStorageLocationRequests(adminNS).List(ctx, metav1.ListOptions{}))
@@ -446,6 +460,8 @@ func fingerprint(ctx context.Context, t *testing.T, target TenantTarget) map[str
 		add("nonadminbackupstoragelocation", nabsls, err)
 		nadrs, err := target.Admin.OadpV1alpha1().NonAdminDownloadRequests(ns).List(ctx, lo)
 		add("nonadmindownloadrequest", nadrs, err)
+		nass, err := target.Admin.OadpV1alpha1().NonAdminSchedules(ns).List(ctx, lo)
+		add("nonadminschedule", nass, err)
 		rbs, err := target.AdminKube.RbacV1().RoleBindings(ns).List(ctx, lo)
 		add("rolebinding", rbs, err)
 		roles, err := target.AdminKube.RbacV1().Roles(ns).List(ctx, lo)
@@ -460,6 +476,8 @@ func fingerprint(ctx context.Context, t *testing.T, target TenantTarget) map[str
 	add("deletebackuprequest", reqs, err)
 	drs, err := v.DownloadRequests(target.AdminNamespace).List(ctx, lo)
 	add("downloadrequest", drs, err)
+	schedules, err := v.Schedules(target.AdminNamespace).List(ctx, lo)
+	add("schedule", schedules, err)
 	nabslrs, err := target.Admin.OadpV1alpha1().NonAdminBackupStorageLocationRequests(target.AdminNamespace).List(ctx, lo)
 	add("nonadminbackupstoragelocationrequest", nabslrs, err)
 	for _, ns := range []string{target.AdminNamespace, target.A.Namespace} {

@@ -75,3 +75,11 @@ const EngineNonAdminDownload = "nonadmin-download"
 // status), BackingOff while what it names is not there yet. It is deleted
 // when its link expires, as upstream does.
 var NonAdminDownloadRequestLifecycle = nonAdminLifecycle("NonAdminDownloadRequest", "DownloadRequest", EngineNonAdminDownload)
+
+// EngineNonAdminSchedule is the engine of NonAdminSchedules.
+const EngineNonAdminSchedule = "nonadmin-schedule"
+
+// NonAdminScheduleLifecycle is the life of a NonAdminSchedule: Created once
+// its Velero Schedule exists. A spec refused later (a policy change) pauses
+// that Schedule and is said in condition Accepted; the phase stays.
+var NonAdminScheduleLifecycle = nonAdminLifecycle("NonAdminSchedule", "Schedule", EngineNonAdminSchedule)

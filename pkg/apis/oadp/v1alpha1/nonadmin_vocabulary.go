@@ -187,3 +187,20 @@ const (
 	ReasonDownloadError                                            = "Error"
 	VeleroDownloadRequestPrefix                                    = "nadr-"
 )
+
+// NonAdminSchedule vocabulary. Upstream's reasons; the link label,
+// annotations and finalizer follow the other kinds' pattern.
+const (
+	NasOriginNACUUIDLabel          = "openshift.io/oadp-nas-origin-nacuuid"
+	NasOriginNameAnnotation        = "openshift.io/oadp-nas-origin-name"
+	NasOriginNamespaceAnnotation   = "openshift.io/oadp-nas-origin-namespace"
+	NonAdminScheduleFinalizer      = "nonadminschedule.oadp.openshift.io/finalizer"
+	ReasonScheduleAccepted         = "ScheduleAccepted"
+	ReasonInvalidScheduleSpec      = "InvalidScheduleSpec"
+	MessageScheduleAccepted        = "schedule accepted"
+	MessageScheduleCreated         = "Created Velero Schedule object"
+	MessageScheduleDeletionPending = "schedule accepted for deletion"
+	// RecentScheduledBackups is how many generated backups a
+	// NonAdminSchedule's status lists.
+	RecentScheduledBackups = 5
+)

@@ -50,6 +50,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&NonAdminBackupStorageLocation{}, &NonAdminBackupStorageLocationList{},
 		&NonAdminBackupStorageLocationRequest{}, &NonAdminBackupStorageLocationRequestList{},
 		&NonAdminDownloadRequest{}, &NonAdminDownloadRequestList{},
+		&NonAdminSchedule{}, &NonAdminScheduleList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

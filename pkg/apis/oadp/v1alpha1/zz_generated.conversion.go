@@ -336,6 +336,66 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminSchedule)(nil), (*oadp.NonAdminSchedule)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminSchedule_To_oadp_NonAdminSchedule(a.(*NonAdminSchedule), b.(*oadp.NonAdminSchedule), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminSchedule)(nil), (*NonAdminSchedule)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminSchedule_To_v1alpha1_NonAdminSchedule(a.(*oadp.NonAdminSchedule), b.(*NonAdminSchedule), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminScheduleList)(nil), (*oadp.NonAdminScheduleList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminScheduleList_To_oadp_NonAdminScheduleList(a.(*NonAdminScheduleList), b.(*oadp.NonAdminScheduleList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminScheduleList)(nil), (*NonAdminScheduleList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminScheduleList_To_v1alpha1_NonAdminScheduleList(a.(*oadp.NonAdminScheduleList), b.(*NonAdminScheduleList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminScheduleSpec)(nil), (*oadp.NonAdminScheduleSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminScheduleSpec_To_oadp_NonAdminScheduleSpec(a.(*NonAdminScheduleSpec), b.(*oadp.NonAdminScheduleSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminScheduleSpec)(nil), (*NonAdminScheduleSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminScheduleSpec_To_v1alpha1_NonAdminScheduleSpec(a.(*oadp.NonAdminScheduleSpec), b.(*NonAdminScheduleSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminScheduleStatus)(nil), (*oadp.NonAdminScheduleStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminScheduleStatus_To_oadp_NonAdminScheduleStatus(a.(*NonAdminScheduleStatus), b.(*oadp.NonAdminScheduleStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminScheduleStatus)(nil), (*NonAdminScheduleStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminScheduleStatus_To_v1alpha1_NonAdminScheduleStatus(a.(*oadp.NonAdminScheduleStatus), b.(*NonAdminScheduleStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminScheduleTemplate)(nil), (*oadp.NonAdminScheduleTemplate)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminScheduleTemplate_To_oadp_NonAdminScheduleTemplate(a.(*NonAdminScheduleTemplate), b.(*oadp.NonAdminScheduleTemplate), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminScheduleTemplate)(nil), (*NonAdminScheduleTemplate)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminScheduleTemplate_To_v1alpha1_NonAdminScheduleTemplate(a.(*oadp.NonAdminScheduleTemplate), b.(*NonAdminScheduleTemplate), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*NonAdminScheduledBackup)(nil), (*oadp.NonAdminScheduledBackup)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonAdminScheduledBackup_To_oadp_NonAdminScheduledBackup(a.(*NonAdminScheduledBackup), b.(*oadp.NonAdminScheduledBackup), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.NonAdminScheduledBackup)(nil), (*NonAdminScheduledBackup)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_NonAdminScheduledBackup_To_v1alpha1_NonAdminScheduledBackup(a.(*oadp.NonAdminScheduledBackup), b.(*NonAdminScheduledBackup), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*QueueInfo)(nil), (*oadp.QueueInfo)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_QueueInfo_To_oadp_QueueInfo(a.(*QueueInfo), b.(*oadp.QueueInfo), scope)
 	}); err != nil {
@@ -403,6 +463,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*oadp.VeleroRestore)(nil), (*VeleroRestore)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_oadp_VeleroRestore_To_v1alpha1_VeleroRestore(a.(*oadp.VeleroRestore), b.(*VeleroRestore), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*VeleroSchedule)(nil), (*oadp.VeleroSchedule)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_VeleroSchedule_To_oadp_VeleroSchedule(a.(*VeleroSchedule), b.(*oadp.VeleroSchedule), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*oadp.VeleroSchedule)(nil), (*VeleroSchedule)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_oadp_VeleroSchedule_To_v1alpha1_VeleroSchedule(a.(*oadp.VeleroSchedule), b.(*VeleroSchedule), scope)
 	}); err != nil {
 		return err
 	}
@@ -1093,6 +1163,140 @@ func Convert_oadp_NonAdminRestoreStatus_To_v1alpha1_NonAdminRestoreStatus(in *oa
 	return autoConvert_oadp_NonAdminRestoreStatus_To_v1alpha1_NonAdminRestoreStatus(in, out, s)
 }
 
+func autoConvert_v1alpha1_NonAdminSchedule_To_oadp_NonAdminSchedule(in *NonAdminSchedule, out *oadp.NonAdminSchedule, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_NonAdminScheduleSpec_To_oadp_NonAdminScheduleSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_NonAdminScheduleStatus_To_oadp_NonAdminScheduleStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminSchedule_To_oadp_NonAdminSchedule is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminSchedule_To_oadp_NonAdminSchedule(in *NonAdminSchedule, out *oadp.NonAdminSchedule, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminSchedule_To_oadp_NonAdminSchedule(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminSchedule_To_v1alpha1_NonAdminSchedule(in *oadp.NonAdminSchedule, out *NonAdminSchedule, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_oadp_NonAdminScheduleSpec_To_v1alpha1_NonAdminScheduleSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_oadp_NonAdminScheduleStatus_To_v1alpha1_NonAdminScheduleStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_oadp_NonAdminSchedule_To_v1alpha1_NonAdminSchedule is an autogenerated conversion function.
+func Convert_oadp_NonAdminSchedule_To_v1alpha1_NonAdminSchedule(in *oadp.NonAdminSchedule, out *NonAdminSchedule, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminSchedule_To_v1alpha1_NonAdminSchedule(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminScheduleList_To_oadp_NonAdminScheduleList(in *NonAdminScheduleList, out *oadp.NonAdminScheduleList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]oadp.NonAdminSchedule)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminScheduleList_To_oadp_NonAdminScheduleList is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminScheduleList_To_oadp_NonAdminScheduleList(in *NonAdminScheduleList, out *oadp.NonAdminScheduleList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminScheduleList_To_oadp_NonAdminScheduleList(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminScheduleList_To_v1alpha1_NonAdminScheduleList(in *oadp.NonAdminScheduleList, out *NonAdminScheduleList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]NonAdminSchedule)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_oadp_NonAdminScheduleList_To_v1alpha1_NonAdminScheduleList is an autogenerated conversion function.
+func Convert_oadp_NonAdminScheduleList_To_v1alpha1_NonAdminScheduleList(in *oadp.NonAdminScheduleList, out *NonAdminScheduleList, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminScheduleList_To_v1alpha1_NonAdminScheduleList(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminScheduleSpec_To_oadp_NonAdminScheduleSpec(in *NonAdminScheduleSpec, out *oadp.NonAdminScheduleSpec, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminScheduleSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminScheduleSpec_To_oadp_NonAdminScheduleSpec is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminScheduleSpec_To_oadp_NonAdminScheduleSpec(in *NonAdminScheduleSpec, out *oadp.NonAdminScheduleSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminScheduleSpec_To_oadp_NonAdminScheduleSpec(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminScheduleSpec_To_v1alpha1_NonAdminScheduleSpec(in *oadp.NonAdminScheduleSpec, out *NonAdminScheduleSpec, s conversion.Scope) error {
+	*out = *(*NonAdminScheduleSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminScheduleSpec_To_v1alpha1_NonAdminScheduleSpec is an autogenerated conversion function.
+func Convert_oadp_NonAdminScheduleSpec_To_v1alpha1_NonAdminScheduleSpec(in *oadp.NonAdminScheduleSpec, out *NonAdminScheduleSpec, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminScheduleSpec_To_v1alpha1_NonAdminScheduleSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminScheduleStatus_To_oadp_NonAdminScheduleStatus(in *NonAdminScheduleStatus, out *oadp.NonAdminScheduleStatus, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminScheduleStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminScheduleStatus_To_oadp_NonAdminScheduleStatus is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminScheduleStatus_To_oadp_NonAdminScheduleStatus(in *NonAdminScheduleStatus, out *oadp.NonAdminScheduleStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminScheduleStatus_To_oadp_NonAdminScheduleStatus(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminScheduleStatus_To_v1alpha1_NonAdminScheduleStatus(in *oadp.NonAdminScheduleStatus, out *NonAdminScheduleStatus, s conversion.Scope) error {
+	*out = *(*NonAdminScheduleStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminScheduleStatus_To_v1alpha1_NonAdminScheduleStatus is an autogenerated conversion function.
+func Convert_oadp_NonAdminScheduleStatus_To_v1alpha1_NonAdminScheduleStatus(in *oadp.NonAdminScheduleStatus, out *NonAdminScheduleStatus, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminScheduleStatus_To_v1alpha1_NonAdminScheduleStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminScheduleTemplate_To_oadp_NonAdminScheduleTemplate(in *NonAdminScheduleTemplate, out *oadp.NonAdminScheduleTemplate, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminScheduleTemplate)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminScheduleTemplate_To_oadp_NonAdminScheduleTemplate is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminScheduleTemplate_To_oadp_NonAdminScheduleTemplate(in *NonAdminScheduleTemplate, out *oadp.NonAdminScheduleTemplate, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminScheduleTemplate_To_oadp_NonAdminScheduleTemplate(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminScheduleTemplate_To_v1alpha1_NonAdminScheduleTemplate(in *oadp.NonAdminScheduleTemplate, out *NonAdminScheduleTemplate, s conversion.Scope) error {
+	*out = *(*NonAdminScheduleTemplate)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminScheduleTemplate_To_v1alpha1_NonAdminScheduleTemplate is an autogenerated conversion function.
+func Convert_oadp_NonAdminScheduleTemplate_To_v1alpha1_NonAdminScheduleTemplate(in *oadp.NonAdminScheduleTemplate, out *NonAdminScheduleTemplate, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminScheduleTemplate_To_v1alpha1_NonAdminScheduleTemplate(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonAdminScheduledBackup_To_oadp_NonAdminScheduledBackup(in *NonAdminScheduledBackup, out *oadp.NonAdminScheduledBackup, s conversion.Scope) error {
+	*out = *(*oadp.NonAdminScheduledBackup)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonAdminScheduledBackup_To_oadp_NonAdminScheduledBackup is an autogenerated conversion function.
+func Convert_v1alpha1_NonAdminScheduledBackup_To_oadp_NonAdminScheduledBackup(in *NonAdminScheduledBackup, out *oadp.NonAdminScheduledBackup, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonAdminScheduledBackup_To_oadp_NonAdminScheduledBackup(in, out, s)
+}
+
+func autoConvert_oadp_NonAdminScheduledBackup_To_v1alpha1_NonAdminScheduledBackup(in *oadp.NonAdminScheduledBackup, out *NonAdminScheduledBackup, s conversion.Scope) error {
+	*out = *(*NonAdminScheduledBackup)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_NonAdminScheduledBackup_To_v1alpha1_NonAdminScheduledBackup is an autogenerated conversion function.
+func Convert_oadp_NonAdminScheduledBackup_To_v1alpha1_NonAdminScheduledBackup(in *oadp.NonAdminScheduledBackup, out *NonAdminScheduledBackup, s conversion.Scope) error {
+	return autoConvert_oadp_NonAdminScheduledBackup_To_v1alpha1_NonAdminScheduledBackup(in, out, s)
+}
+
 func autoConvert_v1alpha1_QueueInfo_To_oadp_QueueInfo(in *QueueInfo, out *oadp.QueueInfo, s conversion.Scope) error {
 	*out = *(*oadp.QueueInfo)(unsafe.Pointer(in))
 	return nil
@@ -1231,4 +1435,24 @@ func autoConvert_oadp_VeleroRestore_To_v1alpha1_VeleroRestore(in *oadp.VeleroRes
 // Convert_oadp_VeleroRestore_To_v1alpha1_VeleroRestore is an autogenerated conversion function.
 func Convert_oadp_VeleroRestore_To_v1alpha1_VeleroRestore(in *oadp.VeleroRestore, out *VeleroRestore, s conversion.Scope) error {
 	return autoConvert_oadp_VeleroRestore_To_v1alpha1_VeleroRestore(in, out, s)
+}
+
+func autoConvert_v1alpha1_VeleroSchedule_To_oadp_VeleroSchedule(in *VeleroSchedule, out *oadp.VeleroSchedule, s conversion.Scope) error {
+	*out = *(*oadp.VeleroSchedule)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_VeleroSchedule_To_oadp_VeleroSchedule is an autogenerated conversion function.
+func Convert_v1alpha1_VeleroSchedule_To_oadp_VeleroSchedule(in *VeleroSchedule, out *oadp.VeleroSchedule, s conversion.Scope) error {
+	return autoConvert_v1alpha1_VeleroSchedule_To_oadp_VeleroSchedule(in, out, s)
+}
+
+func autoConvert_oadp_VeleroSchedule_To_v1alpha1_VeleroSchedule(in *oadp.VeleroSchedule, out *VeleroSchedule, s conversion.Scope) error {
+	*out = *(*VeleroSchedule)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_oadp_VeleroSchedule_To_v1alpha1_VeleroSchedule is an autogenerated conversion function.
+func Convert_oadp_VeleroSchedule_To_v1alpha1_VeleroSchedule(in *oadp.VeleroSchedule, out *VeleroSchedule, s conversion.Scope) error {
+	return autoConvert_oadp_VeleroSchedule_To_v1alpha1_VeleroSchedule(in, out, s)
 }

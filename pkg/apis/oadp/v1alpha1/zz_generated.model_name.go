@@ -172,6 +172,36 @@ func (in NonAdminRestoreStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminSchedule) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminSchedule"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminScheduleList) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminScheduleList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminScheduleSpec) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminScheduleSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminScheduleStatus) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminScheduleStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminScheduleTemplate) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminScheduleTemplate"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonAdminScheduledBackup) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.NonAdminScheduledBackup"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in QueueInfo) OpenAPIModelName() string {
 	return "io.openshift.oadp.v1alpha1.QueueInfo"
 }
@@ -204,4 +234,9 @@ func (in VeleroDownloadRequest) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VeleroRestore) OpenAPIModelName() string {
 	return "io.openshift.oadp.v1alpha1.VeleroRestore"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VeleroSchedule) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.VeleroSchedule"
 }

@@ -196,3 +196,15 @@ func appendMissing(list []string, add ...string) []string {
 	}
 	return list
 }
+
+// ValidateNonAdminScheduleSpec checks a NonAdminSchedule spec of namespace:
+// a cron schedule as Velero reads it, and a backup template held to the
+// NonAdminBackup rules (at spec.template.backupSpec).
+func ValidateNonAdminScheduleSpec(namespace string, spec *oadp.NonAdminScheduleSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if err := velerovalidation.ValidateCron(spec.Schedule); err != nil {
+		errs = append(errs, field.Invalid(fldPath.Child("schedule"), spec.Schedule, err.Error()))
+	}
+	template := &oadp.NonAdminBackupSpec{BackupSpec: spec.Template.BackupSpec}
+	return append(errs, ValidateNonAdminBackupSpec(namespace, template, fldPath.Child("template"))...)
+}

@@ -119,6 +119,16 @@ var schemaYAML = typed.YAMLObject(`types:
     elementType:
       namedType: __untyped_deduced_
     elementRelationship: separable
+- name: com.github.backstop-io.backstop.pkg.apis.oadp.v1alpha1.NonAdminSchedule
+  scalar: untyped
+  list:
+    elementType:
+      namedType: __untyped_atomic_
+    elementRelationship: atomic
+  map:
+    elementType:
+      namedType: __untyped_deduced_
+    elementRelationship: separable
 - name: com.github.backstop-io.backstop.pkg.apis.velero.v1.Backup
   scalar: untyped
   list:

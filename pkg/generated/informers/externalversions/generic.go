@@ -73,6 +73,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminDownloadRequests().Informer()}, nil
 	case oadpv1alpha1.SchemeGroupVersion.WithResource("nonadminrestores"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminRestores().Informer()}, nil
+	case oadpv1alpha1.SchemeGroupVersion.WithResource("nonadminschedules"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Oadp().V1alpha1().NonAdminSchedules().Informer()}, nil
 
 		// Group=velero.io, Version=v1
 	case v1.SchemeGroupVersion.WithResource("backups"):

@@ -65,21 +65,20 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	errs = append(errs, perrs...)
 	errs = append(errs, oadpvalidation.ValidateBackupPolicy(o.Spec.BackupSpec, policy, field.NewPath("spec", "backupSpec"))...)
 	if o.Spec.BackupSpec != nil && o.Spec.BackupSpec.StorageLocation != "" {
-		errs = append(errs, s.validateLocation(ctx, o.Namespace, o.Spec.BackupSpec.StorageLocation)...)
+		errs = append(errs, ValidateLocation(ctx, s.locations, o.Namespace, o.Spec.BackupSpec.StorageLocation, field.NewPath("spec", "backupSpec", "storageLocation"))...)
 	}
 	return errs
 }
 
-// validateLocation: a backup's storage location must be a
+// ValidateLocation: a backup's storage location (at p) must be a
 // NonAdminBackupStorageLocation of its namespace that the administrator
 // approved and the server made (phase Created). Whether its Velero
 // location is Available is the engine's to wait for.
-func (s Strategy) validateLocation(ctx context.Context, namespace, name string) field.ErrorList {
-	p := field.NewPath("spec", "backupSpec", "storageLocation")
-	if s.locations == nil {
+func ValidateLocation(ctx context.Context, locations rest.Getter, namespace, name string, p *field.Path) field.ErrorList {
+	if locations == nil {
 		return field.ErrorList{field.NotFound(p, fmt.Sprintf("NonAdminBackupStorageLocation %s of namespace %s", name, namespace))}
 	}
-	obj, err := s.locations.Get(genericrequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
+	obj, err := locations.Get(genericrequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return field.ErrorList{field.NotFound(p, fmt.Sprintf("NonAdminBackupStorageLocation %s of namespace %s", name, namespace))}

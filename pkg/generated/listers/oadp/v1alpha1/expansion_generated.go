@@ -65,3 +65,11 @@ type NonAdminRestoreListerExpansion interface{}
 // NonAdminRestoreNamespaceListerExpansion allows custom methods to be added to
 // NonAdminRestoreNamespaceLister.
 type NonAdminRestoreNamespaceListerExpansion interface{}
+
+// NonAdminScheduleListerExpansion allows custom methods to be added to
+// NonAdminScheduleLister.
+type NonAdminScheduleListerExpansion interface{}
+
+// NonAdminScheduleNamespaceListerExpansion allows custom methods to be added to
+// NonAdminScheduleNamespaceLister.
+type NonAdminScheduleNamespaceListerExpansion interface{}

@@ -36,6 +36,8 @@ type Interface interface {
 	NonAdminDownloadRequests() TypedNonAdminDownloadRequestInformer
 	// NonAdminRestores returns a NonAdminRestoreInformer.
 	NonAdminRestores() TypedNonAdminRestoreInformer
+	// NonAdminSchedules returns a NonAdminScheduleInformer.
+	NonAdminSchedules() TypedNonAdminScheduleInformer
 }
 
 type version struct {
@@ -77,4 +79,9 @@ func (v *version) NonAdminDownloadRequests() TypedNonAdminDownloadRequestInforme
 // NonAdminRestores returns a TypedNonAdminRestoreInformer.
 func (v *version) NonAdminRestores() TypedNonAdminRestoreInformer {
 	return &nonAdminRestoreInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// NonAdminSchedules returns a TypedNonAdminScheduleInformer.
+func (v *version) NonAdminSchedules() TypedNonAdminScheduleInformer {
+	return &nonAdminScheduleInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -29,3 +29,5 @@ type NonAdminBackupStorageLocationRequestExpansion interface{}
 type NonAdminDownloadRequestExpansion interface{}
 
 type NonAdminRestoreExpansion interface{}
+
+type NonAdminScheduleExpansion interface{}

@@ -34,6 +34,7 @@ type OadpV1alpha1Interface interface {
 	NonAdminBackupStorageLocationRequestsGetter
 	NonAdminDownloadRequestsGetter
 	NonAdminRestoresGetter
+	NonAdminSchedulesGetter
 }
 
 // OadpV1alpha1Client is used to interact with features provided by the oadp.openshift.io group.
@@ -63,6 +64,10 @@ func (c *OadpV1alpha1Client) NonAdminDownloadRequests(namespace string) NonAdmin
 
 func (c *OadpV1alpha1Client) NonAdminRestores(namespace string) NonAdminRestoreInterface {
 	return newNonAdminRestores(c, namespace)
+}
+
+func (c *OadpV1alpha1Client) NonAdminSchedules(namespace string) NonAdminScheduleInterface {
+	return newNonAdminSchedules(c, namespace)
 }
 
 // NewForConfig creates a new OadpV1alpha1Client for the given config.

@@ -52,6 +52,10 @@ func (c *FakeOadpV1alpha1) NonAdminRestores(namespace string) v1alpha1.NonAdminR
 	return newFakeNonAdminRestores(c, namespace)
 }
 
+func (c *FakeOadpV1alpha1) NonAdminSchedules(namespace string) v1alpha1.NonAdminScheduleInterface {
+	return newFakeNonAdminSchedules(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeOadpV1alpha1) RESTClient() rest.Interface {
