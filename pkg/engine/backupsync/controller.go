@@ -8,7 +8,9 @@
 // Backup of the location whose files are gone from it (deleted by another
 // server) is deleted, as Velero does, unless a DeleteBackupRequest is
 // deleting it. Backups that are not finished in the
-// location (no terminal phase) are left alone.
+// location (no terminal phase) are left alone. Tenants' locations (made for
+// NonAdminBackupStorageLocations) are not synced: their buckets are the
+// tenants' to write.
 package backupsync
 
 import (
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
@@ -88,6 +91,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	if err != nil {
 		return err
+	}
+	if bsl.Labels[oadpv1alpha1.NabslOriginNACUUIDLabel] != "" {
+		// A tenant's location: what its bucket holds is the tenant's to
+		// write, and never becomes a Backup of the admin namespace.
+		return nil
 	}
 	defer c.AddAfter(key, c.cfg.Period)
 	if bsl.Status.Phase != velerov1.BackupStorageLocationPhaseAvailable {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -296,6 +297,20 @@ func TestRestoreIntoSecondServer(t *testing.T) {
 	}
 
 	second := framework.Start(t, framework.Options{Args: []string{"--backup-sync-period=1s"}})
+	// A tenant's location (made for a NonAdminBackupStorageLocation) is
+	// never synced, its bucket being the tenant's to write: this one reads
+	// the same directory and is Available before "first" exists, yet
+	// "full" comes from "first".
+	if _, err := second.Clientset.VeleroV1().BackupStorageLocations(ns).Create(ctx, &velerov1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-loc", Namespace: ns, Labels: map[string]string{oadpv1alpha1.NabslOriginNACUUIDLabel: "tenant-a-loc"}},
+		Spec: velerov1.BackupStorageLocationSpec{Provider: "filesystem", AccessMode: velerov1.BackupStorageLocationAccessModeReadOnly,
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: filepath.Join(first.DataDir, "backups")}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitLocation(t, second, "tenant-loc", func(l *velerov1.BackupStorageLocation) bool {
+		return l.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable
+	})
 	if _, err := second.Clientset.VeleroV1().BackupStorageLocations(ns).Create(ctx, &velerov1.BackupStorageLocation{
 		ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: ns},
 		Spec: velerov1.BackupStorageLocationSpec{Provider: "filesystem", AccessMode: velerov1.BackupStorageLocationAccessModeReadOnly,
