@@ -20,6 +20,7 @@ import (
 
 	kvv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
@@ -174,7 +175,8 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					return nil, err
 				}
 				e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
-					Locations: velero.BackupStorageLocations(), Target: target, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash})
+					Locations: velero.BackupStorageLocations(), Target: target, TargetAs: c.targetAs(hookCtx.LoopbackClientConfig),
+					Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
 			add(ControllerSchedule, 1, func() (func(context.Context, int), error) {
@@ -285,10 +287,10 @@ func runOf[E interface{ Run(context.Context, int) }](e E, err error) (func(conte
 	return e.Run, nil
 }
 
-// source is the cluster backups read: --source-kubeconfig, the host
-// cluster (aggregated), or this server (standalone), with the backup
-// client's rate limits.
-func (c CompletedConfig) source(loopback *restclient.Config) (items.Source, error) {
+// sourceConfig is the client configuration of the cluster backups read
+// and restores write: --source-kubeconfig, the host cluster (aggregated),
+// or this server (standalone), with the backup client's rate limits.
+func (c CompletedConfig) sourceConfig(loopback *restclient.Config) *restclient.Config {
 	cfg := c.extra.Source
 	if cfg == nil {
 		cfg = loopback
@@ -296,6 +298,24 @@ func (c CompletedConfig) source(loopback *restclient.Config) (items.Source, erro
 	cfg = restclient.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = c.extra.ClientQPS, c.extra.ClientBurst
 	cfg.UserAgent = "backstop-backup/" + version.Version
+	return cfg
+}
+
+// targetAs is the cluster restores write, acting as a user (Kubernetes
+// impersonation): a tenant's restore writes with the tenant's rights.
+func (c CompletedConfig) targetAs(loopback *restclient.Config) func(restoreas.User) (dynamic.Interface, error) {
+	return func(as restoreas.User) (dynamic.Interface, error) {
+		cfg := c.sourceConfig(loopback)
+		cfg.Impersonate = restclient.ImpersonationConfig{UserName: as.Username, UID: as.UID, Groups: as.Groups}
+		return dynamic.NewForConfig(cfg)
+	}
+}
+
+// source is the cluster backups read: --source-kubeconfig, the host
+// cluster (aggregated), or this server (standalone), with the backup
+// client's rate limits.
+func (c CompletedConfig) source(loopback *restclient.Config) (items.Source, error) {
+	cfg := c.sourceConfig(loopback)
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return items.Source{}, fmt.Errorf("source discovery client: %w", err)

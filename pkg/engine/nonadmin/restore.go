@@ -14,6 +14,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
@@ -180,6 +181,10 @@ func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) erro
 		},
 		Spec: *spec,
 	}
+	// It restores with the rights of whoever created the NonAdminRestore.
+	if as, ok := nar.Annotations[oadpv1alpha1.CreatedByAnnotation]; ok {
+		r.Annotations[restoreas.Annotation] = as
+	}
 	created, err := c.cfg.Client.VeleroV1().Restores(c.cfg.AdminNamespace).Create(ctx, r, metav1.CreateOptions{FieldManager: c.status.Engine})
 	if apierrors.IsAlreadyExists(err) {
 		if created, err = c.restoreOf(ctx, nar); err == nil && created == nil {
@@ -230,7 +235,7 @@ func (c *RestoreController) checkRestore(nar *oadpv1alpha1.NonAdminRestore) (*ve
 		return nil, fmt.Sprintf("%s: its backup ended %s", notReady, b.Status.Phase), nil
 	}
 	oadpvalidation.EnforceRestore(spec.RestoreSpec, policy)
-	internal := oadpvalidation.TenantRestoreSpec(nar.Namespace, spec.RestoreSpec, b.Name, b.Spec.StorageLocation != "")
+	internal := oadpvalidation.TenantRestoreSpec(nar.Namespace, spec.RestoreSpec, b.Name)
 	var out velerov1.RestoreSpec
 	if err := velerov1.Convert_velero_RestoreSpec_To_v1_RestoreSpec(internal, &out, nil); err != nil {
 		return nil, "", err

@@ -44,6 +44,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/engine/items"
@@ -87,7 +88,11 @@ type Config struct {
 	Backups   informers.BackupInformer
 	Locations informers.BackupStorageLocationInformer
 	// Target is the cluster restored into.
-	Target     items.Source
+	Target items.Source
+	// TargetAs is the target as a user (impersonated): restores that say
+	// whom they restore for (restoreas.Annotation) write with that
+	// user's rights. Nil: such restores fail.
+	TargetAs   func(restoreas.User) (dynamic.Interface, error)
 	Opener     objectstore.Opener
 	Clock      clock.Clock
 	ScratchDir string
@@ -292,6 +297,26 @@ func phaseText(p velerov1.BackupPhase) string {
 // counter is a restore's progress.
 type counter struct{ total, restored atomic.Int64 }
 
+// targetOf is the client a restore writes with, and the user it acts as:
+// the server's (""), or, for a restore made for a user (a tenant's
+// NonAdminRestore), that user's.
+func (c *Controller) targetOf(r *velerov1.Restore) (dynamic.Interface, string, error) {
+	as, ok, err := restoreas.Of(r.Annotations)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case !ok:
+		return c.cfg.Target.Dynamic, "", nil
+	case c.cfg.TargetAs == nil:
+		return nil, "", fmt.Errorf("the restore is for user %q, and this server cannot act as a user", as.Username)
+	}
+	target, err := c.cfg.TargetAs(as)
+	if err != nil {
+		return nil, "", fmt.Errorf("acting as user %q: %w", as.Username, err)
+	}
+	return target, as.Username, nil
+}
+
 // run restores the items; the status ends Completed, PartiallyFailed or Failed.
 // restoreRun is the state of one run of a restore; a step that has not
 // happened yet leaves its field nil (a restore failed before its location
@@ -311,6 +336,10 @@ type restoreRun struct {
 	// dependents are the items written without the owner references
 	// they had (owners.go).
 	dependents []dependent
+	// target writes the items: the server's rights, or those of the user
+	// the restore is for (as, "" for the server).
+	target dynamic.Interface
+	as     string
 }
 
 func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup) {
@@ -323,6 +352,10 @@ func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *veler
 	}
 	defer log.Close()
 	run.log = log
+	if run.target, run.as, err = c.targetOf(r); err != nil {
+		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
+		return
+	}
 	log.Info("Restore started", "backup", backup.Name)
 	bsl, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation)
 	if err != nil {
@@ -401,7 +434,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		for _, res := range resources {
 			byGR[res.GroupResource()] = res
 		}
-		rd := &restorer{c: c, r: r, backup: backup, log: log, filter: filter, statusFilter: statusFilter, byGR: byGR,
+		rd := &restorer{c: c, r: r, target: run.target, as: run.as, backup: backup, log: log, filter: filter, statusFilter: statusFilter, byGR: byGR,
 			progress: progress, counting: pass == 0, skipped: map[string]bool{}, namespaces: run.namespaces, dependents: &run.dependents}
 		visit := func(it *archive.Item) error {
 			if restoredFirst[it.GroupResource] != (pass == 0) {
@@ -476,6 +509,8 @@ func (c *Controller) readTarball(ctx context.Context, store objectstore.Store, k
 type restorer struct {
 	c            *Controller
 	r            *velerov1.Restore
+	target       dynamic.Interface
+	as           string // the user the restore writes as; "": the server
 	backup       *velerov1.Backup
 	log          *items.Log
 	filter       *items.Filter
@@ -596,7 +631,7 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 		}
 	}
 	gvr := schema.GroupVersionResource{Group: res.GVR.Group, Version: it.Version, Resource: res.GVR.Resource}
-	client := rd.c.cfg.Target.Dynamic.Resource(gvr)
+	client := rd.target.Resource(gvr)
 	var ri = client.Namespace(obj.GetNamespace())
 	if !res.Namespaced {
 		ri = client.Namespace("")
@@ -642,6 +677,11 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 		}
 		rd.log.Item("Updated to the backed-up version (existingResourcePolicy: update)", "item", what)
 		rd.addDependent(gvr, obj.GetNamespace(), obj.GetName(), owners)
+	case apierrors.IsForbidden(err) && rd.as != "":
+		// A restore for a user writes what that user may write; what it
+		// may not is left out and said, not counted as an error.
+		rd.log.Warning(namespace, scope, fmt.Sprintf("not restored: %s may not write %s (the restore writes with its rights)", rd.as, what))
+		return
 	default:
 		fail(fmt.Sprintf("restoring %s: %v", what, err))
 		return
@@ -662,7 +702,7 @@ func (rd *restorer) freeStaleClaimRef(ctx context.Context, ri dynamic.ResourceIn
 	if live["uid"] == "" || live["namespace"] != want["namespace"] || live["name"] != want["name"] {
 		return existing
 	}
-	claims := rd.c.cfg.Target.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"})
+	claims := rd.target.Resource(schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"})
 	if _, err := claims.Namespace(live["namespace"]).Get(ctx, live["name"], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		return existing
 	}
@@ -701,7 +741,7 @@ const CRDEstablishedWait = time.Minute
 // CRDEstablishedWait is a warning, and its custom resources fail on their
 // own.
 func (run *restoreRun) waitEstablished(ctx context.Context) {
-	client := run.c.cfg.Target.Dynamic.Resource(crdResource)
+	client := run.target.Resource(crdResource)
 	for _, name := range run.crds {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, CRDEstablishedWait, true, func(ctx context.Context) (bool, error) {
 			crd, err := client.Get(ctx, name, metav1.GetOptions{})
@@ -742,7 +782,7 @@ func (rd *restorer) ensureNamespace(ctx context.Context, name string) error {
 		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
 		ns.SetName(name)
 		ns.SetLabels(map[string]string{BackupNameLabel: rd.backup.Name, RestoreNameLabel: rd.r.Name})
-		if _, err := rd.c.cfg.Target.Dynamic.Resource(namespacesResource).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := rd.target.Resource(namespacesResource).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating namespace %s: %w", name, err)
 		}
 		rd.log.Info("Created the missing namespace", "namespace", name)
@@ -766,7 +806,7 @@ func (rd *restorer) waitNamespaceGone(ctx context.Context, name string) (bool, e
 	if !rd.namespacesServed() {
 		return true, nil
 	}
-	client := rd.c.cfg.Target.Dynamic.Resource(namespacesResource)
+	client := rd.target.Resource(namespacesResource)
 	exists, waited := false, false
 	err := wait.PollUntilContextTimeout(ctx, time.Second, NamespaceDeletionWait, true, func(ctx context.Context) (bool, error) {
 		existing, err := client.Get(ctx, name, metav1.GetOptions{})

@@ -64,7 +64,7 @@ func (run *restoreRun) relinkOwners(ctx context.Context, resources []items.Resou
 		if uid, ok := uids[key]; ok {
 			return uid, nil
 		}
-		owner, err := run.c.cfg.Target.Dynamic.Resource(res.GVR).Namespace(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		owner, err := run.target.Resource(res.GVR).Namespace(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			uids[key] = ""
 			return "", nil
@@ -102,7 +102,7 @@ func (run *restoreRun) relinkOwners(ctx context.Context, resources []items.Resou
 			run.log.Error(d.namespace, scopeOf(d.namespace), fmt.Sprintf("owner references of %s: %v", what, err))
 			continue
 		}
-		if _, err := run.c.cfg.Target.Dynamic.Resource(d.gvr).Namespace(d.namespace).Patch(ctx, d.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := run.target.Resource(d.gvr).Namespace(d.namespace).Patch(ctx, d.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			run.log.Error(d.namespace, scopeOf(d.namespace), fmt.Sprintf("setting the owner references of %s: %v", what, err))
 			continue
 		}

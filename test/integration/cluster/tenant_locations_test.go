@@ -5,17 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -176,6 +177,14 @@ func TestTenantStorageLocations(t *testing.T) {
 		t.Errorf("request phase %q after approval", r.Status.Phase)
 	}
 
+	// A RoleBinding the admin made in the namespace (the tenant could not
+	// have): in the backup, it must not come back through the tenant's
+	// restore once the admin removed it.
+	if _, err := c.Kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "extra-admin"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// A backup there lands under the tenant's prefix.
 	if err := nab("to-mine"); err != nil {
 		t.Fatalf("a backup to the approved location: %v", err)
@@ -197,25 +206,39 @@ func TestTenantStorageLocations(t *testing.T) {
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
 		t.Errorf("nothing under the tenant's prefix %s: %v", dir, err)
 	}
-	// A restore from the tenant's bucket does not take the kinds that
-	// grant rights (the bucket is the tenant's to write).
+	// The tenant's restore writes with the tenant's rights: what the admin
+	// removed and the tenant may not write stays removed (a warning); the
+	// rest comes back.
+	if err := c.Kube.RbacV1().RoleBindings(ns).Delete(ctx, "extra-admin", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-mine"},
 		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "to-mine"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var restore *velerov1.Restore
-	poll(t, "the restore made", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, "the restore to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-mine", metav1.GetOptions{})
 		if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Name == "" {
 			return false, err
 		}
 		restore, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
-		return err == nil, nil
+		return err == nil && restore.Status.Phase.Terminal(), nil
 	})
-	for _, kind := range []string{"roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io"} {
-		if !slices.Contains(restore.Spec.ExcludedResources, kind) {
-			t.Errorf("a restore from the tenant's bucket takes %s: excluded %v", kind, restore.Spec.ExcludedResources)
-		}
+	if as, _, err := restoreas.Of(restore.Annotations); err != nil || as.Username != "alice" {
+		t.Errorf("the restore acts as %+v (%v), want alice", as, err)
+	}
+	if restore.Status.Phase != velerov1.RestorePhaseCompleted || restore.Status.Warnings == 0 {
+		t.Errorf("the tenant's restore: %s, %d warnings, %d errors; want Completed with a warning for the RoleBinding", restore.Status.Phase, restore.Status.Warnings, restore.Status.Errors)
+	}
+	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil {
+		t.Errorf("the ConfigMap the tenant may write: %v", err)
+	}
+	if _, err := c.Kube.RbacV1().RoleBindings(ns).Get(ctx, "extra-admin", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the RoleBinding the tenant may not write came back through its restore: %v", err)
 	}
 
 	// Approval withdrawn: the location and the copy go; the phase stays.

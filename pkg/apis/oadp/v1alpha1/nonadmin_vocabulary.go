@@ -204,3 +204,9 @@ const (
 	// NonAdminSchedule's status lists.
 	RecentScheduledBackups = 5
 )
+
+// CreatedByAnnotation, on a NonAdminRestore, is who created it
+// (restoreas.User JSON), recorded by the server at admission over
+// whatever the request said, and kept on every update: its Velero Restore
+// restores with that user's rights (restoreas.Annotation).
+const CreatedByAnnotation = "backstop.io/created-by"

@@ -161,11 +161,10 @@ func TenantBackupSpec(namespace string, in *velero.BackupSpec, location string) 
 // TenantRestoreSpec is the Velero restore spec made from a tenant's: from
 // the Velero backup backupName, into its own namespace only, no
 // cluster-scoped resources, volume snapshot classes excluded (upstream).
-// A backup kept in the tenant's own bucket (tenantBucket) holds what the
-// tenant could have written there: the kinds that grant or bound rights
-// in the namespace (ExcludedFromTenantBuckets) are not restored from it,
-// since the server restores with its own rights, not the tenant's.
-func TenantRestoreSpec(namespace string, in *velero.RestoreSpec, backupName string, tenantBucket bool) *velero.RestoreSpec {
+// The restore writes with the rights of the user who created the
+// NonAdminRestore (restoreas.Annotation): what a tenant could not
+// write itself, a backup does not write for it.
+func TenantRestoreSpec(namespace string, in *velero.RestoreSpec, backupName string) *velero.RestoreSpec {
 	out := in.DeepCopy()
 	no := false
 	out.BackupName = backupName
@@ -176,17 +175,8 @@ func TenantRestoreSpec(namespace string, in *velero.RestoreSpec, backupName stri
 	out.IncludeClusterResources = &no
 	out.ResourceModifier = nil
 	out.ExcludedResources = appendMissing(out.ExcludedResources, "volumesnapshotclasses")
-	if tenantBucket {
-		out.ExcludedResources = appendMissing(out.ExcludedResources, ExcludedFromTenantBuckets...)
-	}
 	return out
 }
-
-// ExcludedFromTenantBuckets are the kinds never restored from a backup kept
-// in a tenant's bucket: a tenant who may not write them could otherwise
-// plant them there and have the server create them.
-var ExcludedFromTenantBuckets = []string{"roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io",
-	"resourcequotas", "limitranges"}
 
 func appendMissing(list []string, add ...string) []string {
 	for _, a := range add {

@@ -18,6 +18,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
@@ -37,6 +38,36 @@ func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter, policy nonadminbac
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminRestoreFinalizer}
 	return Strategy{Strategy: s, nabs: nabs, policy: policy}
+}
+
+// PrepareForCreate records who creates the NonAdminRestore (its restore
+// writes with that user's rights), over whatever the request said.
+func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.Strategy.PrepareForCreate(ctx, obj)
+	o := obj.(*oadp.NonAdminRestore)
+	delete(o.Annotations, oadpv1alpha1.CreatedByAnnotation)
+	if u, ok := genericrequest.UserFrom(ctx); ok {
+		if o.Annotations == nil {
+			o.Annotations = map[string]string{}
+		}
+		o.Annotations[oadpv1alpha1.CreatedByAnnotation] = restoreas.User{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}.String()
+	}
+}
+
+// PrepareForUpdate keeps the record of who created it.
+func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.Strategy.PrepareForUpdate(ctx, obj, old)
+	o := obj.(*oadp.NonAdminRestore)
+	was, ok := old.(*oadp.NonAdminRestore).Annotations[oadpv1alpha1.CreatedByAnnotation]
+	switch {
+	case ok:
+		if o.Annotations == nil {
+			o.Annotations = map[string]string{}
+		}
+		o.Annotations[oadpv1alpha1.CreatedByAnnotation] = was
+	default:
+		delete(o.Annotations, oadpv1alpha1.CreatedByAnnotation)
+	}
 }
 
 // Validate checks the metadata and the spec: the tenant rules, and a
