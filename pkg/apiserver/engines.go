@@ -233,7 +233,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			add(ControllerNonAdminRestore, 2, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewRestoreController(nonadmin.RestoreConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminRestores: tenants.NonAdminRestores(), NonAdminBackups: tenants.NonAdminBackups(),
-					Restores: velero.Restores(), Backups: velero.Backups(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(), Observers: observers})
+					Restores: velero.Restores(), Backups: velero.Backups(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(), Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminDownload, 1, func() (func(context.Context, int), error) {
@@ -248,7 +248,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					Schedules: tenants.NonAdminSchedules(), NonAdminBackups: tenants.NonAdminBackups(),
 					VeleroSchedules: velero.Schedules(), Backups: velero.Backups(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(),
 					TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
-					Clock: clock.RealClock{}, Observers: observers})
+					Clock: clock.RealClock{}, Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminBSL, 1, func() (func(context.Context, int), error) {

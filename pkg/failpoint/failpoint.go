@@ -34,6 +34,10 @@ const (
 	NonAdminBackupRecorded = "nonadmin-backup-recorded" // NACUUID in the status, Velero Backup not made yet
 	NonAdminBackupMade     = "nonadmin-backup-made"     // Velero Backup made, phase Created not written
 	NonAdminBackupDeleting = "nonadmin-backup-deleting" // DeleteBackupRequest made, not mirrored
+	// NonAdminRestore.
+	NonAdminRestoreMade = "nonadmin-restore-made" // Velero Restore made, phase Created not written
+	// NonAdminSchedule.
+	NonAdminScheduleRunAdopting = "nonadmin-schedule-run-adopting" // a run's NonAdminBackup made; its status and the backup's link not written
 	// VirtualMachineBackup.
 	VMBackupAfterBegin         = "vmbackup-after-begin"          // libvirt job started
 	VMBackupBeforeTrackerMoves = "vmbackup-before-tracker-moves" // output written, tracker not yet moved
@@ -42,7 +46,8 @@ const (
 // Points lists every point.
 var Points = []string{BackupInProgress, BackupMidCollection, BackupBeforeUpload, BackupAfterUpload, BackupWaitingForOps,
 	BackupFinalizing, BackupFinalizingCanceled, RestoreInProgress, DeletionInProgress, DeleteBeforeCleanup,
-	VMBackupAfterBegin, VMBackupBeforeTrackerMoves, NonAdminBackupRecorded, NonAdminBackupMade, NonAdminBackupDeleting}
+	VMBackupAfterBegin, VMBackupBeforeTrackerMoves, NonAdminBackupRecorded, NonAdminBackupMade, NonAdminBackupDeleting,
+	NonAdminRestoreMade, NonAdminScheduleRunAdopting}
 
 // Set is the point a server crashes at ("" for none).
 type Set struct{ at string }

@@ -18,6 +18,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	oadpinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/oadp/v1alpha1"
 	veleroinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
@@ -38,6 +39,8 @@ type RestoreConfig struct {
 	// DPAs of the admin namespace hold the admin's policy.
 	DPAs      oadpinformers.DataProtectionApplicationInformer
 	Observers []status.Observer
+	// Crash kills the server at a named point (crash-point tests).
+	Crash failpoint.Set
 }
 
 // RestoreController is the NonAdminRestore engine.
@@ -194,6 +197,7 @@ func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return fmt.Errorf("creating restore %s for NonAdminRestore %s/%s: %w", id, nar.Namespace, nar.Name, err)
 	}
+	c.cfg.Crash.Hit(failpoint.NonAdminRestoreMade)
 	return c.created(ctx, nar, created)
 }
 

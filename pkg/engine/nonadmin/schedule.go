@@ -24,6 +24,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	veleroschedule "github.com/backstop-io/backstop/pkg/engine/schedule"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	oadpinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/oadp/v1alpha1"
 	veleroinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
@@ -46,6 +47,8 @@ type ScheduleConfig struct {
 	VeleroLocations veleroinformers.BackupStorageLocationInformer
 	Clock           clock.Clock
 	Observers       []status.Observer
+	// Crash kills the server at a named point (crash-point tests).
+	Crash failpoint.Set
 }
 
 // ScheduleController is the NonAdminSchedule engine: a tenant's schedule
@@ -322,6 +325,9 @@ func (c *ScheduleController) adopt(ctx context.Context, s *oadpv1alpha1.NonAdmin
 				Labels: map[string]string{oadpv1alpha1.NabSyncLabel: oadpv1alpha1.NewNACUUID(s.Namespace, name)}},
 			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: s.Spec.Template.BackupSpec.DeepCopy()},
 		}, metav1.CreateOptions{FieldManager: c.status.Engine})
+		if err == nil {
+			c.cfg.Crash.Hit(failpoint.NonAdminScheduleRunAdopting)
+		}
 	}
 	if err != nil {
 		return "", fmt.Errorf("the NonAdminBackup %s/%s of scheduled backup %s: %w", s.Namespace, name, b.Name, err)

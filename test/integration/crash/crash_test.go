@@ -113,6 +113,37 @@ func points() []point {
 			_, err := r.s.Clientset.OadpV1alpha1().NonAdminBackups(app).Patch(context.Background(), "n1", types.MergePatchType, []byte(`{"spec":{"deleteBackup":true}}`), metav1.PatchOptions{})
 			r.check(err)
 		}},
+		{name: failpoint.NonAdminRestoreMade, drive: func(r *run) {
+			r.createNAB("n1")
+			r.waitFor("NonAdminBackup n1 Created with its backup finished", func() bool {
+				n, err := r.s.Clientset.OadpV1alpha1().NonAdminBackups(app).Get(context.Background(), "n1", metav1.GetOptions{})
+				r.check(err)
+				vb := n.Status.VeleroBackup
+				return n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && vb != nil && vb.Status != nil && vb.Status.Phase.Terminal()
+			})
+			_, err := r.s.Clientset.OadpV1alpha1().NonAdminRestores(app).Create(context.Background(), &oadpv1alpha1.NonAdminRestore{
+				ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: app},
+				Spec:       oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "n1"}}}, metav1.CreateOptions{})
+			r.check(err)
+		}},
+		{name: failpoint.NonAdminScheduleRunAdopting, drive: func(r *run) {
+			ctx := context.Background()
+			_, err := r.s.Clientset.OadpV1alpha1().NonAdminSchedules(app).Create(ctx, &oadpv1alpha1.NonAdminSchedule{
+				ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: app},
+				Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: "@every 1h",
+					Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{}}}}, metav1.CreateOptions{})
+			r.check(err)
+			var schedule string
+			r.waitFor("NonAdminSchedule s1 Created", func() bool {
+				s, err := r.s.Clientset.OadpV1alpha1().NonAdminSchedules(app).Get(ctx, "s1", metav1.GetOptions{})
+				r.check(err)
+				if s.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && s.Status.VeleroSchedule != nil {
+					schedule = s.Status.VeleroSchedule.Name
+				}
+				return schedule != ""
+			})
+			r.check(r.s.Clientset.VeleroV1().RESTClient().Post().Namespace(ns).Resource("schedules").Name(schedule).SubResource("trigger").Do(ctx).Error())
+		}},
 		{name: failpoint.VMBackupAfterBegin, vm: true, drive: func(r *run) {
 			r.domain("vm1")
 			r.createVMBackup("vmb1", "VirtualMachine", "vm1")
@@ -314,6 +345,15 @@ func (r *run) settle() {
 				pending = append(pending, "nonadminbackup "+n.Name+" "+string(n.Status.Phase))
 			}
 		}
+		nars, err := cs.OadpV1alpha1().NonAdminRestores(app).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, n := range nars.Items {
+			if n.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated || n.DeletionTimestamp != nil {
+				pending = append(pending, "nonadminrestore "+n.Name+" "+string(n.Status.Phase))
+			}
+		}
 		if r.vmNS != "" {
 			vmbs, err := cs.BackupV1alpha1().VirtualMachineBackups(r.vmNS).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -386,6 +426,39 @@ func (r *run) orphans() []string {
 	for _, b := range backups.Items {
 		if !named[b.Name] {
 			out = append(out, fmt.Sprintf("backup %s made for a NonAdminBackup that does not name it", b.Name))
+		}
+	}
+	// Every backup a tenant's schedule ran has exactly one NonAdminBackup.
+	scheduled, err := r.s.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{LabelSelector: oadpv1alpha1.NasOriginNACUUIDLabel})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, b := range scheduled.Items {
+		if !named[b.Name] {
+			out = append(out, fmt.Sprintf("scheduled backup %s has no NonAdminBackup", b.Name))
+		}
+	}
+	// Every Restore made for a NonAdminRestore is the one it names, and
+	// every NonAdminRestore has its Restore.
+	nars, err := r.s.Clientset.OadpV1alpha1().NonAdminRestores(app).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	restores, err := r.s.Clientset.VeleroV1().Restores(ns).List(ctx, metav1.ListOptions{LabelSelector: oadpv1alpha1.NarOriginNACUUIDLabel})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	namedRestores := map[string]bool{}
+	for _, n := range nars.Items {
+		if vr := n.Status.VeleroRestore; vr != nil && vr.Name != "" {
+			namedRestores[vr.Name] = true
+		} else {
+			out = append(out, fmt.Sprintf("NonAdminRestore %s never got a restore", n.Name))
+		}
+	}
+	for _, rs := range restores.Items {
+		if !namedRestores[rs.Name] {
+			out = append(out, fmt.Sprintf("restore %s made for a NonAdminRestore that does not name it", rs.Name))
 		}
 	}
 	if r.vmNS == "" {
