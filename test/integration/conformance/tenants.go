@@ -117,6 +117,31 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		t.Fatalf("B's NonAdminBackupStorageLocation did not settle: %v", err)
 	}
 	aLocations, ownLocations := a.Client.OadpV1alpha1().NonAdminBackupStorageLocations(b.Namespace), a.Client.OadpV1alpha1().NonAdminBackupStorageLocations(a.Namespace)
+	// B's schedule and download request, settled.
+	if _, err := b.Client.OadpV1alpha1().NonAdminSchedules(b.Namespace).Create(ctx, &oadpv1alpha1.NonAdminSchedule{ObjectMeta: metav1.ObjectMeta{Name: "bob-nas"},
+		Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: "@every 1h", Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating B's NonAdminSchedule: %v", err)
+	}
+	if _, err := b.Client.OadpV1alpha1().NonAdminDownloadRequests(b.Namespace).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: "bob-nadr"},
+		Spec: oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "bob-nab"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating B's NonAdminDownloadRequest: %v", err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nas, err := target.Admin.OadpV1alpha1().NonAdminSchedules(b.Namespace).Get(ctx, "bob-nas", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		nadr, err := target.Admin.OadpV1alpha1().NonAdminDownloadRequests(b.Namespace).Get(ctx, "bob-nadr", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		vs := nas.Status.VeleroSchedule
+		return nas.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && nas.Status.NextRun != nil && vs != nil && vs.Status != nil &&
+			vs.Status.Phase == velerov1.SchedulePhaseEnabled && nadr.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated, nil
+	}); err != nil {
+		t.Fatalf("B's NonAdminSchedule and NonAdminDownloadRequest did not settle: %v", err)
+	}
+	aSchedules, aDownloads := a.Client.OadpV1alpha1().NonAdminSchedules(b.Namespace), a.Client.OadpV1alpha1().NonAdminDownloadRequests(b.Namespace)
 
 	// aNABs, aNARs: A's clients of B's namespace.
 	aNABs := a.Client.OadpV1alpha1().NonAdminBackups(b.Namespace)
@@ -180,6 +205,23 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		{"delete B's NonAdminBackupStorageLocation", func(ctx context.Context) error { return aLocations.Delete(ctx, "bob-loc", metav1.DeleteOptions{}) }},
 		{"a NonAdminBackup to B's storage location", func(ctx context.Context) error {
 			return errOf(ownNABs.Create(ctx, nab(func(s *velerov1.BackupSpec) { s.StorageLocation = "bob-loc" }), metav1.CreateOptions{}))
+		}},
+		{"get B's NonAdminSchedule", func(ctx context.Context) error { return errOf(aSchedules.Get(ctx, "bob-nas", metav1.GetOptions{})) }},
+		{"list B's NonAdminSchedules", func(ctx context.Context) error { return errOf(aSchedules.List(ctx, metav1.ListOptions{})) }},
+		{"pause B's NonAdminSchedule", func(ctx context.Context) error {
+			return errOf(aSchedules.Patch(ctx, "bob-nas", types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{}))
+		}},
+		{"write B's NonAdminSchedule status", func(ctx context.Context) error {
+			return errOf(aSchedules.Patch(ctx, "bob-nas", types.MergePatchType, []byte(`{"status":{"phase":"Deleting"}}`), metav1.PatchOptions{}, "status"))
+		}},
+		{"delete B's NonAdminSchedule", func(ctx context.Context) error { return aSchedules.Delete(ctx, "bob-nas", metav1.DeleteOptions{}) }},
+		{"get B's NonAdminDownloadRequest (its link)", func(ctx context.Context) error {
+			return errOf(aDownloads.Get(ctx, "bob-nadr", metav1.GetOptions{}))
+		}},
+		{"list B's NonAdminDownloadRequests", func(ctx context.Context) error { return errOf(aDownloads.List(ctx, metav1.ListOptions{})) }},
+		{"delete B's NonAdminDownloadRequest", func(ctx context.Context) error { return aDownloads.Delete(ctx, "bob-nadr", metav1.DeleteOptions{}) }},
+		{"get B's NonAdminBackupStorageLocationRequest", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminBackupStorageLocationRequests(adminNS).Get(ctx, bLocation, metav1.GetOptions{}))
 		}},
 		{"a download request of B's backup", func(ctx context.Context) error {
 			return errOf(a.Client.OadpV1alpha1().NonAdminDownloadRequests(a.Namespace).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{
