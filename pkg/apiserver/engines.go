@@ -104,6 +104,8 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		kubevirt := everywhere.Backup().V1alpha1()
 		// Tenants' objects live in their namespaces.
 		tenants := everywhere.Oadp().V1alpha1()
+		// The admin's policy and decisions live in the admin namespace.
+		admin := factory.Oadp().V1alpha1()
 		// One libvirt connection for the VM engines.
 		libvirtConn := virtConn(c.extra.LibvirtURI)
 		volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
@@ -225,7 +227,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			add(ControllerNonAdminBackup, 2, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewBackupController(nonadmin.BackupConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
-					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(),
+					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), DPAs: admin.DataProtectionApplications(),
 					TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
 					Clock: clock.RealClock{}, Observers: observers, Crash: crash})
 				return runOf(e, err)
@@ -233,7 +235,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			add(ControllerNonAdminRestore, 2, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewRestoreController(nonadmin.RestoreConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminRestores: tenants.NonAdminRestores(), NonAdminBackups: tenants.NonAdminBackups(),
-					Restores: velero.Restores(), Backups: velero.Backups(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(), Observers: observers, Crash: crash})
+					Restores: velero.Restores(), Backups: velero.Backups(), DPAs: admin.DataProtectionApplications(), Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminDownload, 1, func() (func(context.Context, int), error) {
@@ -246,15 +248,15 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			add(ControllerNonAdminSchedule, 1, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewScheduleController(nonadmin.ScheduleConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					Schedules: tenants.NonAdminSchedules(), NonAdminBackups: tenants.NonAdminBackups(),
-					VeleroSchedules: velero.Schedules(), Backups: velero.Backups(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(),
+					VeleroSchedules: velero.Schedules(), Backups: velero.Backups(), DPAs: admin.DataProtectionApplications(),
 					TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
 					Clock: clock.RealClock{}, Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminBSL, 1, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewBSLController(nonadmin.BSLConfig{Client: client, Secrets: c.extra.Secrets, AdminNamespace: c.extra.Namespace,
-					Locations: tenants.NonAdminBackupStorageLocations(), Requests: factory.Oadp().V1alpha1().NonAdminBackupStorageLocationRequests(),
-					VeleroLocations: velero.BackupStorageLocations(), DPAs: factory.Oadp().V1alpha1().DataProtectionApplications(), Observers: observers})
+					Locations: tenants.NonAdminBackupStorageLocations(), Requests: admin.NonAdminBackupStorageLocationRequests(),
+					VeleroLocations: velero.BackupStorageLocations(), DPAs: admin.DataProtectionApplications(), Observers: observers})
 				return runOf(e, err)
 			}),
 		)

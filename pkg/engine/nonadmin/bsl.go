@@ -194,21 +194,13 @@ func (c *BSLController) reconcile(ctx context.Context, l *oadpv1alpha1.NonAdminB
 		// Refused (a policy changed since admission): nothing of it is
 		// left on the admin side until the policy lets it go.
 		problem := errs.ToAggregate().Error()
-		if err := c.removeAdminSide(ctx, l); err != nil {
-			return err
-		}
-		_, err := c.writeStatus(ctx, l, func(st *oadpv1alpha1.NonAdminBackupStorageLocationStatus) {
+		err := c.withdraw(ctx, l, func(st *oadpv1alpha1.NonAdminBackupStorageLocationStatus) {
 			backOff(st)
 			setCondition(&st.Conditions, l.Generation, oadpv1alpha1.NonAdminConditionAccepted, false, oadpv1alpha1.ReasonBslSpecValidation, problem)
-			meta.RemoveStatusCondition(&st.Conditions, string(oadpv1alpha1.NonAdminBSLConditionSecretSynced))
-			meta.RemoveStatusCondition(&st.Conditions, string(oadpv1alpha1.NonAdminBSLConditionBSLSynced))
-			if st.VeleroBackupStorageLocation != nil {
-				st.VeleroBackupStorageLocation.Status = nil
-			}
 		})
 		logger.V(2).Info("NonAdminBackupStorageLocation refused", "problem", problem)
 		c.AddAfter(cache.MetaObjectToName(l), RecheckInterval)
-		return ignoreGone(err)
+		return err
 	}
 	// The NACUUID is recorded before anything is made for it.
 	l, err = c.writeStatus(ctx, l, func(st *oadpv1alpha1.NonAdminBackupStorageLocationStatus) {
@@ -255,17 +247,27 @@ func backOff(st *oadpv1alpha1.NonAdminBackupStorageLocationStatus) {
 // notApproved removes the admin side of a location the admin has not
 // approved (pending), rejected, or withdrawn approval from.
 func (c *BSLController) notApproved(ctx context.Context, l *oadpv1alpha1.NonAdminBackupStorageLocation, reason, message string, rejected bool) error {
-	if err := c.removeAdminSide(ctx, l); err != nil {
-		return err
-	}
-	_, err := c.writeStatus(ctx, l, func(st *oadpv1alpha1.NonAdminBackupStorageLocationStatus) {
+	return c.withdraw(ctx, l, func(st *oadpv1alpha1.NonAdminBackupStorageLocationStatus) {
 		if rejected {
 			backOff(st)
 		}
 		setCondition(&st.Conditions, l.Generation, oadpv1alpha1.NonAdminBSLConditionApproved, false, reason, message)
+	})
+}
+
+// withdraw removes l's admin side (Velero location, Secret copy) and
+// writes its status: what mutate says, and nothing synced any more.
+func (c *BSLController) withdraw(ctx context.Context, l *oadpv1alpha1.NonAdminBackupStorageLocation, mutate bslWrite) error {
+	if err := c.removeAdminSide(ctx, l); err != nil {
+		return err
+	}
+	_, err := c.writeStatus(ctx, l, func(st *oadpv1alpha1.NonAdminBackupStorageLocationStatus) {
+		mutate(st)
 		meta.RemoveStatusCondition(&st.Conditions, string(oadpv1alpha1.NonAdminBSLConditionSecretSynced))
 		meta.RemoveStatusCondition(&st.Conditions, string(oadpv1alpha1.NonAdminBSLConditionBSLSynced))
-		st.VeleroBackupStorageLocation.Status = nil
+		if st.VeleroBackupStorageLocation != nil {
+			st.VeleroBackupStorageLocation.Status = nil
+		}
 	})
 	return ignoreGone(err)
 }
@@ -311,9 +313,13 @@ func (c *BSLController) ensureRequest(ctx context.Context, l *oadpv1alpha1.NonAd
 	if phase == "" {
 		phase = oadpv1alpha1.NonAdminBSLRequestPhasePending
 	}
+	source := &oadpv1alpha1.SourceNonAdminBSL{RequestedSpec: l.Spec.BackupStorageLocationSpec, NACUUID: id, Name: l.Name, Namespace: l.Namespace}
+	if req.Status.Phase == phase && equality.Semantic.DeepEqual(req.Status.SourceNonAdminBSL, source) {
+		return req, nil // as read: no GET and PUT each resync
+	}
 	return c.status.NonAdminBackupStorageLocationRequests(c.cfg.Client, c.cfg.AdminNamespace).Update(ctx, req, func(cur *oadpv1alpha1.NonAdminBackupStorageLocationRequest) {
 		cur.Status.Phase = phase
-		cur.Status.SourceNonAdminBSL = &oadpv1alpha1.SourceNonAdminBSL{RequestedSpec: l.Spec.BackupStorageLocationSpec.DeepCopy(), NACUUID: id, Name: l.Name, Namespace: l.Namespace}
+		cur.Status.SourceNonAdminBSL = source.DeepCopy()
 	})
 }
 

@@ -3,7 +3,6 @@ package nonadmin
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -205,7 +204,7 @@ func (c *DownloadController) target(r *oadpv1alpha1.NonAdminDownloadRequest) (ve
 		}
 		if !vr.Status.Phase.Terminal() {
 			return velerov1.DownloadTarget{}, oadpv1alpha1.NonAdminDownloadConditionRestoreNotAvailable,
-				fmt.Sprintf("NonAdminRestore %s has not finished (phase %q)", name, strings.TrimSpace(string(vr.Status.Phase)))
+				fmt.Sprintf("NonAdminRestore %s has not finished (phase %q)", name, vr.Status.Phase)
 		}
 		return velerov1.DownloadTarget{Kind: r.Spec.Target.Kind, Name: vr.Name}, "", ""
 	}

@@ -6,7 +6,6 @@ package nonadminbackupstoragelocation
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,22 +14,20 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
-
-// PolicyFunc reads the admin's policy for tenants in effect (nil: none).
-type PolicyFunc func(ctx context.Context) (*oadpvalidation.Policy, error)
 
 // Strategy is the NonAdminBackupStorageLocation strategy.
 type Strategy struct {
 	resource.Strategy
-	policy PolicyFunc
+	policy nonadminbackup.PolicyFunc
 }
 
 // NewStrategy returns the strategy; policy (nil: none) reads the admin's
 // policy. New locations get the engine's finalizer, so that their admin
 // side (request, Secret copy, Velero location) is removed with them.
-func NewStrategy(typer runtime.ObjectTyper, policy PolicyFunc) Strategy {
+func NewStrategy(typer runtime.ObjectTyper, policy nonadminbackup.PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupStorageLocationFinalizer}
 	return Strategy{Strategy: s, policy: policy}
@@ -40,15 +37,8 @@ func NewStrategy(typer runtime.ObjectTyper, policy PolicyFunc) Strategy {
 // the tenant rules on the spec with the enforced values filled in.
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	o := obj.(*oadp.NonAdminBackupStorageLocation)
-	errs := s.Strategy.Validate(ctx, obj)
-	var policy *oadpvalidation.Policy
-	if s.policy != nil {
-		p, err := s.policy(ctx)
-		if err != nil {
-			return append(errs, field.InternalError(field.NewPath("spec"), fmt.Errorf("reading the non-admin policy: %w", err)))
-		}
-		policy = p
-	}
+	policy, errs := s.policy.Policy(ctx)
+	errs = append(s.Strategy.Validate(ctx, obj), errs...)
 	return append(errs, oadpvalidation.CheckNonAdminBSL(&o.Spec, policy)...)
 }
 
