@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
 	rbacauthorizer "k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
@@ -88,8 +91,8 @@ func New(loopback *restclient.Config, policy Policy) (*RBAC, error) {
 var _ authorizer.RuleResolver = &rbacauthorizer.RBACAuthorizer{}
 
 // PostStartHook starts the informers, waits for them, reconciles the
-// bootstrap policy and starts the aggregation engine, which runs until the
-// server stops.
+// bootstrap policy, starts the aggregation engine (which runs until the
+// server stops) and waits until it has aggregated the policy's roles.
 func (r *RBAC) PostStartHook(hook genericapiserver.PostStartHookContext) error {
 	ctx := hook.Context
 	if err := r.Sync(ctx); err != nil {
@@ -109,6 +112,55 @@ func (r *RBAC) PostStartHook(hook genericapiserver.PostStartHookContext) error {
 		return fmt.Errorf("reconciling the bootstrap RBAC policy: %w (last: %v)", err, last)
 	}
 	go r.aggregation.Run(ctx, aggregationWorkers)
+	// kube-apiserver is ready before kube-controller-manager has filled
+	// admin, edit and view; here the server is not, so that a user bound
+	// to edit at the first start is never refused what edit will grant.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = r.aggregated()
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("aggregating the bootstrap ClusterRoles: %w (last: %v)", err, last)
+	}
+	return nil
+}
+
+// aggregated says which ClusterRole of the policy with an aggregation rule
+// does not yet hold the rules of the ClusterRoles it selects, as the
+// informer sees them (nil when all do).
+func (r *RBAC) aggregated() error {
+	lister := r.informers.Rbac().V1().ClusterRoles().Lister()
+	for _, role := range r.policy.ClusterRoles {
+		if role.AggregationRule == nil {
+			continue
+		}
+		stored, err := lister.Get(role.Name)
+		if err != nil {
+			return fmt.Errorf("ClusterRole %s: %w", role.Name, err)
+		}
+		if stored.AggregationRule == nil {
+			continue
+		}
+		var want []rbacv1.PolicyRule
+		for i := range stored.AggregationRule.ClusterRoleSelectors {
+			selector, err := metav1.LabelSelectorAsSelector(&stored.AggregationRule.ClusterRoleSelectors[i])
+			if err != nil {
+				return fmt.Errorf("ClusterRole %s: %w", role.Name, err)
+			}
+			selected, err := lister.List(selector)
+			if err != nil {
+				return fmt.Errorf("ClusterRole %s: %w", role.Name, err)
+			}
+			for _, other := range selected {
+				if other.Name != stored.Name {
+					want = append(want, other.Rules...)
+				}
+			}
+		}
+		if ok, missing := rbacvalidation.Covers(stored.Rules, want); !ok {
+			return fmt.Errorf("ClusterRole %s lacks %d aggregated rules", role.Name, len(missing))
+		}
+	}
 	return nil
 }
 

@@ -238,8 +238,8 @@ func (s *Server) dumpLog() {
 		return
 	}
 	lines := strings.Split(string(data), "\n")
-	if len(lines) > 80 {
-		lines = lines[len(lines)-80:]
+	if len(lines) > 25 {
+		lines = lines[len(lines)-25:]
 	}
 	s.t.Logf("last lines of the server log:\n%s", strings.Join(lines, "\n"))
 }
