@@ -69,6 +69,8 @@ const (
 	ControllerNonAdminBSL           = oadpv1alpha1.EngineNonAdminBSL
 	ControllerNonAdminDownload      = oadpv1alpha1.EngineNonAdminDownload
 	ControllerNonAdminSchedule      = oadpv1alpha1.EngineNonAdminSchedule
+	ControllerNonAdminSync          = nonadmin.EngineNonAdminSync
+	ControllerNonAdminGC            = nonadmin.EngineNonAdminGC
 )
 
 // Controllers are the engines that may be disabled.
@@ -76,6 +78,7 @@ var Controllers = []string{
 	ControllerBackup, ControllerRestore, ControllerBackupSync, ControllerSchedule, ControllerVMBackup, ControllerVMCBT, ControllerBackupQueue, ControllerBackupDeletion, ControllerGarbageCollection,
 	ControllerDownloadRequest, ControllerServerStatusRequest, ControllerBackupStorageLocation,
 	ControllerNonAdminBackup, ControllerNonAdminRestore, ControllerNonAdminBSL, ControllerNonAdminDownload, ControllerNonAdminSchedule,
+	ControllerNonAdminSync, ControllerNonAdminGC,
 }
 
 // engine is a started engine's run function.
@@ -121,6 +124,8 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		// Crash points, for the crash-point tests only (failpoint.EnvVar).
 		crash := failpoint.FromEnv()
 		var engines []engine
+		// The tenant engines' orphan loops, for the garbage collection.
+		var orphans []nonadmin.Resyncer
 		add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
 			if c.extra.DisabledControllers.Has(name) {
 				return nil
@@ -208,7 +213,8 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			}),
 			add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {
 				e, err := backupsync.New(backupsync.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
-					Requests: velero.DeleteBackupRequests(), Opener: c.extra.Opener, Period: c.extra.BackupSyncPeriod})
+					Requests: velero.DeleteBackupRequests(), Opener: c.extra.Opener, Period: c.extra.BackupSyncPeriod,
+					TenantPeriod: nonadmin.BackupSyncPeriod(admin.DataProtectionApplications().Lister(), c.extra.Namespace)})
 				return runOf(e, err)
 			}),
 			add(ControllerBackupDeletion, 2, func() (func(context.Context, int), error) {
@@ -230,12 +236,18 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), DPAs: admin.DataProtectionApplications(),
 					TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
 					Clock: clock.RealClock{}, Observers: observers, Crash: crash})
+				if err == nil {
+					orphans = append(orphans, e.Orphans())
+				}
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminRestore, 2, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewRestoreController(nonadmin.RestoreConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminRestores: tenants.NonAdminRestores(), NonAdminBackups: tenants.NonAdminBackups(),
 					Restores: velero.Restores(), Backups: velero.Backups(), DPAs: admin.DataProtectionApplications(), Observers: observers, Crash: crash})
+				if err == nil {
+					orphans = append(orphans, e.Orphans())
+				}
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminDownload, 1, func() (func(context.Context, int), error) {
@@ -243,6 +255,9 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					Requests: tenants.NonAdminDownloadRequests(), NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
 					DownloadRequests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
 					Clock: clock.RealClock{}, Observers: observers})
+				if err == nil {
+					orphans = append(orphans, e.Orphans())
+				}
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminSchedule, 1, func() (func(context.Context, int), error) {
@@ -251,12 +266,31 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					VeleroSchedules: velero.Schedules(), Backups: velero.Backups(), DPAs: admin.DataProtectionApplications(),
 					TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
 					Clock: clock.RealClock{}, Observers: observers, Crash: crash})
+				if err == nil {
+					orphans = append(orphans, e.Orphans())
+				}
 				return runOf(e, err)
 			}),
 			add(ControllerNonAdminBSL, 1, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewBSLController(nonadmin.BSLConfig{Client: client, Secrets: c.extra.Secrets, AdminNamespace: c.extra.Namespace,
 					Locations: tenants.NonAdminBackupStorageLocations(), Requests: admin.NonAdminBackupStorageLocationRequests(),
 					VeleroLocations: velero.BackupStorageLocations(), DPAs: admin.DataProtectionApplications(), Observers: observers})
+				if err == nil {
+					orphans = append(orphans, e.Orphans())
+				}
+				return runOf(e, err)
+			}),
+			add(ControllerNonAdminSync, 1, func() (func(context.Context, int), error) {
+				e, err := nonadmin.NewSyncController(nonadmin.SyncConfig{Client: client, AdminNamespace: c.extra.Namespace,
+					Backups: velero.Backups(), VeleroLocations: velero.BackupStorageLocations(),
+					TenantLocations: tenants.NonAdminBackupStorageLocations(), NonAdminBackups: tenants.NonAdminBackups(),
+					DPAs: admin.DataProtectionApplications(), Observers: observers})
+				return runOf(e, err)
+			}),
+			// Last: it runs the orphan loops of the engines above.
+			add(ControllerNonAdminGC, 1, func() (func(context.Context, int), error) {
+				e, err := nonadmin.NewGCController(nonadmin.GCConfig{AdminNamespace: c.extra.Namespace, DPAs: admin.DataProtectionApplications(),
+					Orphans: orphans, Clock: clock.RealClock{}})
 				return runOf(e, err)
 			}),
 		)

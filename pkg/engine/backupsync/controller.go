@@ -8,9 +8,16 @@
 // Backup of the location whose files are gone from it (deleted by another
 // server) is deleted, as Velero does, unless a DeleteBackupRequest is
 // deleting it. Backups that are not finished in the
-// location (no terminal phase) are left alone. Tenants' locations (made for
-// NonAdminBackupStorageLocations) are not synced: their buckets are the
-// tenants' to write.
+// location (no terminal phase) are left alone.
+//
+// A tenant's location (made for a NonAdminBackupStorageLocation) is synced
+// every TenantPeriod (the admin's non-admin backupSyncPeriod), and what its
+// bucket says is not believed: only names the server gives tenants'
+// backups are taken (oadpv1alpha1.TenantSyncable), the labels and
+// annotations read are dropped (the name of the backup's NonAdminBackup
+// is kept as oadpv1alpha1.SyncedNameAnnotation), and the spec is held to
+// the tenant's namespace, the one the server recorded on the location.
+// The non-admin sync then gives the Backup its NonAdminBackup.
 package backupsync
 
 import (
@@ -19,16 +26,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
@@ -55,6 +66,9 @@ type Config struct {
 	Opener   objectstore.Opener
 	// Period is the time between two syncs of a location.
 	Period time.Duration
+	// TenantPeriod reads the time between two syncs of a tenant's
+	// location (0: not synced; nil: tenants' locations are not synced).
+	TenantPeriod func() time.Duration
 }
 
 // Controller is the backup sync engine.
@@ -64,6 +78,10 @@ type Controller struct {
 	backups   listers.BackupLister
 	locations listers.BackupStorageLocationLister
 	requests  listers.DeleteBackupRequestLister
+	// tenantSynced is when each tenant's location was last read: their
+	// status changes do not bring them back sooner than TenantPeriod.
+	mu           sync.Mutex
+	tenantSynced map[string]time.Time
 }
 
 // New returns the engine.
@@ -71,7 +89,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Period <= 0 {
 		cfg.Period = DefaultPeriod
 	}
-	c := &Controller{cfg: cfg, backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister(), requests: cfg.Requests.Lister()}
+	c := &Controller{cfg: cfg, backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister(), requests: cfg.Requests.Lister(),
+		tenantSynced: map[string]time.Time{}}
 	c.Loop = reconcile.NewLoop("backup-sync", c.sync)
 	if err := c.Watch(cfg.Locations.Informer()); err != nil {
 		return nil, err
@@ -92,12 +111,22 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return err
 	}
+	period, tenant := c.cfg.Period, ""
 	if bsl.Labels[oadpv1alpha1.NabslOriginNACUUIDLabel] != "" {
-		// A tenant's location: what its bucket holds is the tenant's to
-		// write, and never becomes a Backup of the admin namespace.
-		return nil
+		tenant = bsl.Annotations[oadpv1alpha1.NabslOriginNamespaceAnnotation]
+		if tenant == "" || c.cfg.TenantPeriod == nil {
+			return nil // not made by the server for a tenant
+		}
+		if period = c.cfg.TenantPeriod(); period <= 0 {
+			c.AddAfter(key, time.Minute) // off: the policy is read again
+			return nil
+		}
+		if wait := c.tenantWait(bsl.Name, period); wait > 0 {
+			c.AddAfter(key, wait)
+			return nil
+		}
 	}
-	defer c.AddAfter(key, c.cfg.Period)
+	defer c.AddAfter(key, period)
 	if bsl.Status.Phase != velerov1.BackupStorageLocationPhaseAvailable {
 		return nil // the availability check says why
 	}
@@ -114,18 +143,36 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	found := sets.New(inStore...)
 	for _, name := range inStore {
+		if tenant != "" && !oadpv1alpha1.TenantSyncable(name) {
+			continue
+		}
 		if _, err := c.backups.Backups(bsl.Namespace).Get(name); err == nil || !apierrors.IsNotFound(err) {
 			continue
 		}
-		if err := c.create(ctx, bsl, store, layout, name); err != nil {
+		if err := c.create(ctx, bsl, tenant, store, layout, name); err != nil {
 			logger.Error(err, "Syncing a backup from the location", "backup", name)
 		}
 	}
 	return c.deleteOrphans(ctx, bsl, found)
 }
 
-// create makes a Backup from the velero-backup.json of a location.
-func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLocation, store objectstore.Store, layout objectstore.Layout, name string) error {
+// tenantWait is how long a tenant's location waits before it is read
+// again (0: now, and now is recorded).
+func (c *Controller) tenantWait(name string, period time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if last, ok := c.tenantSynced[name]; ok {
+		if wait := time.Until(last.Add(period)); wait > 0 {
+			return wait
+		}
+	}
+	c.tenantSynced[name] = time.Now()
+	return 0
+}
+
+// create makes a Backup from the velero-backup.json of a location (of
+// tenant's, when not "").
+func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLocation, tenant string, store objectstore.Store, layout objectstore.Layout, name string) error {
 	rc, err := store.Get(ctx, layout.BackupMetadataKey(name))
 	if errors.Is(err, objectstore.ErrNotFound) {
 		return nil // deleted meanwhile
@@ -161,6 +208,11 @@ func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLoca
 	}
 	if b.Annotations == nil {
 		b.Annotations = map[string]string{}
+	}
+	if tenant != "" {
+		if b, err = tenantBackup(b, tenant); err != nil {
+			return err
+		}
 	}
 	b.Labels[velerov1.StorageLocationLabel] = bsl.Name
 	b.Annotations[velerov1.SyncedFromLocationAnnotation] = bsl.Name
@@ -207,4 +259,23 @@ func (c *Controller) deleteOrphans(ctx context.Context, bsl *velerov1.BackupStor
 		klog.FromContext(ctx).Info("Deleted a backup whose files are gone from its storage location", "backup", b.Name, "location", bsl.Name)
 	}
 	return nil
+}
+
+// tenantBackup is the Backup made from one found in the location of
+// tenant: nothing its labels and annotations say is kept but the name of
+// its NonAdminBackup, and its spec reaches the tenant's namespace only.
+func tenantBackup(b *velerov1.Backup, tenant string) (*velerov1.Backup, error) {
+	out := b.DeepCopy()
+	out.Labels, out.Annotations = map[string]string{}, map[string]string{}
+	if name := b.Annotations[oadpv1alpha1.NabOriginNameAnnotation]; len(validation.IsDNS1123Subdomain(name)) == 0 {
+		out.Annotations[oadpv1alpha1.SyncedNameAnnotation] = name
+	}
+	var spec velero.BackupSpec
+	if err := velerov1.Convert_v1_BackupSpec_To_velero_BackupSpec(&b.Spec, &spec, nil); err != nil {
+		return nil, fmt.Errorf("reading the spec of backup %s: %w", b.Name, err)
+	}
+	if err := velerov1.Convert_velero_BackupSpec_To_v1_BackupSpec(oadpvalidation.TenantBackupSpec(tenant, &spec, b.Spec.StorageLocation), &out.Spec, nil); err != nil {
+		return nil, fmt.Errorf("writing the spec of backup %s: %w", b.Name, err)
+	}
+	return out, nil
 }

@@ -73,7 +73,7 @@ type BackupController struct {
 	locations locations
 	status    status.Writer
 	// orphans deletes Velero Backups whose NonAdminBackup is gone.
-	orphans *reconcile.Loop
+	orphans *orphans
 	// policy writes the DPAs' statuses.
 	policy *PolicyController
 }
@@ -122,38 +122,16 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 
 	// A NonAdminBackup gone (its finalizer removed by hand) leaves its
 	// Backup behind.
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminBackup, cfg.AdminNamespace, cfg.Backups.Informer(), cfg.NonAdminBackups.Informer(),
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminBackup, cfg.AdminNamespace, cfg.NonAdminBackups.Informer(),
 		func(nab *oadpv1alpha1.NonAdminBackup) string {
 			if nab.Status.VeleroBackup == nil {
 				return ""
 			}
 			return nab.Status.VeleroBackup.Name
-		}, c.syncOrphan); err != nil {
+		}, c.syncOrphan, cfg.Backups.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// orphanLoop is the loop that finds the admin-side objects (admin, of the
-// admin namespace) made for tenant objects (tenants) that are gone: an
-// admin object is synced on its own events and on those of the tenant
-// object whose status names it (made: that name, "" for none).
-func orphanLoop[T any](engine, adminNamespace string, admin, tenants cache.SharedIndexInformer, made func(*T) string, sync reconcile.SyncFunc) (*reconcile.Loop, error) {
-	l := reconcile.NewLoop(engine+"-orphans", sync)
-	if err := l.Watch(admin); err != nil {
-		return nil, err
-	}
-	if err := l.WatchMapped(tenants, func(obj any) []cache.ObjectName {
-		if o, ok := obj.(*T); ok {
-			if name := made(o); name != "" {
-				return []cache.ObjectName{{Namespace: adminNamespace, Name: name}}
-			}
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return l, nil
 }
 
 // originOf maps an admin-side object to the tenant object its origin
@@ -173,6 +151,9 @@ func originOf(namespaceAnnotation, nameAnnotation string) func(obj any) []cache.
 }
 
 // Run processes NonAdminBackups and orphaned Backups until ctx is done.
+// Orphans is the engine's orphan loop, for the garbage collection.
+func (c *BackupController) Orphans() Resyncer { return c.orphans }
+
 func (c *BackupController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	go c.policy.Run(ctx, 1)

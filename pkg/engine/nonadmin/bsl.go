@@ -69,7 +69,7 @@ type BSLController struct {
 	dpas      oadplisters.DataProtectionApplicationLister
 	status    status.Writer
 	// orphans removes what was made for a location that is gone.
-	orphans *reconcile.Loop
+	orphans *orphans
 }
 
 // NewBSLController returns the engine.
@@ -104,19 +104,36 @@ func NewBSLController(cfg BSLConfig) (*BSLController, error) {
 	// A location gone (its finalizer removed by hand) leaves its admin
 	// side behind.
 	var err error
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminBSL, cfg.AdminNamespace, cfg.VeleroLocations.Informer(), cfg.Locations.Informer(),
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminBSL, cfg.AdminNamespace, cfg.Locations.Informer(),
 		func(l *oadpv1alpha1.NonAdminBackupStorageLocation) string {
 			if l.Status.VeleroBackupStorageLocation == nil {
 				return ""
 			}
 			return l.Status.VeleroBackupStorageLocation.NACUUID
-		}, c.syncOrphan); err != nil {
+		}, c.syncOrphan, cfg.VeleroLocations.Informer(), cfg.Requests.Informer()); err != nil {
 		return nil, err
+	}
+	if cfg.Secrets != nil {
+		// The Secret copies: one left without its location and request.
+		c.orphans.more = func(ctx context.Context) ([]cache.ObjectName, error) {
+			list, err := cfg.Secrets.Secrets(cfg.AdminNamespace).List(ctx, metav1.ListOptions{LabelSelector: oadpv1alpha1.NabslOriginNACUUIDLabel})
+			if err != nil {
+				return nil, fmt.Errorf("listing the Secret copies of tenants' locations: %w", err)
+			}
+			keys := make([]cache.ObjectName, 0, len(list.Items))
+			for i := range list.Items {
+				keys = append(keys, cache.MetaObjectToName(&list.Items[i]))
+			}
+			return keys, nil
+		}
 	}
 	return c, nil
 }
 
 // Run processes locations and orphans until ctx is done.
+// Orphans is the engine's orphan loop, for the garbage collection.
+func (c *BSLController) Orphans() Resyncer { return c.orphans }
+
 func (c *BSLController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)
@@ -126,20 +143,31 @@ func (c *BSLController) Run(ctx context.Context, workers int) {
 // made for a NonAdminBackupStorageLocation that is gone or names another
 // (key: the admin-side name, the NACUUID). The backups made on it stay.
 func (c *BSLController) syncOrphan(ctx context.Context, key cache.ObjectName) error {
-	bsl, err := c.velero.BackupStorageLocations(c.cfg.AdminNamespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
+	// Whichever of the three is left names the location it was made for.
+	var made metav1.Object
+	if bsl, err := c.velero.BackupStorageLocations(c.cfg.AdminNamespace).Get(key.Name); err == nil {
+		made = bsl
+	} else if req, err := c.requests.NonAdminBackupStorageLocationRequests(c.cfg.AdminNamespace).Get(key.Name); err == nil {
+		made = req
+	} else if c.cfg.Secrets != nil {
+		s, err := c.cfg.Secrets.Secrets(c.cfg.AdminNamespace).Get(ctx, key.Name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading Secret %s/%s: %w", c.cfg.AdminNamespace, key.Name, err)
+		}
+		if err == nil {
+			made = s
+		}
+	}
+	if made == nil {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	id := bsl.Labels[oadpv1alpha1.NabslOriginNACUUIDLabel]
-	ns, name := bsl.Annotations[oadpv1alpha1.NabslOriginNamespaceAnnotation], bsl.Annotations[oadpv1alpha1.NabslOriginNameAnnotation]
-	if id == "" || ns == "" || name == "" || bsl.DeletionTimestamp != nil {
+	id := made.GetLabels()[oadpv1alpha1.NabslOriginNACUUIDLabel]
+	ns, name := made.GetAnnotations()[oadpv1alpha1.NabslOriginNamespaceAnnotation], made.GetAnnotations()[oadpv1alpha1.NabslOriginNameAnnotation]
+	if id == "" || ns == "" || name == "" || made.GetDeletionTimestamp() != nil || made.GetName() != id {
 		return nil
 	}
 	owner := func(l *oadpv1alpha1.NonAdminBackupStorageLocation) bool {
-		return l.Status.VeleroBackupStorageLocation != nil && l.Status.VeleroBackupStorageLocation.NACUUID == id && bsl.Name == id
+		return l.Status.VeleroBackupStorageLocation != nil && l.Status.VeleroBackupStorageLocation.NACUUID == id
 	}
 	if l, err := c.locations.NonAdminBackupStorageLocations(ns).Get(name); err == nil && owner(l) {
 		return nil
@@ -152,7 +180,7 @@ func (c *BSLController) syncOrphan(ctx context.Context, key cache.ObjectName) er
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	klog.FromContext(ctx).Info("Deleting a backup storage location whose NonAdminBackupStorageLocation is gone", "location", bsl.Name, "nonadminbackupstoragelocation", ns+"/"+name)
+	klog.FromContext(ctx).Info("Deleting what was made for a NonAdminBackupStorageLocation that is gone (backup storage location, Secret copy, request)", "nacuuid", id, "nonadminbackupstoragelocation", ns+"/"+name)
 	gone := &oadpv1alpha1.NonAdminBackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Status: oadpv1alpha1.NonAdminBackupStorageLocationStatus{VeleroBackupStorageLocation: &oadpv1alpha1.VeleroBackupStorageLocation{NACUUID: id}}}
 	if err := c.removeAdminSide(ctx, gone); err != nil {

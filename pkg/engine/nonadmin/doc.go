@@ -16,6 +16,11 @@
 //     deleted with its data; a tenant object deleted without saying what
 //     becomes of its data waits (Deleting, DeletionPending) and is never
 //     recreated by sync.
+//   - A backup found in a tenant's storage location becomes a
+//     NonAdminBackup in that location's namespace only (sync.go); what the
+//     bucket's labels and annotations say never places it.
+//   - Every garbageCollectionPeriod the orphans are looked for again
+//     (gc.go), beside the events that find them as they come.
 //   - Each sync is level-triggered, reads listers (O(1) per event), and
 //     writes the status through the shared status writer.
 //

@@ -55,7 +55,7 @@ type DownloadController struct {
 	backups  velerolisters.BackupLister
 	restores velerolisters.RestoreLister
 	status   status.Writer
-	orphans  *reconcile.Loop
+	orphans  *orphans
 }
 
 // NewDownloadController returns the engine.
@@ -72,14 +72,17 @@ func NewDownloadController(cfg DownloadConfig) (*DownloadController, error) {
 	}
 	c.WaitFor(cfg.NonAdminBackups.Informer(), cfg.NonAdminRestores.Informer(), cfg.Backups.Informer(), cfg.Restores.Informer())
 	var err error
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminDownload, cfg.AdminNamespace, cfg.DownloadRequests.Informer(), cfg.Requests.Informer(),
-		func(r *oadpv1alpha1.NonAdminDownloadRequest) string { return veleroRequestName(r.UID) }, c.syncOrphan); err != nil {
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminDownload, cfg.AdminNamespace, cfg.Requests.Informer(),
+		func(r *oadpv1alpha1.NonAdminDownloadRequest) string { return veleroRequestName(r.UID) }, c.syncOrphan, cfg.DownloadRequests.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
 // Run processes requests and orphans until ctx is done.
+// Orphans is the engine's orphan loop, for the garbage collection.
+func (c *DownloadController) Orphans() Resyncer { return c.orphans }
+
 func (c *DownloadController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,6 +35,19 @@ func policyOf(dpas oadplisters.DataProtectionApplicationLister, namespace string
 		}
 	}
 	return oadpvalidation.InEffect(internal), nil
+}
+
+// BackupSyncPeriod reads the policy's backupSyncPeriod from the
+// DataProtectionApplications of namespace (an unreadable policy: 0, not
+// synced).
+func BackupSyncPeriod(dpas oadplisters.DataProtectionApplicationLister, namespace string) func() time.Duration {
+	return func() time.Duration {
+		policy, err := policyOf(dpas, namespace)
+		if err != nil {
+			return 0
+		}
+		return policy.BackupSyncPeriod()
+	}
 }
 
 // PolicyController writes each DataProtectionApplication's status: whether
@@ -108,7 +122,8 @@ func policyName(p *oadpvalidation.Policy) string {
 }
 
 // actedOnNonAdmin are the spec.nonAdmin fields Backstop acts on.
-var actedOnNonAdmin = map[string]bool{"enable": true, "enforceBackupSpec": true, "enforceRestoreSpec": true, "enforceBSLSpec": true, "requireApprovalForBSL": true}
+var actedOnNonAdmin = map[string]bool{"enable": true, "enforceBackupSpec": true, "enforceRestoreSpec": true, "enforceBSLSpec": true, "requireApprovalForBSL": true,
+	"garbageCollectionPeriod": true, "backupSyncPeriod": true}
 
 // NotActedOn lists the fields of spec that are set and that Backstop keeps
 // without acting on them: the operator's deployment settings, and the

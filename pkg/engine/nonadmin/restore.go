@@ -53,7 +53,7 @@ type RestoreController struct {
 	backups  velerolisters.BackupLister
 	dpas     oadplisters.DataProtectionApplicationLister
 	status   status.Writer
-	orphans  *reconcile.Loop
+	orphans  *orphans
 }
 
 // NewRestoreController returns the engine.
@@ -97,19 +97,22 @@ func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 	}
 
 	var err error
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminRestore, cfg.AdminNamespace, cfg.Restores.Informer(), cfg.NonAdminRestores.Informer(),
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminRestore, cfg.AdminNamespace, cfg.NonAdminRestores.Informer(),
 		func(nar *oadpv1alpha1.NonAdminRestore) string {
 			if nar.Status.VeleroRestore == nil {
 				return ""
 			}
 			return nar.Status.VeleroRestore.Name
-		}, c.syncOrphan); err != nil {
+		}, c.syncOrphan, cfg.Restores.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
 // Run processes NonAdminRestores and orphaned Restores until ctx is done.
+// Orphans is the engine's orphan loop, for the garbage collection.
+func (c *RestoreController) Orphans() Resyncer { return c.orphans }
+
 func (c *RestoreController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)

@@ -68,7 +68,7 @@ type ScheduleController struct {
 	dpas      oadplisters.DataProtectionApplicationLister
 	locations locations
 	status    status.Writer
-	orphans   *reconcile.Loop
+	orphans   *orphans
 }
 
 // NewScheduleController returns the engine.
@@ -104,19 +104,22 @@ func NewScheduleController(cfg ScheduleConfig) (*ScheduleController, error) {
 	}
 	c.WaitFor(cfg.NonAdminBackups.Informer(), cfg.TenantLocations.Informer(), cfg.VeleroLocations.Informer())
 	var err error
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminSchedule, cfg.AdminNamespace, cfg.VeleroSchedules.Informer(), cfg.Schedules.Informer(),
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminSchedule, cfg.AdminNamespace, cfg.Schedules.Informer(),
 		func(s *oadpv1alpha1.NonAdminSchedule) string {
 			if s.Status.VeleroSchedule == nil {
 				return ""
 			}
 			return s.Status.VeleroSchedule.Name
-		}, c.syncOrphan); err != nil {
+		}, c.syncOrphan, cfg.VeleroSchedules.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
 // Run processes schedules and orphans until ctx is done.
+// Orphans is the engine's orphan loop, for the garbage collection.
+func (c *ScheduleController) Orphans() Resyncer { return c.orphans }
+
 func (c *ScheduleController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)
@@ -305,56 +308,16 @@ func (c *ScheduleController) ensureSchedule(ctx context.Context, s *oadpv1alpha1
 	return out, nil
 }
 
-// adopt gives a backup the schedule ran its NonAdminBackup and returns its
-// name: the NonAdminBackup is made (labelled as made by sync, its NACUUID
-// in the label), its status names the backup, and only then is the backup
-// linked to it (so that it is never taken for an orphan).
+// adopt gives a backup the schedule ran its NonAdminBackup
+// (<schedule>-<timestamp>) and returns its name.
 func (c *ScheduleController) adopt(ctx context.Context, s *oadpv1alpha1.NonAdminSchedule, vs *velerov1.Schedule, b *velerov1.Backup) (string, error) {
 	name := s.Name + "-" + strings.TrimPrefix(b.Name, vs.Name+"-")
 	if b.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] != "" {
 		return name, nil // adopted before
 	}
-	nabs := c.cfg.Client.OadpV1alpha1().NonAdminBackups(s.Namespace)
-	nab, err := c.nabs.NonAdminBackups(s.Namespace).Get(name)
-	if apierrors.IsNotFound(err) {
-		nab, err = nabs.Get(ctx, name, metav1.GetOptions{})
-	}
-	if apierrors.IsNotFound(err) {
-		nab, err = nabs.Create(ctx, &oadpv1alpha1.NonAdminBackup{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace,
-				Labels: map[string]string{oadpv1alpha1.NabSyncLabel: oadpv1alpha1.NewNACUUID(s.Namespace, name)}},
-			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: s.Spec.Template.BackupSpec.DeepCopy()},
-		}, metav1.CreateOptions{FieldManager: c.status.Engine})
-		if err == nil {
-			c.cfg.Crash.Hit(failpoint.NonAdminScheduleRunAdopting)
-		}
-	}
-	if err != nil {
-		return "", fmt.Errorf("the NonAdminBackup %s/%s of scheduled backup %s: %w", s.Namespace, name, b.Name, err)
-	}
-	id := nab.Labels[oadpv1alpha1.NabSyncLabel]
-	if id == "" {
-		return name, nil // the tenant's own, not one made here: left alone
-	}
-	if vb := nab.Status.VeleroBackup; vb == nil || vb.Name != b.Name {
-		if nab, err = c.status.NonAdminBackups(c.cfg.Client, s.Namespace).Update(ctx, nab, func(cur *oadpv1alpha1.NonAdminBackup) {
-			cur.Status.VeleroBackup = &oadpv1alpha1.VeleroBackup{NACUUID: id, Name: b.Name, Namespace: c.cfg.AdminNamespace}
-		}); err != nil {
-			return "", ignoreGone(err)
-		}
-	}
-	cur := b.DeepCopy()
-	if cur.Labels == nil {
-		cur.Labels = map[string]string{}
-	}
-	if cur.Annotations == nil {
-		cur.Annotations = map[string]string{}
-	}
-	cur.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] = id
-	cur.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation] = s.Namespace
-	cur.Annotations[oadpv1alpha1.NabOriginNameAnnotation] = name
-	if _, err := c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.status.Engine}); err != nil {
-		return "", fmt.Errorf("linking scheduled backup %s to NonAdminBackup %s/%s: %w", b.Name, s.Namespace, name, err)
+	a := adopter{client: c.cfg.Client, adminNamespace: c.cfg.AdminNamespace, nabs: c.nabs, status: c.status}
+	if _, err := a.adopt(ctx, s.Namespace, name, s.Spec.Template.BackupSpec, b, func() { c.cfg.Crash.Hit(failpoint.NonAdminScheduleRunAdopting) }); err != nil {
+		return "", ignoreGone(err)
 	}
 	return name, nil
 }

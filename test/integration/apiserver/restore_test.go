@@ -297,10 +297,11 @@ func TestRestoreIntoSecondServer(t *testing.T) {
 	}
 
 	second := framework.Start(t, framework.Options{Args: []string{"--backup-sync-period=1s"}})
-	// A tenant's location (made for a NonAdminBackupStorageLocation) is
-	// never synced, its bucket being the tenant's to write: this one reads
-	// the same directory and is Available before "first" exists, yet
-	// "full" comes from "first".
+	// A location labelled as a tenant's is synced on the tenant's terms
+	// only (names the server gives tenants' backups, into the namespace the
+	// server recorded on it, here none): this one reads the same directory
+	// and is Available before "first" exists, yet "full" comes from
+	// "first".
 	if _, err := second.Clientset.VeleroV1().BackupStorageLocations(ns).Create(ctx, &velerov1.BackupStorageLocation{
 		ObjectMeta: metav1.ObjectMeta{Name: "tenant-loc", Namespace: ns, Labels: map[string]string{oadpv1alpha1.NabslOriginNACUUIDLabel: "tenant-a-loc"}},
 		Spec: velerov1.BackupStorageLocationSpec{Provider: "filesystem", AccessMode: velerov1.BackupStorageLocationAccessModeReadOnly,

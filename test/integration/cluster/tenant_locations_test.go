@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,7 +45,8 @@ func TestTenantStorageLocations(t *testing.T) {
 	oadp := c.Backstop.OadpV1alpha1()
 	if _, err := oadp.DataProtectionApplications(adminNamespace).Create(ctx, &oadpv1alpha1.DataProtectionApplication{
 		ObjectMeta: metav1.ObjectMeta{Name: "dpa"},
-		Spec:       oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{Enable: ptr(true), RequireApprovalForBSL: ptr(true)}},
+		Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{Enable: ptr(true), RequireApprovalForBSL: ptr(true),
+			BackupSyncPeriod: &metav1.Duration{Duration: 2 * time.Second}, GarbageCollectionPeriod: &metav1.Duration{Duration: 5 * time.Second}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +244,92 @@ func TestTenantStorageLocations(t *testing.T) {
 		t.Errorf("the RoleBinding the tenant may not write came back through its restore: %v", err)
 	}
 
+	// Sync from the tenant's bucket (backupSyncPeriod 2s). Planted beside
+	// the real backup: a copy of it under a name the server gives tenants'
+	// backups, whose metadata claims tenant-b, a NACUUID and tenant-b's
+	// namespace; and a copy under a name the admin could give a backup.
+	// The first becomes a NonAdminBackup of tenant-a alone, held to
+	// tenant-a, and restores as any other; the second is never taken.
+	bob := tenantOf(t, c, "bob", "tenant-b")
+	backupsDir := filepath.Join(srv.Root, "team", ns, "apps", "backups")
+	made := backup.Status.VeleroBackup.Name
+	planted := oadpv1alpha1.NewNACUUID(ns, "elsewhere")
+	plantBackup(t, backupsDir, made, planted, func(b *velerov1.Backup) {
+		b.Labels = map[string]string{oadpv1alpha1.NabOriginNACUUIDLabel: oadpv1alpha1.NewNACUUID(bob.Namespace, "planted")}
+		b.Annotations = map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: bob.Namespace, oadpv1alpha1.NabOriginNameAnnotation: "planted"}
+		b.Spec.IncludedNamespaces = []string{bob.Namespace}
+	})
+	plantBackup(t, backupsDir, made, "nightly", nil)
+	var synced *oadpv1alpha1.NonAdminBackup
+	poll(t, "the planted backup synced into the tenant's namespace", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		synced, err = oadp.NonAdminBackups(ns).Get(ctx, "planted", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && synced.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && synced.Status.VeleroBackup.Status != nil, err
+	})
+	if synced.Labels[oadpv1alpha1.NabSyncLabel] == "" || synced.Status.VeleroBackup.Name != planted ||
+		synced.Status.VeleroBackup.Status.Phase != velerov1.BackupPhaseCompleted || synced.Spec.BackupSpec.StorageLocation != "mine" {
+		t.Errorf("the synced NonAdminBackup: labels %v spec %+v status.veleroBackup %+v", synced.Labels, synced.Spec.BackupSpec, synced.Status.VeleroBackup)
+	}
+	vb, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, planted, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vb.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation] != ns || vb.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] != synced.Status.VeleroBackup.NACUUID ||
+		vb.Annotations[velerov1.SyncedFromLocationAnnotation] != id || vb.Spec.StorageLocation != id ||
+		len(vb.Spec.IncludedNamespaces) != 1 || vb.Spec.IncludedNamespaces[0] != ns {
+		t.Errorf("the synced Backup: labels %v annotations %v includedNamespaces %v location %q", vb.Labels, vb.Annotations, vb.Spec.IncludedNamespaces, vb.Spec.StorageLocation)
+	}
+	if list, err := oadp.NonAdminBackups(bob.Namespace).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
+		t.Errorf("NonAdminBackups in %s after a backup planted as its own: %d (%v)", bob.Namespace, len(list.Items), err)
+	}
+	if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "nightly", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a backup named as an admin's, planted in a tenant's bucket, was synced: %v", err)
+	}
+	if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-synced"},
+		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "planted"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the restore of the synced backup", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-synced", metav1.GetOptions{})
+		if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Status == nil || !nar.Status.VeleroRestore.Status.Phase.Terminal() {
+			return false, err
+		}
+		if p := nar.Status.VeleroRestore.Status.Phase; p != velerov1.RestorePhaseCompleted {
+			t.Errorf("the restore of the synced backup: %s (%s)", p, nar.Status.VeleroRestore.Status.FailureReason)
+		}
+		return true, nil
+	})
+	// Its files gone from the bucket, its Backup goes, as Velero's sync does.
+	if err := os.RemoveAll(filepath.Join(backupsDir, planted)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the Backup of files gone from the bucket deleted", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, planted, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+
+	// Garbage collection (garbageCollectionPeriod 5s): a Secret copy left
+	// without its location, request or Velero location (a crash after the
+	// copy, then the location's finalizer removed by hand), which no event
+	// names again, goes on the next pass.
+	left := oadpv1alpha1.NewNACUUID(ns, "gone")
+	if _, err := c.Kube.CoreV1().Secrets(adminNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: left,
+		Labels:      map[string]string{oadpv1alpha1.NabslOriginNACUUIDLabel: left, oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue},
+		Annotations: map[string]string{oadpv1alpha1.NabslOriginNamespaceAnnotation: ns, oadpv1alpha1.NabslOriginNameAnnotation: "gone"}},
+		Data: map[string][]byte{"cloud": []byte(creds)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the garbage collection of a Secret copy left behind", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, left, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if _, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, id, metav1.GetOptions{}); err != nil {
+		t.Errorf("the Secret copy of the tenant's live location after garbage collection: %v", err)
+	}
+
 	// Approval withdrawn: the location and the copy go; the phase stays.
 	decide(oadpv1alpha1.NonAdminBSLRequestPending)
 	l = waitApproval("False/" + oadpv1alpha1.ReasonBslSpecApprovalPending)
@@ -304,4 +393,47 @@ func TestTenantStorageLocations(t *testing.T) {
 		_, errR := requests.Get(ctx, id, metav1.GetOptions{})
 		return apierrors.IsNotFound(errL) && apierrors.IsNotFound(errR), nil
 	})
+}
+
+// plantBackup copies the backup from of a posix bucket's backups
+// directory as to, its files renamed and its velero-backup.json naming
+// to, changed by edit (nil: as it is): what a tenant may write to its own
+// bucket.
+func plantBackup(t *testing.T, backupsDir, from, to string, edit func(*velerov1.Backup)) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(backupsDir, from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Beside backups/ (the sync reads backups/ only), on the same disk.
+	staging := filepath.Join(filepath.Dir(backupsDir), "staging-"+to)
+	if err := os.Mkdir(staging, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(backupsDir, from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Name() == "velero-backup.json" {
+			var b velerov1.Backup
+			if err := json.Unmarshal(data, &b); err != nil {
+				t.Fatal(err)
+			}
+			b.Name = to
+			if edit != nil {
+				edit(&b)
+			}
+			if data, err = json.Marshal(&b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(staging, strings.Replace(e.Name(), from, to, 1)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Whole, at once: the sync never reads half a backup.
+	if err := os.Rename(staging, filepath.Join(backupsDir, to)); err != nil {
+		t.Fatal(err)
+	}
 }

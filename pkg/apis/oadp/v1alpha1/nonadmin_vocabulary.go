@@ -210,3 +210,40 @@ const (
 // whatever the request said, and kept on every update: its Velero Restore
 // restores with that user's rights (restoreas.Annotation).
 const CreatedByAnnotation = "backstop.io/created-by"
+
+// SyncedNameAnnotation is the name a backup's NonAdminBackup had where the
+// backup was made, read from a tenant's storage location by the backup
+// sync: the name sync gives the backup's new NonAdminBackup when it is
+// free. It names nothing else (the origin annotations of a backup found in
+// a tenant's bucket are not believed).
+const SyncedNameAnnotation = "backstop.io/synced-nonadminbackup-name"
+
+// TenantSyncable reports whether a backup found in a tenant's storage
+// location may become a Backup of the admin namespace: its name is one
+// the server gives tenants' backups, a NACUUID (a NonAdminBackup's
+// backup) or a NACUUID and a timestamp (a run of a NonAdminSchedule).
+// Those end in a random UUID, so a tenant's bucket cannot take the name
+// of a backup the admin or another tenant will make.
+func TenantSyncable(name string) bool {
+	if len(name) > maxNACUUIDLength+len("-20060102150405") {
+		return false
+	}
+	if i := strings.LastIndex(name, nameDelimiter); i >= 0 && len(name)-i-1 == len("20060102150405") && allDigits(name[i+1:]) {
+		name = name[:i] // a scheduled run: <nacuuid>-<timestamp>
+	}
+	const uuidLength = 36
+	if len(name) < uuidLength+2 || len(name) > maxNACUUIDLength || name[len(name)-uuidLength-1:len(name)-uuidLength] != nameDelimiter {
+		return false
+	}
+	id, err := uuid.Parse(name[len(name)-uuidLength:])
+	return err == nil && id.String() == name[len(name)-uuidLength:]
+}
+
+func allDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}

@@ -31,3 +31,31 @@ func TestNACUUID(t *testing.T) {
 		t.Errorf("NewNACUUID: %q and %q", a, b)
 	}
 }
+
+func TestTenantSyncable(t *testing.T) {
+	made := NewNACUUID("tenant-a", "nightly")
+	long := NewNACUUID(strings.Repeat("n", 40), strings.Repeat("x", 40))
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{made, true},
+		{long, true},
+		{made + "-20261124080000", true},
+		{long + "-20261124080000", true},
+		{"nightly", false},
+		{"nightly-20261124080000", false},
+		{"full", false},
+		{made + "-2026112408000", false},  // not a timestamp
+		{made + "-x", false},              // no UUID at the end
+		{strings.ToUpper(made), false},    // a UUID in upper case is not one the server writes
+		{"a" + made[len(made)-37:], true}, // the shortest: one character and the UUID
+		{made[len(made)-36:], false},      // a bare UUID: no namespace
+		{strings.Repeat("a", 20) + made[len(made)-37:], true},
+		{strings.Repeat("a", 30) + made, false}, // longer than a NACUUID
+	} {
+		if got := TenantSyncable(tc.name); got != tc.want {
+			t.Errorf("TenantSyncable(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

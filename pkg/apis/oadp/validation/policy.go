@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -43,6 +44,34 @@ func InEffect(dpas []oadp.DataProtectionApplication) *Policy {
 		return a.Name < b.Name
 	})
 	return &Policy{DPA: candidates[0].Name, NonAdmin: candidates[0].Spec.NonAdmin}
+}
+
+// DefaultBackupSyncPeriod is how often tenants' storage locations are
+// read for backups when the policy sets no backupSyncPeriod (upstream's
+// default).
+const DefaultBackupSyncPeriod = 2 * time.Minute
+
+// DefaultGarbageCollectionPeriod is how often every admin-side object made
+// for tenants is checked again when the policy sets no
+// garbageCollectionPeriod (upstream's default).
+const DefaultGarbageCollectionPeriod = 24 * time.Hour
+
+// BackupSyncPeriod is how often tenants' storage locations are read for
+// backups (0: never).
+func (p *Policy) BackupSyncPeriod() time.Duration {
+	if p == nil || p.NonAdmin == nil || p.NonAdmin.BackupSyncPeriod == nil {
+		return DefaultBackupSyncPeriod
+	}
+	return p.NonAdmin.BackupSyncPeriod.Duration
+}
+
+// GarbageCollectionPeriod is how often the admin-side objects made for
+// tenants are checked again for an owner (0: never).
+func (p *Policy) GarbageCollectionPeriod() time.Duration {
+	if p == nil || p.NonAdmin == nil || p.NonAdmin.GarbageCollectionPeriod == nil {
+		return DefaultGarbageCollectionPeriod
+	}
+	return p.NonAdmin.GarbageCollectionPeriod.Duration
 }
 
 // Disabled reports whether the policy turns tenants' backups and restores
