@@ -254,7 +254,6 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		name string
 		new  func(*runtime.Scheme, generic.RESTOptionsGetter, string) (*resource.REST, *resource.StatusREST, error)
 	}{
-		{"restores", restore.NewREST},
 		{"deletebackuprequests", deletebackuprequest.NewREST},
 	} {
 		main, status, err := r.new(scheme, getter, c.extra.Namespace)
@@ -297,9 +296,13 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	veleroV1["schedules/pause"] = schedules.Pause
 	veleroV1["schedules/unpause"] = schedules.Unpause
 	veleroV1["schedules/trigger"] = schedules.Trigger
-	restores, ok := veleroV1["restores"].(*resource.REST)
-	if !ok {
-		return nil, nil, fmt.Errorf("the restores storage is missing")
+	restoreStorage, err := restore.NewREST(scheme, getter, c.extra.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	restores := restoreStorage.Restore
+	if err := veleroV1.add("restores", restores, restoreStorage.Status, nil); err != nil {
+		return nil, nil, err
 	}
 	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations)
 
@@ -328,7 +331,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	oadpV1alpha1["nonadminbackups/cancel"] = nabs.Cancel
 	oadpV1alpha1["nonadminbackups/logs"] = nabs.Logs
 	nars, err := nonadminrestore.NewREST(scheme, getter, nabs.NonAdminBackup, nonadminrestore.Restores{
-		Namespace: c.extra.Namespace, Restores: restores, Backups: backups.Backup, Locations: locations}, policy)
+		Namespace: c.extra.Namespace, Restores: restores, Position: restoreStorage.Queue.Position, Backups: backups.Backup, Locations: locations}, policy)
 	if err != nil {
 		return nil, nil, err
 	}

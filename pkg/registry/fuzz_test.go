@@ -84,7 +84,7 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 
 	b := backup.NewStrategy(scheme, nil)
 	sch := schedule.NewStrategy(scheme, false)
-	rs := restore.NewStrategy(scheme)
+	rs := restore.NewStrategy(scheme, nil)
 	dbr := deletebackuprequest.NewStrategy(scheme)
 	bsl := backupstoragelocation.NewStrategy(scheme, []byte("ca"))
 	vmb := virtualmachinebackup.NewStrategy(scheme)

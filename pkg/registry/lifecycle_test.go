@@ -94,7 +94,7 @@ func lifeCases() map[string]lifeCase {
 			edit:  func(o runtime.Object) { o.(*velero.Backup).Status.Warnings++ },
 		},
 		"Restore": {
-			strategy: restore.NewStatusStrategy(restore.NewStrategy(scheme)),
+			strategy: restore.NewStatusStrategy(restore.NewStrategy(scheme, nil)),
 			changes: changesOf(velerov1.RestoreLifecycle, func(p velerov1.RestorePhase) runtime.Object {
 				return &velero.Restore{ObjectMeta: meta("r"), Spec: velero.RestoreSpec{BackupName: "b"}, Status: velero.RestoreStatus{Phase: velero.RestorePhase(p)}}
 			}),

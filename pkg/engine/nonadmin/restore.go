@@ -293,8 +293,10 @@ func (c *RestoreController) created(ctx context.Context, nar *oadpv1alpha1.NonAd
 		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionAccepted, true, oadpv1alpha1.ReasonRestoreAccepted, oadpv1alpha1.MessageRestoreAccepted)
 		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionQueued, true, oadpv1alpha1.ReasonRestoreScheduled, oadpv1alpha1.MessageRestoreScheduled)
 		st.VeleroRestore.Status = r.Status.DeepCopy()
-		// status.queueInfo stays unset: restores have no queue index yet,
-		// and a 0 would say the restore is not waiting.
+		// The position is the registry's, filled in when read.
+		if st.QueueInfo == nil {
+			st.QueueInfo = &oadpv1alpha1.QueueInfo{}
+		}
 	})
 	return ignoreGone(err)
 }

@@ -56,6 +56,7 @@ import (
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/registry/queueindex"
 )
 
 // Labels put on restored items, as Velero does.
@@ -161,6 +162,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if r.Status.Phase != "" && r.Status.Phase != velerov1.RestorePhaseNew {
 		return nil
 	}
+	// Restores run in the order of the restore queue (the sequence the
+	// registry gave each at creation, whose positions tenants read): the
+	// first waiting one goes now, this one when its turn comes.
+	if first := c.firstWaiting(r.Namespace); first != nil && first.Name != r.Name {
+		c.Add(key)
+		r = first
+		key = cache.MetaObjectToName(first)
+	}
 	r = r.DeepCopy()
 	now := metav1.NewTime(c.cfg.Clock.Now())
 	isNew := func(cur *velerov1.Restore) bool {
@@ -207,6 +216,28 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	c.cfg.Crash.Hit(failpoint.RestoreInProgress)
 	c.run(ctx, r, backup)
 	return nil
+}
+
+// firstWaiting is the restore of namespace that runs next: of those
+// waiting (phase New, not deleted), the one with the smallest queue
+// sequence (one without sorts first, then by name).
+func (c *Controller) firstWaiting(namespace string) *velerov1.Restore {
+	all, err := c.restores.Restores(namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var first *velerov1.Restore
+	var firstSeq int64
+	for _, r := range all {
+		if (r.Status.Phase != "" && r.Status.Phase != velerov1.RestorePhaseNew) || r.DeletionTimestamp != nil {
+			continue
+		}
+		seq, _ := queueindex.Sequence(r)
+		if first == nil || seq < firstSeq || (seq == firstSeq && r.Name < first.Name) {
+			first, firstSeq = r, seq
+		}
+	}
+	return first
 }
 
 // finishDeleted deletes a deleted restore's log and results from its

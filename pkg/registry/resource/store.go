@@ -64,6 +64,19 @@ type Definition struct {
 type REST struct {
 	*genericregistry.Store
 	shortNames, categories []string
+	// afterWrite is the definition's AfterWrite (nil: none).
+	afterWrite func(obj runtime.Object)
+}
+
+// Delete deletes as the store does. An object that stays (finalizers to
+// remove first) has been written with its deletion timestamp: AfterWrite
+// sees it, as the store's own after-update hook does not.
+func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	obj, deleted, err := r.Store.Delete(ctx, name, deleteValidation, options)
+	if err == nil && !deleted && r.afterWrite != nil {
+		r.afterWrite(obj)
+	}
+	return obj, deleted, err
 }
 
 var (
@@ -155,7 +168,7 @@ func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *Statu
 	if err := store.CompleteWithOptions(options); err != nil {
 		return nil, nil, fmt.Errorf("building the store of %s: %w", d.Resource, err)
 	}
-	main := &REST{Store: store, shortNames: d.ShortNames, categories: d.Categories}
+	main := &REST{Store: store, shortNames: d.ShortNames, categories: d.Categories, afterWrite: d.AfterWrite}
 	if d.StatusStrategy == nil {
 		store.BeginUpdate = d.BeginUpdate
 		return main, nil, nil

@@ -543,6 +543,108 @@ func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
 	})
 }
 
+// TestNonAdminRestoreQueue: restores wait in one queue, admin and tenant
+// restores mixed, in the order they were made; a NonAdminRestore's
+// queueInfo.estimatedQueuePosition is its Restore's exact place, follows
+// the queue without the NonAdminRestore being rewritten, and is 0 once the
+// restore has run. The restore engine is off while the queue is read.
+func TestNonAdminRestoreQueue(t *testing.T) {
+	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=restore"}})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	if _, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "src"},
+		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	src := waitNAB(t, s, "tenant-a", "src", "its backup completed", func(n *oadpv1alpha1.NonAdminBackup) bool {
+		vb := n.Status.VeleroBackup
+		return vb != nil && vb.Status != nil && vb.Status.Phase == velerov1.BackupPhaseCompleted
+	})
+	nars := alice.client.OadpV1alpha1().NonAdminRestores("tenant-a")
+	adminRestore := func(name string) {
+		t.Helper()
+		if _, err := s.Clientset.VeleroV1().Restores(ns).Create(ctx, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: velerov1.RestoreSpec{BackupName: src.Status.VeleroBackup.Name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenantRestore := func(name string) {
+		t.Helper()
+		if _, err := nars.Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "src"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Its Restore made before the next one is, so that the order is
+		// known.
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			nar, err := nars.Get(ctx, name, metav1.GetOptions{})
+			return err == nil && nar.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated, err
+		}); err != nil {
+			t.Fatalf("NonAdminRestore %s never Created: %v", name, err)
+		}
+	}
+	positions := func() map[string]int {
+		list, err := nars.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, n := range list.Items {
+			out[n.Name] = -1
+			if n.Status.QueueInfo != nil {
+				out[n.Name] = n.Status.QueueInfo.EstimatedQueuePosition
+			}
+		}
+		return out
+	}
+	waitPositions := func(want map[string]int) {
+		t.Helper()
+		var got map[string]int
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			got = positions()
+			return fmt.Sprint(got) == fmt.Sprint(want), nil
+		}); err != nil {
+			t.Fatalf("restore queue positions %v, want %v", got, want)
+		}
+	}
+
+	adminRestore("admin1")
+	tenantRestore("r1")
+	adminRestore("admin2")
+	tenantRestore("r2")
+	waitPositions(map[string]int{"r1": 2, "r2": 4})
+	before, err := nars.Get(ctx, "r2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first one leaves the queue: everyone behind moves up, and r2 is
+	// not rewritten for that.
+	if err := s.Clientset.VeleroV1().Restores(ns).Delete(ctx, "admin1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPositions(map[string]int{"r1": 1, "r2": 3})
+	if after, err := nars.Get(ctx, "r2", metav1.GetOptions{}); err != nil || after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("r2 rewritten when the queue moved: resourceVersion %s → %s (%v)", before.ResourceVersion, after.ResourceVersion, err)
+	}
+	// The engine on: all run, and none waits.
+	s.RestartWith(nil)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := s.Clientset.VeleroV1().Restores(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, r := range list.Items {
+			if !r.Status.Phase.Terminal() {
+				return false, nil
+			}
+		}
+		return len(list.Items) == 3, nil
+	}); err != nil {
+		t.Fatalf("the queued restores never all ran: %v", err)
+	}
+	waitPositions(map[string]int{"r1": 0, "r2": 0})
+}
+
 // TestTenantAttackMatrix runs the tenant attack matrix against the
 // standalone server, tenants authenticated by client certificates and
 // authorized by the server's own RBAC.

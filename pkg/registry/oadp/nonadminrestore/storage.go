@@ -25,12 +25,14 @@ import (
 type Restores struct {
 	Namespace         string
 	Restores, Backups rest.Getter
-	Locations         objectstore.Locations
+	// Position is the place of a restore in the restore queue, by name.
+	Position  func(name string) int
+	Locations objectstore.Locations
 }
 
 // Storage is the REST storage of NonAdminRestores and their subresources.
 type Storage struct {
-	NonAdminRestore *resource.REST
+	NonAdminRestore *resource.DecoratedREST
 	Status          *resource.StatusREST
 	Logs            *resource.LogsREST
 }
@@ -39,6 +41,7 @@ type Storage struct {
 // nabs reads the NonAdminBackups they name.
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs rest.Getter, restores Restores, policy nonadminbackup.PolicyFunc) (*Storage, error) {
 	strategy := NewStrategy(scheme, nabs, policy)
+	fill := queueFill(restores.Position)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadminrestores"),
 		Singular:       oadp.Resource("nonadminrestore"),
@@ -46,6 +49,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs 
 		NewListFunc:    func() runtime.Object { return &oadp.NonAdminRestoreList{} },
 		Strategy:       strategy,
 		StatusStrategy: NewStatusStrategy(strategy.Strategy),
+		Decorate:       fill,
 		Table:          Table,
 		ShortNames:     []string{"nar"},
 		Categories:     []string{"oadp"},
@@ -65,7 +69,30 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs 
 		}
 		return resource.LogFile{Namespace: restores.Namespace, Location: location, Kind: velerov1.DownloadTargetKindRestoreLog, Name: r.Name}, nil
 	}, restores.Locations)
-	return &Storage{NonAdminRestore: main, Status: status, Logs: logs}, nil
+	return &Storage{NonAdminRestore: &resource.DecoratedREST{REST: main, Fill: fill}, Status: status, Logs: logs}, nil
+}
+
+// queueFill sets status.queueInfo of a NonAdminRestore or of the items of
+// a list from its Restore's place in the restore queue (0 once it runs or
+// ends).
+func queueFill(position func(string) int) func(runtime.Object) {
+	set := func(nar *oadp.NonAdminRestore) {
+		vr := nar.Status.VeleroRestore
+		if position == nil || vr == nil || vr.Name == "" || nar.Status.QueueInfo == nil {
+			return
+		}
+		nar.Status.QueueInfo.EstimatedQueuePosition = position(vr.Name)
+	}
+	return func(obj runtime.Object) {
+		switch o := obj.(type) {
+		case *oadp.NonAdminRestore:
+			set(o)
+		case *oadp.NonAdminRestoreList:
+			for i := range o.Items {
+				set(&o.Items[i])
+			}
+		}
+	}
 }
 
 // restoreOf returns the Restore the NonAdminRestore name of the request's

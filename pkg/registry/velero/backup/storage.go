@@ -27,6 +27,7 @@ type Storage struct {
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc, locations objectstore.Locations) (*Storage, error) {
 	strategy := NewStrategy(scheme, defaultLocation)
 	index := NewQueueIndex(adminNamespace, nil)
+	fill := queueFill(index)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("backups"),
 		Singular:       velero.Resource("backup"),
@@ -37,7 +38,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		AfterWrite:     index.Observe,
 		AfterDelete:    index.Forget,
 		BeginUpdate:    refuseCancelOfFinished,
-		Decorate:       index.fill,
+		Decorate:       fill,
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		Categories:     []string{"velero"},
@@ -45,15 +46,15 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 	if err != nil {
 		return nil, err
 	}
-	index.load = func(ctx context.Context) (*velero.BackupList, error) {
+	index.Load = listOf(func(ctx context.Context) (*velero.BackupList, error) {
 		obj, err := main.List(ctx, &metainternalversion.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
 		return obj.(*velero.BackupList), nil
-	}
+	})
 	return &Storage{
-		Backup: &resource.DecoratedREST{REST: main, Fill: index.fill},
+		Backup: &resource.DecoratedREST{REST: main, Fill: fill},
 		Queue:  index,
 		Status: status,
 		Cancel: &CancelREST{store: main.Store},

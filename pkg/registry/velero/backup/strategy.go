@@ -4,7 +4,6 @@ package backup
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +14,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
+	"github.com/backstop-io/backstop/pkg/registry/queueindex"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
@@ -81,7 +81,7 @@ func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 // registry sets.
 func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	s.Strategy.PrepareForUpdate(ctx, obj, old)
-	keepSequence(obj.(*velero.Backup), old.(*velero.Backup))
+	queueindex.KeepSequence(obj.(*velero.Backup), old.(*velero.Backup))
 }
 
 // Validate checks a new backup; one created with a status (synced, by the
@@ -92,19 +92,6 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 		errs = append(errs, field.Invalid(field.NewPath("status", "phase"), p, "a backup created with a status must be in a terminal phase"))
 	}
 	return errs
-}
-
-// keepSequence carries the stored queue sequence over to b.
-func keepSequence(b, old *velero.Backup) {
-	seq, ok := old.Annotations[velerov1.QueueSequenceAnnotation]
-	if !ok {
-		delete(b.Annotations, velerov1.QueueSequenceAnnotation)
-		return
-	}
-	if b.Annotations == nil {
-		b.Annotations = map[string]string{}
-	}
-	b.Annotations[velerov1.QueueSequenceAnnotation] = seq
 }
 
 // StatusStrategy is the strategy of the status subresource: only the
@@ -129,7 +116,7 @@ func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 	s.StatusStrategy.PrepareForUpdate(ctx, obj, old)
 	b, oldB := obj.(*velero.Backup), old.(*velero.Backup)
 	b.Status.QueuePosition = 0
-	keepSequence(b, oldB)
+	queueindex.KeepSequence(b, oldB)
 	if b.Status.Phase == queued && oldB.Status.Phase != queued {
 		seq, err := s.index.NextSequence()
 		if err != nil {
@@ -137,10 +124,7 @@ func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 			// by the index's next load attempt.
 			return
 		}
-		if b.Annotations == nil {
-			b.Annotations = map[string]string{}
-		}
-		b.Annotations[velerov1.QueueSequenceAnnotation] = strconv.FormatInt(seq, 10)
+		queueindex.SetSequence(b, seq)
 	}
 }
 

@@ -1,6 +1,9 @@
 package restore
 
 import (
+	"context"
+
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 
@@ -8,19 +11,46 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
+// Storage is the REST storage of restores and their status, with the
+// queue of those waiting to run.
+type Storage struct {
+	Restore *resource.REST
+	Status  *resource.StatusREST
+	Queue   *QueueIndex
+}
+
 // NewREST returns the storage of restores and of their status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string) (*resource.REST, *resource.StatusREST, error) {
-	strategy := NewStrategy(scheme)
-	return resource.NewStore(optsGetter, resource.Definition{
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string) (*Storage, error) {
+	queue := NewQueueIndex(adminNamespace)
+	strategy := NewStrategy(scheme, queue)
+	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("restores"),
 		Singular:       velero.Resource("restore"),
 		NewFunc:        func() runtime.Object { return &velero.Restore{} },
 		NewListFunc:    func() runtime.Object { return &velero.RestoreList{} },
 		Strategy:       strategy,
 		StatusStrategy: NewStatusStrategy(strategy),
+		AfterWrite:     queue.Observe,
+		AfterDelete:    queue.Forget,
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		ShortNames:     []string{},
 		Categories:     []string{"velero"},
 	})
+	if err != nil {
+		return nil, err
+	}
+	queue.Load = func(ctx context.Context) ([]*velero.Restore, error) {
+		obj, err := main.List(ctx, &metainternalversion.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		list := obj.(*velero.RestoreList)
+		out := make([]*velero.Restore, len(list.Items))
+		for i := range list.Items {
+			out[i] = &list.Items[i]
+		}
+		return out, nil
+	}
+	return &Storage{Restore: main, Status: status, Queue: queue}, nil
 }

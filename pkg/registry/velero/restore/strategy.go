@@ -2,27 +2,76 @@
 package restore
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
+	"github.com/backstop-io/backstop/pkg/registry/queueindex"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// NewStrategy returns the Restore strategy.
-func NewStrategy(typer runtime.ObjectTyper) resource.Strategy {
+// Strategy is the Restore strategy: a new restore of the admin namespace
+// enters the restore queue (its sequence, velerov1.QueueSequenceAnnotation,
+// set here only and kept on every update); restores run one at a time in
+// that order.
+type Strategy struct {
+	resource.Strategy
+	queue *QueueIndex
+}
+
+// NewStrategy returns the Restore strategy; queue (nil: none) orders the
+// restores waiting to run.
+func NewStrategy(typer runtime.ObjectTyper, queue *QueueIndex) Strategy {
 	s := resource.NewStrategy(typer, velerov1.SchemeGroupVersion.String())
 	s.ValidateObject = validate
 	s.Finalizers = []string{velerov1.RestoreDataFinalizer}
-	return s
+	return Strategy{Strategy: s, queue: queue}
+}
+
+// PrepareForCreate gives the restore its place in the queue.
+func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.Strategy.PrepareForCreate(ctx, obj)
+	r := obj.(*velero.Restore)
+	delete(r.Annotations, velerov1.QueueSequenceAnnotation)
+	if s.queue == nil {
+		return
+	}
+	// Without a sequence (the index could not load) the restore sorts
+	// first; the index's next load attempt reports why.
+	if seq, err := s.queue.NextSequence(); err == nil {
+		queueindex.SetSequence(r, seq)
+	}
+}
+
+// PrepareForUpdate keeps the queue sequence.
+func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.Strategy.PrepareForUpdate(ctx, obj, old)
+	queueindex.KeepSequence(obj.(*velero.Restore), old.(*velero.Restore))
+}
+
+// QueueIndex orders the restores of the admin namespace that wait to run
+// (phase New), by sequence.
+type QueueIndex = queueindex.Index[*velero.Restore]
+
+// NewQueueIndex returns the restore queue of namespace; Load is set
+// before the first use.
+func NewQueueIndex(namespace string) *QueueIndex {
+	return queueindex.New(namespace, nil, Waiting)
+}
+
+// Waiting says whether a restore waits to run.
+func Waiting(r *velero.Restore) bool {
+	return r.Status.Phase == "" || r.Status.Phase == velero.RestorePhase(velerov1.RestorePhaseNew)
 }
 
 // NewStatusStrategy returns the strategy of the status subresource: only
 // the server's engines write it, along velerov1.RestoreLifecycle.
-func NewStatusStrategy(s resource.Strategy) resource.StatusStrategy {
-	return resource.NewLifecycleStatusStrategy(s, velerov1.RestoreLifecycle, func(o runtime.Object) velerov1.RestorePhase {
+func NewStatusStrategy(s Strategy) resource.StatusStrategy {
+	return resource.NewLifecycleStatusStrategy(s.Strategy, velerov1.RestoreLifecycle, func(o runtime.Object) velerov1.RestorePhase {
 		return velerov1.RestorePhase(o.(*velero.Restore).Status.Phase)
 	}, field.NewPath("status", "phase"))
 }
