@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/robfig/cron/v3"
+
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -144,5 +146,141 @@ func TestNonAdminSchedules(t *testing.T) {
 		if _, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").Get(ctx, name, metav1.GetOptions{}); err != nil {
 			t.Errorf("NonAdminBackup %s after its schedule went: %v", name, err)
 		}
+	}
+}
+
+// TestNonAdminScheduleClock: a tenant's schedule runs on its cron, as the
+// schedule engine's clock says (a fake clock, the engine run in the test
+// process): nothing before the first :45, one NonAdminBackup per run
+// after, named by the run's time, linked to the run's backup; nothing
+// while the tenant has it paused. The backup engine is off: the test
+// finishes each run's backup.
+func TestNonAdminScheduleClock(t *testing.T) {
+	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=schedule,backup,backup-sync"}})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	nass := alice.client.OadpV1alpha1().NonAdminSchedules("tenant-a")
+	if _, err := nass.Create(ctx, &oadpv1alpha1.NonAdminSchedule{ObjectMeta: metav1.ObjectMeta{Name: "hourly"},
+		Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: "45 * * * *", SkipImmediately: true,
+			Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var vsName string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		nas, err := nass.Get(ctx, "hourly", metav1.GetOptions{})
+		if err != nil || nas.Status.VeleroSchedule == nil {
+			return false, err
+		}
+		vsName = nas.Status.VeleroSchedule.Name
+		return nas.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated, nil
+	}); err != nil {
+		t.Fatalf("the schedule's Velero Schedule: %v", err)
+	}
+	vs, err := s.Clientset.VeleroV1().Schedules(ns).Get(ctx, vsName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hourly, err := cron.ParseStandard("45 * * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := hourly.Next(vs.CreationTimestamp.Time)
+	e := startScheduleEngine(t, s, vs.CreationTimestamp.Time)
+	nabs := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a")
+	// runs are the schedule's NonAdminBackups by name, with their backups.
+	runs := func() map[string]string {
+		list, err := nabs.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, n := range list.Items {
+			out[n.Name] = ""
+			if n.Status.VeleroBackup != nil {
+				out[n.Name] = n.Status.VeleroBackup.Name
+			}
+		}
+		return out
+	}
+	// runAt moves the clock to at, finds the run's backup (named by the
+	// server's time of the run, the trigger's) and waits for its
+	// NonAdminBackup, linked and Created; then finishes the backup.
+	seen := map[string]bool{}
+	runAt := func(at time.Time) {
+		t.Helper()
+		e.at(t, at, vsName)
+		// A run in the same (real) second as the last one waits for the
+		// next second's name: poll.
+		var backup string
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			for _, b := range scheduleBackups(t, s, vsName) {
+				if !seen[b.Name] {
+					if backup != "" && backup != b.Name {
+						t.Fatalf("two runs at %s: %s and %s", at, backup, b.Name)
+					}
+					backup = b.Name
+				}
+			}
+			return backup != "", nil
+		}); err != nil {
+			t.Fatalf("no run at %s", at)
+		}
+		seen[backup] = true
+		name := "hourly-" + strings.TrimPrefix(backup, vsName+"-")
+		var nab *oadpv1alpha1.NonAdminBackup
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			var err error
+			if nab, err = nabs.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && nab.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && nab.Status.VeleroBackup != nil && nab.Status.VeleroBackup.Name == backup, err
+		}); err != nil {
+			t.Fatalf("the NonAdminBackup of the run at %s: %v (runs %v)", at, err, runs())
+		}
+		if nab.Labels[oadpv1alpha1.NabSyncLabel] == "" {
+			t.Errorf("%s: not labelled as made by sync: %v", name, nab.Labels)
+		}
+		setBackupPhase(t, s, backup, velerov1.BackupPhaseCompleted)
+	}
+
+	// Before the first :45: nothing.
+	e.at(t, due.Add(-time.Minute), vsName)
+	if got := runs(); len(got) != 0 {
+		t.Fatalf("NonAdminBackups before the first run: %v", got)
+	}
+	runAt(due.Add(time.Minute))
+	runAt(due.Add(time.Hour + time.Minute))
+	if got := runs(); len(got) != 2 {
+		t.Errorf("NonAdminBackups after two runs: %v", got)
+	}
+	// Paused by the tenant: the next :45 passes without a run.
+	if _, err := nass.Patch(ctx, "hourly", types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		vs, err := s.Clientset.VeleroV1().Schedules(ns).Get(ctx, vsName, metav1.GetOptions{})
+		return err == nil && vs.Spec.Paused, err
+	}); err != nil {
+		t.Fatalf("the Velero Schedule never paused: %v", err)
+	}
+	// A run would now take its name in the pass itself (the server's
+	// second has moved on since the last run): none may appear after it.
+	last := time.Time{}
+	for _, b := range scheduleBackups(t, s, vsName) {
+		if b.CreationTimestamp.After(last) {
+			last = b.CreationTimestamp.Time
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return time.Now().Truncate(time.Second).After(last), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.at(t, due.Add(2*time.Hour+time.Minute), vsName)
+	if bs := scheduleBackups(t, s, vsName); len(bs) != 2 {
+		t.Errorf("backups of the paused schedule: %d, want 2", len(bs))
+	}
+	if got := runs(); len(got) != 2 {
+		t.Errorf("NonAdminBackups of the paused schedule: %v, want 2", got)
 	}
 }
