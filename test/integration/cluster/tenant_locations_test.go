@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,6 +212,29 @@ func TestTenantStorageLocations(t *testing.T) {
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
 		t.Errorf("nothing under the tenant's prefix %s: %v", dir, err)
 	}
+	// A download link to the log of a backup on the tenant's location.
+	if _, err := alice.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: "mine-log"},
+		Spec: oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "to-mine"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	poll(t, "the link to the log on the tenant's location", time.Minute, func(ctx context.Context) (bool, error) {
+		nadr, err := alice.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Get(ctx, "mine-log", metav1.GetOptions{})
+		if err != nil || nadr.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated {
+			return false, err
+		}
+		link = nadr.Status.VeleroDownloadRequest.Status.DownloadURL
+		return link != "", nil
+	})
+	resp, err := anonymousClient(t, c).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := readGzip(resp)
+	if err != nil || !strings.Contains(logs, "Backup completed") {
+		t.Errorf("the log of the backup on the tenant's location, through its link: %v\n%.300s", err, logs)
+	}
+
 	// The tenant's restore writes with the tenant's rights: what the admin
 	// removed and the tenant may not write stays removed (a warning); the
 	// rest comes back.
@@ -436,4 +462,20 @@ func plantBackup(t *testing.T, backupsDir, from, to string, edit func(*velerov1.
 	if err := os.Rename(staging, filepath.Join(backupsDir, to)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// readGzip reads a gzipped response body; a status other than 200 is an
+// error.
+func readGzip(resp *http.Response) (string, error) {
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return "", fmt.Errorf("%d: %s", resp.StatusCode, body)
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	data, err := io.ReadAll(zr)
+	return string(data), err
 }

@@ -2,8 +2,15 @@ package conformance
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -142,6 +150,9 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		t.Fatalf("B's NonAdminSchedule and NonAdminDownloadRequest did not settle: %v", err)
 	}
 	aSchedules, aDownloads := a.Client.OadpV1alpha1().NonAdminSchedules(b.Namespace), a.Client.OadpV1alpha1().NonAdminDownloadRequests(b.Namespace)
+	// A's own link to its backup's contents, to forge from.
+	aLink, aBackup := ownLink(ctx, t, target)
+	links := linkClient(ctx, t, target)
 
 	// aNABs, aNARs: A's clients of B's namespace.
 	aNABs := a.Client.OadpV1alpha1().NonAdminBackups(b.Namespace)
@@ -406,6 +417,24 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}, metav1.CreateOptions{}))
 		}},
 	}
+	// Links are bearer tokens for one file until they expire: A's own
+	// link, changed, must open nothing.
+	attacks = append(attacks,
+		attack{"A's download link pointed at B's backup", func(ctx context.Context) error {
+			return fetch(ctx, links, forgeLink(t, aLink, func(q url.Values, target *string) { *target = strings.ReplaceAll(*target, aBackup, bBackup) }))
+		}},
+		attack{"A's download link with a later expiry", func(ctx context.Context) error {
+			return fetch(ctx, links, forgeLink(t, aLink, func(q url.Values, _ *string) {
+				e, _ := strconv.ParseInt(q.Get("expires"), 10, 64)
+				q.Set("expires", strconv.FormatInt(e+3600, 10))
+			}))
+		}},
+		attack{"A's download link replayed for another file of the backup", func(ctx context.Context) error {
+			return fetch(ctx, links, forgeLink(t, aLink, func(q url.Values, target *string) {
+				*target = strings.ReplaceAll(*target, string(velerov1.DownloadTargetKindBackupContents), string(velerov1.DownloadTargetKindBackupResourceList))
+			}))
+		}},
+	)
 	if target.Core {
 		attacks = append(attacks,
 			attack{"list Secrets in the admin namespace", func(ctx context.Context) error {
@@ -545,4 +574,102 @@ func tenantLocation(name, provider string, mutate func(*velerov1.BackupStorageLo
 		l.Name = name
 	}
 	return l
+}
+
+// ownLink makes tenant A's download request for its backup's contents and
+// returns its link and the Velero backup's name.
+func ownLink(ctx context.Context, t *testing.T, target TenantTarget) (string, string) {
+	t.Helper()
+	a := target.A
+	if _, err := a.Client.OadpV1alpha1().NonAdminDownloadRequests(a.Namespace).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: "alice-nadr"},
+		Spec: oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupContents, Name: "alice-nab"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating A's NonAdminDownloadRequest: %v", err)
+	}
+	var link string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nadr, err := a.Client.OadpV1alpha1().NonAdminDownloadRequests(a.Namespace).Get(ctx, "alice-nadr", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if st := nadr.Status.VeleroDownloadRequest.Status; st != nil {
+			link = st.DownloadURL
+		}
+		return link != "", nil
+	}); err != nil {
+		t.Fatalf("A's download link: %v", err)
+	}
+	nab, err := a.Client.OadpV1alpha1().NonAdminBackups(a.Namespace).Get(ctx, "alice-nab", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The link works as given.
+	if err := fetch(ctx, linkClient(ctx, t, target), link); err != nil {
+		t.Fatalf("A's own download link: %v", err)
+	}
+	return link, nab.Status.VeleroBackup.Name
+}
+
+// linkClient fetches download links as the velero CLI does: no
+// credentials, the CA the default storage location carries.
+func linkClient(ctx context.Context, t *testing.T, target TenantTarget) *http.Client {
+	t.Helper()
+	bsl, err := target.Admin.VeleroV1().BackupStorageLocations(target.AdminNamespace).Get(ctx, "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if bsl.Spec.ObjectStorage == nil || !pool.AppendCertsFromPEM(bsl.Spec.ObjectStorage.CACert) {
+		t.Fatalf("the default storage location carries no CA")
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
+}
+
+// forgeLink changes a download link: edit gets its query and the target
+// (the path of a direct link, the query's kind/name of one through the
+// aggregator, joined as "<kind>/<name>").
+func forgeLink(t *testing.T, link string, edit func(q url.Values, target *string)) string {
+	t.Helper()
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	if q.Has("kind") {
+		target := q.Get("kind") + "/" + q.Get("name")
+		edit(q, &target)
+		kind, name, _ := strings.Cut(target, "/")
+		q.Set("kind", kind)
+		q.Set("name", name)
+	} else {
+		target := u.Path
+		edit(q, &target)
+		u.Path = target
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// fetch GETs a link: nil when it is served; a 403 or 404 as the API's
+// errors, anything else as itself.
+func fetch(ctx context.Context, c *http.Client, link string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, link, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	gr := schema.GroupResource{Group: velerov1.SchemeGroupVersion.Group, Resource: "downloads"}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return nil
+	case http.StatusForbidden:
+		return apierrors.NewForbidden(gr, link, fmt.Errorf("%s", strings.TrimSpace(string(body))))
+	case http.StatusNotFound:
+		return apierrors.NewNotFound(gr, link)
+	}
+	return fmt.Errorf("GET %s: %d %s", link, resp.StatusCode, body)
 }
