@@ -108,6 +108,10 @@ type ExtraConfig struct {
 	ClientQPS      float32
 	ClientBurst    int
 	ClientPageSize int64
+	// EngineQPS and EngineBurst bound the engines' requests to this
+	// server (0: the loopback client's own limits).
+	EngineQPS   float32
+	EngineBurst int
 	// Opener opens storage locations' object stores (with the Secrets
 	// they refer to, when the server reads Secrets).
 	Opener objectstore.Opener

@@ -95,7 +95,11 @@ type engine struct {
 // install namespace.
 func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.PostStartHookFunc {
 	return func(hookCtx genericapiserver.PostStartHookContext) error {
-		client, err := versioned.NewForConfig(hookCtx.LoopbackClientConfig)
+		engineConfig := restclient.CopyConfig(hookCtx.LoopbackClientConfig)
+		if c.extra.EngineQPS > 0 {
+			engineConfig.QPS, engineConfig.Burst = c.extra.EngineQPS, c.extra.EngineBurst
+		}
+		client, err := versioned.NewForConfig(engineConfig)
 		if err != nil {
 			return fmt.Errorf("engine client: %w", err)
 		}
@@ -230,7 +234,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				}, clock.RealClock{})
 				return runOf(e, err)
 			}),
-			add(ControllerNonAdminBackup, 2, func() (func(context.Context, int), error) {
+			add(ControllerNonAdminBackup, 8, func() (func(context.Context, int), error) {
 				e, err := nonadmin.NewBackupController(nonadmin.BackupConfig{Client: client, AdminNamespace: c.extra.Namespace,
 					NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
 					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), DPAs: admin.DataProtectionApplications(),

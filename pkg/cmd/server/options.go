@@ -76,6 +76,10 @@ type Options struct {
 	// --client-page-size).
 	ClientQPS      float32
 	ClientBurst    int
+	// EngineQPS and EngineBurst bound the requests the server's engines
+	// make to its own API.
+	EngineQPS   float32
+	EngineBurst int
 	ClientPageSize int
 	// DisableControllers names engines not to run.
 	DisableControllers []string
@@ -123,6 +127,8 @@ func NewOptions() *Options {
 		ConcurrentBackups:          1,
 		ClientQPS:                  20,
 		ClientBurst:                30,
+		EngineQPS:                  200,
+		EngineBurst:                400,
 		ClientPageSize:             500,
 		BackupSyncPeriod:           time.Minute,
 		ItemOperationSyncFrequency: 10 * time.Second,
@@ -159,6 +165,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster")
 	fs.IntVar(&o.ClientBurst, "client-burst", o.ClientBurst, "maximum burst of requests a backup makes to the source cluster")
+	fs.Float32Var(&o.EngineQPS, "engine-qps", o.EngineQPS, "maximum requests per second the server's engines make to its own API, all engines together (kube-controller-manager's --kube-api-qps)")
+	fs.IntVar(&o.EngineBurst, "engine-burst", o.EngineBurst, "maximum burst of requests the server's engines make to its own API (kube-controller-manager's --kube-api-burst)")
 	fs.IntVar(&o.ClientPageSize, "client-page-size", o.ClientPageSize, "items per list request to the source cluster")
 	fs.StringSliceVar(&o.DisableControllers, "disable-controllers", o.DisableControllers, fmt.Sprintf("engines not to run (as Velero's --disable-controllers), from: %s", strings.Join(apiserver.Controllers, ", ")))
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "serve watches and lists from the watch cache in front of the storage")
@@ -196,6 +204,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ClientQPS <= 0 || o.ClientBurst < 1 || o.ClientPageSize < 1 {
 		errs = append(errs, fmt.Errorf("--client-qps (%v), --client-burst (%d) and --client-page-size (%d) must be positive", o.ClientQPS, o.ClientBurst, o.ClientPageSize))
+	}
+	if o.EngineQPS <= 0 || o.EngineBurst < 1 {
+		errs = append(errs, fmt.Errorf("--engine-qps (%v) and --engine-burst (%d) must be positive", o.EngineQPS, o.EngineBurst))
 	}
 	for _, c := range o.DisableControllers {
 		if !slices.Contains(apiserver.Controllers, c) {
@@ -334,7 +345,7 @@ func (o *Options) Run(ctx context.Context) error {
 	extra := apiserver.ExtraConfig{
 		Scheme: scheme, Codecs: codecs, Backend: backend, GarbageCollection: o.Mode == ModeAggregated,
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
-		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, ClientPageSize: int64(o.ClientPageSize),
+		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,

@@ -1,7 +1,7 @@
 // Package status is the one way engines write the status of the objects
-// they own: read the object as stored, apply the engine's change, write it
-// through the status subresource when something changed, retry on
-// conflicts, and tell the observers (metrics, events) about every phase
+// they own: apply the engine's change to the object (as the informer has
+// it, or as stored), write it through the status subresource when
+// something changed, retry on conflicts from the object as stored, and tell the observers (metrics, events) about every phase
 // transition. Each engine writes under its own field manager name, so the
 // managed fields of an object say which engine wrote what.
 package status
@@ -76,17 +76,26 @@ type ResourceWriter[T any, PT Object[T]] struct {
 	phase    PhaseFunc[T]
 }
 
-// Update applies mutate to the stored object of obj's name and UID and
-// writes it when mutate changed it; it returns what is stored after (the
-// object read when nothing changed). A conflict reads the object again and
+// Update applies mutate to obj and writes it when mutate changed it; it
+// returns what is stored after (the object mutate was given when nothing
+// changed). obj is used as given when it has a resourceVersion (an
+// informer's copy: nothing is read first, and it is not modified); a
+// conflict (obj was not the newest) reads the object as stored and
 // applies mutate again: mutate must decide from the object it is given. A
 // different UID (deleted and created again) is NotFound.
 func (r *ResourceWriter[T, PT]) Update(ctx context.Context, obj PT, mutate func(PT)) (PT, error) {
 	var out PT
+	fromCache := obj.GetResourceVersion() != ""
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := r.client.Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return err
+		var cur PT
+		if fromCache {
+			cur, fromCache = obj.DeepCopyObject().(PT), false
+		} else {
+			stored, err := r.client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur = stored
 		}
 		if obj.GetUID() != "" && PT(cur).GetUID() != obj.GetUID() {
 			return apierrors.NewNotFound(r.resource, obj.GetName())

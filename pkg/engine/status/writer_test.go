@@ -83,6 +83,24 @@ func TestUpdate(t *testing.T) {
 		t.Errorf("a write without a phase change was observed: %+v", obs.seen)
 	}
 
+	// An informer's copy (it has a resourceVersion): written as given,
+	// without a read first, and the copy itself left as it was.
+	cached := stored.DeepCopy()
+	cached.ResourceVersion = "7"
+	client.ClearActions()
+	out, err = w.Update(ctx, cached, func(b *velerov1.Backup) { b.Status.Errors = 3 })
+	if err != nil || out.Status.Errors != 3 {
+		t.Fatalf("writing from an informer's copy: %v, errors %d", err, out.Status.Errors)
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "get" {
+			t.Errorf("read before writing from an informer's copy: %v", a)
+		}
+	}
+	if cached.Status.Errors != 0 {
+		t.Error("the informer's copy was modified")
+	}
+
 	// Deleted and created again: the old object is gone.
 	other := stored.DeepCopy()
 	other.UID = "u0"
