@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -104,10 +105,10 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			return fmt.Errorf("engine client: %w", err)
 		}
 		factory := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
-			externalversions.WithNamespace(c.extra.Namespace))
+			externalversions.WithNamespace(c.extra.Namespace), externalversions.WithTransform(withoutManagedFields))
 		velero := factory.Velero().V1()
 		// VM backups and trackers live in the VMs' namespaces.
-		everywhere := externalversions.NewSharedInformerFactory(client, 10*time.Minute)
+		everywhere := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, externalversions.WithTransform(withoutManagedFields))
 		kubevirt := everywhere.Backup().V1alpha1()
 		// Tenants' objects live in their namespaces.
 		tenants := everywhere.Oadp().V1alpha1()
@@ -308,6 +309,16 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		}
 		return nil
 	}
+}
+
+// withoutManagedFields drops metadata.managedFields from the engines'
+// informer copies: no engine reads them, they are a large part of an
+// object kept in memory, and a write without them keeps the stored ones.
+func withoutManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 func firstError(errs ...error) error {

@@ -28,6 +28,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"golang.org/x/time/rate"
+
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
@@ -38,6 +40,7 @@ var (
 	tenants   = flag.Int("nonadminbench.tenants", 1000, "tenant namespaces")
 	perTenant = flag.Int("nonadminbench.nabs", 10, "NonAdminBackups per tenant")
 	workers   = flag.Int("nonadminbench.workers", 32, "concurrent clients")
+	pace      = flag.Float64("nonadminbench.completions-per-second", 0, "backups completed per second (0: as fast as the clients go, a burst)")
 )
 
 const adminNamespace = "backstop-system"
@@ -181,7 +184,14 @@ func BenchmarkNonAdmin(b *testing.B) {
 	pid := s.PID()
 	rss := map[int]int64{}
 	var done atomic.Int64
+	limit := rate.NewLimiter(rate.Inf, 1)
+	if *pace > 0 {
+		limit = rate.NewLimiter(rate.Limit(*pace), 1)
+	}
 	parallel(b, n, func(i int) error {
+		if err := limit.Wait(ctx); err != nil {
+			return err
+		}
 		for {
 			cur, err := engine.Get(ctx, backupOf[i], metav1.GetOptions{})
 			if err != nil {
@@ -206,7 +216,8 @@ func BenchmarkNonAdmin(b *testing.B) {
 		}
 		return nil
 	})
-	b.Logf("walked %d backups to Completed in %s", n, time.Since(start.Add(createdIn)))
+	walked := time.Since(start.Add(createdIn))
+	b.Logf("walked %d backups to Completed in %s", n, walked)
 	var latencies []time.Duration
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
@@ -239,4 +250,5 @@ func BenchmarkNonAdmin(b *testing.B) {
 	b.ReportMetric(float64(requests)/float64(n), "nab-requests/completion")
 	b.ReportMetric(float64(rss[n/4])/1024, "rss-at-25%-MiB")
 	b.ReportMetric(float64(rss[n])/1024, "rss-at-100%-MiB")
+	b.ReportMetric(float64(n)/walked.Seconds(), "completions/s")
 }

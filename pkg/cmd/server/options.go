@@ -76,11 +76,11 @@ type Options struct {
 	// --client-page-size).
 	ClientQPS      float32
 	ClientBurst    int
+	ClientPageSize int
 	// EngineQPS and EngineBurst bound the requests the server's engines
 	// make to its own API.
 	EngineQPS   float32
 	EngineBurst int
-	ClientPageSize int
 	// DisableControllers names engines not to run.
 	DisableControllers []string
 	// BackupSyncPeriod is how often storage locations are read for
@@ -127,8 +127,8 @@ func NewOptions() *Options {
 		ConcurrentBackups:          1,
 		ClientQPS:                  20,
 		ClientBurst:                30,
-		EngineQPS:                  200,
-		EngineBurst:                400,
+		EngineQPS:                  1000,
+		EngineBurst:                2000,
 		ClientPageSize:             500,
 		BackupSyncPeriod:           time.Minute,
 		ItemOperationSyncFrequency: 10 * time.Second,
@@ -165,7 +165,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster")
 	fs.IntVar(&o.ClientBurst, "client-burst", o.ClientBurst, "maximum burst of requests a backup makes to the source cluster")
-	fs.Float32Var(&o.EngineQPS, "engine-qps", o.EngineQPS, "maximum requests per second the server's engines make to its own API, all engines together (kube-controller-manager's --kube-api-qps)")
+	fs.Float32Var(&o.EngineQPS, "engine-qps", o.EngineQPS, "maximum requests per second the server's engines make to its own API, all engines together (kube-controller-manager's --kube-api-qps; the engines' writes mirror every change at scale, see docs/benchmarks.md)")
 	fs.IntVar(&o.EngineBurst, "engine-burst", o.EngineBurst, "maximum burst of requests the server's engines make to its own API (kube-controller-manager's --kube-api-burst)")
 	fs.IntVar(&o.ClientPageSize, "client-page-size", o.ClientPageSize, "items per list request to the source cluster")
 	fs.StringSliceVar(&o.DisableControllers, "disable-controllers", o.DisableControllers, fmt.Sprintf("engines not to run (as Velero's --disable-controllers), from: %s", strings.Join(apiserver.Controllers, ", ")))

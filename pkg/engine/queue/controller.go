@@ -46,6 +46,11 @@ type Controller struct {
 	observers []status.Observer
 }
 
+// passBatch is how long an event waits for others to share its pass of
+// the queue: under a burst of writes the queue is examined at most this
+// often, not once per event.
+const passBatch = 50 * time.Millisecond
+
 // maxExplained bounds how many waiting backups, from the head of the
 // queue, are explained per pass: each costs a scan of those ahead.
 const maxExplained = 100
@@ -62,7 +67,8 @@ func New(client versioned.Interface, informer informers.BackupInformer, namespac
 	c := &Controller{client: client, lister: informer.Lister(), namespace: namespace, limit: limit,
 		interner: NewInterner(), entries: map[types.UID]Entry{}, explained: map[types.UID]string{}, observers: observers}
 	c.Loop = reconcile.NewLoop("backup-queue", c.sync)
-	enqueue := func(any) { c.Loop.Add(queueKey) }
+	// A pass reads every backup: the events of passBatch share one.
+	enqueue := func(any) { c.Loop.AddAfter(queueKey, passBatch) }
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(any, any) { enqueue(nil) }, DeleteFunc: enqueue,
 	}); err != nil {
@@ -149,7 +155,19 @@ func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 		return nil
 	}
 
-	sort.Slice(queued, func(i, j int) bool { return sequence(queued[i]) < sequence(queued[j]) })
+	// Each backup's sequence read once, not at every comparison.
+	type numbered struct {
+		seq int64
+		b   *velerov1.Backup
+	}
+	order := make([]numbered, len(queued))
+	for i, b := range queued {
+		order[i] = numbered{sequence(b), b}
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].seq < order[j].seq })
+	for i := range order {
+		queued[i] = order[i].b
+	}
 	runningEntries := make([]Entry, 0, len(running))
 	for _, b := range running {
 		runningEntries = append(runningEntries, c.entry(b))

@@ -419,6 +419,34 @@ func TestTenantStorageLocations(t *testing.T) {
 		_, errR := requests.Get(ctx, id, metav1.GetOptions{})
 		return apierrors.IsNotFound(errL) && apierrors.IsNotFound(errR), nil
 	})
+
+	// The backup made there stays, its data in the tenant's bucket, out of
+	// the server's reach: deleteBackup says why it cannot delete the data
+	// (and tries again); forceDeleteBackup removes it here and leaves the
+	// data where it is.
+	nabs := alice.Client.OadpV1alpha1().NonAdminBackups(ns)
+	if _, err := nabs.Patch(ctx, "to-mine", types.MergePatchType, []byte(`{"spec":{"deleteBackup":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "deleteBackup saying the location is gone", time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := nabs.Get(ctx, "to-mine", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		d := n.Status.VeleroDeleteBackupRequest
+		return d != nil && d.Status != nil && strings.Contains(strings.Join(d.Status.Errors, " "), "does not exist"), nil
+	})
+	if _, err := nabs.Patch(ctx, "to-mine", types.MergePatchType, []byte(`{"spec":{"forceDeleteBackup":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the force-deleted backup gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, errN := nabs.Get(ctx, "to-mine", metav1.GetOptions{})
+		_, errB := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, made, metav1.GetOptions{})
+		return apierrors.IsNotFound(errN) && apierrors.IsNotFound(errB), nil
+	})
+	if _, err := os.Stat(filepath.Join(backupsDir, made, "velero-backup.json")); err != nil {
+		t.Errorf("the data of a backup on a deleted tenant location: %v, want it left in the tenant's bucket", err)
+	}
 }
 
 // plantBackup copies the backup from of a posix bucket's backups
