@@ -406,6 +406,29 @@ func TestNonAdminBackupAndRestore(t *testing.T) {
 	})
 }
 
+// waitQueueInfo polls the tenant objects' queue positions (by name; -1
+// for none) until they are want.
+func waitQueueInfo(t *testing.T, queue string, want map[string]int, read func() (map[string]*oadpv1alpha1.QueueInfo, error)) {
+	t.Helper()
+	var got map[string]int
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		infos, err := read()
+		if err != nil {
+			return false, err
+		}
+		got = map[string]int{}
+		for name, q := range infos {
+			got[name] = -1
+			if q != nil {
+				got[name] = q.EstimatedQueuePosition
+			}
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want), nil
+	}); err != nil {
+		t.Fatalf("%s queue positions %v, want %v (%v)", queue, got, want, err)
+	}
+}
+
 // TestNonAdminQueueCancelAndRecovery: a NonAdminBackup's queue position is
 // its Backup's, exact, with admin and tenant backups mixed, and follows the
 // queue without the NonAdminBackups being rewritten; its owner cancels it
@@ -429,29 +452,18 @@ func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
 			return n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && vb != nil && vb.Status != nil && vb.Status.Phase != ""
 		}).Status.VeleroBackup.Name
 	}
-	positions := func() map[string]int {
-		list, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int{}
-		for _, n := range list.Items {
-			out[n.Name] = -1
-			if n.Status.QueueInfo != nil {
-				out[n.Name] = n.Status.QueueInfo.EstimatedQueuePosition
-			}
-		}
-		return out
-	}
 	waitPositions := func(want map[string]int) {
 		t.Helper()
-		var got map[string]int
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			got = positions()
-			return fmt.Sprint(got) == fmt.Sprint(want), nil
-		}); err != nil {
-			t.Fatalf("queue positions %v, want %v", got, want)
-		}
+		waitQueueInfo(t, "backup", want, func() (map[string]*oadpv1alpha1.QueueInfo, error) {
+			list, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").List(ctx, metav1.ListOptions{})
+			out := map[string]*oadpv1alpha1.QueueInfo{}
+			if err == nil {
+				for _, n := range list.Items {
+					out[n.Name] = n.Status.QueueInfo
+				}
+			}
+			return out, err
+		})
 	}
 
 	// admin1 runs; then q1, admin2 and q2 queue up behind it.
@@ -583,29 +595,18 @@ func TestNonAdminRestoreQueue(t *testing.T) {
 			t.Fatalf("NonAdminRestore %s never Created: %v", name, err)
 		}
 	}
-	positions := func() map[string]int {
-		list, err := nars.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int{}
-		for _, n := range list.Items {
-			out[n.Name] = -1
-			if n.Status.QueueInfo != nil {
-				out[n.Name] = n.Status.QueueInfo.EstimatedQueuePosition
-			}
-		}
-		return out
-	}
 	waitPositions := func(want map[string]int) {
 		t.Helper()
-		var got map[string]int
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			got = positions()
-			return fmt.Sprint(got) == fmt.Sprint(want), nil
-		}); err != nil {
-			t.Fatalf("restore queue positions %v, want %v", got, want)
-		}
+		waitQueueInfo(t, "restore", want, func() (map[string]*oadpv1alpha1.QueueInfo, error) {
+			list, err := nars.List(ctx, metav1.ListOptions{})
+			out := map[string]*oadpv1alpha1.QueueInfo{}
+			if err == nil {
+				for _, n := range list.Items {
+					out[n.Name] = n.Status.QueueInfo
+				}
+			}
+			return out, err
+		})
 	}
 
 	adminRestore("admin1")
