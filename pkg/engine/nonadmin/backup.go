@@ -150,10 +150,10 @@ func originOf(namespaceAnnotation, nameAnnotation string) func(obj any) []cache.
 	}
 }
 
-// Run processes NonAdminBackups and orphaned Backups until ctx is done.
 // Orphans is the engine's orphan loop, for the garbage collection.
 func (c *BackupController) Orphans() Resyncer { return c.orphans }
 
+// Run processes NonAdminBackups and orphaned Backups until ctx is done.
 func (c *BackupController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	go c.policy.Run(ctx, 1)

@@ -130,10 +130,10 @@ func NewBSLController(cfg BSLConfig) (*BSLController, error) {
 	return c, nil
 }
 
-// Run processes locations and orphans until ctx is done.
 // Orphans is the engine's orphan loop, for the garbage collection.
 func (c *BSLController) Orphans() Resyncer { return c.orphans }
 
+// Run processes locations and orphans until ctx is done.
 func (c *BSLController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)

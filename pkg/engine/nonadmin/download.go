@@ -79,10 +79,10 @@ func NewDownloadController(cfg DownloadConfig) (*DownloadController, error) {
 	return c, nil
 }
 
-// Run processes requests and orphans until ctx is done.
 // Orphans is the engine's orphan loop, for the garbage collection.
 func (c *DownloadController) Orphans() Resyncer { return c.orphans }
 
+// Run processes requests and orphans until ctx is done.
 func (c *DownloadController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)

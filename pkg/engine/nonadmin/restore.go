@@ -109,10 +109,10 @@ func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 	return c, nil
 }
 
-// Run processes NonAdminRestores and orphaned Restores until ctx is done.
 // Orphans is the engine's orphan loop, for the garbage collection.
 func (c *RestoreController) Orphans() Resyncer { return c.orphans }
 
+// Run processes NonAdminRestores and orphaned Restores until ctx is done.
 func (c *RestoreController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)

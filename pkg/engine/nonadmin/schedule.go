@@ -116,10 +116,10 @@ func NewScheduleController(cfg ScheduleConfig) (*ScheduleController, error) {
 	return c, nil
 }
 
-// Run processes schedules and orphans until ctx is done.
 // Orphans is the engine's orphan loop, for the garbage collection.
 func (c *ScheduleController) Orphans() Resyncer { return c.orphans }
 
+// Run processes schedules and orphans until ctx is done.
 func (c *ScheduleController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)

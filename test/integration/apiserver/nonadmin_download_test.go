@@ -2,8 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net/http"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -72,15 +71,7 @@ func TestNonAdminDownloadRequests(t *testing.T) {
 
 	// The link, fetched without credentials (as the CLI does), trusting
 	// the server's CA (the default location carries it).
-	bsl, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Get(ctx, "default", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(bsl.Spec.ObjectStorage.CACert) {
-		t.Fatalf("the default location carries no CA: %q", bsl.Spec.ObjectStorage.CACert)
-	}
-	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}).Get(st.DownloadURL)
+	resp, err := conformance.LinkClient(ctx, t, s.Clientset, ns).Get(st.DownloadURL)
 	if err != nil {
 		t.Fatal(err)
 	}

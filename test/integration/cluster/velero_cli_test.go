@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net/http"
 	"os"
@@ -19,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -138,15 +137,7 @@ func downloadLink(t *testing.T, c *framework.Cluster, backup string) string {
 // storage location carries, as the velero CLI does.
 func anonymousClient(t *testing.T, c *framework.Cluster) *http.Client {
 	t.Helper()
-	bsl, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(context.Background(), "default", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if bsl.Spec.ObjectStorage == nil || !pool.AppendCertsFromPEM(bsl.Spec.ObjectStorage.CACert) {
-		t.Fatalf("the default storage location carries no CA: %+v", bsl.Spec.ObjectStorage)
-	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
+	return conformance.LinkClient(context.Background(), t, c.Backstop, adminNamespace)
 }
 
 func get(t *testing.T, client *http.Client, url string) (int, string) {

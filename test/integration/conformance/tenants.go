@@ -152,7 +152,7 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 	aSchedules, aDownloads := a.Client.OadpV1alpha1().NonAdminSchedules(b.Namespace), a.Client.OadpV1alpha1().NonAdminDownloadRequests(b.Namespace)
 	// A's own link to its backup's contents, to forge from.
 	aLink, aBackup := ownLink(ctx, t, target)
-	links := linkClient(ctx, t, target)
+	links := LinkClient(ctx, t, target.Admin, target.AdminNamespace)
 
 	// aNABs, aNARs: A's clients of B's namespace.
 	aNABs := a.Client.OadpV1alpha1().NonAdminBackups(b.Namespace)
@@ -603,23 +603,24 @@ func ownLink(ctx context.Context, t *testing.T, target TenantTarget) (string, st
 		t.Fatal(err)
 	}
 	// The link works as given.
-	if err := fetch(ctx, linkClient(ctx, t, target), link); err != nil {
+	if err := fetch(ctx, LinkClient(ctx, t, target.Admin, target.AdminNamespace), link); err != nil {
 		t.Fatalf("A's own download link: %v", err)
 	}
 	return link, nab.Status.VeleroBackup.Name
 }
 
-// linkClient fetches download links as the velero CLI does: no
-// credentials, the CA the default storage location carries.
-func linkClient(ctx context.Context, t *testing.T, target TenantTarget) *http.Client {
+// LinkClient fetches download links as the velero CLI does: no
+// credentials, the CA the default storage location of adminNamespace
+// carries (admin reads it).
+func LinkClient(ctx context.Context, t *testing.T, admin versioned.Interface, adminNamespace string) *http.Client {
 	t.Helper()
-	bsl, err := target.Admin.VeleroV1().BackupStorageLocations(target.AdminNamespace).Get(ctx, "default", metav1.GetOptions{})
+	bsl, err := admin.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, "default", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
 	if bsl.Spec.ObjectStorage == nil || !pool.AppendCertsFromPEM(bsl.Spec.ObjectStorage.CACert) {
-		t.Fatalf("the default storage location carries no CA")
+		t.Fatalf("the default storage location carries no CA: %+v", bsl.Spec.ObjectStorage)
 	}
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
 }
