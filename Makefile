@@ -64,12 +64,14 @@ UPSTREAM_RBAC_TESTS := k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac k8s.io/
 	k8s.io/kubernetes/pkg/controller/clusterroleaggregation k8s.io/component-helpers/auth/rbac/...
 
 # Every test: formatting, vet, generated code, then unit, conformance, crash
-# and integration tests against the real binaries, the crash-point matrix
+# and integration tests against the real binaries, the server's integration
+# suite again on etcd3 (a real etcd per server), the crash-point matrix
 # (its summary line printed), the imported RBAC packages' tests, 30 s of fuzzing request bodies, then the
 # storage tests again under the race detector.
 test: fmt-check vet verify-codegen build tools
 	bash hack/start-libvirt.sh
 	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m $$($(GO) list $(PKGS) | grep -v /test/integration/crash)
+	BACKSTOP_BIN_DIR=$(BIN) BACKSTOP_TEST_STORAGE=etcd3 $(GO) test -count=1 -timeout 30m ./test/integration/apiserver
 	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m -v ./test/integration/crash | \
 		grep -a -E '^(ok|FAIL|panic:|points [0-9]+|--- FAIL|    [a-z_]+_test.go:[0-9]+: )'
 	$(GO) test -count=1 $(UPSTREAM_RBAC_TESTS)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 
 	"k8s.io/client-go/dynamic"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -78,8 +79,14 @@ type Config struct {
 type ExtraConfig struct {
 	Scheme *runtime.Scheme
 	Codecs serializer.CodecFactory
-	// Backend is the opened Pebble database every resource persists in.
+	// Backend is the opened Pebble database every resource persists in
+	// (--storage-backend=pebble); nil when Etcd is set.
 	Backend *pebble.Backend
+	// Etcd is the etcd cluster every resource persists in
+	// (--storage-backend=etcd3): k8s.io/apiserver's etcd3 store, behind
+	// its watch cache when WatchCache is set.
+	Etcd       *storagebackend.Config
+	WatchCache bool
 	// GarbageCollection: a garbage collector (kube-controller-manager)
 	// processes ownerReferences and deletion propagation (aggregated mode).
 	GarbageCollection bool
@@ -177,13 +184,21 @@ func (c *Config) Complete() CompletedConfig {
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, cfg *genericapiserver.Config) http.Handler {
 		return buildChain(engines.Filter(h), cfg)
 	}
-	c.GenericConfig.RESTOptionsGetter = &pebbleRESTOptionsGetter{
-		backend: c.Extra.Backend, scheme: c.Extra.Scheme, codecs: c.Extra.Codecs,
-		garbageCollection: c.Extra.GarbageCollection,
+	getter := &restOptionsGetter{scheme: c.Extra.Scheme, codecs: c.Extra.Codecs, garbageCollection: c.Extra.GarbageCollection}
+	if c.Extra.Backend != nil {
+		getter.config = storagebackend.Config{Type: StoragePebble, Prefix: storagePrefix}
+		getter.decorator = c.Extra.Backend.Decorator()
+		c.GenericConfig.AddReadyzChecks(healthz.NamedCheck("pebble", func(*http.Request) error {
+			return c.Extra.Backend.Healthy()
+		}))
+	} else {
+		// The etcd options added etcd's health and readiness checks.
+		getter.config = *c.Extra.Etcd
+		getter.config.StorageObjectCountTracker = c.GenericConfig.StorageObjectCountTracker
+		getter.decorator = etcd3Decorator(c.Extra.WatchCache)
+		getter.transformers = c.GenericConfig.ResourceTransformers
 	}
-	c.GenericConfig.AddReadyzChecks(healthz.NamedCheck("pebble", func(*http.Request) error {
-		return c.Extra.Backend.Healthy()
-	}))
+	c.GenericConfig.RESTOptionsGetter = getter
 	return CompletedConfig{generic: c.GenericConfig.Complete(), extra: c.Extra}
 }
 

@@ -8,58 +8,85 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
-
-	"github.com/backstop-io/backstop/pkg/storage/pebble"
+	storagevalue "k8s.io/apiserver/pkg/storage/value"
 )
 
-// storagePrefix is the key prefix of every resource in the database.
+// storagePrefix is the key prefix of every resource in the Pebble database.
 const storagePrefix = "/registry"
 
-// pebbleRESTOptionsGetter makes every genericregistry.Store persist through
-// the embedded Pebble backend, encoding objects as JSON in the preferred
-// version of their group.
-type pebbleRESTOptionsGetter struct {
-	backend *pebble.Backend
-	scheme  *runtime.Scheme
-	codecs  serializer.CodecFactory
+// Storage backends (--storage-backend).
+const (
+	// StoragePebble is the embedded database under the data directory.
+	StoragePebble = "pebble"
+	// StorageEtcd3 is an etcd cluster, through k8s.io/apiserver's own
+	// etcd3 store, shared by every replica.
+	StorageEtcd3 = "etcd3"
+)
+
+// restOptionsGetter makes every genericregistry.Store persist through one
+// storage backend, encoding objects as JSON in the preferred version of
+// their group, under /<prefix>/<group>/<resource>/ whichever the backend.
+type restOptionsGetter struct {
+	// config is the backend's configuration (type, prefix, and for etcd3
+	// its transport and compaction); the codec is set per resource.
+	config storagebackend.Config
+	// decorator opens a resource's store (Pebble's, or the etcd3 store
+	// behind the watch cache).
+	decorator generic.StorageDecorator
+	// transformers, when set (etcd3 with --encryption-provider-config),
+	// encrypt what is stored.
+	transformers storagevalue.ResourceTransformers
+	scheme       *runtime.Scheme
+	codecs       serializer.CodecFactory
 	// garbageCollection is on when a kube-controller-manager garbage
 	// collector watches this server (aggregated mode).
 	garbageCollection bool
 }
 
-var _ generic.RESTOptionsGetter = &pebbleRESTOptionsGetter{}
+var _ generic.RESTOptionsGetter = &restOptionsGetter{}
 
-func (g *pebbleRESTOptionsGetter) GetRESTOptions(resource schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
+func (g *restOptionsGetter) GetRESTOptions(resource schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
 	versions := g.scheme.PrioritizedVersionsForGroup(resource.Group)
 	if len(versions) == 0 {
 		return generic.RESTOptions{}, fmt.Errorf("no storage version for %s: the group is not registered", resource)
 	}
-	codec, _, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
+	config := g.config
+	codec, versioner, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
 		StorageMediaType:  runtime.ContentTypeJSON,
 		StorageSerializer: g.codecs,
 		StorageVersion:    versions[0],
 		MemoryVersion:     schema.GroupVersion{Group: resource.Group, Version: runtime.APIVersionInternal},
+		Config:            config,
 	})
 	if err != nil {
 		return generic.RESTOptions{}, fmt.Errorf("building the storage codec of %s: %w", resource, err)
 	}
+	config.Codec, config.EncodeVersioner = codec, versioner
+	if g.transformers != nil {
+		config.Transformer = g.transformers.TransformerForResource(resource)
+	}
+	if config.EventsHistoryWindow == 0 {
+		// How far back a watch cache can serve watches from memory.
+		config.EventsHistoryWindow = storagebackend.DefaultEventsHistoryWindow
+	}
 	return generic.RESTOptions{
-		StorageConfig: &storagebackend.ConfigForResource{
-			Config: storagebackend.Config{
-				Type:   "pebble",
-				Prefix: storagePrefix,
-				Codec:  codec,
-				// How far back a watch cache can serve watches from memory.
-				EventsHistoryWindow: storagebackend.DefaultEventsHistoryWindow,
-			},
-			GroupResource: resource,
-		},
-		Decorator:               g.backend.Decorator(),
+		StorageConfig:           config.ForResource(resource),
+		Decorator:               g.decorator,
 		EnableGarbageCollection: g.garbageCollection,
 		DeleteCollectionWorkers: 1,
 		ResourcePrefix:          "/" + resource.Group + "/" + resource.Resource,
 		CountMetricPollPeriod:   time.Minute,
 	}, nil
+}
+
+// etcd3Decorator is how an etcd3 store is opened: the upstream etcd3 store,
+// behind the upstream watch cache when watchCache is set.
+func etcd3Decorator(watchCache bool) generic.StorageDecorator {
+	if watchCache {
+		return genericregistry.StorageWithCacher()
+	}
+	return generic.UndecoratedStorage
 }

@@ -24,6 +24,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
@@ -62,7 +63,14 @@ type Options struct {
 	ExternalURL string
 	// TLSSANs are extra host names / IPs for the generated serving certificate.
 	TLSSANs []string
-	// CompactionInterval: how often storage history older than one interval is dropped.
+	// StorageBackend is pebble (embedded, under the data directory) or
+	// etcd3 (an etcd cluster every replica shares).
+	StorageBackend string
+	// Etcd are k8s.io/apiserver's etcd options (--etcd-servers, TLS files,
+	// --etcd-prefix, --etcd-compaction-interval, ...), used with etcd3.
+	Etcd *genericoptions.EtcdOptions
+	// CompactionInterval: how often Pebble's history older than one
+	// interval is dropped.
 	CompactionInterval time.Duration
 	// WatchCache serves watches and lists from the apiserver's watch cache.
 	WatchCache bool
@@ -122,6 +130,8 @@ func NewOptions() *Options {
 		Mode:                       ModeStandalone,
 		Namespace:                  "backstop-system",
 		DataDir:                    "data",
+		StorageBackend:             apiserver.StoragePebble,
+		Etcd:                       genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil)),
 		CompactionInterval:         5 * time.Minute,
 		WatchCache:                 true,
 		ConcurrentBackups:          1,
@@ -152,7 +162,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "the admin namespace: Velero objects (backups, schedules, restores, storage locations, ...) are processed there, as Velero processes its install namespace")
 	fs.StringVar(&o.ExternalURL, "external-url", o.ExternalURL, "base URL download links point at: this server standalone (default https://<bind-address>:<port>); kube-apiserver as users reach it aggregated, the links going through its aggregator (default: the server of --kubeconfig, or in-cluster https://kubernetes.default.svc)")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
-	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often storage history older than one interval is compacted; 0 disables compaction")
+	fs.StringVar(&o.StorageBackend, "storage-backend", o.StorageBackend, "where objects are stored: pebble (embedded, under --data-dir; one server) or etcd3 (the etcd cluster of --etcd-servers, shared by every replica)")
+	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often Pebble's history older than one interval is compacted; 0 disables compaction (etcd3: --etcd-compaction-interval)")
+	o.addEtcdFlags(fs)
 	fs.DurationVar(&o.BackupSyncPeriod, "backup-sync-period", o.BackupSyncPeriod, "how often storage locations are read for backups this server has no Backup of, which are then created (Velero's --backup-sync-period)")
 	fs.DurationVar(&o.ItemOperationSyncFrequency, "item-operation-sync-frequency", o.ItemOperationSyncFrequency, "how often the async operations of backups (VM disk backups) are checked (Velero's --item-operation-sync-frequency)")
 	fs.StringSliceVar(&o.EngineGroups, "engine-groups", o.EngineGroups, "groups whose members may write the status of backups, restores, deletion requests, schedules and VM backups as the server's own engines do (for engines run elsewhere with --disable-controllers); by default only the server itself")
@@ -176,6 +188,28 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Authentication.AddFlags(fs)
 	o.Authorization.AddFlags(fs)
 	o.CoreAPI.AddFlags(fs)
+}
+
+// etcdFlags are the flags of k8s.io/apiserver's etcd options that
+// backstop-apiserver takes, as kube-apiserver spells them. The others are
+// Backstop's own (--storage-backend, --watch-cache) or not acted on
+// (storage media type, per-resource servers and cache sizes, encryption at
+// rest, garbage collection: set by --mode).
+var etcdFlags = []string{
+	"etcd-servers", "etcd-prefix", "etcd-cafile", "etcd-certfile", "etcd-keyfile",
+	"etcd-compaction-interval", "etcd-count-metric-poll-period", "etcd-db-metric-poll-interval",
+	"etcd-healthcheck-timeout", "etcd-readycheck-timeout", "lease-reuse-duration-seconds",
+}
+
+// addEtcdFlags registers the etcd options' flags of etcdFlags.
+func (o *Options) addEtcdFlags(fs *pflag.FlagSet) {
+	all := pflag.NewFlagSet("etcd", pflag.ContinueOnError)
+	o.Etcd.AddFlags(all)
+	for _, name := range etcdFlags {
+		if f := all.Lookup(name); f != nil {
+			fs.AddFlag(f)
+		}
+	}
 }
 
 // Validate checks the flags.
@@ -213,6 +247,14 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--disable-controllers: unknown controller %q (known: %s)", c, strings.Join(apiserver.Controllers, ", ")))
 		}
 	}
+	switch o.StorageBackend {
+	case apiserver.StoragePebble:
+	case apiserver.StorageEtcd3:
+		o.Etcd.StorageConfig.Type = storagebackend.StorageTypeETCD3
+		errs = append(errs, o.Etcd.Validate()...)
+	default:
+		errs = append(errs, fmt.Errorf("--storage-backend must be %q or %q, not %q", apiserver.StoragePebble, apiserver.StorageEtcd3, o.StorageBackend))
+	}
 	if o.CompactionInterval < 0 {
 		errs = append(errs, errors.New("--storage-compaction-interval must not be negative"))
 	}
@@ -246,19 +288,22 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating the data directory: %w", err)
 	}
-	backend, err := pebble.NewBackend(pebble.BackendOptions{
-		Dir:                filepath.Join(o.DataDir, "pebble"),
-		CompactionInterval: o.CompactionInterval,
-		WatchCache:         o.WatchCache,
-	})
-	if err != nil {
-		return fmt.Errorf("opening the storage in %s: %w", o.DataDir, err)
-	}
-	defer func() {
-		if err := backend.Close(); err != nil {
-			klog.ErrorS(err, "Closing the storage")
+	var backend *pebble.Backend
+	if o.StorageBackend == apiserver.StoragePebble {
+		var err error
+		if backend, err = pebble.NewBackend(pebble.BackendOptions{
+			Dir:                filepath.Join(o.DataDir, "pebble"),
+			CompactionInterval: o.CompactionInterval,
+			WatchCache:         o.WatchCache,
+		}); err != nil {
+			return fmt.Errorf("opening the storage in %s: %w", o.DataDir, err)
 		}
-	}()
+		defer func() {
+			if err := backend.Close(); err != nil {
+				klog.ErrorS(err, "Closing the storage")
+			}
+		}()
+	}
 
 	scheme := apiserver.NewScheme()
 	codecs := apiserver.NewCodecs(scheme)
@@ -271,7 +316,18 @@ func (o *Options) Run(ctx context.Context) error {
 	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(backstopopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIV3Config.Info.Title = "Backstop"
 
+	var etcd *storagebackend.Config
+	if backend == nil {
+		// etcd's health and readiness checks, encryption at rest if
+		// configured; the REST options are Backstop's (apiserver.Config).
+		o.Etcd.EnableWatchCache = o.WatchCache
+		if err := o.Etcd.ApplyTo(&cfg.Config); err != nil {
+			return fmt.Errorf("configuring etcd: %w", err)
+		}
+		etcd = &o.Etcd.StorageConfig
+	}
 	var ca *pki.CA
+	var err error
 	if o.Mode == ModeStandalone {
 		if ca, err = o.standaloneServing(); err != nil {
 			return err
@@ -343,7 +399,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 
 	extra := apiserver.ExtraConfig{
-		Scheme: scheme, Codecs: codecs, Backend: backend, GarbageCollection: o.Mode == ModeAggregated,
+		Scheme: scheme, Codecs: codecs, Backend: backend, Etcd: etcd, WatchCache: o.WatchCache, GarbageCollection: o.Mode == ModeAggregated,
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,

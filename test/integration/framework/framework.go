@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,8 @@ type Server struct {
 	Port    int
 	args    []string
 	env     []string
+	// storageArgs choose the storage backend (none: Pebble).
+	storageArgs []string
 
 	// KubeconfigPath is the admin kubeconfig (user in system:masters).
 	KubeconfigPath string
@@ -51,6 +54,9 @@ type Server struct {
 
 	engineOnce sync.Once
 	engine     versioned.Interface
+
+	// Etcd is the server's etcd when the tests run on etcd3 (StorageEnv).
+	Etcd *Etcd
 }
 
 // EngineGroup is the group test servers accept as the server's engines
@@ -76,6 +82,10 @@ func Start(t testing.TB, opts Options) *Server {
 		dataDir = t.TempDir()
 	}
 	s := &Server{t: t, DataDir: dataDir, Port: freePort(t), args: opts.Args, env: opts.Env}
+	if Storage() == "etcd3" && !slices.ContainsFunc(opts.Args, func(a string) bool { return strings.HasPrefix(a, "--storage-backend") }) {
+		s.Etcd = etcdOf(t, dataDir)
+		s.storageArgs = []string{"--storage-backend=etcd3", "--etcd-servers=" + s.Etcd.Endpoints()}
+	}
 	s.start()
 	t.Cleanup(func() {
 		s.Stop()
@@ -84,6 +94,31 @@ func Start(t testing.TB, opts Options) *Server {
 		}
 	})
 	return s
+}
+
+var (
+	etcdMu     sync.Mutex
+	etcdByData = map[string]*Etcd{}
+)
+
+// etcdOf is the etcd of the servers on dataDir: one, started by the first
+// of them, so that a server started again on the same directory finds its
+// objects.
+func etcdOf(t testing.TB, dataDir string) *Etcd {
+	t.Helper()
+	etcdMu.Lock()
+	defer etcdMu.Unlock()
+	if e, ok := etcdByData[dataDir]; ok {
+		return e
+	}
+	e := StartEtcd(t, 1)
+	etcdByData[dataDir] = e
+	t.Cleanup(func() {
+		etcdMu.Lock()
+		defer etcdMu.Unlock()
+		delete(etcdByData, dataDir)
+	})
+	return e
 }
 
 // URL is the server's address.
@@ -103,7 +138,8 @@ func (s *Server) start() {
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(s.Port),
 		"--engine-groups", EngineGroup,
-	}, s.args...)
+	}, s.storageArgs...)
+	args = append(args, s.args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
