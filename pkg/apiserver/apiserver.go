@@ -213,7 +213,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups, downloads, err := c.apiGroups(signer)
+	groups, downloads, queues, err := c.apiGroups(signer)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +237,9 @@ func (c CompletedConfig) New() (*Server, error) {
 			return nil, fmt.Errorf("registering the RBAC bootstrap: %w", err)
 		}
 	}
+	if err := gs.AddPostStartHook(QueueIndexHookName, queues); err != nil {
+		return nil, fmt.Errorf("registering the queue indexes: %w", err)
+	}
 	if err := gs.AddPostStartHook("backstop-engines", c.startEngines(signer)); err != nil {
 		return nil, fmt.Errorf("registering the engines: %w", err)
 	}
@@ -257,15 +260,21 @@ func (s storageSet) add(name string, main rest.Storage, status *resource.StatusR
 	return nil
 }
 
-// apiGroups builds the storage of every group, and the handler of download
-// links (served directly, and as downloadrequests/content).
-func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.APIGroupInfo, *download.Handler, error) {
+// QueueIndexHookName is the post-start hook that keeps the backup and
+// restore queues' positions current from a watch of the storage (package
+// queueindex): the server is ready once both are listed.
+const QueueIndexHookName = "backstop-queue-index"
+
+// apiGroups builds the storage of every group, the handler of download
+// links (served directly, and as downloadrequests/content), and the hook
+// that runs the queue indexes.
+func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.APIGroupInfo, *download.Handler, genericapiserver.PostStartHookFunc, error) {
 	scheme, codecs, getter := c.extra.Scheme, c.extra.Codecs, c.generic.RESTOptionsGetter
 
 	veleroV1 := storageSet{}
 	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter, c.extra.Namespace, c.extra.LinkCA)
 	if err := veleroV1.add("backupstoragelocations", bslREST, bslStatus, err); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defaultLocation := defaultLocationFrom(bslREST)
 	// Processed in the admin namespace only.
@@ -277,7 +286,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	} {
 		main, status, err := r.new(scheme, getter, c.extra.Namespace)
 		if err := veleroV1.add(r.name, main, status, err); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for _, r := range []struct {
@@ -293,7 +302,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	} {
 		main, status, err := r.new(scheme, getter)
 		if err := veleroV1.add(r.name, main, status, err); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	locations := objectstore.Locations{Get: locationFrom(bslREST), Opener: c.extra.Opener}
@@ -301,84 +310,84 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	veleroV1["downloadrequests/content"] = &downloadrequest.ContentREST{Serve: downloads.ServeContent}
 	backups, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation, locations)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := veleroV1.add("backups", backups.Backup, backups.Status, nil); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	veleroV1["backups/cancel"] = backups.Cancel
 	veleroV1["backups/logs"] = backups.Logs
 	schedules, err := schedule.NewREST(scheme, getter, c.extra.Namespace, backups.Backup, c.extra.ScheduleSkipImmediately)
 	if err := veleroV1.add("schedules", schedules.Schedule, schedules.Status, err); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	veleroV1["schedules/pause"] = schedules.Pause
 	veleroV1["schedules/unpause"] = schedules.Unpause
 	veleroV1["schedules/trigger"] = schedules.Trigger
 	restoreStorage, err := restore.NewREST(scheme, getter, c.extra.Namespace)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	restores := restoreStorage.Restore
 	if err := veleroV1.add("restores", restores, restoreStorage.Status, nil); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations)
 
 	oadpV1alpha1 := storageSet{}
 	dpas, dpaStatus, err := dataprotectionapplication.NewREST(scheme, getter, c.extra.Namespace)
 	if err := oadpV1alpha1.add("dataprotectionapplications", dpas, dpaStatus, err); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	policy := dataprotectionapplication.PolicySource{Namespace: c.extra.Namespace, Store: dpas}.Policy
 	nabsls, nabslStatus, err := nonadminbackupstoragelocation.NewREST(scheme, getter, policy)
 	if err := oadpV1alpha1.add("nonadminbackupstoragelocations", nabsls, nabslStatus, err); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	requests, requestStatus, err := nonadminbackupstoragelocationrequest.NewREST(scheme, getter, c.extra.Namespace)
 	if err := oadpV1alpha1.add("nonadminbackupstoragelocationrequests", requests, requestStatus, err); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nabs, err := nonadminbackup.NewREST(scheme, getter, nonadminbackup.Backups{
 		Namespace: c.extra.Namespace, Store: backups.Backup.Store, Position: backups.Queue.Position, Locations: locations, TenantLocations: nabsls}, policy)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := oadpV1alpha1.add("nonadminbackups", nabs.NonAdminBackup, nabs.Status, nil); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	oadpV1alpha1["nonadminbackups/cancel"] = nabs.Cancel
 	oadpV1alpha1["nonadminbackups/logs"] = nabs.Logs
 	nars, err := nonadminrestore.NewREST(scheme, getter, nabs.NonAdminBackup, nonadminrestore.Restores{
 		Namespace: c.extra.Namespace, Restores: restores, Position: restoreStorage.Queue.Position, Backups: backups.Backup, Locations: locations}, policy)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := oadpV1alpha1.add("nonadminrestores", nars.NonAdminRestore, nars.Status, nil); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	oadpV1alpha1["nonadminrestores/logs"] = nars.Logs
 	nass, nasStatus, err := nonadminschedule.NewREST(scheme, getter, policy, nabsls)
 	if err := oadpV1alpha1.add("nonadminschedules", nass, nasStatus, err); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nadrs, nadrStatus, err := nonadmindownloadrequest.NewREST(scheme, getter, nabs.NonAdminBackup, nars.NonAdminRestore)
 	if err := oadpV1alpha1.add("nonadmindownloadrequests", nadrs, nadrStatus, err); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 
 	vmV1alpha1 := storageSet{}
 	vmBackups, err := virtualmachinebackup.NewREST(scheme, getter)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := vmV1alpha1.add("virtualmachinebackups", vmBackups.Backup, vmBackups.Status, nil); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	vmV1alpha1["virtualmachinebackups/cancel"] = vmBackups.Cancel
 	main, status, err := virtualmachinebackuptracker.NewREST(scheme, getter)
 	if err := vmV1alpha1.add("virtualmachinebackuptrackers", main, status, err); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 
 	group := func(name, version string, storage storageSet) genericapiserver.APIGroupInfo {
@@ -400,11 +409,17 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	if c.extra.RBAC != nil {
 		authGroups, err := c.authorizationGroups(group)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		groups = append(groups, authGroups...)
 	}
-	return groups, downloads, nil
+	queues := func(ctx genericapiserver.PostStartHookContext) error {
+		if err := backups.Queue.Run(ctx, backups.Backup.Store, &velero.Backup{}); err != nil {
+			return err
+		}
+		return restoreStorage.Queue.Run(ctx, restores.Store, &velero.Restore{})
+	}
+	return groups, downloads, queues, nil
 }
 
 // authorizationGroups are the groups a standalone server serves for its own

@@ -80,7 +80,6 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	plain := func(s resource.Strategy) (resource.Strategy, resource.StatusStrategy) {
 		return s, resource.NewStatusStrategy(s)
 	}
-	emptyQueue := func(context.Context) (*velero.BackupList, error) { return &velero.BackupList{}, nil }
 
 	b := backup.NewStrategy(scheme, nil)
 	sch := schedule.NewStrategy(scheme, false)
@@ -132,7 +131,7 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 			seed: `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectRulesReview","spec":{"namespace":"a"}}`},
 		reflect.TypeOf(&authentication.SelfSubjectReview{}): {gvk: schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "SelfSubjectReview"},
 			review: selfsubjectreview.NewREST(), seed: `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`},
-		reflect.TypeOf(&velero.Backup{}): {velerov1("Backup"), b, backup.NewStatusStrategy(b, backup.NewQueueIndex(ns, emptyQueue)),
+		reflect.TypeOf(&velero.Backup{}): {velerov1("Backup"), b, backup.NewStatusStrategy(b, backup.NewQueueIndex(ns)),
 			`{"apiVersion":"velero.io/v1","kind":"Backup",` + meta + `,"spec":{"includedNamespaces":["a"],"ttl":"1h"},"status":{"phase":"Completed"}}`, nil},
 		reflect.TypeOf(&velero.Schedule{}): {velerov1("Schedule"), sch, schedule.NewStatusStrategy(sch),
 			`{"apiVersion":"velero.io/v1","kind":"Schedule",` + meta + `,"spec":{"schedule":"@daily","template":{"includedNamespaces":["a"]}}}`, nil},

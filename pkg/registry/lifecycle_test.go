@@ -83,10 +83,9 @@ func vmbIn(s kv.BackupState) runtime.Object {
 
 func lifeCases() map[string]lifeCase {
 	scheme := runtime.NewScheme()
-	emptyQueue := func(context.Context) (*velero.BackupList, error) { return &velero.BackupList{}, nil }
 	return map[string]lifeCase{
 		"Backup": {
-			strategy: backup.NewStatusStrategy(backup.NewStrategy(scheme, nil), backup.NewQueueIndex(ns, emptyQueue)),
+			strategy: backup.NewStatusStrategy(backup.NewStrategy(scheme, nil), backup.NewQueueIndex(ns)),
 			changes: changesOf(velerov1.BackupLifecycle, func(p velerov1.BackupPhase) runtime.Object {
 				return &velero.Backup{ObjectMeta: meta("b"), Status: velero.BackupStatus{Phase: velero.BackupPhase(p)}}
 			}),

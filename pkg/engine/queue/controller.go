@@ -164,7 +164,14 @@ func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 	for i, b := range queued {
 		order[i] = numbered{sequence(b), b}
 	}
-	sort.Slice(order, func(i, j int) bool { return order[i].seq < order[j].seq })
+	// Equal sequences (replicas numbering at once) by name, as the
+	// registry's index orders them.
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].seq != order[j].seq {
+			return order[i].seq < order[j].seq
+		}
+		return order[i].b.Name < order[j].b.Name
+	})
 	for i := range order {
 		queued[i] = order[i].b
 	}

@@ -1,14 +1,21 @@
 // Package queueindex owns the order of a queue of stored objects (queued
 // backups, restores waiting to run): each object entering the queue gets a
 // sequence (velerov1.QueueSequenceAnnotation), and the index keeps the
-// sequences of those waiting, sorted, current through the store's
-// after-write hooks, so that a read that starts after a write returned
-// sees the new positions.
+// sequences of those waiting, sorted, current through a watch of the
+// storage, so that every replica sharing the storage derives the same
+// positions from the same objects.
 //
 // Positions are not stored: they are filled in when an object is read (get,
 // list, watch events as they are sent). Taking an object out of the queue
 // therefore writes that object only; those behind it move up without
 // being rewritten, so draining N waiting objects costs N writes, not N².
+//
+// The order is by sequence, then by name. Sequences come from a hybrid
+// clock: the larger of the wall clock in microseconds and one more than the
+// largest sequence this index has seen or handed out. One replica's
+// sequences only grow; replicas that hand out sequences at once order their
+// objects by their clocks, and equal sequences by name, the same on every
+// replica.
 package queueindex
 
 import (
@@ -17,10 +24,15 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/client-go/tools/cache"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
@@ -28,22 +40,34 @@ import (
 // Index orders the waiting objects of one namespace by sequence.
 type Index[T metav1.Object] struct {
 	namespace string
-	// Load lists the namespace's objects (set before the first use).
-	Load func(ctx context.Context) ([]T, error)
 	// waiting says whether an object is in the queue.
 	waiting func(T) bool
+	// now is the clock sequences start from.
+	now func() time.Time
 
-	mu     sync.Mutex
-	loaded bool
-	seqOf  map[string]int64 // waiting object → sequence
-	order  []int64          // the sequences of waiting objects, sorted
-	next   int64
+	mu    sync.Mutex
+	seqOf map[string]int64 // waiting object → sequence
+	order []entry          // the waiting objects, sorted
+	next  int64
+}
+
+// entry is a waiting object's place: its sequence, then its name.
+type entry struct {
+	seq  int64
+	name string
+}
+
+func (e entry) before(o entry) bool {
+	if e.seq != o.seq {
+		return e.seq < o.seq
+	}
+	return e.name < o.name
 }
 
 // New returns the index of namespace; waiting says which objects are in
-// the queue.
-func New[T metav1.Object](namespace string, load func(ctx context.Context) ([]T, error), waiting func(T) bool) *Index[T] {
-	return &Index[T]{namespace: namespace, Load: load, waiting: waiting, seqOf: map[string]int64{}, next: 1}
+// the queue. Run keeps it current.
+func New[T metav1.Object](namespace string, waiting func(T) bool) *Index[T] {
+	return &Index[T]{namespace: namespace, waiting: waiting, now: time.Now, seqOf: map[string]int64{}, next: 1}
 }
 
 // Sequence is an object's sequence, if it has one.
@@ -66,27 +90,73 @@ func SetSequence(o metav1.Object, seq int64) {
 	o.SetAnnotations(a)
 }
 
-// ensureLoaded fills the index from storage once. Called with mu held.
-func (x *Index[T]) ensureLoaded() error {
-	if x.loaded {
-		return nil
+// Store is what the index watches: the registry's own store of the
+// objects (internal versions).
+type Store interface {
+	rest.Lister
+	rest.Watcher
+}
+
+// Run keeps the index current from a list and watch of the namespace's
+// objects in store (example is an empty object of the kind), until ctx
+// ends. It returns once the first list is in.
+func (x *Index[T]) Run(ctx context.Context, store Store, example runtime.Object) error {
+	internal := func(ctx context.Context, opts metav1.ListOptions) (context.Context, *metainternalversion.ListOptions, error) {
+		var in metainternalversion.ListOptions
+		if err := metainternalversion.Convert_v1_ListOptions_To_internalversion_ListOptions(&opts, &in, nil); err != nil {
+			return nil, nil, err
+		}
+		return genericrequest.WithNamespace(ctx, x.namespace), &in, nil
 	}
-	list, err := x.Load(genericrequest.WithNamespace(context.Background(), x.namespace))
-	if err != nil {
-		return fmt.Errorf("loading the queue of namespace %s: %w", x.namespace, err)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			ctx, in, err := internal(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return store.List(ctx, in)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			ctx, in, err := internal(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			w, err := store.Watch(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			// The watch cache sends objects wrapped with their encodings.
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+				if c, ok := e.Object.(runtime.CacheableObject); ok {
+					e.Object = c.GetObject()
+				}
+				return e, true
+			}), nil
+		},
 	}
-	for _, o := range list {
-		x.observeLocked(o)
+	informer := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{})
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    x.observe,
+		UpdateFunc: func(_, obj any) { x.observe(obj) },
+		DeleteFunc: x.forget,
+	}); err != nil {
+		return fmt.Errorf("watching the queue of namespace %s: %w", x.namespace, err)
 	}
-	x.loaded = true
+	go informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return fmt.Errorf("the queue of namespace %s: not listed before the server stopped", x.namespace)
+	}
 	return nil
 }
 
-// observeLocked records o's current state.
-func (x *Index[T]) observeLocked(o T) {
-	if o.GetNamespace() != x.namespace {
+// observe records an object's current state (a watch event).
+func (x *Index[T]) observe(obj any) {
+	o, ok := obj.(T)
+	if !ok || o.GetNamespace() != x.namespace {
 		return
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	x.forgetLocked(o.GetName())
 	seq, ok := Sequence(o)
 	if ok && seq >= x.next {
@@ -96,10 +166,25 @@ func (x *Index[T]) observeLocked(o T) {
 		return
 	}
 	x.seqOf[o.GetName()] = seq
-	i := sort.Search(len(x.order), func(i int) bool { return x.order[i] >= seq })
-	x.order = append(x.order, 0)
+	e := entry{seq, o.GetName()}
+	i := sort.Search(len(x.order), func(i int) bool { return !x.order[i].before(e) })
+	x.order = append(x.order, entry{})
 	copy(x.order[i+1:], x.order[i:])
-	x.order[i] = seq
+	x.order[i] = e
+}
+
+// forget drops a deleted object (a watch event).
+func (x *Index[T]) forget(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	o, ok := obj.(T)
+	if !ok || o.GetNamespace() != x.namespace {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.forgetLocked(o.GetName())
 }
 
 func (x *Index[T]) forgetLocked(name string) {
@@ -108,62 +193,36 @@ func (x *Index[T]) forgetLocked(name string) {
 		return
 	}
 	delete(x.seqOf, name)
-	i := sort.Search(len(x.order), func(i int) bool { return x.order[i] >= seq })
-	if i < len(x.order) && x.order[i] == seq {
+	e := entry{seq, name}
+	i := sort.Search(len(x.order), func(i int) bool { return !x.order[i].before(e) })
+	if i < len(x.order) && x.order[i] == e {
 		x.order = append(x.order[:i], x.order[i+1:]...)
 	}
 }
 
-// Observe records a written object (the store's after-write hooks).
-func (x *Index[T]) Observe(obj runtime.Object) {
-	o, ok := obj.(T)
-	if !ok {
-		return
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.ensureLoaded() == nil {
-		x.observeLocked(o)
-	}
-}
-
-// Forget drops a deleted object.
-func (x *Index[T]) Forget(obj runtime.Object) {
-	o, ok := obj.(T)
-	if !ok {
-		return
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.forgetLocked(o.GetName())
-}
-
 // NextSequence hands out the sequence of an object entering the queue.
-func (x *Index[T]) NextSequence() (int64, error) {
+func (x *Index[T]) NextSequence() int64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := x.ensureLoaded(); err != nil {
-		return 0, err
-	}
-	seq := x.next
-	x.next++
-	return seq, nil
+	seq := max(x.next, x.now().UnixMicro())
+	x.next = seq + 1
+	return seq
 }
 
 // PositionOf is o's place in the queue (1 for the next one), 0 when it is
 // not waiting. o's own sequence comes from the object read, so a read
-// racing with the hook that indexes this very write is still exact.
+// racing with the watch event of this very write is still exact.
 func (x *Index[T]) PositionOf(o T) int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.ensureLoaded() != nil || o.GetNamespace() != x.namespace || !x.waiting(o) {
+	if o.GetNamespace() != x.namespace || !x.waiting(o) {
 		return 0
 	}
 	seq, ok := Sequence(o)
 	if !ok {
 		return 0
 	}
-	return sort.Search(len(x.order), func(i int) bool { return x.order[i] >= seq }) + 1
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.positionLocked(entry{seq, o.GetName()})
 }
 
 // Position is the place in the queue of the object name of the index's
@@ -171,14 +230,16 @@ func (x *Index[T]) PositionOf(o T) int {
 func (x *Index[T]) Position(name string) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.ensureLoaded() != nil {
-		return 0
-	}
 	seq, ok := x.seqOf[name]
 	if !ok {
 		return 0
 	}
-	return sort.Search(len(x.order), func(i int) bool { return x.order[i] >= seq }) + 1
+	return x.positionLocked(entry{seq, name})
+}
+
+// positionLocked is one more than the number of waiting objects before e.
+func (x *Index[T]) positionLocked(e entry) int {
+	return sort.Search(len(x.order), func(i int) bool { return !x.order[i].before(e) }) + 1
 }
 
 // KeepSequence carries the stored sequence of old over to o (only the

@@ -45,12 +45,6 @@ type Definition struct {
 	// in (the namespace whose Velero objects the engines process); creating
 	// one elsewhere is refused with 422 rather than silently ignored.
 	AdminNamespace string
-	// AfterWrite, if set, sees every object the store (main or status)
-	// has just created or updated, before the response is sent.
-	AfterWrite func(obj runtime.Object)
-	// AfterDelete, if set, sees every object the store has just deleted
-	// (or marked for deletion).
-	AfterDelete func(obj runtime.Object)
 	// BeginUpdate, if set, may refuse an update of the main resource.
 	BeginUpdate genericregistry.BeginUpdateFunc
 	// Decorate, if set, changes every object the main and status storage
@@ -64,19 +58,6 @@ type Definition struct {
 type REST struct {
 	*genericregistry.Store
 	shortNames, categories []string
-	// afterWrite is the definition's AfterWrite (nil: none).
-	afterWrite func(obj runtime.Object)
-}
-
-// Delete deletes as the store does. An object that stays (finalizers to
-// remove first) has been written with its deletion timestamp: AfterWrite
-// sees it, as the store's own after-update hook does not.
-func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
-	obj, deleted, err := r.Store.Delete(ctx, name, deleteValidation, options)
-	if err == nil && !deleted && r.afterWrite != nil {
-		r.afterWrite(obj)
-	}
-	return obj, deleted, err
 }
 
 var (
@@ -151,13 +132,6 @@ func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *Statu
 	if d.AdminNamespace != "" {
 		store.BeginCreate = adminNamespaceOnly(d.Resource, d.AdminNamespace)
 	}
-	if d.AfterWrite != nil {
-		store.AfterCreate = func(obj runtime.Object, _ *metav1.CreateOptions) { d.AfterWrite(obj) }
-		store.AfterUpdate = func(obj runtime.Object, _ *metav1.UpdateOptions) { d.AfterWrite(obj) }
-	}
-	if d.AfterDelete != nil {
-		store.AfterDelete = func(obj runtime.Object, _ *metav1.DeleteOptions) { d.AfterDelete(obj) }
-	}
 	options := &generic.StoreOptions{RESTOptions: optsGetter}
 	if d.AttrFunc != nil {
 		options.AttrFunc = func(obj runtime.Object) (labels.Set, fields.Set, error) {
@@ -168,7 +142,7 @@ func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *Statu
 	if err := store.CompleteWithOptions(options); err != nil {
 		return nil, nil, fmt.Errorf("building the store of %s: %w", d.Resource, err)
 	}
-	main := &REST{Store: store, shortNames: d.ShortNames, categories: d.Categories, afterWrite: d.AfterWrite}
+	main := &REST{Store: store, shortNames: d.ShortNames, categories: d.Categories}
 	if d.StatusStrategy == nil {
 		store.BeginUpdate = d.BeginUpdate
 		return main, nil, nil

@@ -1,8 +1,6 @@
 package backup
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
@@ -18,29 +16,9 @@ const queued = velero.BackupPhase(velerov1.BackupPhaseQueued)
 // read, never stored.
 type QueueIndex = queueindex.Index[*velero.Backup]
 
-// NewQueueIndex returns the index of namespace; load lists its backups
-// (nil: set later, before the first use).
-func NewQueueIndex(namespace string, load func(ctx context.Context) (*velero.BackupList, error)) *QueueIndex {
-	x := queueindex.New(namespace, nil, func(b *velero.Backup) bool { return b.Status.Phase == queued })
-	if load != nil {
-		x.Load = listOf(load)
-	}
-	return x
-}
-
-// listOf adapts a list of backups to the index's loader.
-func listOf(load func(ctx context.Context) (*velero.BackupList, error)) func(ctx context.Context) ([]*velero.Backup, error) {
-	return func(ctx context.Context) ([]*velero.Backup, error) {
-		list, err := load(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]*velero.Backup, len(list.Items))
-		for i := range list.Items {
-			out[i] = &list.Items[i]
-		}
-		return out, nil
-	}
+// NewQueueIndex returns the index of namespace (Run keeps it current).
+func NewQueueIndex(namespace string) *QueueIndex {
+	return queueindex.New(namespace, func(b *velero.Backup) bool { return b.Status.Phase == queued })
 }
 
 // queueFill sets status.queuePosition of a Backup or of the items of a

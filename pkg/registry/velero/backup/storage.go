@@ -1,9 +1,6 @@
 package backup
 
 import (
-	"context"
-
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 
@@ -26,7 +23,7 @@ type Storage struct {
 // logs subresources.
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc, locations objectstore.Locations) (*Storage, error) {
 	strategy := NewStrategy(scheme, defaultLocation)
-	index := NewQueueIndex(adminNamespace, nil)
+	index := NewQueueIndex(adminNamespace)
 	fill := queueFill(index)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("backups"),
@@ -35,8 +32,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		NewListFunc:    func() runtime.Object { return &velero.BackupList{} },
 		Strategy:       strategy,
 		StatusStrategy: NewStatusStrategy(strategy, index),
-		AfterWrite:     index.Observe,
-		AfterDelete:    index.Forget,
 		BeginUpdate:    refuseCancelOfFinished,
 		Decorate:       fill,
 		Table:          Table,
@@ -46,13 +41,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 	if err != nil {
 		return nil, err
 	}
-	index.Load = listOf(func(ctx context.Context) (*velero.BackupList, error) {
-		obj, err := main.List(ctx, &metainternalversion.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return obj.(*velero.BackupList), nil
-	})
 	return &Storage{
 		Backup: &resource.DecoratedREST{REST: main, Fill: fill},
 		Queue:  index,

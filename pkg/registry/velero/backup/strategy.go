@@ -118,13 +118,7 @@ func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 	b.Status.QueuePosition = 0
 	queueindex.KeepSequence(b, oldB)
 	if b.Status.Phase == queued && oldB.Status.Phase != queued {
-		seq, err := s.index.NextSequence()
-		if err != nil {
-			// Without a sequence the backup sorts first; the error is logged
-			// by the index's next load attempt.
-			return
-		}
-		queueindex.SetSequence(b, seq)
+		queueindex.SetSequence(b, s.index.NextSequence())
 	}
 }
 

@@ -1,9 +1,6 @@
 package restore
 
 import (
-	"context"
-
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 
@@ -30,8 +27,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		NewListFunc:    func() runtime.Object { return &velero.RestoreList{} },
 		Strategy:       strategy,
 		StatusStrategy: NewStatusStrategy(strategy),
-		AfterWrite:     queue.Observe,
-		AfterDelete:    queue.Forget,
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		ShortNames:     []string{},
@@ -39,18 +34,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 	})
 	if err != nil {
 		return nil, err
-	}
-	queue.Load = func(ctx context.Context) ([]*velero.Restore, error) {
-		obj, err := main.List(ctx, &metainternalversion.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		list := obj.(*velero.RestoreList)
-		out := make([]*velero.Restore, len(list.Items))
-		for i := range list.Items {
-			out[i] = &list.Items[i]
-		}
-		return out, nil
 	}
 	return &Storage{Restore: main, Status: status, Queue: queue}, nil
 }

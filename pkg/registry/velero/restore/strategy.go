@@ -40,11 +40,7 @@ func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	if s.queue == nil {
 		return
 	}
-	// Without a sequence (the index could not load) the restore sorts
-	// first; the index's next load attempt reports why.
-	if seq, err := s.queue.NextSequence(); err == nil {
-		queueindex.SetSequence(r, seq)
-	}
+	queueindex.SetSequence(r, s.queue.NextSequence())
 }
 
 // PrepareForUpdate keeps the queue sequence.
@@ -57,10 +53,10 @@ func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
 // (phase New), by sequence.
 type QueueIndex = queueindex.Index[*velero.Restore]
 
-// NewQueueIndex returns the restore queue of namespace; Load is set
-// before the first use.
+// NewQueueIndex returns the restore queue of namespace (Run keeps it
+// current).
 func NewQueueIndex(namespace string) *QueueIndex {
-	return queueindex.New(namespace, nil, Waiting)
+	return queueindex.New(namespace, Waiting)
 }
 
 // Waiting says whether a restore waits to run.
