@@ -30,8 +30,10 @@ const (
 	BackupDeletedReason = "the backup was deleted while it ran; its data was removed"
 
 	// QueueSequenceAnnotation holds a backup's place in the queue: a
-	// number the server assigns when the backup enters the Queued phase,
-	// increasing with each backup queued. Clients cannot set or change it.
+	// number the server assigns when the backup enters the Queued phase
+	// (a hybrid clock: microseconds since the epoch, or one more than any
+	// number seen, whichever is larger; equal numbers order by name).
+	// Clients cannot set or change it.
 	QueueSequenceAnnotation = "backstop.io/queue-sequence"
 	// SyncedFromLocationAnnotation marks a Backup the server created from
 	// the velero-backup.json it found in a storage location (backup sync);
