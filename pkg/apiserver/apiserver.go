@@ -97,6 +97,10 @@ type ExtraConfig struct {
 	// DataDir, when set, holds the default filesystem storage location
 	// (<DataDir>/backups), created at the first start.
 	DataDir string
+	// DownloadSigningKeyFile holds the key download links are signed with
+	// (created when missing): replicas given the same file open each
+	// other's links, and links survive restarts.
+	DownloadSigningKeyFile string
 	// ExternalURL is the base URL download links point at: this server
 	// (standalone), or kube-apiserver as clients reach it (aggregated: the
 	// links go through its aggregator, pkg/engine/download).
@@ -209,7 +213,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, fmt.Errorf("creating the generic API server: %w", err)
 	}
 	s := &Server{GenericAPIServer: gs}
-	signer, err := download.NewSigner()
+	signer, err := download.NewSignerFromFile(c.extra.DownloadSigningKeyFile)
 	if err != nil {
 		return nil, err
 	}

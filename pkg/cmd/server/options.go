@@ -61,6 +61,9 @@ type Options struct {
 	// ExternalURL is where clients reach the server (download links point
 	// there); default: the standalone address, or the in-cluster Service.
 	ExternalURL string
+	// DownloadSigningKeyFile holds the key download links are signed with
+	// (default <data-dir>/pki/download-signing.key, created when missing).
+	DownloadSigningKeyFile string
 	// TLSSANs are extra host names / IPs for the generated serving certificate.
 	TLSSANs []string
 	// StorageBackend is pebble (embedded, under the data directory) or
@@ -161,6 +164,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory holding the database (pebble/), the standalone PKI (pki/) and admin.kubeconfig")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "the admin namespace: Velero objects (backups, schedules, restores, storage locations, ...) are processed there, as Velero processes its install namespace")
 	fs.StringVar(&o.ExternalURL, "external-url", o.ExternalURL, "base URL download links point at: this server standalone (default https://<bind-address>:<port>); kube-apiserver as users reach it aggregated, the links going through its aggregator (default: the server of --kubeconfig, or in-cluster https://kubernetes.default.svc)")
+	fs.StringVar(&o.DownloadSigningKeyFile, "download-signing-key-file", o.DownloadSigningKeyFile, "file holding the key download links are signed with (at least 32 random bytes; created when missing; default <data-dir>/pki/download-signing.key): give every replica the same file, and links work on each of them and after restarts")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
 	fs.StringVar(&o.StorageBackend, "storage-backend", o.StorageBackend, "where objects are stored: pebble (embedded, under --data-dir; one server) or etcd3 (the etcd cluster of --etcd-servers, shared by every replica)")
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often Pebble's history older than one interval is compacted; 0 disables compaction (etcd3: --etcd-compaction-interval)")
@@ -400,7 +404,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 	extra := apiserver.ExtraConfig{
 		Scheme: scheme, Codecs: codecs, Backend: backend, Etcd: etcd, WatchCache: o.WatchCache, GarbageCollection: o.Mode == ModeAggregated,
-		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
+		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DownloadSigningKeyFile: o.downloadSigningKeyFile(), DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
 		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
@@ -496,6 +500,15 @@ func (o *Options) aggregatedServing() error {
 		return fmt.Errorf("creating a self-signed serving certificate: %w", err)
 	}
 	return nil
+}
+
+// downloadSigningKeyFile is --download-signing-key-file, or its default
+// beside the standalone CA.
+func (o *Options) downloadSigningKeyFile() string {
+	if o.DownloadSigningKeyFile != "" {
+		return o.DownloadSigningKeyFile
+	}
+	return filepath.Join(o.DataDir, "pki", "download-signing.key")
 }
 
 // serverURL is the address clients on this machine use.

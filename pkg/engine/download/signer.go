@@ -7,24 +7,76 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Signer signs and verifies download links with a key that lives as long
-// as the process: links are short-lived, so they need not survive restarts.
+// Signer signs and verifies download links with a key kept in a file
+// (NewSignerFromFile): links minted before a restart, or by another replica
+// with the same file, open.
 type Signer struct {
 	key []byte
 }
 
-// NewSigner returns a signer with a random key.
-func NewSigner() (*Signer, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("generating the download signing key: %w", err)
+// keySize is the length of a signing key (HMAC-SHA256's block is larger;
+// 32 random bytes are its security).
+const keySize = 32
+
+// NewSignerFromFile returns a signer with the key in path (its raw bytes,
+// at least 32), creating the file with a random key when there is none.
+// Replicas sharing the file at once agree on the key: it is made whole
+// beside path and linked into place, and a replica that loses the race
+// reads the winner's.
+func NewSignerFromFile(path string) (*Signer, error) {
+	key, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := createKey(path); err != nil {
+			return nil, err
+		}
+		key, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the download signing key: %w", err)
+	}
+	if len(key) < keySize {
+		return nil, fmt.Errorf("the download signing key %s has %d bytes, want at least %d", path, len(key), keySize)
 	}
 	return &Signer{key: key}, nil
+}
+
+// createKey writes a random key to path unless a file is there.
+func createKey(path string) error {
+	key := make([]byte, keySize)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("generating the download signing key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("creating the download signing key's directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".download-signing-*")
+	if err != nil {
+		return fmt.Errorf("writing the download signing key: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(key); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("writing the download signing key: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("writing the download signing key: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing the download signing key: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("writing the download signing key: %w", err)
+	}
+	return nil
 }
 
 // ErrBadSignature is returned for a link the server did not issue.

@@ -20,7 +20,8 @@ import (
 
 // TestDownloadRequests: a DownloadRequest gets a signed link that anyone
 // holding it can fetch (the velero CLI sends no credentials), that serves
-// the object or 404, and that is refused once tampered with.
+// the object or 404, that is refused once tampered with, and that still
+// opens after the server restarted.
 func TestDownloadRequests(t *testing.T) {
 	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -104,6 +105,13 @@ func TestDownloadRequests(t *testing.T) {
 	// Download links are the only anonymous API access.
 	if code, _ := get(s.URL() + "/apis/velero.io/v1/namespaces/" + ns + "/backups"); code != http.StatusUnauthorized {
 		t.Errorf("anonymous API request beside the download links: %d, want 401", code)
+	}
+
+	// The signing key is kept (<data-dir>/pki/download-signing.key): a link
+	// minted before a restart opens after it.
+	s.Restart(false)
+	if code, body := get(logs); code != http.StatusOK || !isGzipOf(body, "the log") {
+		t.Errorf("download of the log with a link minted before a restart: %d %q", code, body)
 	}
 }
 
