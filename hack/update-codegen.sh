@@ -40,6 +40,7 @@ kube::codegen::gen_openapi \
     --extra-pkgs "k8s.io/api/rbac/v1" \
     --extra-pkgs "k8s.io/api/authorization/v1" \
     --extra-pkgs "k8s.io/api/authentication/v1" \
+    --extra-pkgs "k8s.io/api/coordination/v1" \
     --extra-pkgs "k8s.io/apimachinery/pkg/util/intstr" \
     --boilerplate "${BOILERPLATE}" \
     "${SCRIPT_ROOT}/pkg/apis"

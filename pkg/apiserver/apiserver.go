@@ -12,6 +12,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectaccessreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectrulesreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/subjectaccessreview"
+	leasestorage "k8s.io/kubernetes/pkg/registry/coordination/lease/storage"
 	"k8s.io/utils/clock"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
@@ -429,8 +431,8 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 // authorizationGroups are the groups a standalone server serves for its own
 // RBAC, with kube-apiserver's REST implementations: the RBAC objects, the
 // access reviews (kubectl auth can-i) and SelfSubjectReview (kubectl auth
-// whoami). Each review asks the server's whole authorizer, as in
-// kube-apiserver.
+// whoami), each review asking the server's whole authorizer, as in
+// kube-apiserver; and Leases, for the engines' leader election.
 func (c CompletedConfig) authorizationGroups(group func(string, string, storageSet) genericapiserver.APIGroupInfo) ([]genericapiserver.APIGroupInfo, error) {
 	authorizer := c.generic.Authorization.Authorizer
 	rbacV1, err := rbacregistry.NewStorage(c.generic.RESTOptionsGetter, authorizer)
@@ -444,10 +446,18 @@ func (c CompletedConfig) authorizationGroups(group func(string, string, storageS
 		"localsubjectaccessreviews": localsubjectaccessreview.NewREST(authorizer, c.extra.Scheme),
 	}
 	authenticationV1 := storageSet{"selfsubjectreviews": selfsubjectreview.NewREST()}
+	// The engines' Lease (leader election among replicas) lives here when
+	// there is no host cluster.
+	leases, err := leasestorage.NewREST(c.generic.RESTOptionsGetter)
+	if err != nil {
+		return nil, fmt.Errorf("building the storage of leases: %w", err)
+	}
+	coordinationV1 := storageSet{"leases": leases}
 	return []genericapiserver.APIGroupInfo{
 		group(rbacv1.GroupName, rbacv1.SchemeGroupVersion.Version, rbacV1),
 		group(authorizationv1.GroupName, authorizationv1.SchemeGroupVersion.Version, authorizationV1),
 		group(authenticationv1.GroupName, authenticationv1.SchemeGroupVersion.Version, authenticationV1),
+		group(coordinationv1.GroupName, coordinationv1.SchemeGroupVersion.Version, coordinationV1),
 	}, nil
 }
 

@@ -11,6 +11,8 @@ import (
 	authenticationv1 "k8s.io/kubernetes/pkg/apis/authentication/v1"
 	"k8s.io/kubernetes/pkg/apis/authorization"
 	authorizationv1 "k8s.io/kubernetes/pkg/apis/authorization/v1"
+	"k8s.io/kubernetes/pkg/apis/coordination"
+	coordinationv1 "k8s.io/kubernetes/pkg/apis/coordination/v1"
 	"k8s.io/kubernetes/pkg/apis/rbac"
 	rbacv1 "k8s.io/kubernetes/pkg/apis/rbac/v1"
 
@@ -22,8 +24,9 @@ import (
 // NewScheme returns a scheme with every API group Backstop serves, internal
 // and versioned, plus the meta types every API server needs. The groups a
 // standalone server serves for authorization (rbac.authorization.k8s.io,
-// authorization.k8s.io, authentication.k8s.io) are kube-apiserver's own
-// types, conversions, defaults and validation.
+// authorization.k8s.io, authentication.k8s.io) and for the engines' Lease
+// (coordination.k8s.io) are kube-apiserver's own types, conversions,
+// defaults and validation.
 func NewScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	veleroinstall.Install(scheme)
@@ -34,10 +37,11 @@ func NewScheme() *runtime.Scheme {
 		rbac.AddToScheme, rbacv1.AddToScheme,
 		authorization.AddToScheme, authorizationv1.AddToScheme,
 		authentication.AddToScheme, authenticationv1.AddToScheme,
+		coordination.AddToScheme, coordinationv1.AddToScheme,
 	} {
 		utilruntime.Must(add(scheme))
 	}
-	for _, gv := range []schema.GroupVersion{rbacv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion, authenticationv1.SchemeGroupVersion} {
+	for _, gv := range []schema.GroupVersion{rbacv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion, authenticationv1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion} {
 		utilruntime.Must(scheme.SetVersionPriority(gv))
 	}
 
