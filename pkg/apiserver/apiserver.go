@@ -27,8 +27,10 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 
 	"k8s.io/client-go/dynamic"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/apis/coordination"
 	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/localsubjectaccessreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectaccessreview"
@@ -44,6 +46,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/download"
+	"github.com/backstop-io/backstop/pkg/engine/leader"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
@@ -161,10 +164,26 @@ type ExtraConfig struct {
 	// kube-apiserver serves this server's groups: the server publishes its
 	// serving CA in its APIServices there.
 	HostCluster *restclient.Config
+	// Election, when set, runs the engines only while this replica holds
+	// the engines' Lease in the admin namespace; their writes are fenced
+	// by its term.
+	Election *Election
 	// RBAC, when set (standalone mode), is the server's own RBAC: the
 	// server then serves rbac.authorization.k8s.io, the access reviews of
 	// authorization.k8s.io and authentication.k8s.io's SelfSubjectReview.
 	RBAC *authz.RBAC
+}
+
+// Election is the engines' leader election (package leader).
+type Election struct {
+	// Leases reach the Lease: the host cluster's (aggregated); nil: this
+	// server's own.
+	Leases coordinationv1client.LeasesGetter
+	// Name is the Lease's; Identity this replica's, unique among replicas.
+	Name, Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	Metrics                                   *leader.Metrics
 }
 
 // Server is a running Backstop API server.
@@ -176,6 +195,8 @@ type Server struct {
 type CompletedConfig struct {
 	generic genericapiserver.CompletedConfig
 	extra   ExtraConfig
+	// fence refuses the writes of engines whose term has ended.
+	fence *leader.Fence
 }
 
 // Complete fills in defaults.
@@ -187,8 +208,12 @@ func (c *Config) Complete() CompletedConfig {
 	if buildChain == nil {
 		buildChain = genericapiserver.DefaultBuildHandlerChain
 	}
+	fence := &leader.Fence{}
+	if e := c.Extra.Election; e != nil && e.Leases != nil {
+		fence.SetCurrent(leader.LeaseTerm(e.Leases, c.Extra.Namespace, e.Name))
+	}
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, cfg *genericapiserver.Config) http.Handler {
-		return buildChain(engines.Filter(h), cfg)
+		return buildChain(engines.Filter(fence.Filter(h)), cfg)
 	}
 	getter := &restOptionsGetter{scheme: c.Extra.Scheme, codecs: c.Extra.Codecs, garbageCollection: c.Extra.GarbageCollection}
 	if c.Extra.Backend != nil {
@@ -205,7 +230,7 @@ func (c *Config) Complete() CompletedConfig {
 		getter.transformers = c.GenericConfig.ResourceTransformers
 	}
 	c.GenericConfig.RESTOptionsGetter = getter
-	return CompletedConfig{generic: c.GenericConfig.Complete(), extra: c.Extra}
+	return CompletedConfig{generic: c.GenericConfig.Complete(), extra: c.Extra, fence: fence}
 }
 
 // New builds the server with every API group installed.
@@ -453,6 +478,24 @@ func (c CompletedConfig) authorizationGroups(group func(string, string, storageS
 		return nil, fmt.Errorf("building the storage of leases: %w", err)
 	}
 	coordinationV1 := storageSet{"leases": leases}
+	if e := c.extra.Election; e != nil && e.Leases == nil {
+		// The fence reads the Lease from storage, in-process.
+		c.fence.SetCurrent(func(ctx context.Context) (leader.Term, error) {
+			obj, err := leases.Get(genericrequest.WithNamespace(ctx, c.extra.Namespace), e.Name, &metav1.GetOptions{})
+			if err != nil {
+				return leader.Term{}, err
+			}
+			lease := obj.(*coordination.Lease)
+			var t leader.Term
+			if lease.Spec.HolderIdentity != nil {
+				t.Holder = *lease.Spec.HolderIdentity
+			}
+			if lease.Spec.LeaseTransitions != nil {
+				t.Transitions = *lease.Spec.LeaseTransitions
+			}
+			return t, nil
+		})
+	}
 	return []genericapiserver.APIGroupInfo{
 		group(rbacv1.GroupName, rbacv1.SchemeGroupVersion.Version, rbacV1),
 		group(authorizationv1.GroupName, authorizationv1.SchemeGroupVersion.Version, authorizationV1),

@@ -13,10 +13,12 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	kvv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
@@ -30,6 +32,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/events"
 	"github.com/backstop-io/backstop/pkg/engine/gc"
 	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/engine/leader"
 	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/metrics"
 	"github.com/backstop-io/backstop/pkg/engine/nonadmin"
@@ -89,20 +92,77 @@ type engine struct {
 	run     func(ctx context.Context, workers int)
 }
 
-// startEngines returns the post-start hook that runs the engines. They
-// reach the API through the loopback client, like any client, so every
-// transition is authenticated, authorized and visible to watchers. They
-// process objects of the admin namespace only, as Velero processes its
-// install namespace.
+// shared is what the engines of every term share in one process.
+type shared struct {
+	signer *download.Signer
+	// libvirt is the one libvirt connection of the VM engines.
+	libvirt func() (virt.Hypervisor, error)
+	// metrics counts every phase transition the engines write.
+	metrics status.Observer
+}
+
+// startEngines returns the post-start hook that runs the engines: at
+// once, or (with leader election) while this replica holds the engines'
+// Lease. They reach the API through the loopback client, like any client,
+// so every transition is authenticated, authorized and visible to
+// watchers. They process objects of the admin namespace only, as Velero
+// processes its install namespace.
 func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.PostStartHookFunc {
 	return func(hookCtx genericapiserver.PostStartHookContext) error {
-		engineConfig := restclient.CopyConfig(hookCtx.LoopbackClientConfig)
+		once := shared{signer: signer, libvirt: virtConn(c.extra.LibvirtURI), metrics: metrics.New(legacyregistry.MustRegister)}
+		election := c.extra.Election
+		if election == nil {
+			_, err := c.runEngines(hookCtx, hookCtx.LoopbackClientConfig, nil, once)
+			return err
+		}
+		leases := election.Leases
+		if leases == nil {
+			// Standalone: the Lease is this server's own.
+			kube, err := kubernetes.NewForConfig(hookCtx.LoopbackClientConfig)
+			if err != nil {
+				return fmt.Errorf("lease client: %w", err)
+			}
+			leases = kube.CoordinationV1()
+		}
+		go func() {
+			err := leader.Run(hookCtx, leader.Config{Leases: leases, Namespace: c.extra.Namespace, Name: election.Name, Identity: election.Identity,
+				LeaseDuration: election.LeaseDuration, RenewDeadline: election.RenewDeadline, RetryPeriod: election.RetryPeriod,
+				Metrics: election.Metrics,
+				Run: func(ctx context.Context, term leader.Term) {
+					wait, err := c.runEngines(ctx, hookCtx.LoopbackClientConfig, &term, once)
+					if err != nil {
+						// A configuration no term can run with.
+						klog.ErrorS(err, "The engines cannot start")
+						klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+					}
+					<-ctx.Done()
+					wait()
+				}})
+			if err != nil {
+				klog.ErrorS(err, "The engines' leader election")
+				klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+			}
+		}()
+		return nil
+	}
+}
+
+// runEngines builds the engines of one term (nil: no election) and starts
+// them until ctx is done; wait returns once they all stopped.
+func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Config, term *leader.Term, once shared) (wait func(), err error) {
+	{
+		engineConfig := restclient.CopyConfig(loopback)
+		if term != nil {
+			// Every write carries the term: the fence refuses it once the
+			// term has ended.
+			engineConfig = leader.WithTerm(engineConfig, *term)
+		}
 		if c.extra.EngineQPS > 0 {
 			engineConfig.QPS, engineConfig.Burst = c.extra.EngineQPS, c.extra.EngineBurst
 		}
 		client, err := versioned.NewForConfig(engineConfig)
 		if err != nil {
-			return fmt.Errorf("engine client: %w", err)
+			return nil, fmt.Errorf("engine client: %w", err)
 		}
 		factory := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
 			externalversions.WithNamespace(c.extra.Namespace), externalversions.WithTransform(withoutManagedFields))
@@ -114,14 +174,21 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		tenants := everywhere.Oadp().V1alpha1()
 		// The admin's policy and decisions live in the admin namespace.
 		admin := factory.Oadp().V1alpha1()
-		// One libvirt connection for the VM engines.
-		libvirtConn := virtConn(c.extra.LibvirtURI)
+		libvirtConn := once.libvirt
 		volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
-		// Every phase transition the engines write is counted.
-		observers := []status.Observer{metrics.New(legacyregistry.MustRegister)}
+		observers := []status.Observer{once.metrics}
 		if c.extra.Events != nil {
 			// Aggregated: and as Events on the objects, in the host cluster.
-			broadcaster := record.NewBroadcaster(record.WithContext(hookCtx))
+			broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+			defer func() {
+				if err != nil {
+					broadcaster.Shutdown()
+				}
+			}()
+			go func() {
+				<-ctx.Done()
+				broadcaster.Shutdown()
+			}()
 			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.extra.Events.Events("")})
 			recorder := broadcaster.NewRecorder(c.extra.Scheme, corev1.EventSource{Component: "backstop-apiserver"})
 			observers = append(observers, events.Observer{Recorder: recorder})
@@ -145,11 +212,11 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 		// Where running backups and restores spool their logs.
 		scratch, err := c.scratchDir()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if c.extra.DataDir != "" {
-			if err := location.EnsureDefault(hookCtx, client, c.extra.Namespace, c.extra.DataDir); err != nil {
-				return err
+			if err := location.EnsureDefault(ctx, client, c.extra.Namespace, c.extra.DataDir); err != nil {
+				return nil, err
 			}
 		}
 		err = firstError(
@@ -160,7 +227,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			add(ControllerDownloadRequest, 2, func() (func(context.Context, int), error) {
 				e, err := download.New(client, download.Informers{
 					Requests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
-				}, download.Links{Signer: signer, BaseURL: c.extra.ExternalURL, ThroughAggregator: c.extra.HostCluster != nil}, clock.RealClock{})
+				}, download.Links{Signer: once.signer, BaseURL: c.extra.ExternalURL, ThroughAggregator: c.extra.HostCluster != nil}, clock.RealClock{})
 				return runOf(e, err)
 			}),
 			add(ControllerBackupStorageLocation, 1, func() (func(context.Context, int), error) {
@@ -172,7 +239,7 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				return runOf(e, err)
 			}),
 			add(ControllerBackup, 1, func() (func(context.Context, int), error) {
-				source, err := c.source(hookCtx.LoopbackClientConfig)
+				source, err := c.source(loopback)
 				if err != nil {
 					return nil, err
 				}
@@ -182,12 +249,12 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				return runOf(e, err)
 			}),
 			add(ControllerRestore, 1, func() (func(context.Context, int), error) {
-				target, err := c.source(hookCtx.LoopbackClientConfig)
+				target, err := c.source(loopback)
 				if err != nil {
 					return nil, err
 				}
 				e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
-					Locations: velero.BackupStorageLocations(), Target: target, TargetAs: c.targetAs(hookCtx.LoopbackClientConfig),
+					Locations: velero.BackupStorageLocations(), Target: target, TargetAs: c.targetAs(loopback),
 					Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash})
 				return runOf(e, err)
 			}),
@@ -300,14 +367,23 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			}),
 		)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		factory.Start(hookCtx.Done())
-		everywhere.Start(hookCtx.Done())
+		factory.Start(ctx.Done())
+		everywhere.Start(ctx.Done())
+		var running sync.WaitGroup
 		for _, e := range engines {
-			go e.run(hookCtx, e.workers)
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				e.run(ctx, e.workers)
+			}()
 		}
-		return nil
+		return func() {
+			running.Wait()
+			factory.Shutdown()
+			everywhere.Shutdown()
+		}, nil
 	}
 }
 

@@ -17,12 +17,14 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kubernetes/pkg/apis/authentication"
 	"k8s.io/kubernetes/pkg/apis/authorization"
+	"k8s.io/kubernetes/pkg/apis/coordination"
 	"k8s.io/kubernetes/pkg/apis/rbac"
 	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/localsubjectaccessreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectaccessreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectrulesreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/subjectaccessreview"
+	"k8s.io/kubernetes/pkg/registry/coordination/lease"
 	"k8s.io/kubernetes/pkg/registry/rbac/clusterrole"
 	"k8s.io/kubernetes/pkg/registry/rbac/clusterrolebinding"
 	"k8s.io/kubernetes/pkg/registry/rbac/role"
@@ -113,6 +115,8 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	roleRef := `"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},"subjects":[{"kind":"User","name":"a"}]`
 	attrs := `"resourceAttributes":{"namespace":"a","verb":"get","group":"velero.io","resource":"backups"}`
 	return map[reflect.Type]kindRules{
+		reflect.TypeOf(&coordination.Lease{}): {gvk: schema.GroupVersionKind{Group: "coordination.k8s.io", Version: "v1", Kind: "Lease"}, main: lease.Strategy,
+			seed: `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease",` + meta + `,"spec":{"holderIdentity":"a","leaseDurationSeconds":15}}`},
 		reflect.TypeOf(&rbac.Role{}): {gvk: rbacv1("Role"), main: role.Strategy,
 			seed: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role",` + meta + `,` + rule + `}`},
 		reflect.TypeOf(&rbac.ClusterRole{}): {gvk: rbacv1("ClusterRole"), main: clusterrole.Strategy,

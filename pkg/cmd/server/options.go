@@ -30,11 +30,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
 	"github.com/backstop-io/backstop/artifacts"
 	"github.com/backstop-io/backstop/pkg/apiserver"
+	"github.com/backstop-io/backstop/pkg/engine/leader"
 	backstopopenapi "github.com/backstop-io/backstop/pkg/generated/openapi"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/standalone/authz"
@@ -117,6 +121,10 @@ type Options struct {
 	// are polled (Velero's --item-operation-sync-frequency).
 	ItemOperationSyncFrequency time.Duration
 
+	// LeaderElection runs the engines on one replica at a time, under a
+	// Lease in the admin namespace (kube-controller-manager's flags).
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
+
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Audit          *genericoptions.AuditOptions
 	Features       *genericoptions.FeatureOptions
@@ -146,12 +154,20 @@ func NewOptions() *Options {
 		BackupSyncPeriod:           time.Minute,
 		ItemOperationSyncFrequency: 10 * time.Second,
 		VMFullBackupMode:           "push",
-		SecureServing:              genericoptions.NewSecureServingOptions().WithLoopback(),
-		Audit:                      genericoptions.NewAuditOptions(),
-		Features:                   genericoptions.NewFeatureOptions(),
-		Authentication:             genericoptions.NewDelegatingAuthenticationOptions(),
-		Authorization:              genericoptions.NewDelegatingAuthorizationOptions(),
-		CoreAPI:                    genericoptions.NewCoreAPIOptions(),
+		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
+			LeaderElect:   true,
+			LeaseDuration: metav1.Duration{Duration: 15 * time.Second},
+			RenewDeadline: metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod:   metav1.Duration{Duration: 2 * time.Second},
+			ResourceLock:  "leases",
+			ResourceName:  "backstop-engines",
+		},
+		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
+		Audit:          genericoptions.NewAuditOptions(),
+		Features:       genericoptions.NewFeatureOptions(),
+		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
+		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
+		CoreAPI:        genericoptions.NewCoreAPIOptions(),
 	}
 	o.SecureServing.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
 	o.SecureServing.BindPort = 8443
@@ -169,6 +185,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StorageBackend, "storage-backend", o.StorageBackend, "where objects are stored: pebble (embedded, under --data-dir; one server) or etcd3 (the etcd cluster of --etcd-servers, shared by every replica)")
 	fs.DurationVar(&o.CompactionInterval, "storage-compaction-interval", o.CompactionInterval, "how often Pebble's history older than one interval is compacted; 0 disables compaction (etcd3: --etcd-compaction-interval)")
 	o.addEtcdFlags(fs)
+	o.addLeaderElectionFlags(fs)
 	fs.DurationVar(&o.BackupSyncPeriod, "backup-sync-period", o.BackupSyncPeriod, "how often storage locations are read for backups this server has no Backup of, which are then created (Velero's --backup-sync-period)")
 	fs.DurationVar(&o.ItemOperationSyncFrequency, "item-operation-sync-frequency", o.ItemOperationSyncFrequency, "how often the async operations of backups (VM disk backups) are checked (Velero's --item-operation-sync-frequency)")
 	fs.StringSliceVar(&o.EngineGroups, "engine-groups", o.EngineGroups, "groups whose members may write the status of backups, restores, deletion requests, schedules and VM backups as the server's own engines do (for engines run elsewhere with --disable-controllers); by default only the server itself")
@@ -203,6 +220,16 @@ var etcdFlags = []string{
 	"etcd-servers", "etcd-prefix", "etcd-cafile", "etcd-certfile", "etcd-keyfile",
 	"etcd-compaction-interval", "etcd-count-metric-poll-period", "etcd-db-metric-poll-interval",
 	"etcd-healthcheck-timeout", "etcd-readycheck-timeout", "lease-reuse-duration-seconds",
+}
+
+// addLeaderElectionFlags registers component-base's leader election
+// flags but the lock's kind and namespace: a Lease, in the admin namespace.
+func (o *Options) addLeaderElectionFlags(fs *pflag.FlagSet) {
+	all := pflag.NewFlagSet("leader-election", pflag.ContinueOnError)
+	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, all)
+	for _, name := range []string{"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-name"} {
+		fs.AddFlag(all.Lookup(name))
+	}
 }
 
 // addEtcdFlags registers the etcd options' flags of etcdFlags.
@@ -258,6 +285,15 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.Etcd.Validate()...)
 	default:
 		errs = append(errs, fmt.Errorf("--storage-backend must be %q or %q, not %q", apiserver.StoragePebble, apiserver.StorageEtcd3, o.StorageBackend))
+	}
+	if le := o.LeaderElection; le.LeaderElect {
+		if le.RetryPeriod.Duration <= 0 || le.RenewDeadline.Duration <= le.RetryPeriod.Duration || le.LeaseDuration.Duration <= le.RenewDeadline.Duration {
+			errs = append(errs, fmt.Errorf("--leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s) must hold: a leader stops before another may take over",
+				le.RetryPeriod.Duration, le.RenewDeadline.Duration, le.LeaseDuration.Duration))
+		}
+		if le.ResourceName == "" {
+			errs = append(errs, errors.New("--leader-elect-resource-name is required"))
+		}
 	}
 	if o.CompactionInterval < 0 {
 		errs = append(errs, errors.New("--storage-compaction-interval must not be negative"))
@@ -320,6 +356,11 @@ func (o *Options) Run(ctx context.Context) error {
 	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(backstopopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIV3Config.Info.Title = "Backstop"
 
+	identity, unlock, err := replicaIdentity(o.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var etcd *storagebackend.Config
 	if backend == nil {
 		// etcd's health and readiness checks, encryption at rest if
@@ -331,7 +372,6 @@ func (o *Options) Run(ctx context.Context) error {
 		etcd = &o.Etcd.StorageConfig
 	}
 	var ca *pki.CA
-	var err error
 	if o.Mode == ModeStandalone {
 		if ca, err = o.standaloneServing(); err != nil {
 			return err
@@ -410,6 +450,15 @@ func (o *Options) Run(ctx context.Context) error {
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
 		RBAC: rbac,
+	}
+	if le := o.LeaderElection; le.LeaderElect {
+		extra.Election = &apiserver.Election{Name: le.ResourceName, Identity: identity,
+			LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
+			Metrics: leader.NewMetrics(legacyregistry.MustRegister)}
+		if kubeClient != nil {
+			// Aggregated: the Lease is the host cluster's.
+			extra.Election.Leases = kubeClient.CoordinationV1()
+		}
 	}
 	if kubeClient != nil {
 		// Aggregated: storage locations' Secrets are the host cluster's, and

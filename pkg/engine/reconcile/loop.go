@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -105,10 +106,19 @@ func (l *Loop) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, l.synced...) {
 		return
 	}
+	// The workers are waited for: a replica that stops leading returns
+	// from Run once nothing of its engines runs.
+	var running sync.WaitGroup
 	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, l.work, time.Second)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			wait.UntilWithContext(ctx, l.work, time.Second)
+		}()
 	}
 	<-ctx.Done()
+	l.queue.ShutDown()
+	running.Wait()
 }
 
 func (l *Loop) work(ctx context.Context) {

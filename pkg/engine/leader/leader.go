@@ -1,0 +1,275 @@
+// Package leader runs the engines on one replica at a time. It owns the
+// election (client-go's leaderelection on a coordination.k8s.io/v1 Lease),
+// the term of a leadership (the Lease's holder and its transition count
+// when this replica took it), which the engines' writes carry in a header,
+// the fence that refuses a write whose term is no longer the Lease's (a
+// leader paused past its lease that wakes up), and the election's metrics.
+package leader
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/metrics"
+	"k8s.io/klog/v2"
+)
+
+// TermHeader carries an engine request's term.
+const TermHeader = "X-Backstop-Engine-Term"
+
+// Term is one leadership: the Lease's holder and its transition count
+// while this replica held it. A replica that loses the Lease and takes it
+// again has a new term (the count moved).
+type Term struct {
+	Holder      string
+	Transitions int32
+}
+
+func (t Term) String() string { return t.Holder + "/" + strconv.Itoa(int(t.Transitions)) }
+
+// ParseTerm reads a term written by Term.String.
+func ParseTerm(s string) (Term, error) {
+	i := strings.LastIndex(s, "/")
+	if i <= 0 {
+		return Term{}, fmt.Errorf("engine term %q: want <holder>/<transitions>", s)
+	}
+	n, err := strconv.ParseInt(s[i+1:], 10, 32)
+	if err != nil {
+		return Term{}, fmt.Errorf("engine term %q: %w", s, err)
+	}
+	return Term{Holder: s[:i], Transitions: int32(n)}, nil
+}
+
+// WithTerm returns a copy of cfg whose requests carry term.
+func WithTerm(cfg *restclient.Config, term Term) *restclient.Config {
+	cfg = restclient.CopyConfig(cfg)
+	value := term.String()
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			req = req.Clone(req.Context())
+			req.Header.Set(TermHeader, value)
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// Config is an election.
+type Config struct {
+	// Leases reach the Lease: this server's own (standalone) or the host
+	// cluster's (aggregated).
+	Leases    coordinationv1client.LeasesGetter
+	Namespace string
+	Name      string
+	// Identity names this replica (unique among replicas).
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's: a
+	// leader that cannot renew within RenewDeadline stops, before the
+	// Lease (LeaseDuration) lets another take it.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Run runs the engines for one term, until ctx is done, and returns
+	// once they stopped.
+	Run func(ctx context.Context, term Term)
+	// Metrics, if set, are updated.
+	Metrics *Metrics
+}
+
+// Run takes part in elections until ctx is done: each time this replica
+// takes the Lease it runs cfg.Run for the term, and it stands again once
+// the engines stopped. On the way out it gives the Lease up.
+func Run(ctx context.Context, cfg Config) error {
+	lock := &observingLock{LeaseLock: &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
+		Client:     cfg.Leases,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+	}}
+	logger := klog.FromContext(ctx).WithValues("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
+	for ctx.Err() == nil {
+		var stopped sync.WaitGroup
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: lock, Name: cfg.Name, ReleaseOnCancel: true,
+			LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					stopped.Add(1)
+					defer stopped.Done()
+					record, _, err := lock.Get(ctx)
+					if err != nil || record.HolderIdentity != cfg.Identity {
+						logger.Error(err, "Reading the Lease just taken; standing again")
+						return
+					}
+					term := Term{Holder: cfg.Identity, Transitions: int32(record.LeaderTransitions)}
+					if cfg.Metrics != nil {
+						cfg.Metrics.started(lock.previousRenewal(), record.AcquireTime.Time)
+					}
+					logger.Info("Leading: the engines run", "term", term.String())
+					cfg.Run(ctx, term)
+					logger.Info("The engines stopped", "term", term.String())
+				},
+				OnStoppedLeading: func() {
+					if cfg.Metrics != nil {
+						cfg.Metrics.leader.Set(0)
+					}
+				},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
+		le.Run(ctx)
+		// The elector returns when renewing failed; the engines' context
+		// is cancelled then, and they must be gone before this replica
+		// stands again.
+		stopped.Wait()
+	}
+	return nil
+}
+
+// observingLock remembers the last renewal of another holder it read, for
+// the time a takeover took.
+type observingLock struct {
+	*resourcelock.LeaseLock
+	mu    sync.Mutex
+	other time.Time
+}
+
+func (l *observingLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	record, raw, err := l.LeaseLock.Get(ctx)
+	if err == nil && record.HolderIdentity != "" && record.HolderIdentity != l.Identity() {
+		l.mu.Lock()
+		l.other = record.RenewTime.Time
+		l.mu.Unlock()
+	}
+	return record, raw, err
+}
+
+func (l *observingLock) previousRenewal() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.other
+}
+
+// Current reads the Lease's term (a read from storage, not a cache).
+type Current func(ctx context.Context) (Term, error)
+
+// LeaseTerm reads the term of the Lease namespace/name through leases.
+func LeaseTerm(leases coordinationv1client.LeasesGetter, namespace, name string) Current {
+	return func(ctx context.Context) (Term, error) {
+		lease, err := leases.Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return Term{}, err
+		}
+		var t Term
+		if lease.Spec.HolderIdentity != nil {
+			t.Holder = *lease.Spec.HolderIdentity
+		}
+		if lease.Spec.LeaseTransitions != nil {
+			t.Transitions = *lease.Spec.LeaseTransitions
+		}
+		return t, nil
+	}
+}
+
+// Fence refuses the writes of engines whose term has ended: a request
+// carrying TermHeader that would change something is served only while
+// the Lease's current term is the one it carries. Requests without the
+// header pass (clients, and engines run without an election).
+type Fence struct {
+	mu      sync.Mutex
+	current Current
+}
+
+// SetCurrent says where the Lease's term is read (nil: nothing is fenced).
+func (f *Fence) SetCurrent(c Current) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.current = c
+}
+
+// Filter is the fence as an HTTP filter.
+func (f *Fence) Filter(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		value := req.Header.Get(TermHeader)
+		if value == "" || req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodOptions {
+			next.ServeHTTP(w, req)
+			return
+		}
+		if err := f.check(req.Context(), value); err != nil {
+			status := metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+				Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: err.Error()}
+			body, _ := json.Marshal(status)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write(body)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// check says why a write of term value may not land, or nil.
+func (f *Fence) check(ctx context.Context, value string) error {
+	f.mu.Lock()
+	current := f.current
+	f.mu.Unlock()
+	if current == nil {
+		return nil
+	}
+	term, err := ParseTerm(value)
+	if err != nil {
+		return err
+	}
+	now, err := current(ctx)
+	if err != nil {
+		return fmt.Errorf("the engines' write of term %s: reading the Lease: %w", term, err)
+	}
+	if now != term {
+		return fmt.Errorf("the engines' term %s has ended: the Lease is in term %s", term, now)
+	}
+	return nil
+}
+
+// Metrics are the election's.
+type Metrics struct {
+	leader      *metrics.Gauge
+	transitions *metrics.Counter
+	takeover    *metrics.Histogram
+}
+
+// NewMetrics registers the election's metrics.
+func NewMetrics(register func(...metrics.Registerable)) *Metrics {
+	m := &Metrics{
+		leader: metrics.NewGauge(&metrics.GaugeOpts{Namespace: "backstop", Subsystem: "engines", Name: "leader",
+			Help: "1 while this replica holds the engines' Lease and runs the engines", StabilityLevel: metrics.ALPHA}),
+		transitions: metrics.NewCounter(&metrics.CounterOpts{Namespace: "backstop", Subsystem: "engines", Name: "leadership_acquired_total",
+			Help: "Times this replica took the engines' Lease", StabilityLevel: metrics.ALPHA}),
+		takeover: metrics.NewHistogram(&metrics.HistogramOpts{Namespace: "backstop", Subsystem: "engines", Name: "takeover_seconds",
+			Help:    "From the last renewal of the previous holder this replica saw to its own taking of the Lease",
+			Buckets: []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 120}, StabilityLevel: metrics.ALPHA}),
+	}
+	register(m.leader, m.transitions, m.takeover)
+	return m
+}
+
+func (m *Metrics) started(previousRenewal, acquired time.Time) {
+	m.leader.Set(1)
+	m.transitions.Inc()
+	if !previousRenewal.IsZero() && acquired.After(previousRenewal) {
+		m.takeover.Observe(acquired.Sub(previousRenewal).Seconds())
+	}
+}
