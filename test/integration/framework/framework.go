@@ -225,6 +225,9 @@ func (s *Server) stop(sig syscall.Signal) {
 	_ = s.log.Close()
 }
 
+// Signal sends sig to the server (SIGSTOP and SIGCONT pause and wake it).
+func (s *Server) Signal(sig syscall.Signal) error { return s.cmd.Process.Signal(sig) }
+
 // WaitCrash waits until the server exits by itself (a failpoint killed
 // it) and reports whether it did within timeout.
 func (s *Server) WaitCrash(timeout time.Duration) bool {

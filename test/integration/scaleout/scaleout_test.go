@@ -1,0 +1,381 @@
+// Package scaleout runs several replicas of the real server on a real etcd
+// cluster of three members (processes on loopback): every replica serves
+// the API, the engines run on the holder of the Lease, and the replicas
+// share one CA (the first replica's <data-dir>/pki, copied to the others,
+// as the README's "Scale out" tells operators to).
+package scaleout
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/leader"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+var trials = flag.Int("scaleout.trials", 2, "failover trials (kill -9 of the leader)")
+
+const (
+	ns = "backstop-system"
+	// The Lease: short, so that trials are quick; a leader that cannot
+	// renew within the deadline stops before another may take over.
+	leaseDuration = 4 * time.Second
+)
+
+var electionArgs = []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"}
+
+// cluster is the replicas and their etcd.
+type cluster struct {
+	t        *testing.T
+	etcd     *framework.Etcd
+	replicas []*framework.Server
+}
+
+// startCluster starts n replicas on a three-member etcd; replicas after
+// the first get a copy of its pki directory (CA, serving certificate,
+// download signing key).
+func startCluster(t *testing.T, n int) *cluster {
+	c := &cluster{t: t, etcd: framework.StartEtcd(t, 3)}
+	args := append([]string{"--storage-backend=etcd3", "--etcd-servers=" + c.etcd.Endpoints()}, electionArgs...)
+	for i := range n {
+		dir := t.TempDir()
+		if i > 0 {
+			if out, err := exec.Command("cp", "-a", filepath.Join(c.replicas[0].DataDir, "pki"), dir).CombinedOutput(); err != nil {
+				t.Fatalf("copying the pki directory: %v: %s", err, out)
+			}
+		}
+		c.replicas = append(c.replicas, framework.Start(t, framework.Options{DataDir: dir, Args: args}))
+	}
+	return c
+}
+
+// holder is the Lease's term, read through replica r.
+func (c *cluster) holder(ctx context.Context, r *framework.Server) (leader.Term, error) {
+	kube, err := kubernetes.NewForConfig(r.Config)
+	if err != nil {
+		return leader.Term{}, err
+	}
+	return leader.LeaseTerm(kube.CoordinationV1(), ns, "backstop-engines")(ctx)
+}
+
+// leaderIndex is the replica whose name holds the Lease, waiting for one.
+func (c *cluster) leaderIndex(ctx context.Context, via *framework.Server, not leader.Term) (int, leader.Term) {
+	c.t.Helper()
+	var idx = -1
+	var term leader.Term
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if term, err = c.holder(ctx, via); err != nil || term == not || term.Holder == "" {
+			return false, nil
+		}
+		for i, r := range c.replicas {
+			id, err := os.ReadFile(filepath.Join(r.DataDir, "replica-id"))
+			if err == nil && strings.HasSuffix(term.Holder, "_"+strings.TrimSpace(string(id))) {
+				idx = i
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		c.t.Fatalf("no replica took the Lease (last term %v): %v", term, err)
+	}
+	return idx, term
+}
+
+// runs counts, from a watch through one replica, how often each backup
+// entered InProgress, and remembers every backup's last phase.
+type runs struct {
+	mu      sync.Mutex
+	started map[string]int
+	phase   map[string]velerov1.BackupPhase
+}
+
+// The watch resumes where it was when the replica comes back (it may be
+// the leader killed in a trial).
+func watchRuns(ctx context.Context, t *testing.T, r *framework.Server) *runs {
+	t.Helper()
+	out := &runs{started: map[string]int{}, phase: map[string]velerov1.BackupPhase{}}
+	backups := r.Clientset.VeleroV1().Backups(ns)
+	list, err := backups.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) { return backups.Watch(ctx, opts) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for e := range w.ResultChan() {
+			b, ok := e.Object.(*velerov1.Backup)
+			if !ok || e.Type == watch.Deleted {
+				continue
+			}
+			out.mu.Lock()
+			if b.Status.Phase == velerov1.BackupPhaseInProgress && out.phase[b.Name] != velerov1.BackupPhaseInProgress {
+				out.started[b.Name]++
+			}
+			out.phase[b.Name] = b.Status.Phase
+			out.mu.Unlock()
+		}
+	}()
+	return out
+}
+
+// TestScaleOut: three replicas on a three-member etcd, with clients
+// creating, listing and watching through every replica and backups
+// running: the leader killed (kill -9) trial after trial, paused past its
+// Lease (SIGSTOP) and woken, an etcd member killed. No acknowledged write
+// is lost, no backup runs twice, another replica takes over within the
+// Lease, a write of an ended term is refused, a watch on one replica sees
+// another's writes in order with the same resourceVersions, and a download
+// link minted on one replica opens on another.
+func TestScaleOut(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	r1, r2 := c.replicas[0], c.replicas[1]
+
+	// A watch through replica 2 sees the writes made through replica 1,
+	// in order, with the resourceVersions replica 1 answered.
+	w, err := r2.Clientset.VeleroV1().Backups(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	for i := range 5 {
+		b, err := r1.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("order-%d", i)},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, b.Name+"@"+b.ResourceVersion)
+	}
+	var seen []string
+	for len(seen) < len(written) {
+		select {
+		case e := <-w.ResultChan():
+			if b, ok := e.Object.(*velerov1.Backup); ok && e.Type == watch.Added {
+				seen = append(seen, b.Name+"@"+b.ResourceVersion)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("replica 2's watch saw %v of %v", seen, written)
+		}
+	}
+	w.Stop()
+	if strings.Join(seen, " ") != strings.Join(written, " ") {
+		t.Errorf("replica 2's watch: %v, want replica 1's writes %v", seen, written)
+	}
+
+	// A download link minted on one replica opens on another.
+	dr, err := r1.Clientset.VeleroV1().DownloadRequests(ns).Create(ctx, &velerov1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "log-"},
+		Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "order-0"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		b, err := r1.Clientset.VeleroV1().Backups(ns).Get(ctx, "order-0", metav1.GetOptions{})
+		if err != nil || !b.Status.Phase.Terminal() {
+			return false, err
+		}
+		dr, err = r1.Clientset.VeleroV1().DownloadRequests(ns).Get(ctx, dr.Name, metav1.GetOptions{})
+		return err == nil && dr.Status.DownloadURL != "", err
+	}); err != nil {
+		t.Fatalf("the download request: %v", err)
+	}
+	for i, r := range c.replicas {
+		link, err := url.Parse(dr.Status.DownloadURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		link.Host = strings.TrimPrefix(r.URL(), "https://")
+		// The replicas share the CA; the test trusts the link's host name.
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		resp, err := client.Get(link.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("the log's download link on replica %d: %d, want 200", i+1, resp.StatusCode)
+		}
+	}
+
+	// Load: creates through every replica, lists and watches, while the
+	// leader goes; every acknowledged backup must be there and end once.
+	watched := watchRuns(ctx, t, r2)
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	load, stopLoad := context.WithCancel(ctx)
+	var clients sync.WaitGroup
+	for i, r := range c.replicas {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			for n := 0; load.Err() == nil; n++ {
+				name := fmt.Sprintf("load-%d-%d", i, n)
+				_, err := r.Clientset.VeleroV1().Backups(ns).Create(load, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{})
+				if err == nil {
+					mu.Lock()
+					acked[name] = true
+					mu.Unlock()
+				}
+				_, _ = r.Clientset.VeleroV1().Backups(ns).List(load, metav1.ListOptions{Limit: 50})
+				select {
+				case <-load.Done():
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+		}()
+	}
+
+	// kill -9 of the leader, trial after trial.
+	var takeovers []time.Duration
+	_, term := c.leaderIndex(ctx, r1, leader.Term{})
+	for trial := range *trials {
+		idx, _ := c.leaderIndex(ctx, r1, leader.Term{})
+		old := c.replicas[idx]
+		via := c.replicas[(idx+1)%len(c.replicas)]
+		killed := time.Now()
+		old.Kill()
+		next, newTerm := c.leaderIndex(ctx, via, term)
+		takeovers = append(takeovers, time.Since(killed))
+		if next == idx {
+			t.Errorf("trial %d: the killed replica holds the Lease", trial)
+		}
+		// A write of the ended term is refused by every live replica.
+		stale := leader.WithTerm(via.Config, term)
+		kube, err := kubernetes.NewForConfig(stale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kube.CoordinationV1().Leases(ns).Create(ctx, leaseNamed(fmt.Sprintf("stale-%d", trial)), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("trial %d: a write of the ended term %s: %v, want 403", trial, term, err)
+		}
+		term = newTerm
+		old.StartAgain(nil)
+	}
+
+	// SIGSTOP of the leader past its Lease, then SIGCONT: another takes
+	// over meanwhile, and the woken one's engines stop.
+	idx, _ := c.leaderIndex(ctx, r1, leader.Term{})
+	paused := c.replicas[idx]
+	via := c.replicas[(idx+1)%len(c.replicas)]
+	if err := paused.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	next, newTerm := c.leaderIndex(ctx, via, term)
+	if next == idx {
+		t.Errorf("the paused replica still holds the Lease")
+	}
+	if err := paused.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		v, err := leading(ctx, paused)
+		return err == nil && v == "0", nil
+	}); err != nil {
+		t.Errorf("the woken replica still runs its engines: %v", err)
+	}
+	term = newTerm
+
+	// One etcd member killed: the service goes on.
+	c.etcd.Kill(2)
+	for i := range 3 {
+		name := fmt.Sprintf("after-member-%d", i)
+		if _, err := c.replicas[i%len(c.replicas)].Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{}); err != nil {
+			t.Errorf("a create with an etcd member down: %v", err)
+		} else {
+			mu.Lock()
+			acked[name] = true
+			mu.Unlock()
+		}
+	}
+	stopLoad()
+	clients.Wait()
+
+	// Every acknowledged backup is there, and ends, having run at most once.
+	lost, doubles := 0, 0
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := via.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		have := map[string]velerov1.BackupPhase{}
+		for _, b := range list.Items {
+			have[b.Name] = b.Status.Phase
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		lost = 0
+		for name := range acked {
+			phase, ok := have[name]
+			if !ok {
+				lost++
+				continue
+			}
+			if !phase.Terminal() {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Errorf("acknowledged backups not all finished: %v", err)
+	}
+	watched.mu.Lock()
+	for name, n := range watched.started {
+		if n > 1 {
+			doubles++
+			t.Errorf("backup %s entered InProgress %d times", name, n)
+		}
+	}
+	watched.mu.Unlock()
+	if lost > 0 {
+		t.Errorf("%d acknowledged backups lost", lost)
+	}
+	t.Logf("another replica took over after kill -9 of the leader in %v (Lease %s)", takeovers, leaseDuration)
+	fmt.Printf("trials %d, writes acked %d, lost %d, double runs %d\n", *trials, len(acked), lost, doubles)
+}
+
+func leaseNamed(name string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// leading is the replica's backstop_engines_leader metric.
+func leading(ctx context.Context, r *framework.Server) (string, error) {
+	body, err := r.Clientset.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "backstop_engines_leader "); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("no backstop_engines_leader in /metrics")
+}
