@@ -123,7 +123,9 @@ func watchRuns(ctx context.Context, t *testing.T, r *framework.Server) *runs {
 		t.Fatal(err)
 	}
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) { return backups.Watch(ctx, opts) },
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return backups.Watch(ctx, opts)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
