@@ -176,9 +176,12 @@ type ExtraConfig struct {
 
 // Election is the engines' leader election (package leader).
 type Election struct {
-	// Leases reach the Lease: the host cluster's (aggregated); nil: this
-	// server's own.
+	// Leases reach the Lease for the elector: the host cluster's
+	// (aggregated); nil: this server's own.
 	Leases coordinationv1client.LeasesGetter
+	// Fence reaches the host cluster's Lease for the fence (aggregated), at
+	// the engines' rate.
+	Fence coordinationv1client.LeasesGetter
 	// Name is the Lease's; Identity this replica's, unique among replicas.
 	Name, Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's.
@@ -209,8 +212,8 @@ func (c *Config) Complete() CompletedConfig {
 		buildChain = genericapiserver.DefaultBuildHandlerChain
 	}
 	fence := &leader.Fence{}
-	if e := c.Extra.Election; e != nil && e.Leases != nil {
-		fence.SetCurrent(leader.LeaseTerm(e.Leases, c.Extra.Namespace, e.Name))
+	if e := c.Extra.Election; e != nil && e.Fence != nil {
+		fence.SetCurrent(leader.LeaseTerm(e.Fence, c.Extra.Namespace, e.Name))
 	}
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, cfg *genericapiserver.Config) http.Handler {
 		return buildChain(engines.Filter(fence.Filter(h)), cfg)

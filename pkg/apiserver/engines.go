@@ -129,14 +129,19 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 				LeaseDuration: election.LeaseDuration, RenewDeadline: election.RenewDeadline, RetryPeriod: election.RetryPeriod,
 				Metrics: election.Metrics,
 				Run: func(ctx context.Context, term leader.Term) {
-					wait, err := c.runEngines(ctx, hookCtx.LoopbackClientConfig, &term, once)
-					if err != nil {
-						// A configuration no term can run with.
-						klog.ErrorS(err, "The engines cannot start")
-						klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+					for ctx.Err() == nil {
+						wait, err := c.runEngines(ctx, hookCtx.LoopbackClientConfig, &term, once)
+						if err == nil {
+							<-ctx.Done()
+							wait()
+							return
+						}
+						klog.ErrorS(err, "The engines cannot start; trying again", "term", term.String())
+						select {
+						case <-ctx.Done():
+						case <-time.After(election.RetryPeriod):
+						}
 					}
-					<-ctx.Done()
-					wait()
 				}})
 			if err != nil {
 				klog.ErrorS(err, "The engines' leader election")
@@ -151,12 +156,13 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 // them until ctx is done; wait returns once they all stopped.
 func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Config, term *leader.Term, once shared) (wait func(), err error) {
 	{
-		engineConfig := restclient.CopyConfig(loopback)
 		if term != nil {
-			// Every write carries the term: the fence refuses it once the
-			// term has ended.
-			engineConfig = leader.WithTerm(engineConfig, *term)
+			// Every write to this server carries the term (the engines',
+			// and restores' into it standalone): the fence refuses it once
+			// the term has ended.
+			loopback = leader.WithTerm(loopback, *term)
 		}
+		engineConfig := restclient.CopyConfig(loopback)
 		if c.extra.EngineQPS > 0 {
 			engineConfig.QPS, engineConfig.Burst = c.extra.EngineQPS, c.extra.EngineBurst
 		}

@@ -456,8 +456,21 @@ func (o *Options) Run(ctx context.Context) error {
 			LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
 			Metrics: leader.NewMetrics(legacyregistry.MustRegister)}
 		if kubeClient != nil {
-			// Aggregated: the Lease is the host cluster's.
-			extra.Election.Leases = kubeClient.CoordinationV1()
+			// Aggregated: the Lease is the host cluster's, reached by the
+			// elector through a client of its own (renewals never wait
+			// behind the fence's reads) and by the fence at the engines'
+			// rate (one read per engine write).
+			elector, err := kubernetes.NewForConfig(cfg.ClientConfig)
+			if err != nil {
+				return fmt.Errorf("lease client: %w", err)
+			}
+			fenceConfig := rest.CopyConfig(cfg.ClientConfig)
+			fenceConfig.QPS, fenceConfig.Burst = o.EngineQPS, o.EngineBurst
+			fence, err := kubernetes.NewForConfig(fenceConfig)
+			if err != nil {
+				return fmt.Errorf("lease client: %w", err)
+			}
+			extra.Election.Leases, extra.Election.Fence = elector.CoordinationV1(), fence.CoordinationV1()
 		}
 	}
 	if kubeClient != nil {

@@ -9,6 +9,7 @@ package leader
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -91,7 +92,8 @@ type Config struct {
 
 // Run takes part in elections until ctx is done: each time this replica
 // takes the Lease it runs cfg.Run for the term, and it stands again once
-// the engines stopped. On the way out it gives the Lease up.
+// the engines stopped. The Lease is given up only once they stopped, on
+// the way out: never while they may still write.
 func Run(ctx context.Context, cfg Config) error {
 	lock := &observingLock{LeaseLock: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
@@ -100,14 +102,19 @@ func Run(ctx context.Context, cfg Config) error {
 	}}
 	logger := klog.FromContext(ctx).WithValues("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 	for ctx.Err() == nil {
-		var stopped sync.WaitGroup
+		t := &termState{}
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, Name: cfg.Name, ReleaseOnCancel: true,
+			// Not released by the elector: it would give the Lease up as
+			// soon as renewing failed, while the engines still drain.
+			Lock: lock, Name: cfg.Name, ReleaseOnCancel: false,
 			LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
-					stopped.Add(1)
-					defer stopped.Done()
+					done, ok := t.start()
+					if !ok {
+						return // the elector returned first: no term
+					}
+					defer close(done)
 					record, _, err := lock.Get(ctx)
 					if err != nil || record.HolderIdentity != cfg.Identity {
 						logger.Error(err, "Reading the Lease just taken; standing again")
@@ -119,25 +126,74 @@ func Run(ctx context.Context, cfg Config) error {
 					}
 					logger.Info("Leading: the engines run", "term", term.String())
 					cfg.Run(ctx, term)
-					logger.Info("The engines stopped", "term", term.String())
-				},
-				OnStoppedLeading: func() {
 					if cfg.Metrics != nil {
 						cfg.Metrics.leader.Set(0)
 					}
+					logger.Info("The engines stopped", "term", term.String())
 				},
+				// The gauge drops once the engines stopped (above).
+				OnStoppedLeading: func() {},
 			},
 		})
 		if err != nil {
 			return fmt.Errorf("leader election: %w", err)
 		}
 		le.Run(ctx)
-		// The elector returns when renewing failed; the engines' context
-		// is cancelled then, and they must be gone before this replica
-		// stands again.
-		stopped.Wait()
+		// The elector returns when renewing failed or ctx is done; the
+		// engines' context is cancelled then, and they must be gone before
+		// this replica stands again or gives the Lease up.
+		t.wait()
 	}
+	release(lock, cfg)
 	return nil
+}
+
+// termState is one election's term: started at most once, and waited for
+// once the elector returned.
+type termState struct {
+	mu       sync.Mutex
+	finished bool
+	done     chan struct{}
+}
+
+// start begins the term, unless the election has already ended.
+func (t *termState) start() (chan struct{}, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finished {
+		return nil, false
+	}
+	t.done = make(chan struct{})
+	return t.done, true
+}
+
+// wait ends the election and waits for its term, if one started.
+func (t *termState) wait() {
+	t.mu.Lock()
+	t.finished = true
+	done := t.done
+	t.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// release gives the Lease up if this replica still holds it (the server
+// stops, its engines already stopped), as client-go's elector does, so that
+// another replica takes over at once.
+func release(lock *observingLock, cfg Config) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RetryPeriod)
+	defer cancel()
+	record, _, err := lock.Get(ctx)
+	if err != nil || record.HolderIdentity != cfg.Identity {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions: record.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
+	}); err != nil {
+		klog.ErrorS(err, "Giving the engines' Lease up", "lease", cfg.Namespace+"/"+cfg.Name)
+	}
 }
 
 // observingLock remembers the last renewal of another holder it read, for
@@ -185,6 +241,9 @@ func LeaseTerm(leases coordinationv1client.LeasesGetter, namespace, name string)
 	}
 }
 
+// errUnknownTerm: the Lease could not be read.
+var errUnknownTerm = errors.New("the current term is unknown")
+
 // Fence refuses the writes of engines whose term has ended: a request
 // carrying TermHeader that would change something is served only while
 // the Lease's current term is the one it carries. Requests without the
@@ -210,11 +269,16 @@ func (f *Fence) Filter(next http.Handler) http.Handler {
 			return
 		}
 		if err := f.check(req.Context(), value); err != nil {
+			code, reason := http.StatusForbidden, metav1.StatusReasonForbidden
+			if errors.Is(err, errUnknownTerm) {
+				// The Lease could not be read: the write may be tried again.
+				code, reason = http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable
+			}
 			status := metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
-				Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: err.Error()}
+				Code: int32(code), Reason: reason, Message: err.Error()}
 			body, _ := json.Marshal(status)
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusForbidden)
+			w.WriteHeader(code)
 			_, _ = w.Write(body)
 			return
 		}
@@ -236,7 +300,7 @@ func (f *Fence) check(ctx context.Context, value string) error {
 	}
 	now, err := current(ctx)
 	if err != nil {
-		return fmt.Errorf("the engines' write of term %s: reading the Lease: %w", term, err)
+		return fmt.Errorf("the engines' write of term %s: reading the Lease: %w: %w", term, errUnknownTerm, err)
 	}
 	if now != term {
 		return fmt.Errorf("the engines' term %s has ended: the Lease is in term %s", term, now)

@@ -52,7 +52,7 @@ func TestFence(t *testing.T) {
 		{"an ended term's patch", http.MethodPatch, "a/3", nil, http.StatusForbidden},
 		{"the same holder's earlier term", http.MethodPut, "b/2", nil, http.StatusForbidden},
 		{"a term that does not parse", http.MethodPut, "garbage", nil, http.StatusForbidden},
-		{"the Lease cannot be read", http.MethodPut, "b/4", errors.New("etcd down"), http.StatusForbidden},
+		{"the Lease cannot be read: try again", http.MethodPut, "b/4", errors.New("etcd down"), http.StatusServiceUnavailable},
 	} {
 		leaseErr = c.leaseErr
 		before := served

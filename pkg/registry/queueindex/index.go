@@ -135,15 +135,18 @@ func (x *Index[T]) Run(ctx context.Context, store Store, example runtime.Object)
 		},
 	}
 	informer := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{})
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	registration, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    x.observe,
 		UpdateFunc: func(_, obj any) { x.observe(obj) },
 		DeleteFunc: x.forget,
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("watching the queue of namespace %s: %w", x.namespace, err)
 	}
 	go informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+	// Synced once the index itself has seen the first list, not only the
+	// informer's cache.
+	if !cache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
 		return fmt.Errorf("the queue of namespace %s: not listed before the server stopped", x.namespace)
 	}
 	return nil
