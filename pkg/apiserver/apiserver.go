@@ -489,14 +489,7 @@ func (c CompletedConfig) authorizationGroups(group func(string, string, storageS
 				return leader.Term{}, err
 			}
 			lease := obj.(*coordination.Lease)
-			var t leader.Term
-			if lease.Spec.HolderIdentity != nil {
-				t.Holder = *lease.Spec.HolderIdentity
-			}
-			if lease.Spec.LeaseTransitions != nil {
-				t.Transitions = *lease.Spec.LeaseTransitions
-			}
-			return t, nil
+			return leader.TermOf(lease.Spec.HolderIdentity, lease.Spec.LeaseTransitions), nil
 		})
 	}
 	return []genericapiserver.APIGroupInfo{

@@ -155,242 +155,240 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 // runEngines builds the engines of one term (nil: no election) and starts
 // them until ctx is done; wait returns once they all stopped.
 func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Config, term *leader.Term, once shared) (wait func(), err error) {
-	{
-		if term != nil {
-			// Every write to this server carries the term (the engines',
-			// and restores' into it standalone): the fence refuses it once
-			// the term has ended.
-			loopback = leader.WithTerm(loopback, *term)
-		}
-		engineConfig := restclient.CopyConfig(loopback)
-		if c.extra.EngineQPS > 0 {
-			engineConfig.QPS, engineConfig.Burst = c.extra.EngineQPS, c.extra.EngineBurst
-		}
-		client, err := versioned.NewForConfig(engineConfig)
-		if err != nil {
-			return nil, fmt.Errorf("engine client: %w", err)
-		}
-		factory := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
-			externalversions.WithNamespace(c.extra.Namespace), externalversions.WithTransform(withoutManagedFields))
-		velero := factory.Velero().V1()
-		// VM backups and trackers live in the VMs' namespaces.
-		everywhere := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, externalversions.WithTransform(withoutManagedFields))
-		kubevirt := everywhere.Backup().V1alpha1()
-		// Tenants' objects live in their namespaces.
-		tenants := everywhere.Oadp().V1alpha1()
-		// The admin's policy and decisions live in the admin namespace.
-		admin := factory.Oadp().V1alpha1()
-		libvirtConn := once.libvirt
-		volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
-		observers := []status.Observer{once.metrics}
-		if c.extra.Events != nil {
-			// Aggregated: and as Events on the objects, in the host cluster.
-			broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-			defer func() {
-				if err != nil {
-					broadcaster.Shutdown()
-				}
-			}()
-			go func() {
-				<-ctx.Done()
-				broadcaster.Shutdown()
-			}()
-			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.extra.Events.Events("")})
-			recorder := broadcaster.NewRecorder(c.extra.Scheme, corev1.EventSource{Component: "backstop-apiserver"})
-			observers = append(observers, events.Observer{Recorder: recorder})
-		}
-		// Crash points, for the crash-point tests only (failpoint.EnvVar).
-		crash := failpoint.FromEnv()
-		var engines []engine
-		// The tenant engines' orphan loops, for the garbage collection.
-		var orphans []nonadmin.Resyncer
-		add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
-			if c.extra.DisabledControllers.Has(name) {
-				return nil
-			}
-			run, err := build()
+	if term != nil {
+		// Every write to this server carries the term (the engines',
+		// and restores' into it standalone): the fence refuses it once
+		// the term has ended.
+		loopback = leader.WithTerm(loopback, *term)
+	}
+	engineConfig := restclient.CopyConfig(loopback)
+	if c.extra.EngineQPS > 0 {
+		engineConfig.QPS, engineConfig.Burst = c.extra.EngineQPS, c.extra.EngineBurst
+	}
+	client, err := versioned.NewForConfig(engineConfig)
+	if err != nil {
+		return nil, fmt.Errorf("engine client: %w", err)
+	}
+	factory := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
+		externalversions.WithNamespace(c.extra.Namespace), externalversions.WithTransform(withoutManagedFields))
+	velero := factory.Velero().V1()
+	// VM backups and trackers live in the VMs' namespaces.
+	everywhere := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, externalversions.WithTransform(withoutManagedFields))
+	kubevirt := everywhere.Backup().V1alpha1()
+	// Tenants' objects live in their namespaces.
+	tenants := everywhere.Oadp().V1alpha1()
+	// The admin's policy and decisions live in the admin namespace.
+	admin := factory.Oadp().V1alpha1()
+	libvirtConn := once.libvirt
+	volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
+	observers := []status.Observer{once.metrics}
+	if c.extra.Events != nil {
+		// Aggregated: and as Events on the objects, in the host cluster.
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		defer func() {
 			if err != nil {
-				return fmt.Errorf("engine %s: %w", name, err)
+				broadcaster.Shutdown()
 			}
-			engines = append(engines, engine{name: name, workers: workers, run: run})
+		}()
+		go func() {
+			<-ctx.Done()
+			broadcaster.Shutdown()
+		}()
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.extra.Events.Events("")})
+		recorder := broadcaster.NewRecorder(c.extra.Scheme, corev1.EventSource{Component: "backstop-apiserver"})
+		observers = append(observers, events.Observer{Recorder: recorder})
+	}
+	// Crash points, for the crash-point tests only (failpoint.EnvVar).
+	crash := failpoint.FromEnv()
+	var engines []engine
+	// The tenant engines' orphan loops, for the garbage collection.
+	var orphans []nonadmin.Resyncer
+	add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
+		if c.extra.DisabledControllers.Has(name) {
 			return nil
 		}
-		// Where running backups and restores spool their logs.
-		scratch, err := c.scratchDir()
+		run, err := build()
 		if err != nil {
+			return fmt.Errorf("engine %s: %w", name, err)
+		}
+		engines = append(engines, engine{name: name, workers: workers, run: run})
+		return nil
+	}
+	// Where running backups and restores spool their logs.
+	scratch, err := c.scratchDir()
+	if err != nil {
+		return nil, err
+	}
+	if c.extra.DataDir != "" {
+		if err := location.EnsureDefault(ctx, client, c.extra.Namespace, c.extra.DataDir); err != nil {
 			return nil, err
 		}
-		if c.extra.DataDir != "" {
-			if err := location.EnsureDefault(ctx, client, c.extra.Namespace, c.extra.DataDir); err != nil {
+	}
+	err = firstError(
+		add(ControllerServerStatusRequest, 1, func() (func(context.Context, int), error) {
+			e, err := serverstatus.New(client, velero.ServerStatusRequests(), clock.RealClock{}, version.Version, nil)
+			return runOf(e, err)
+		}),
+		add(ControllerDownloadRequest, 2, func() (func(context.Context, int), error) {
+			e, err := download.New(client, download.Informers{
+				Requests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
+			}, download.Links{Signer: once.signer, BaseURL: c.extra.ExternalURL, ThroughAggregator: c.extra.HostCluster != nil}, clock.RealClock{})
+			return runOf(e, err)
+		}),
+		add(ControllerBackupStorageLocation, 1, func() (func(context.Context, int), error) {
+			e, err := location.New(client, velero.BackupStorageLocations(), c.extra.Opener, clock.RealClock{})
+			return runOf(e, err)
+		}),
+		add(ControllerBackupQueue, 1, func() (func(context.Context, int), error) {
+			e, err := queue.New(client, velero.Backups(), c.extra.Namespace, c.extra.ConcurrentBackups, observers...)
+			return runOf(e, err)
+		}),
+		add(ControllerBackup, 1, func() (func(context.Context, int), error) {
+			source, err := c.source(loopback)
+			if err != nil {
 				return nil, err
 			}
-		}
-		err = firstError(
-			add(ControllerServerStatusRequest, 1, func() (func(context.Context, int), error) {
-				e, err := serverstatus.New(client, velero.ServerStatusRequests(), clock.RealClock{}, version.Version, nil)
-				return runOf(e, err)
-			}),
-			add(ControllerDownloadRequest, 2, func() (func(context.Context, int), error) {
-				e, err := download.New(client, download.Informers{
-					Requests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
-				}, download.Links{Signer: once.signer, BaseURL: c.extra.ExternalURL, ThroughAggregator: c.extra.HostCluster != nil}, clock.RealClock{})
-				return runOf(e, err)
-			}),
-			add(ControllerBackupStorageLocation, 1, func() (func(context.Context, int), error) {
-				e, err := location.New(client, velero.BackupStorageLocations(), c.extra.Opener, clock.RealClock{})
-				return runOf(e, err)
-			}),
-			add(ControllerBackupQueue, 1, func() (func(context.Context, int), error) {
-				e, err := queue.New(client, velero.Backups(), c.extra.Namespace, c.extra.ConcurrentBackups, observers...)
-				return runOf(e, err)
-			}),
-			add(ControllerBackup, 1, func() (func(context.Context, int), error) {
-				source, err := c.source(loopback)
-				if err != nil {
-					return nil, err
-				}
-				e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
-					Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch,
-					Actions: []backup.ItemAction{vmoperation.Action{Client: client, Virt: libvirtConn, VolumeRoot: volumeRoot}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency, Observers: observers, Crash: crash})
-				return runOf(e, err)
-			}),
-			add(ControllerRestore, 1, func() (func(context.Context, int), error) {
-				target, err := c.source(loopback)
-				if err != nil {
-					return nil, err
-				}
-				e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
-					Locations: velero.BackupStorageLocations(), Target: target, TargetAs: c.targetAs(loopback),
-					Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash})
-				return runOf(e, err)
-			}),
-			add(ControllerSchedule, 1, func() (func(context.Context, int), error) {
-				e, err := schedule.New(schedule.Config{Client: client, Schedules: velero.Schedules(), Backups: velero.Backups(), Clock: clock.RealClock{}, Observers: observers})
-				return runOf(e, err)
-			}),
-			add(ControllerVMBackup, 2, func() (func(context.Context, int), error) {
+			e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
+				Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch,
+				Actions: []backup.ItemAction{vmoperation.Action{Client: client, Virt: libvirtConn, VolumeRoot: volumeRoot}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency, Observers: observers, Crash: crash})
+			return runOf(e, err)
+		}),
+		add(ControllerRestore, 1, func() (func(context.Context, int), error) {
+			target, err := c.source(loopback)
+			if err != nil {
+				return nil, err
+			}
+			e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
+				Locations: velero.BackupStorageLocations(), Target: target, TargetAs: c.targetAs(loopback),
+				Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash})
+			return runOf(e, err)
+		}),
+		add(ControllerSchedule, 1, func() (func(context.Context, int), error) {
+			e, err := schedule.New(schedule.Config{Client: client, Schedules: velero.Schedules(), Backups: velero.Backups(), Clock: clock.RealClock{}, Observers: observers})
+			return runOf(e, err)
+		}),
+		add(ControllerVMBackup, 2, func() (func(context.Context, int), error) {
+			root, err := c.volumeRoot()
+			if err != nil {
+				return nil, err
+			}
+			e, err := vmbackup.New(vmbackup.Config{Client: client, Backups: kubevirt.VirtualMachineBackups(), Trackers: kubevirt.VirtualMachineBackupTrackers(),
+				Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull", Observers: observers, Crash: crash})
+			return runOf(e, err)
+		}),
+		add(ControllerVMCBT, 1, func() (func(context.Context, int), error) {
+			stateDir := c.extra.CBTStateDir
+			if stateDir == "" {
 				root, err := c.volumeRoot()
 				if err != nil {
 					return nil, err
 				}
-				e, err := vmbackup.New(vmbackup.Config{Client: client, Backups: kubevirt.VirtualMachineBackups(), Trackers: kubevirt.VirtualMachineBackupTrackers(),
-					Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull", Observers: observers, Crash: crash})
-				return runOf(e, err)
-			}),
-			add(ControllerVMCBT, 1, func() (func(context.Context, int), error) {
-				stateDir := c.extra.CBTStateDir
-				if stateDir == "" {
-					root, err := c.volumeRoot()
-					if err != nil {
-						return nil, err
-					}
-					stateDir = filepath.Join(root, ".cbt")
-				}
-				e, err := vmcbt.New(vmcbt.Config{Client: client, Trackers: kubevirt.VirtualMachineBackupTrackers(), Virt: libvirtConn, StateDir: stateDir, Observers: observers})
-				return runOf(e, err)
-			}),
-			add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {
-				e, err := backupsync.New(backupsync.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
-					Requests: velero.DeleteBackupRequests(), Opener: c.extra.Opener, Period: c.extra.BackupSyncPeriod,
-					TenantPeriod: nonadmin.BackupSyncPeriod(admin.DataProtectionApplications().Lister(), c.extra.Namespace)})
-				return runOf(e, err)
-			}),
-			add(ControllerBackupDeletion, 2, func() (func(context.Context, int), error) {
-				e, err := deletion.New(client, deletion.Informers{
-					Requests: velero.DeleteBackupRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
-					Locations: velero.BackupStorageLocations(),
-				}, c.extra.Opener, clock.RealClock{}, crash, observers...)
-				return runOf(e, err)
-			}),
-			add(ControllerGarbageCollection, 1, func() (func(context.Context, int), error) {
-				e, err := gc.New(client, gc.Informers{
-					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), Locations: velero.BackupStorageLocations(),
-				}, clock.RealClock{})
-				return runOf(e, err)
-			}),
-			add(ControllerNonAdminBackup, 8, func() (func(context.Context, int), error) {
-				e, err := nonadmin.NewBackupController(nonadmin.BackupConfig{Client: client, AdminNamespace: c.extra.Namespace,
-					NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
-					Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), DPAs: admin.DataProtectionApplications(),
-					TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
-					Clock: clock.RealClock{}, Observers: observers, Crash: crash})
-				if err == nil {
-					orphans = append(orphans, e.Orphans())
-				}
-				return runOf(e, err)
-			}),
-			add(ControllerNonAdminRestore, 2, func() (func(context.Context, int), error) {
-				e, err := nonadmin.NewRestoreController(nonadmin.RestoreConfig{Client: client, AdminNamespace: c.extra.Namespace,
-					NonAdminRestores: tenants.NonAdminRestores(), NonAdminBackups: tenants.NonAdminBackups(),
-					Restores: velero.Restores(), Backups: velero.Backups(), DPAs: admin.DataProtectionApplications(), Observers: observers, Crash: crash})
-				if err == nil {
-					orphans = append(orphans, e.Orphans())
-				}
-				return runOf(e, err)
-			}),
-			add(ControllerNonAdminDownload, 1, func() (func(context.Context, int), error) {
-				e, err := nonadmin.NewDownloadController(nonadmin.DownloadConfig{Client: client, AdminNamespace: c.extra.Namespace,
-					Requests: tenants.NonAdminDownloadRequests(), NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
-					DownloadRequests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
-					Clock: clock.RealClock{}, Observers: observers})
-				if err == nil {
-					orphans = append(orphans, e.Orphans())
-				}
-				return runOf(e, err)
-			}),
-			add(ControllerNonAdminSchedule, 1, func() (func(context.Context, int), error) {
-				e, err := nonadmin.NewScheduleController(nonadmin.ScheduleConfig{Client: client, AdminNamespace: c.extra.Namespace,
-					Schedules: tenants.NonAdminSchedules(), NonAdminBackups: tenants.NonAdminBackups(),
-					VeleroSchedules: velero.Schedules(), Backups: velero.Backups(), DPAs: admin.DataProtectionApplications(),
-					TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
-					Clock: clock.RealClock{}, Observers: observers, Crash: crash})
-				if err == nil {
-					orphans = append(orphans, e.Orphans())
-				}
-				return runOf(e, err)
-			}),
-			add(ControllerNonAdminBSL, 1, func() (func(context.Context, int), error) {
-				e, err := nonadmin.NewBSLController(nonadmin.BSLConfig{Client: client, Secrets: c.extra.Secrets, AdminNamespace: c.extra.Namespace,
-					Locations: tenants.NonAdminBackupStorageLocations(), Requests: admin.NonAdminBackupStorageLocationRequests(),
-					VeleroLocations: velero.BackupStorageLocations(), DPAs: admin.DataProtectionApplications(), Observers: observers})
-				if err == nil {
-					orphans = append(orphans, e.Orphans())
-				}
-				return runOf(e, err)
-			}),
-			add(ControllerNonAdminSync, 1, func() (func(context.Context, int), error) {
-				e, err := nonadmin.NewSyncController(nonadmin.SyncConfig{Client: client, AdminNamespace: c.extra.Namespace,
-					Backups: velero.Backups(), VeleroLocations: velero.BackupStorageLocations(),
-					TenantLocations: tenants.NonAdminBackupStorageLocations(), NonAdminBackups: tenants.NonAdminBackups(),
-					DPAs: admin.DataProtectionApplications(), Observers: observers})
-				return runOf(e, err)
-			}),
-			// Last: it runs the orphan loops of the engines above.
-			add(ControllerNonAdminGC, 1, func() (func(context.Context, int), error) {
-				e, err := nonadmin.NewGCController(nonadmin.GCConfig{AdminNamespace: c.extra.Namespace, DPAs: admin.DataProtectionApplications(),
-					Orphans: orphans, Clock: clock.RealClock{}})
-				return runOf(e, err)
-			}),
-		)
-		if err != nil {
-			return nil, err
-		}
-		factory.Start(ctx.Done())
-		everywhere.Start(ctx.Done())
-		var running sync.WaitGroup
-		for _, e := range engines {
-			running.Add(1)
-			go func() {
-				defer running.Done()
-				e.run(ctx, e.workers)
-			}()
-		}
-		return func() {
-			running.Wait()
-			factory.Shutdown()
-			everywhere.Shutdown()
-		}, nil
+				stateDir = filepath.Join(root, ".cbt")
+			}
+			e, err := vmcbt.New(vmcbt.Config{Client: client, Trackers: kubevirt.VirtualMachineBackupTrackers(), Virt: libvirtConn, StateDir: stateDir, Observers: observers})
+			return runOf(e, err)
+		}),
+		add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {
+			e, err := backupsync.New(backupsync.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
+				Requests: velero.DeleteBackupRequests(), Opener: c.extra.Opener, Period: c.extra.BackupSyncPeriod,
+				TenantPeriod: nonadmin.BackupSyncPeriod(admin.DataProtectionApplications().Lister(), c.extra.Namespace)})
+			return runOf(e, err)
+		}),
+		add(ControllerBackupDeletion, 2, func() (func(context.Context, int), error) {
+			e, err := deletion.New(client, deletion.Informers{
+				Requests: velero.DeleteBackupRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
+				Locations: velero.BackupStorageLocations(),
+			}, c.extra.Opener, clock.RealClock{}, crash, observers...)
+			return runOf(e, err)
+		}),
+		add(ControllerGarbageCollection, 1, func() (func(context.Context, int), error) {
+			e, err := gc.New(client, gc.Informers{
+				Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), Locations: velero.BackupStorageLocations(),
+			}, clock.RealClock{})
+			return runOf(e, err)
+		}),
+		add(ControllerNonAdminBackup, 8, func() (func(context.Context, int), error) {
+			e, err := nonadmin.NewBackupController(nonadmin.BackupConfig{Client: client, AdminNamespace: c.extra.Namespace,
+				NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
+				Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), DPAs: admin.DataProtectionApplications(),
+				TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
+				Clock: clock.RealClock{}, Observers: observers, Crash: crash})
+			if err == nil {
+				orphans = append(orphans, e.Orphans())
+			}
+			return runOf(e, err)
+		}),
+		add(ControllerNonAdminRestore, 2, func() (func(context.Context, int), error) {
+			e, err := nonadmin.NewRestoreController(nonadmin.RestoreConfig{Client: client, AdminNamespace: c.extra.Namespace,
+				NonAdminRestores: tenants.NonAdminRestores(), NonAdminBackups: tenants.NonAdminBackups(),
+				Restores: velero.Restores(), Backups: velero.Backups(), DPAs: admin.DataProtectionApplications(), Observers: observers, Crash: crash})
+			if err == nil {
+				orphans = append(orphans, e.Orphans())
+			}
+			return runOf(e, err)
+		}),
+		add(ControllerNonAdminDownload, 1, func() (func(context.Context, int), error) {
+			e, err := nonadmin.NewDownloadController(nonadmin.DownloadConfig{Client: client, AdminNamespace: c.extra.Namespace,
+				Requests: tenants.NonAdminDownloadRequests(), NonAdminBackups: tenants.NonAdminBackups(), NonAdminRestores: tenants.NonAdminRestores(),
+				DownloadRequests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
+				Clock: clock.RealClock{}, Observers: observers})
+			if err == nil {
+				orphans = append(orphans, e.Orphans())
+			}
+			return runOf(e, err)
+		}),
+		add(ControllerNonAdminSchedule, 1, func() (func(context.Context, int), error) {
+			e, err := nonadmin.NewScheduleController(nonadmin.ScheduleConfig{Client: client, AdminNamespace: c.extra.Namespace,
+				Schedules: tenants.NonAdminSchedules(), NonAdminBackups: tenants.NonAdminBackups(),
+				VeleroSchedules: velero.Schedules(), Backups: velero.Backups(), DPAs: admin.DataProtectionApplications(),
+				TenantLocations: tenants.NonAdminBackupStorageLocations(), VeleroLocations: velero.BackupStorageLocations(),
+				Clock: clock.RealClock{}, Observers: observers, Crash: crash})
+			if err == nil {
+				orphans = append(orphans, e.Orphans())
+			}
+			return runOf(e, err)
+		}),
+		add(ControllerNonAdminBSL, 1, func() (func(context.Context, int), error) {
+			e, err := nonadmin.NewBSLController(nonadmin.BSLConfig{Client: client, Secrets: c.extra.Secrets, AdminNamespace: c.extra.Namespace,
+				Locations: tenants.NonAdminBackupStorageLocations(), Requests: admin.NonAdminBackupStorageLocationRequests(),
+				VeleroLocations: velero.BackupStorageLocations(), DPAs: admin.DataProtectionApplications(), Observers: observers})
+			if err == nil {
+				orphans = append(orphans, e.Orphans())
+			}
+			return runOf(e, err)
+		}),
+		add(ControllerNonAdminSync, 1, func() (func(context.Context, int), error) {
+			e, err := nonadmin.NewSyncController(nonadmin.SyncConfig{Client: client, AdminNamespace: c.extra.Namespace,
+				Backups: velero.Backups(), VeleroLocations: velero.BackupStorageLocations(),
+				TenantLocations: tenants.NonAdminBackupStorageLocations(), NonAdminBackups: tenants.NonAdminBackups(),
+				DPAs: admin.DataProtectionApplications(), Observers: observers})
+			return runOf(e, err)
+		}),
+		// Last: it runs the orphan loops of the engines above.
+		add(ControllerNonAdminGC, 1, func() (func(context.Context, int), error) {
+			e, err := nonadmin.NewGCController(nonadmin.GCConfig{AdminNamespace: c.extra.Namespace, DPAs: admin.DataProtectionApplications(),
+				Orphans: orphans, Clock: clock.RealClock{}})
+			return runOf(e, err)
+		}),
+	)
+	if err != nil {
+		return nil, err
 	}
+	factory.Start(ctx.Done())
+	everywhere.Start(ctx.Done())
+	var running sync.WaitGroup
+	for _, e := range engines {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			e.run(ctx, e.workers)
+		}()
+	}
+	return func() {
+		running.Wait()
+		factory.Shutdown()
+		everywhere.Shutdown()
+	}, nil
 }
 
 // withoutManagedFields drops metadata.managedFields from the engines'

@@ -281,7 +281,6 @@ func (o *Options) Validate() error {
 	switch o.StorageBackend {
 	case apiserver.StoragePebble:
 	case apiserver.StorageEtcd3:
-		o.Etcd.StorageConfig.Type = storagebackend.StorageTypeETCD3
 		errs = append(errs, o.Etcd.Validate()...)
 	default:
 		errs = append(errs, fmt.Errorf("--storage-backend must be %q or %q, not %q", apiserver.StoragePebble, apiserver.StorageEtcd3, o.StorageBackend))
@@ -365,6 +364,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if backend == nil {
 		// etcd's health and readiness checks, encryption at rest if
 		// configured; the REST options are Backstop's (apiserver.Config).
+		o.Etcd.StorageConfig.Type = storagebackend.StorageTypeETCD3
 		o.Etcd.EnableWatchCache = o.WatchCache
 		if err := o.Etcd.ApplyTo(&cfg.Config); err != nil {
 			return fmt.Errorf("configuring etcd: %w", err)

@@ -62,15 +62,14 @@ func createKey(path string) error {
 		return fmt.Errorf("writing the download signing key: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(key); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing the download signing key: %w", err)
+	_, err = tmp.Write(key)
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing the download signing key: %w", err)
+	if closeErr := tmp.Close(); err == nil {
+		err = closeErr
 	}
-	if err := tmp.Close(); err != nil {
+	if err != nil {
 		return fmt.Errorf("writing the download signing key: %w", err)
 	}
 	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {

@@ -230,15 +230,21 @@ func LeaseTerm(leases coordinationv1client.LeasesGetter, namespace, name string)
 		if err != nil {
 			return Term{}, err
 		}
-		var t Term
-		if lease.Spec.HolderIdentity != nil {
-			t.Holder = *lease.Spec.HolderIdentity
-		}
-		if lease.Spec.LeaseTransitions != nil {
-			t.Transitions = *lease.Spec.LeaseTransitions
-		}
-		return t, nil
+		return TermOf(lease.Spec.HolderIdentity, lease.Spec.LeaseTransitions), nil
 	}
+}
+
+// TermOf is the term a Lease's spec names (its holder and transitions,
+// either unset).
+func TermOf(holder *string, transitions *int32) Term {
+	var t Term
+	if holder != nil {
+		t.Holder = *holder
+	}
+	if transitions != nil {
+		t.Transitions = *transitions
+	}
+	return t
 }
 
 // errUnknownTerm: the Lease could not be read.

@@ -159,13 +159,7 @@ func (m *EtcdMember) stop(sig syscall.Signal) {
 	if m.cmd == nil {
 		return
 	}
-	_ = m.cmd.Process.Signal(sig)
-	select {
-	case <-m.exited:
-	case <-time.After(30 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.exited
-	}
+	signalAndWait(m.cmd.Process, m.exited, sig, 30*time.Second)
 	m.cmd = nil
 	_ = m.log.Close()
 }

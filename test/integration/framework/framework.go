@@ -214,13 +214,7 @@ func (s *Server) stop(sig syscall.Signal) {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(sig)
-	select {
-	case <-s.exited:
-	case <-time.After(60 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
+	signalAndWait(s.cmd.Process, s.exited, sig, 60*time.Second)
 	s.cmd = nil
 	_ = s.log.Close()
 }

@@ -5,8 +5,22 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
+
+// signalAndWait sends sig to a started process and waits until it exited
+// (exited closes), killing it after grace.
+func signalAndWait(p *os.Process, exited <-chan struct{}, sig syscall.Signal, grace time.Duration) {
+	_ = p.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = p.Kill()
+		<-exited
+	}
+}
 
 // ProcStatus reads a field (kB) of /proc/<pid>/status, such as VmRSS or
 // VmHWM (peak RSS).
