@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,9 +29,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -263,9 +266,117 @@ func TestScaleOut(t *testing.T) {
 		old.StartAgain(nil)
 	}
 
-	// SIGSTOP of the leader past its Lease, then SIGCONT: another takes
-	// over meanwhile, and the woken one's engines stop.
+	// A backup running on the leader when it dies: the replicas that may
+	// take over next are armed to crash (kill -9, by the failpoint) once a
+	// backup of theirs is InProgress, and the leader is killed. The one
+	// that takes over dies with a backup running; the next leader fails
+	// that backup with the reason, and does not run it again.
 	idx, _ := c.leaderIndex(ctx, r1, leader.Term{})
+	var armed []*framework.Server
+	for j, r := range c.replicas {
+		if j != idx {
+			r.Kill()
+			r.StartAgain([]string{failpoint.EnvVar + "=" + failpoint.BackupInProgress})
+			armed = append(armed, r)
+		}
+	}
+	c.replicas[idx].Kill()
+	crashed := c.waitCrash(ctx, armed)
+	c.replicas[idx].StartAgain(nil)
+	crashed.StartAgain(nil)
+	for _, r := range armed {
+		if r != crashed {
+			// Crashed as well, or still armed: started again unarmed.
+			r.Kill()
+			r.StartAgain(nil)
+		}
+	}
+	_, term = c.leaderIndex(ctx, r1, leader.Term{})
+
+	// One etcd member killed: the service goes on.
+	c.etcd.Kill(2)
+	for i := range 3 {
+		name := fmt.Sprintf("after-member-%d", i)
+		if _, err := c.replicas[i%len(c.replicas)].Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{}); err != nil {
+			t.Errorf("a create with an etcd member down: %v", err)
+		} else {
+			mu.Lock()
+			acked[name] = true
+			mu.Unlock()
+		}
+	}
+	stopLoad()
+	clients.Wait()
+
+	// Every acknowledged backup is there, and ends, having run at most
+	// once; the ones running on a leader that died end Failed with the
+	// reason.
+	lost, doubles, interrupted := 0, 0, 0
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := r1.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		have := map[string]velerov1.BackupStatus{}
+		for _, b := range list.Items {
+			have[b.Name] = b.Status
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		lost, interrupted = 0, 0
+		for name := range acked {
+			st, ok := have[name]
+			if !ok {
+				lost++
+				continue
+			}
+			if !st.Phase.Terminal() {
+				return false, nil
+			}
+			if st.Phase == velerov1.BackupPhaseFailed && st.FailureReason == velerov1.BackupRestartedReason {
+				interrupted++
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Errorf("acknowledged backups not all finished: %v", err)
+	}
+	if interrupted == 0 {
+		t.Errorf("no backup Failed with %q, though a replica crashed with one InProgress", velerov1.BackupRestartedReason)
+	}
+
+	// Schedules through a failover and a pause: a schedule due every 3 s
+	// (now that the load's backups are done, its runs are not queued
+	// behind them), the leader killed, then paused past its Lease (SIGSTOP)
+	// and woken (SIGCONT): no due time gets two backups.
+	if _, err := r1.Clientset.VeleroV1().Schedules(ns).Create(ctx, &velerov1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "every3s"},
+		Spec: velerov1.ScheduleSpec{Schedule: "@every 3s", Template: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runs := func(n int) []velerov1.Backup {
+		t.Helper()
+		var list *velerov1.BackupList
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			var err error
+			list, err = r1.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{LabelSelector: velerov1.ScheduleNameLabel + "=every3s"})
+			return err == nil && len(list.Items) >= n, nil
+		}); err != nil {
+			t.Fatalf("the schedule made fewer than %d backups: %v", n, err)
+		}
+		return list.Items
+	}
+	runs(2)
+	idx, term = c.leaderIndex(ctx, r1, leader.Term{})
+	c.replicas[idx].Kill()
+	_, term = c.leaderIndex(ctx, c.replicas[(idx+1)%len(c.replicas)], term)
+	c.replicas[idx].StartAgain(nil)
+	runs(len(runs(0)) + 2)
+
+	// SIGSTOP of the leader past its Lease, then SIGCONT: another takes
+	// over meanwhile, and the woken one's engines stop; what they would
+	// write on waking carries the ended term, which the fence refuses.
+	idx, _ = c.leaderIndex(ctx, r1, leader.Term{})
 	paused := c.replicas[idx]
 	via := c.replicas[(idx+1)%len(c.replicas)]
 	if err := paused.Signal(syscall.SIGSTOP); err != nil {
@@ -284,66 +395,77 @@ func TestScaleOut(t *testing.T) {
 	}); err != nil {
 		t.Errorf("the woken replica still runs its engines: %v", err)
 	}
+	runs(len(runs(0)) + 2)
 
-	// One etcd member killed: the service goes on.
-	c.etcd.Kill(2)
-	for i := range 3 {
-		name := fmt.Sprintf("after-member-%d", i)
-		if _, err := c.replicas[i%len(c.replicas)].Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{}); err != nil {
-			t.Errorf("a create with an etcd member down: %v", err)
-		} else {
-			mu.Lock()
-			acked[name] = true
-			mu.Unlock()
-		}
-	}
-	stopLoad()
-	clients.Wait()
-
-	// Every acknowledged backup is there, and ends, having run at most once.
-	lost, doubles := 0, 0
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := via.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{})
+	// The schedule paused: its backups end; each began after the one
+	// before had ended, and one due time (3 s) at least after it.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := r1.Clientset.VeleroV1().Schedules(ns).Get(ctx, "every3s", metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
-		have := map[string]velerov1.BackupPhase{}
-		for _, b := range list.Items {
-			have[b.Name] = b.Status.Phase
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		lost = 0
-		for name := range acked {
-			phase, ok := have[name]
-			if !ok {
-				lost++
-				continue
-			}
-			if !phase.Terminal() {
+		s.Spec.Paused = true
+		_, err = r1.Clientset.VeleroV1().Schedules(ns).Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var scheduled []velerov1.Backup
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		scheduled = runs(0)
+		for _, b := range scheduled {
+			if !b.Status.Phase.Terminal() {
 				return false, nil
 			}
 		}
 		return true, nil
 	}); err != nil {
-		t.Errorf("acknowledged backups not all finished: %v", err)
+		t.Fatalf("the schedule's backups do not end: %v", err)
 	}
-	started := c.starts()
-	if len(started) == 0 {
-		t.Errorf("no backup started in any replica's log: the count of runs sees nothing")
+	sort.Slice(scheduled, func(i, j int) bool { return scheduled[i].CreationTimestamp.Before(&scheduled[j].CreationTimestamp) })
+	// Timestamps are whole seconds: two runs of one due time are
+	// stamped in the same second or began before the other ended; a run
+	// one due time (3 s) after the last is stamped a second after it at
+	// least, even when its trigger took long.
+	fired := 0
+	for i := 1; i < len(scheduled); i++ {
+		prev, cur := scheduled[i-1], scheduled[i]
+		if gap := cur.CreationTimestamp.Sub(prev.CreationTimestamp.Time); gap < time.Second ||
+			prev.Status.CompletionTimestamp == nil || cur.CreationTimestamp.Before(prev.Status.CompletionTimestamp) {
+			fired++
+			t.Errorf("schedule fired twice: backup %s (created %v) after %s (created %v, completed %v)", cur.Name, cur.CreationTimestamp,
+				prev.Name, prev.CreationTimestamp, prev.Status.CompletionTimestamp)
+		}
 	}
-	for name, n := range started {
+	for name, n := range c.starts() {
 		if n > 1 {
 			doubles++
 			t.Errorf("backup %s started %d times", name, n)
 		}
 	}
+	if len(c.starts()) == 0 {
+		t.Errorf("no backup started in any replica's log: the count of runs sees nothing")
+	}
 	if lost > 0 {
 		t.Errorf("%d acknowledged backups lost", lost)
 	}
-	t.Logf("another replica took over after kill -9 of the leader in %v (Lease %s)", takeovers, leaseDuration)
-	fmt.Printf("trials %d, writes acked %d, lost %d, double runs %d\n", *trials, len(acked), lost, doubles)
+	t.Logf("another replica took over after kill -9 of the leader in %v (Lease %s); backups interrupted by a crash that ended Failed with the reason: %d; the schedule ran %d times through a kill -9 and a pause",
+		takeovers, leaseDuration, interrupted, len(scheduled))
+	fmt.Printf("trials %d, writes acked %d, lost %d, double runs %d, schedule double fires %d\n", *trials, len(acked), lost, doubles, fired)
+}
+
+// waitCrash waits until one of servers exits by itself (its failpoint).
+func (c *cluster) waitCrash(ctx context.Context, servers []*framework.Server) *framework.Server {
+	c.t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
+		for _, s := range servers {
+			if s.WaitCrash(100 * time.Millisecond) {
+				return s
+			}
+		}
+	}
+	c.t.Fatalf("no replica armed to crash with a backup InProgress took over and crashed")
+	return nil
 }
 
 func leaseNamed(name string) *coordinationv1.Lease {
