@@ -184,6 +184,10 @@ type Election struct {
 	Fence coordinationv1client.LeasesGetter
 	// Name is the Lease's; Identity this replica's, unique among replicas.
 	Name, Identity string
+	// VMHost names this replica's libvirt host: the replicas on one host
+	// elect one among them, on the Lease <Name>-vm-<VMHost>, to run the
+	// VM engines for the VMs of its libvirt.
+	VMHost string
 	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Metrics                                   *leader.Metrics
@@ -213,7 +217,7 @@ func (c *Config) Complete() CompletedConfig {
 	}
 	fence := &leader.Fence{}
 	if e := c.Extra.Election; e != nil && e.Fence != nil {
-		fence.SetCurrent(leader.LeaseTerm(e.Fence, c.Extra.Namespace, e.Name))
+		fence.SetCurrent(e.Name, leader.LeaseTerm(e.Fence, c.Extra.Namespace))
 	}
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, cfg *genericapiserver.Config) http.Handler {
 		return buildChain(engines.Filter(fence.Filter(h)), cfg)
@@ -483,8 +487,8 @@ func (c CompletedConfig) authorizationGroups(group func(string, string, storageS
 	coordinationV1 := storageSet{"leases": leases}
 	if e := c.extra.Election; e != nil && e.Leases == nil {
 		// The fence reads the Lease from storage, in-process.
-		c.fence.SetCurrent(func(ctx context.Context) (leader.Term, error) {
-			obj, err := leases.Get(genericrequest.WithNamespace(ctx, c.extra.Namespace), e.Name, &metav1.GetOptions{})
+		c.fence.SetCurrent(e.Name, func(ctx context.Context, name string) (leader.Term, error) {
+			obj, err := leases.Get(genericrequest.WithNamespace(ctx, c.extra.Namespace), name, &metav1.GetOptions{})
 			if err != nil {
 				return leader.Term{}, err
 			}
@@ -501,33 +505,46 @@ func (c CompletedConfig) authorizationGroups(group func(string, string, storageS
 }
 
 // defaultLocationFrom finds the default BackupStorageLocation of a
-// namespace by listing the locations in-process.
+// namespace by listing the locations in-process: from the watch cache as
+// it is (resourceVersion "0") first, and only when that shows no default,
+// as stored. A consistent list waits for the cache to catch up with the
+// latest write of any resource (up to the cacher's 100 ms progress
+// period): on every Backup create that was most of its latency.
 func defaultLocationFrom(bsls rest.Lister) backup.DefaultLocationFunc {
 	return func(ctx context.Context, namespace string) (string, error) {
 		ctx = genericrequest.WithNamespace(ctx, namespace)
-		obj, err := bsls.List(ctx, &metainternalversion.ListOptions{})
-		if err != nil {
-			return "", fmt.Errorf("listing backup storage locations: %w", err)
-		}
-		// Until the location engine has unmarked older defaults, the newest
-		// location marked default wins (as that engine will decide).
-		var newest *velero.BackupStorageLocation
-		list := obj.(*velero.BackupStorageLocationList)
-		for i := range list.Items {
-			l := &list.Items[i]
-			if !l.Spec.Default {
-				continue
+		for _, rv := range []string{"0", ""} {
+			obj, err := bsls.List(ctx, &metainternalversion.ListOptions{ResourceVersion: rv})
+			if err != nil {
+				return "", fmt.Errorf("listing backup storage locations: %w", err)
 			}
-			if newest == nil || l.CreationTimestamp.After(newest.CreationTimestamp.Time) ||
-				(l.CreationTimestamp.Equal(&newest.CreationTimestamp) && l.Name > newest.Name) {
-				newest = l
+			if name := newestDefault(obj.(*velero.BackupStorageLocationList).Items); name != "" {
+				return name, nil
 			}
 		}
-		if newest == nil {
-			return "", nil
-		}
-		return newest.Name, nil
+		return "", nil
 	}
+}
+
+// newestDefault is the location marked default, the newest one until the
+// location engine has unmarked older defaults (as that engine will
+// decide); "" when none is.
+func newestDefault(locations []velero.BackupStorageLocation) string {
+	var newest *velero.BackupStorageLocation
+	for i := range locations {
+		l := &locations[i]
+		if !l.Spec.Default {
+			continue
+		}
+		if newest == nil || l.CreationTimestamp.After(newest.CreationTimestamp.Time) ||
+			(l.CreationTimestamp.Equal(&newest.CreationTimestamp) && l.Name > newest.Name) {
+			newest = l
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	return newest.Name
 }
 
 // locationFrom reads storage locations in-process for the download handler,

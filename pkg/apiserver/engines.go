@@ -43,6 +43,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
 	"github.com/backstop-io/backstop/pkg/engine/vmcbt"
+	"github.com/backstop-io/backstop/pkg/engine/vmhost"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
@@ -99,20 +100,43 @@ type shared struct {
 	libvirt func() (virt.Hypervisor, error)
 	// metrics counts every phase transition the engines write.
 	metrics status.Observer
+	// hosts is this replica's VM host among the live ones (nil: no
+	// election, the only host).
+	hosts *vmhost.Hosts
+}
+
+// enginePart is which engines a run starts.
+type enginePart int
+
+const (
+	// allEngines: every engine, without an election.
+	allEngines enginePart = iota
+	// clusterEngines: all but the VM engines, under the engines' Lease.
+	clusterEngines
+	// hostEngines: the VM engines, for this host's libvirt, under the
+	// host's Lease.
+	hostEngines
+)
+
+// has reports whether the engine named name is of the part.
+func (p enginePart) has(name string) bool {
+	vm := name == ControllerVMBackup || name == ControllerVMCBT
+	return p == allEngines || vm == (p == hostEngines)
 }
 
 // startEngines returns the post-start hook that runs the engines: at
 // once, or (with leader election) while this replica holds the engines'
-// Lease. They reach the API through the loopback client, like any client,
-// so every transition is authenticated, authorized and visible to
-// watchers. They process objects of the admin namespace only, as Velero
-// processes its install namespace.
+// Lease, and the VM engines while it holds its VM host's Lease (libvirt is
+// local: each host runs them for its own VMs). They reach the API through
+// the loopback client, like any client, so every transition is
+// authenticated, authorized and visible to watchers. They process objects
+// of the admin namespace only, as Velero processes its install namespace.
 func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.PostStartHookFunc {
 	return func(hookCtx genericapiserver.PostStartHookContext) error {
 		once := shared{signer: signer, libvirt: virtConn(c.extra.LibvirtURI), metrics: metrics.New(legacyregistry.MustRegister)}
 		election := c.extra.Election
 		if election == nil {
-			_, err := c.runEngines(hookCtx, hookCtx.LoopbackClientConfig, nil, once)
+			_, err := c.runEngines(hookCtx, hookCtx.LoopbackClientConfig, nil, once, allEngines)
 			return err
 		}
 		leases := election.Leases
@@ -124,19 +148,20 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			}
 			leases = kube.CoordinationV1()
 		}
-		go func() {
-			err := leader.Run(hookCtx, leader.Config{Leases: leases, Namespace: c.extra.Namespace, Name: election.Name, Identity: election.Identity,
+		once.hosts = &vmhost.Hosts{Self: election.VMHost, Live: leader.LiveHosts(leases, c.extra.Namespace, election.Name)}
+		elect := func(name string, part enginePart, m *leader.Metrics) {
+			err := leader.Run(hookCtx, leader.Config{Leases: leases, Namespace: c.extra.Namespace, Name: name, Identity: election.Identity,
 				LeaseDuration: election.LeaseDuration, RenewDeadline: election.RenewDeadline, RetryPeriod: election.RetryPeriod,
-				Metrics: election.Metrics,
+				Metrics: m,
 				Run: func(ctx context.Context, term leader.Term) {
 					for ctx.Err() == nil {
-						wait, err := c.runEngines(ctx, hookCtx.LoopbackClientConfig, &term, once)
+						wait, err := c.runEngines(ctx, hookCtx.LoopbackClientConfig, &term, once, part)
 						if err == nil {
 							<-ctx.Done()
 							wait()
 							return
 						}
-						klog.ErrorS(err, "The engines cannot start; trying again", "term", term.String())
+						klog.ErrorS(err, "The engines cannot start; trying again", "term", term.String(), "lease", name)
 						select {
 						case <-ctx.Done():
 						case <-time.After(election.RetryPeriod):
@@ -144,17 +169,19 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 					}
 				}})
 			if err != nil {
-				klog.ErrorS(err, "The engines' leader election")
+				klog.ErrorS(err, "The engines' leader election", "lease", name)
 				klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 			}
-		}()
+		}
+		go elect(election.Name, clusterEngines, election.Metrics)
+		go elect(leader.HostLease(election.Name, election.VMHost), hostEngines, nil)
 		return nil
 	}
 }
 
 // runEngines builds the engines of one term (nil: no election) and starts
 // them until ctx is done; wait returns once they all stopped.
-func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Config, term *leader.Term, once shared) (wait func(), err error) {
+func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Config, term *leader.Term, once shared, part enginePart) (wait func(), err error) {
 	if term != nil {
 		// Every write to this server carries the term (the engines',
 		// and restores' into it standalone): the fence refuses it once
@@ -204,7 +231,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 	// The tenant engines' orphan loops, for the garbage collection.
 	var orphans []nonadmin.Resyncer
 	add := func(name string, workers int, build func() (func(context.Context, int), error)) error {
-		if c.extra.DisabledControllers.Has(name) {
+		if c.extra.DisabledControllers.Has(name) || !part.has(name) {
 			return nil
 		}
 		run, err := build()
@@ -219,7 +246,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 	if err != nil {
 		return nil, err
 	}
-	if c.extra.DataDir != "" {
+	if c.extra.DataDir != "" && part != hostEngines {
 		if err := location.EnsureDefault(ctx, client, c.extra.Namespace, c.extra.DataDir); err != nil {
 			return nil, err
 		}
@@ -273,7 +300,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 				return nil, err
 			}
 			e, err := vmbackup.New(vmbackup.Config{Client: client, Backups: kubevirt.VirtualMachineBackups(), Trackers: kubevirt.VirtualMachineBackupTrackers(),
-				Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull", Observers: observers, Crash: crash})
+				Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull", Observers: observers, Crash: crash, Hosts: once.hosts})
 			return runOf(e, err)
 		}),
 		add(ControllerVMCBT, 1, func() (func(context.Context, int), error) {
@@ -285,7 +312,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 				}
 				stateDir = filepath.Join(root, ".cbt")
 			}
-			e, err := vmcbt.New(vmcbt.Config{Client: client, Trackers: kubevirt.VirtualMachineBackupTrackers(), Virt: libvirtConn, StateDir: stateDir, Observers: observers})
+			e, err := vmcbt.New(vmcbt.Config{Client: client, Trackers: kubevirt.VirtualMachineBackupTrackers(), Virt: libvirtConn, StateDir: stateDir, Observers: observers, Hosts: once.hosts})
 			return runOf(e, err)
 		}),
 		add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {

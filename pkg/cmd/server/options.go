@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -108,6 +109,10 @@ type Options struct {
 	EngineGroups []string
 	// LibvirtURI is the libvirt daemon VM backups run on.
 	LibvirtURI string
+	// VMHost names the host of that libvirt daemon: replicas with the same
+	// VMHost share it and elect one among them to run the VM engines
+	// (default: the host name, lower-cased).
+	VMHost string
 	// VMFullBackupMode is how full VM backups copy: "push" (libvirt's
 	// backup job) or "pull" (NBD export read by qemu-img).
 	VMFullBackupMode string
@@ -154,6 +159,7 @@ func NewOptions() *Options {
 		BackupSyncPeriod:           time.Minute,
 		ItemOperationSyncFrequency: 10 * time.Second,
 		VMFullBackupMode:           "push",
+		VMHost:                     defaultVMHost(),
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:   true,
 			LeaseDuration: metav1.Duration{Duration: 15 * time.Second},
@@ -191,6 +197,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.EngineGroups, "engine-groups", o.EngineGroups, "groups whose members may write the status of backups, restores, deletion requests, schedules and VM backups as the server's own engines do (for engines run elsewhere with --disable-controllers); by default only the server itself")
 	fs.BoolVar(&o.ScheduleSkipImmediately, "schedule-skip-immediately", o.ScheduleSkipImmediately, "skip the run that is due at once when a schedule is created or unpaused, for schedules that do not set spec.skipImmediately (Velero's --schedule-skip-immediately)")
 	fs.StringVar(&o.VMFullBackupMode, "vm-full-backup-mode", o.VMFullBackupMode, "how full VM disk backups copy: push (QEMU's backup job writes the target) or pull (QEMU exports the disk over NBD and qemu-img copies it, 8 requests in flight); docs/benchmarks.md compares them; incrementals are always pushed")
+	fs.StringVar(&o.VMHost, "vm-host", o.VMHost, "the name of the host --libvirt-uri runs on (a DNS subdomain; a Kubernetes node's name, say): with leader election, the replicas of one host elect one among them, on the Lease <--leader-elect-resource-name>-vm-<host>, to run the VM engines for that libvirt's VMs")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
 	fs.StringVar(&o.CBTStateDir, "cbt-state-dir", o.CBTStateDir, "the directory holding the qcow2 overlays that give raw VM disks changed block tracking, one subdirectory per libvirt domain (default <volume-root>/.cbt); QEMU must be able to reach it")
 	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
@@ -292,6 +299,9 @@ func (o *Options) Validate() error {
 		}
 		if le.ResourceName == "" {
 			errs = append(errs, errors.New("--leader-elect-resource-name is required"))
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(leader.HostLease(le.ResourceName, o.VMHost)) {
+			errs = append(errs, fmt.Errorf("--vm-host %q: the Lease name %s: %s", o.VMHost, leader.HostLease(le.ResourceName, o.VMHost), msg))
 		}
 	}
 	if o.CompactionInterval < 0 {
@@ -452,7 +462,7 @@ func (o *Options) Run(ctx context.Context) error {
 		RBAC: rbac,
 	}
 	if le := o.LeaderElection; le.LeaderElect {
-		extra.Election = &apiserver.Election{Name: le.ResourceName, Identity: identity,
+		extra.Election = &apiserver.Election{Name: le.ResourceName, Identity: identity, VMHost: o.VMHost,
 			LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
 			Metrics: leader.NewMetrics(legacyregistry.MustRegister)}
 		if kubeClient != nil {
@@ -596,4 +606,14 @@ func secretReader(client kubernetes.Interface) objectstore.SecretReader {
 		}
 		return data, nil
 	}
+}
+
+// defaultVMHost is this machine's host name, lower-cased (a DNS subdomain
+// when the host name is one).
+func defaultVMHost() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return "localhost"
+	}
+	return strings.ToLower(host)
 }

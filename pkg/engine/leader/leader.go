@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	restclient "k8s.io/client-go/rest"
@@ -29,12 +30,36 @@ import (
 // TermHeader carries an engine request's term.
 const TermHeader = "X-Backstop-Engine-Term"
 
+// LeaseHeader names the Lease of an engine request's term; without it the
+// term is the engines' Lease's.
+const LeaseHeader = "X-Backstop-Engine-Lease"
+
 // Term is one leadership: the Lease's holder and its transition count
 // while this replica held it. A replica that loses the Lease and takes it
-// again has a new term (the count moved).
+// again has a new term (the count moved). Lease names the Lease ("" when
+// it is the engines' Lease or is implied).
 type Term struct {
+	Lease       string
 	Holder      string
 	Transitions int32
+}
+
+// Same reports whether t and o are one term of the Lease, whatever their
+// Lease field says.
+func (t Term) Same(o Term) bool { return t.Holder == o.Holder && t.Transitions == o.Transitions }
+
+// hostLeaseInfix joins the engines' Lease name and a VM host's name into
+// the name of the host's Lease.
+const hostLeaseInfix = "-vm-"
+
+// HostLease is the name of the Lease of a VM host's engines: the replicas
+// on one libvirt host elect one among them to run the VM engines there.
+func HostLease(engines, host string) string { return engines + hostLeaseInfix + host }
+
+// HostOfLease is the VM host whose Lease is name, if it is one.
+func HostOfLease(engines, name string) (string, bool) {
+	host, ok := strings.CutPrefix(name, engines+hostLeaseInfix)
+	return host, ok && host != ""
 }
 
 func (t Term) String() string { return t.Holder + "/" + strconv.Itoa(int(t.Transitions)) }
@@ -60,6 +85,9 @@ func WithTerm(cfg *restclient.Config, term Term) *restclient.Config {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			req = req.Clone(req.Context())
 			req.Header.Set(TermHeader, value)
+			if term.Lease != "" {
+				req.Header.Set(LeaseHeader, term.Lease)
+			}
 			return rt.RoundTrip(req)
 		})
 	})
@@ -120,7 +148,7 @@ func Run(ctx context.Context, cfg Config) error {
 						logger.Error(err, "Reading the Lease just taken; standing again")
 						return
 					}
-					term := Term{Holder: cfg.Identity, Transitions: int32(record.LeaderTransitions)}
+					term := Term{Lease: cfg.Name, Holder: cfg.Identity, Transitions: int32(record.LeaderTransitions)}
 					if cfg.Metrics != nil {
 						cfg.Metrics.started(lock.previousRenewal(), record.AcquireTime.Time)
 					}
@@ -220,12 +248,37 @@ func (l *observingLock) previousRenewal() time.Time {
 	return l.other
 }
 
-// Current reads the Lease's term (a read from storage, not a cache).
-type Current func(ctx context.Context) (Term, error)
+// LiveHosts lists the VM hosts whose Lease (of the engines' Lease named
+// engines, in namespace) is held and not expired.
+func LiveHosts(leases coordinationv1client.LeasesGetter, namespace, engines string) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		list, err := leases.Leases(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		var out []string
+		for _, l := range list.Items {
+			host, ok := HostOfLease(engines, l.Name)
+			spec := l.Spec
+			if !ok || spec.HolderIdentity == nil || *spec.HolderIdentity == "" || spec.RenewTime == nil || spec.LeaseDurationSeconds == nil {
+				continue
+			}
+			if now.Before(spec.RenewTime.Add(time.Duration(*spec.LeaseDurationSeconds) * time.Second)) {
+				out = append(out, host)
+			}
+		}
+		return out, nil
+	}
+}
 
-// LeaseTerm reads the term of the Lease namespace/name through leases.
-func LeaseTerm(leases coordinationv1client.LeasesGetter, namespace, name string) Current {
-	return func(ctx context.Context) (Term, error) {
+// Current reads the term of the Lease of that name (a read from storage,
+// not a cache).
+type Current func(ctx context.Context, name string) (Term, error)
+
+// LeaseTerm reads the term of a Lease of namespace through leases.
+func LeaseTerm(leases coordinationv1client.LeasesGetter, namespace string) Current {
+	return func(ctx context.Context, name string) (Term, error) {
 		lease, err := leases.Leases(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return Term{}, err
@@ -252,18 +305,22 @@ var errUnknownTerm = errors.New("the current term is unknown")
 
 // Fence refuses the writes of engines whose term has ended: a request
 // carrying TermHeader that would change something is served only while
-// the Lease's current term is the one it carries. Requests without the
-// header pass (clients, and engines run without an election).
+// the current term of its Lease (LeaseHeader: the engines' Lease or a VM
+// host's, of the same name with a suffix) is the one it carries. Requests
+// without the header pass (clients, and engines run without an election).
 type Fence struct {
 	mu      sync.Mutex
 	current Current
+	// engines is the name of the engines' Lease.
+	engines string
 }
 
-// SetCurrent says where the Lease's term is read (nil: nothing is fenced).
-func (f *Fence) SetCurrent(c Current) {
+// SetCurrent says where the terms of the Leases are read, engines being
+// the name of the engines' Lease (nil: nothing is fenced).
+func (f *Fence) SetCurrent(engines string, c Current) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.current = c
+	f.engines, f.current = engines, c
 }
 
 // Filter is the fence as an HTTP filter.
@@ -274,7 +331,7 @@ func (f *Fence) Filter(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		if err := f.check(req.Context(), value); err != nil {
+		if err := f.check(req.Context(), req.Header.Get(LeaseHeader), value); err != nil {
 			code, reason := http.StatusForbidden, metav1.StatusReasonForbidden
 			if errors.Is(err, errUnknownTerm) {
 				// The Lease could not be read: the write may be tried again.
@@ -292,24 +349,34 @@ func (f *Fence) Filter(next http.Handler) http.Handler {
 	})
 }
 
-// check says why a write of term value may not land, or nil.
-func (f *Fence) check(ctx context.Context, value string) error {
+// check says why a write of term value of the Lease named lease may not
+// land, or nil.
+func (f *Fence) check(ctx context.Context, lease, value string) error {
 	f.mu.Lock()
-	current := f.current
+	current, engines := f.current, f.engines
 	f.mu.Unlock()
 	if current == nil {
 		return nil
+	}
+	if lease == "" {
+		lease = engines
+	}
+	if _, host := HostOfLease(engines, lease); lease != engines && !host {
+		return fmt.Errorf("the engines' write names Lease %q, which is neither %q nor a VM host's (%q)", lease, engines, HostLease(engines, "<host>"))
 	}
 	term, err := ParseTerm(value)
 	if err != nil {
 		return err
 	}
-	now, err := current(ctx)
-	if err != nil {
-		return fmt.Errorf("the engines' write of term %s: reading the Lease: %w: %w", term, errUnknownTerm, err)
+	now, err := current(ctx, lease)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("the engines' term %s has ended: the Lease %s is gone", term, lease)
 	}
-	if now != term {
-		return fmt.Errorf("the engines' term %s has ended: the Lease is in term %s", term, now)
+	if err != nil {
+		return fmt.Errorf("the engines' write of term %s: reading the Lease %s: %w: %w", term, lease, errUnknownTerm, err)
+	}
+	if !now.Same(term) {
+		return fmt.Errorf("the engines' term %s has ended: the Lease %s is in term %s", term, lease, now)
 	}
 	return nil
 }

@@ -30,13 +30,20 @@
 //
 // A backup running when the server stopped is Failed at the next start
 // (its libvirt job was aborted with the connection's end or is aborted).
+//
+// Replicas on several libvirt hosts (pkg/engine/vmhost): each host's
+// engine backs up the VMs whose domains its libvirt has, leaves the
+// others to their hosts and fails a backup whose VM no live host has; at
+// its start it fails only the interrupted backups of its own VMs.
 package vmbackup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +59,7 @@ import (
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/engine/vmhost"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
@@ -79,6 +87,10 @@ type Config struct {
 	Observers []status.Observer
 	// Crash kills the server at a named point (crash-point tests).
 	Crash failpoint.Set
+	// Hosts, when the replicas run on several libvirt hosts, is this
+	// one's: a backup of a VM another host runs is left to it (nil: this
+	// is the only host).
+	Hosts *vmhost.Hosts
 }
 
 // Controller is the VirtualMachineBackup engine.
@@ -122,7 +134,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if all, err := c.backups.List(labels.Everything()); err == nil {
 		for _, b := range all {
 			if cond := meta.FindStatusCondition(conditions(b), string(kv.ConditionProgressing)); cond != nil &&
-				cond.Status == metav1.ConditionTrue && !b.State().Terminal() {
+				cond.Status == metav1.ConditionTrue && !b.State().Terminal() && c.ranHere(b) {
 				c.recoverInterrupted(ctx, b)
 			}
 		}
@@ -211,6 +223,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		c.fail(ctx, b, kv.ReasonSourceNotFound, err.Error())
 		return nil
 	}
+	conn, err := c.cfg.Virt()
+	if err != nil {
+		c.fail(ctx, b, kv.ReasonLibvirtUnavailable, err.Error())
+		return nil
+	}
+	if here, err := c.onThisHost(ctx, key, b, conn, src); !here || err != nil {
+		return err
+	}
 	volume := filepath.Join(c.cfg.VolumeRoot, b.Namespace, *b.Spec.PvcName)
 	if fi, err := os.Stat(volume); err != nil || !fi.IsDir() {
 		c.wait(ctx, key, b, kv.ReasonWaitingForVolume, fmt.Sprintf("the volume directory %s does not exist yet", volume))
@@ -221,12 +241,6 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if other, ok := c.busy[vmKey]; ok && other != b.UID {
 		c.mu.Unlock()
 		c.wait(ctx, key, b, kv.ReasonWaitingForOtherBackup, fmt.Sprintf("another backup of VirtualMachine %s is running", src.vm))
-		return nil
-	}
-	conn, err := c.cfg.Virt()
-	if err != nil {
-		c.mu.Unlock()
-		c.fail(ctx, b, kv.ReasonLibvirtUnavailable, err.Error())
 		return nil
 	}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -259,6 +273,69 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		c.execute(ctx, runCtx, b, conn, src, volume)
 	}()
 	return nil
+}
+
+// onThisHost reports whether the backup's VM runs on this host, so that
+// this host's engine backs it up. One that does not is left to the host
+// that runs it (this host recorded as lacking it); one that no live host
+// runs fails.
+func (c *Controller) onThisHost(ctx context.Context, key cache.ObjectName, b *kv.VirtualMachineBackup, conn virt.Hypervisor, src source) (bool, error) {
+	if c.cfg.Hosts == nil {
+		return true, nil // the run says when the domain is missing
+	}
+	domain := b.Namespace + "_" + src.vm
+	backups := c.cfg.Client.BackupV1alpha1().VirtualMachineBackups(b.Namespace)
+	if _, err := conn.Disks(domain); !errors.Is(err, virt.ErrDomainNotFound) {
+		if value, changed := c.cfg.Hosts.Present(b.Annotations); changed {
+			// Taken off the list first: no other host may conclude the
+			// VM is on none while this one backs it up.
+			b = b.DeepCopy()
+			b.Annotations = vmhost.Set(b.Annotations, value)
+			if _, err := backups.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+				return false, fmt.Errorf("taking host %s off the hosts lacking VirtualMachine %s: %w", c.cfg.Hosts.Self, src.vm, err)
+			}
+			return false, nil // here again with the update
+		}
+		return true, nil
+	}
+	absence, err := c.cfg.Hosts.Absent(ctx, b.Annotations)
+	if err != nil {
+		return false, err
+	}
+	if absence.Nowhere {
+		c.fail(ctx, b, kv.ReasonSourceNotFound, fmt.Sprintf("VirtualMachine %s: no host has its libvirt domain %s (hosts %s)",
+			src.vm, domain, strings.Join(absence.Live, ", ")))
+		return false, nil
+	}
+	if absence.Changed {
+		b = b.DeepCopy()
+		b.Annotations = vmhost.Set(b.Annotations, absence.Value)
+		if _, err := backups.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+			return false, fmt.Errorf("recording that host %s lacks VirtualMachine %s: %w", c.cfg.Hosts.Self, src.vm, err)
+		}
+	}
+	// Another host runs it, or will say it is on none; a domain defined
+	// here later is seen at the next look.
+	c.AddAfter(key, waitPoll)
+	return false, nil
+}
+
+// ranHere reports whether a backup a previous process was running ran on
+// this host: its VM's domain is here (or no host has it).
+func (c *Controller) ranHere(b *kv.VirtualMachineBackup) bool {
+	if c.cfg.Hosts == nil {
+		return true
+	}
+	src, err := c.resolve(b)
+	if err != nil {
+		return true
+	}
+	conn, err := c.cfg.Virt()
+	if err != nil {
+		return true
+	}
+	_, err = conn.Disks(b.Namespace + "_" + src.vm)
+	return !errors.Is(err, virt.ErrDomainNotFound)
 }
 
 // wait records why a backup waits and looks again later.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/engine/vmhost"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned/fake"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
 	"github.com/backstop-io/backstop/pkg/virt"
@@ -33,19 +35,29 @@ func TestStartDecisions(t *testing.T) {
 	unavailable := func() (virt.Hypervisor, error) { return nil, fmt.Errorf("%w: no daemon", virt.ErrUnavailable) }
 	available := func() (virt.Hypervisor, error) { return noDomain{}, nil }
 	for _, c := range []struct {
-		name       string
-		volume     bool // the backup's volume directory exists
-		cancelled  bool
-		source     string // kind of the source
-		virt       func() (virt.Hypervisor, error)
-		wantState  kv.BackupState
-		wantReason string
+		name      string
+		volume    bool // the backup's volume directory exists
+		cancelled bool
+		source    string // kind of the source
+		virt      func() (virt.Hypervisor, error)
+		// live are the live VM hosts, this one being h1 (nil: the only
+		// host); absent the hosts the backup lists as lacking its VM.
+		live, absent []string
+		wantState    kv.BackupState // "": unchanged, left to another host
+		wantReason   string
+		wantAbsent   string
 	}{
 		{name: "volume missing: waits", source: "VirtualMachine", virt: available, wantState: kv.BackupWaiting, wantReason: kv.ReasonWaitingForVolume},
 		{name: "libvirt unavailable", volume: true, source: "VirtualMachine", virt: unavailable, wantState: kv.BackupFailed, wantReason: kv.ReasonLibvirtUnavailable},
 		{name: "cancelled before it started", volume: true, cancelled: true, source: "VirtualMachine", virt: available, wantState: kv.BackupFailed, wantReason: kv.ReasonAborted},
 		{name: "tracker missing", volume: true, source: "VirtualMachineBackupTracker", virt: available, wantState: kv.BackupFailed, wantReason: kv.ReasonSourceNotFound},
 		{name: "domain missing", volume: true, source: "VirtualMachine", virt: available, wantState: kv.BackupFailed, wantReason: kv.ReasonSourceNotFound},
+		{name: "domain missing here, another host may run it: left to it", volume: true, source: "VirtualMachine", virt: available,
+			live: []string{"h1", "h2"}, wantAbsent: "h1"},
+		{name: "domain missing here and on the other host", volume: true, source: "VirtualMachine", virt: available,
+			live: []string{"h1", "h2"}, absent: []string{"h2"}, wantState: kv.BackupFailed, wantReason: kv.ReasonSourceNotFound, wantAbsent: "h2"},
+		{name: "domain missing on the only live host", volume: true, source: "VirtualMachine", virt: available,
+			live: []string{"h1"}, wantState: kv.BackupFailed, wantReason: kv.ReasonSourceNotFound},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -62,16 +74,25 @@ func TestStartDecisions(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: "ns", UID: "0123456789"},
 				Spec:       kv.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: c.source, Name: "vm"}, PvcName: &pvc},
 			}
+			b.Annotations = map[string]string{}
 			if c.cancelled {
-				b.Annotations = map[string]string{kv.CancelAnnotation: "now"}
+				b.Annotations[kv.CancelAnnotation] = "now"
 			}
+			if c.absent != nil {
+				b.Annotations[vmhost.AbsentAnnotation] = strings.Join(c.absent, ",")
+			}
+			var hosts *vmhost.Hosts
+			if c.live != nil {
+				hosts = &vmhost.Hosts{Self: "h1", Live: func(context.Context) ([]string, error) { return c.live, nil }}
+			}
+			before := b.State()
 			client := fake.NewSimpleClientset(b)
 			factory := externalversions.NewSharedInformerFactory(client, 0).Backup().V1alpha1()
 			if err := factory.VirtualMachineBackups().Informer().GetIndexer().Add(b); err != nil {
 				t.Fatal(err)
 			}
 			ctrl, err := New(Config{Client: client, Backups: factory.VirtualMachineBackups(), Trackers: factory.VirtualMachineBackupTrackers(),
-				Virt: c.virt, VolumeRoot: root, Clock: clocktesting.NewFakeClock(metav1.Now().Time)})
+				Virt: c.virt, VolumeRoot: root, Clock: clocktesting.NewFakeClock(metav1.Now().Time), Hosts: hosts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,6 +103,15 @@ func TestStartDecisions(t *testing.T) {
 			got, err := client.BackupV1alpha1().VirtualMachineBackups("ns").Get(context.Background(), "b1", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got.Annotations[vmhost.AbsentAnnotation] != c.wantAbsent {
+				t.Errorf("hosts lacking the VM %q, want %q", got.Annotations[vmhost.AbsentAnnotation], c.wantAbsent)
+			}
+			if c.wantState == "" {
+				if got.State() != before || got.Status != nil && len(got.Status.Conditions) > 0 {
+					t.Errorf("a backup left to another host was changed: %+v", got.Status)
+				}
+				return
 			}
 			if got.State() != c.wantState {
 				t.Fatalf("state %s, want %s (status %+v)", got.State(), c.wantState, got.Status)

@@ -18,6 +18,9 @@
 // definition, then Enabled or Disabled; reason and message say why when
 // it cannot be done (libvirt unavailable, overlay failed, the domain gone).
 // Trackers of a VM without a domain on this host are left as they are.
+// With replicas on several libvirt hosts (pkg/engine/vmhost) each host's
+// engine tracks the VMs its libvirt has; trackers whose VM no live host
+// has show the domain gone.
 //
 // The engine looks at a VM again on every change of its trackers, on every
 // libvirt lifecycle event of its domain (a restart moves PendingRestart on)
@@ -33,6 +36,8 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -41,6 +46,7 @@ import (
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/engine/vmhost"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/kubevirtbackup/v1alpha1"
@@ -62,6 +68,10 @@ type Config struct {
 	Resync time.Duration
 	// Observers are told about the state transitions the engine writes.
 	Observers []status.Observer
+	// Hosts, when the replicas run on several libvirt hosts, is this
+	// one's: trackers of a VM another host runs are left to it (nil: this
+	// is the only host).
+	Hosts *vmhost.Hosts
 }
 
 // Controller is the changed block tracking engine. Its keys are VMs:
@@ -73,6 +83,8 @@ type Controller struct {
 
 	mu         sync.Mutex
 	subscribed virt.Hypervisor
+	// unsubscribe ends the subscription to subscribed's events.
+	unsubscribe []func()
 }
 
 // New returns the engine.
@@ -116,7 +128,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	c.Loop.Run(ctx, workers)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.subscribed = nil
+	for _, stop := range c.unsubscribe {
+		stop()
+	}
+	c.subscribed, c.unsubscribe = nil, nil
 }
 
 // resync queues every VM with a tracker, and every domain with overlays
@@ -152,13 +167,18 @@ func (c *Controller) conn() (virt.Hypervisor, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.subscribed != conn {
-		conn.OnLifecycle(func(domain string) {
-			if key, ok := vmOf(domain); ok {
-				c.Add(key)
-			}
-		})
-		// Events were missed while libvirt was away: look at every VM.
-		conn.OnReconnect(c.resync)
+		for _, stop := range c.unsubscribe {
+			stop()
+		}
+		c.unsubscribe = []func(){
+			conn.OnLifecycle(func(domain string) {
+				if key, ok := vmOf(domain); ok {
+					c.Add(key)
+				}
+			}),
+			// Events were missed while libvirt was away: look at every VM.
+			conn.OnReconnect(c.resync),
+		}
 		c.subscribed = conn
 	}
 	return conn, nil
@@ -215,7 +235,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	conn, err := c.conn()
 	if err != nil {
-		c.report(ctx, trackers, nil, kv.ReasonLibvirtUnavailable, err.Error())
+		if c.cfg.Hosts.Alone(ctx) {
+			// With other hosts, the VM may be theirs: nothing is said.
+			c.report(ctx, trackers, nil, kv.ReasonLibvirtUnavailable, err.Error())
+		}
 		c.AddAfter(key, c.cfg.Resync)
 		return nil
 	}
@@ -250,16 +273,29 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return nil
 	case errors.Is(err, virt.ErrDomainNotFound):
 		// A VM this host does not run: trackers that showed a state
-		// say it is gone; others are left alone (the domain's
-		// definition, a lifecycle event, brings the VM back here).
+		// say it is gone once no host runs it; others are left alone
+		// (the domain's definition, a lifecycle event, brings the VM
+		// back here).
 		var shown []*kv.VirtualMachineBackupTracker
 		for _, t := range trackers {
-			if t.Status != nil && t.Status.ChangedBlockTracking != nil {
+			absence, err := c.cfg.Hosts.Absent(ctx, t.Annotations)
+			if err != nil {
+				return err
+			}
+			if absence.Changed {
+				if err := c.annotate(ctx, t, absence.Value); err != nil {
+					return err
+				}
+			}
+			if absence.Nowhere && t.Status != nil && t.Status.ChangedBlockTracking != nil {
 				shown = append(shown, t)
 			}
 		}
-		c.report(ctx, shown, nil, kv.ReasonDomainNotFound,
-			fmt.Sprintf("VirtualMachine %s has no libvirt domain %s", key.Name, domain))
+		msg := fmt.Sprintf("VirtualMachine %s has no libvirt domain %s", key.Name, domain)
+		if c.cfg.Hosts != nil {
+			msg += " on any host"
+		}
+		c.report(ctx, shown, nil, kv.ReasonDomainNotFound, msg)
 		return nil
 	case errors.Is(err, virt.ErrUnavailable):
 		// libvirt is away (the connection comes back by itself and the
@@ -273,7 +309,25 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		c.report(ctx, trackers, stateOf(current), failed, err.Error())
 		return err // retried with backoff
 	}
+	for _, t := range trackers {
+		// This host runs the VM: no other may say it is on none.
+		if value, changed := c.cfg.Hosts.Present(t.Annotations); changed {
+			if err := c.annotate(ctx, t, value); err != nil {
+				return err
+			}
+		}
+	}
 	c.report(ctx, trackers, stateOf(state), "", "")
+	return nil
+}
+
+// annotate writes a tracker's list of the hosts that lack its VM.
+func (c *Controller) annotate(ctx context.Context, t *kv.VirtualMachineBackupTracker, value string) error {
+	t = t.DeepCopy()
+	t.Annotations = vmhost.Set(t.Annotations, value)
+	if _, err := c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(t.Namespace).Update(ctx, t, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("recording the hosts that lack the VM of tracker %s/%s: %w", t.Namespace, t.Name, err)
+	}
 	return nil
 }
 

@@ -98,7 +98,7 @@ func guestXML(name, disk, kernel, initrd, console string) string {
 func NewGuestDomain(t testing.TB, name string) *Domain {
 	t.Helper()
 	kernel, initrd := guestFiles(t)
-	conn := connectFor(t, name)
+	conn := connectFor(t, URI, name)
 	dir := Dir(t)
 	// Copies QEMU can reach (libvirt labels them for it while it runs).
 	k, i := filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initrd.gz")

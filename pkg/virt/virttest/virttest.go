@@ -81,19 +81,26 @@ func domainXML(name, disk, format string) string {
 // checkpoint metadata, when the test ends.
 func NewDomain(t testing.TB, name, size string) *Domain {
 	t.Helper()
-	return newDomain(t, name, size, "qcow2")
+	return newDomain(t, URI, name, size, "qcow2")
+}
+
+// NewDomainOn is NewDomain on the libvirt daemon at uri (one StartHost
+// started, say).
+func NewDomainOn(t testing.TB, uri, name, size string) *Domain {
+	t.Helper()
+	return newDomain(t, uri, name, size, "qcow2")
 }
 
 // NewRawDomain is NewDomain with a raw disk (disk.raw), as KubeVirt's
 // DataVolume and PVC disks are.
 func NewRawDomain(t testing.TB, name, size string) *Domain {
 	t.Helper()
-	return newDomain(t, name, size, "raw")
+	return newDomain(t, URI, name, size, "raw")
 }
 
-func newDomain(t testing.TB, name, size, format string) *Domain {
+func newDomain(t testing.TB, uri, name, size, format string) *Domain {
 	t.Helper()
-	conn := connectFor(t, name)
+	conn := connectFor(t, uri, name)
 	dir := Dir(t)
 	d := &Domain{Name: name, Dir: dir, Disk: filepath.Join(dir, "disk."+format), conn: conn}
 	Run(t, "qemu-img", "create", "-q", "-f", format, d.Disk, size)
@@ -106,12 +113,12 @@ func newDomain(t testing.TB, name, size, format string) *Domain {
 // left by an earlier run that was killed is removed now, and the domain
 // is destroyed and undefined, with its checkpoint metadata, when the test
 // ends.
-func connectFor(t testing.TB, name string) *libvirt.Connect {
+func connectFor(t testing.TB, uri, name string) *libvirt.Connect {
 	t.Helper()
 	Require(t)
-	conn, err := libvirt.NewConnect(URI)
+	conn, err := libvirt.NewConnect(uri)
 	if err != nil {
-		t.Fatalf("connecting to %s (is libvirtd running? hack/start-libvirt.sh): %v", URI, err)
+		t.Fatalf("connecting to %s (is libvirtd running? hack/start-libvirt.sh): %v", uri, err)
 	}
 	remove := func() {
 		if dom, err := conn.LookupDomainByName(name); err == nil {

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -55,41 +56,58 @@ type cluster struct {
 	replicas []*framework.Server
 }
 
-// startCluster starts n replicas on a three-member etcd; replicas after
-// the first get a copy of its pki directory (CA, serving certificate,
-// download signing key).
+// startCluster starts n replicas on a three-member etcd.
 func startCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, etcd: framework.StartEtcd(t, 3)}
-	args := append([]string{"--storage-backend=etcd3", "--etcd-servers=" + c.etcd.Endpoints()}, electionArgs...)
-	for i := range n {
+	args := make([][]string, n)
+	return startReplicas(t, framework.StartEtcd(t, 3), args)
+}
+
+// startReplicas starts a replica per element of args (its own arguments)
+// on etcd; replicas after the first get a copy of its pki directory (CA,
+// serving certificate, download signing key).
+func startReplicas(t *testing.T, etcd *framework.Etcd, args [][]string) *cluster {
+	c := &cluster{t: t, etcd: etcd}
+	common := append([]string{"--storage-backend=etcd3", "--etcd-servers=" + c.etcd.Endpoints()}, electionArgs...)
+	for i, own := range args {
 		dir := t.TempDir()
 		if i > 0 {
 			if out, err := exec.Command("cp", "-a", filepath.Join(c.replicas[0].DataDir, "pki"), dir).CombinedOutput(); err != nil {
 				t.Fatalf("copying the pki directory: %v: %s", err, out)
 			}
 		}
-		c.replicas = append(c.replicas, framework.Start(t, framework.Options{DataDir: dir, Args: args}))
+		c.replicas = append(c.replicas, framework.Start(t, framework.Options{DataDir: dir, Args: append(slices.Clone(common), own...)}))
 	}
 	return c
 }
 
-// holder is the Lease's term, read through replica r.
-func (c *cluster) holder(ctx context.Context, r *framework.Server) (leader.Term, error) {
+// enginesLease is the engines' Lease.
+const enginesLease = "backstop-engines"
+
+// holder is the term of a Lease, read through replica r.
+func (c *cluster) holder(ctx context.Context, r *framework.Server, lease string) (leader.Term, error) {
 	kube, err := kubernetes.NewForConfig(r.Config)
 	if err != nil {
 		return leader.Term{}, err
 	}
-	return leader.LeaseTerm(kube.CoordinationV1(), ns, "backstop-engines")(ctx)
+	return leader.LeaseTerm(kube.CoordinationV1(), ns)(ctx, lease)
 }
 
-// leaderIndex is the replica whose name holds the Lease, waiting for one.
+// leaderIndex is the replica whose name holds the engines' Lease, waiting
+// for one.
 func (c *cluster) leaderIndex(ctx context.Context, via *framework.Server, not leader.Term) (int, leader.Term) {
+	c.t.Helper()
+	return c.holderIndex(ctx, via, enginesLease, not)
+}
+
+// holderIndex is the replica whose name holds the Lease, waiting for one
+// in another term than not.
+func (c *cluster) holderIndex(ctx context.Context, via *framework.Server, lease string, not leader.Term) (int, leader.Term) {
 	c.t.Helper()
 	var idx = -1
 	var term leader.Term
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var err error
-		if term, err = c.holder(ctx, via); err != nil || term == not || term.Holder == "" {
+		if term, err = c.holder(ctx, via, lease); err != nil || term == not || term.Holder == "" {
 			return false, nil
 		}
 		for i, r := range c.replicas {
@@ -101,7 +119,7 @@ func (c *cluster) leaderIndex(ctx context.Context, via *framework.Server, not le
 		}
 		return false, nil
 	}); err != nil {
-		c.t.Fatalf("no replica took the Lease (last term %v): %v", term, err)
+		c.t.Fatalf("no replica took the Lease %s (last term %v): %v", lease, term, err)
 	}
 	return idx, term
 }
