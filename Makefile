@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-authz bench-nonadmin run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-authz bench-nonadmin bench-scaleout run setup
 
 all: build
 
@@ -106,6 +106,10 @@ bench-cluster:
 # Tenants: 1,000 tenants x 10 NonAdminBackups created at once, completion latency, requests per completion (docs/benchmarks.md).
 bench-nonadmin:
 	bash hack/bench-nonadmin.sh
+
+# Scale out: creates, lists and watch fan-out on 1 and 3 replicas on etcd3 beside Pebble; takeover after kill -9 (docs/benchmarks.md).
+bench-scaleout:
+	bash hack/bench-scaleout.sh
 
 # VM disk backups: push backup throughput beside qemu-img convert, incremental size (docs/benchmarks.md).
 bench-vm:
