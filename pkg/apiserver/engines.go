@@ -148,7 +148,14 @@ func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.
 			}
 			leases = kube.CoordinationV1()
 		}
-		once.hosts = &vmhost.Hosts{Self: election.VMHost, Live: leader.LiveHosts(leases, c.extra.Namespace, election.Name)}
+		// The live hosts are read through the fence's client where there
+		// is one (aggregated): the elector's renewals never wait behind
+		// these reads.
+		hostLeases := election.Fence
+		if hostLeases == nil {
+			hostLeases = leases
+		}
+		once.hosts = &vmhost.Hosts{Self: election.VMHost, Live: leader.LiveHosts(hostLeases, c.extra.Namespace, election.Name)}
 		elect := func(name string, part enginePart, m *leader.Metrics) {
 			err := leader.Run(hookCtx, leader.Config{Leases: leases, Namespace: c.extra.Namespace, Name: name, Identity: election.Identity,
 				LeaseDuration: election.LeaseDuration, RenewDeadline: election.RenewDeadline, RetryPeriod: election.RetryPeriod,

@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -108,21 +107,13 @@ func newBackup(name string) *velerov1.Backup {
 		Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"app"}}}
 }
 
-// startReplicas starts n replicas on etcd, the first one's pki copied to
-// the others.
+// startReplicas starts n replicas on etcd, engines off.
 func startReplicas(b *testing.B, etcd *framework.Etcd, n int, extra ...string) []*framework.Server {
-	var out []*framework.Server
-	for i := range n {
-		dir := b.TempDir()
-		if i > 0 {
-			if data, err := exec.Command("cp", "-a", filepath.Join(out[0].DataDir, "pki"), dir).CombinedOutput(); err != nil {
-				b.Fatalf("copying the pki directory: %v: %s", err, data)
-			}
-		}
-		args := append([]string{"--storage-backend=etcd3", "--etcd-servers=" + etcd.Endpoints(), engineless}, extra...)
-		out = append(out, framework.Start(b, framework.Options{DataDir: dir, Args: args}))
+	args := make([][]string, n)
+	for i := range args {
+		args[i] = append([]string{engineless}, extra...)
 	}
-	return out
+	return framework.StartReplicas(b, etcd, args)
 }
 
 // row is one configuration's figures.

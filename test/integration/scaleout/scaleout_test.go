@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -62,22 +61,14 @@ func startCluster(t *testing.T, n int) *cluster {
 	return startReplicas(t, framework.StartEtcd(t, 3), args)
 }
 
-// startReplicas starts a replica per element of args (its own arguments)
-// on etcd; replicas after the first get a copy of its pki directory (CA,
-// serving certificate, download signing key).
+// startReplicas starts a replica per element of args (its own arguments,
+// after the election's) on etcd.
 func startReplicas(t *testing.T, etcd *framework.Etcd, args [][]string) *cluster {
-	c := &cluster{t: t, etcd: etcd}
-	common := append([]string{"--storage-backend=etcd3", "--etcd-servers=" + c.etcd.Endpoints()}, electionArgs...)
+	all := make([][]string, len(args))
 	for i, own := range args {
-		dir := t.TempDir()
-		if i > 0 {
-			if out, err := exec.Command("cp", "-a", filepath.Join(c.replicas[0].DataDir, "pki"), dir).CombinedOutput(); err != nil {
-				t.Fatalf("copying the pki directory: %v: %s", err, out)
-			}
-		}
-		c.replicas = append(c.replicas, framework.Start(t, framework.Options{DataDir: dir, Args: append(slices.Clone(common), own...)}))
+		all[i] = append(slices.Clone(electionArgs), own...)
 	}
-	return c
+	return &cluster{t: t, etcd: etcd, replicas: framework.StartReplicas(t, etcd, all)}
 }
 
 // enginesLease is the engines' Lease.
