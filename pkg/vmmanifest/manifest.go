@@ -13,6 +13,7 @@ import (
 	"time"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/atomicfile"
 )
 
 // File is the manifest of a backup, beside its disk files.
@@ -43,13 +44,14 @@ type Disk struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Write writes m into the backup directory dir.
+// Write writes m into the backup directory dir, atomically: a crash
+// leaves the old manifest or the new one.
 func Write(dir string, m Manifest) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding the manifest: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, File), append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, File), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing the manifest: %w", err)
 	}
 	return nil

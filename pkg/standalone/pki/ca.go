@@ -18,6 +18,8 @@ import (
 
 	"k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/backstop-io/backstop/pkg/atomicfile"
 )
 
 const (
@@ -178,11 +180,11 @@ func (d Dir) createCA(key crypto.Signer, now time.Time) (*CA, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encoding CA key: %w", err)
 		}
-		if err := writeFileAtomic(keyFile, keyPEM, keyMode); err != nil {
+		if err := atomicfile.Write(keyFile, keyPEM, keyMode); err != nil {
 			return nil, fmt.Errorf("writing CA key: %w", err)
 		}
 	}
-	if err := writeFileAtomic(certFile, certPEM, certMode); err != nil {
+	if err := atomicfile.Write(certFile, certPEM, certMode); err != nil {
 		return nil, fmt.Errorf("writing CA certificate: %w", err)
 	}
 	return &CA{Cert: caCert, Key: key, CertPEM: certPEM}, nil

@@ -14,6 +14,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/backstop-io/backstop/pkg/atomicfile"
 )
 
 const (
@@ -102,7 +104,7 @@ func WriteAdminKubeconfig(dataDir string, ca *CA, serverURL string) (string, err
 	if err := ensureDir(dataDir); err != nil {
 		return "", err
 	}
-	if err := writeFileAtomic(path, data, keyMode); err != nil {
+	if err := atomicfile.Write(path, data, keyMode); err != nil {
 		return "", fmt.Errorf("writing admin kubeconfig: %w", err)
 	}
 	return path, nil

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/backstop-io/backstop/pkg/atomicfile"
 )
 
 // servingCommonName is the subject CN of the serving certificate. Clients
@@ -47,10 +49,10 @@ func (d Dir) EnsureServing(ca *CA, hosts []string) (certFile, keyFile string, er
 	}
 	// A crash between the two writes leaves a key that does not match the
 	// certificate, which the next call detects and repairs.
-	if err := writeFileAtomic(keyFile, keyPEM, keyMode); err != nil {
+	if err := atomicfile.Write(keyFile, keyPEM, keyMode); err != nil {
 		return "", "", fmt.Errorf("writing serving key: %w", err)
 	}
-	if err := writeFileAtomic(certFile, certPEM, certMode); err != nil {
+	if err := atomicfile.Write(certFile, certPEM, certMode); err != nil {
 		return "", "", fmt.Errorf("writing serving certificate: %w", err)
 	}
 	return certFile, keyFile, nil
