@@ -42,15 +42,10 @@ type Absence struct {
 }
 
 // Absent records that this host lacks the VM of an object with these
-// annotations.
+// annotations. The only live host records nothing: the VM is on none.
 func (h *Hosts) Absent(ctx context.Context, annotations map[string]string) (Absence, error) {
 	if h == nil {
 		return Absence{Nowhere: true}, nil
-	}
-	listed := parse(annotations[AbsentAnnotation])
-	if !slices.Contains(listed, h.Self) {
-		listed = append(listed, h.Self)
-		slices.Sort(listed)
 	}
 	live, err := h.Live(ctx)
 	if err != nil {
@@ -60,6 +55,14 @@ func (h *Hosts) Absent(ctx context.Context, annotations map[string]string) (Abse
 		live = append(live, h.Self)
 	}
 	slices.Sort(live)
+	if len(live) == 1 {
+		return Absence{Value: annotations[AbsentAnnotation], Nowhere: true, Live: live}, nil
+	}
+	listed := parse(annotations[AbsentAnnotation])
+	if !slices.Contains(listed, h.Self) {
+		listed = append(listed, h.Self)
+		slices.Sort(listed)
+	}
 	out := Absence{Value: strings.Join(listed, ","), Live: live, Nowhere: true}
 	out.Changed = out.Value != annotations[AbsentAnnotation]
 	for _, l := range live {

@@ -17,11 +17,11 @@ func TestAbsent(t *testing.T) {
 		wantChanged bool
 		wantNowhere bool
 	}{
-		{"the only host lacks it", "a", []string{"a"}, "", "a", true, true},
+		{"the only host lacks it: nothing recorded", "a", []string{"a"}, "", "", false, true},
 		{"another host may have it", "a", []string{"a", "b"}, "", "a", true, false},
 		{"the other host lacks it too", "b", []string{"a", "b"}, "a", "a,b", true, true},
 		{"recorded already", "a", []string{"a", "b"}, "a", "a", false, false},
-		{"a host that went away still listed", "a", []string{"a"}, "gone", "a,gone", true, true},
+		{"a host that went away still listed", "a", []string{"a", "b"}, "gone,b", "a,b,gone", true, true},
 		{"a live host not listed", "a", []string{"a", "b", "c"}, "b", "a,b", true, false},
 		{"this host not live yet", "a", []string{"b"}, "b", "a,b", true, true},
 		{"a listing written by hand", "c", []string{"a", "b", "c"}, " b, a,a", "a,b,c", true, true},

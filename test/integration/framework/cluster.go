@@ -554,5 +554,26 @@ func deploymentArgs(t testing.TB, file string) ([]string, int32) {
 	if len(containers) != 1 || len(containers[0].Ports) != 1 {
 		t.Fatalf("%s: want one container with one port", file)
 	}
-	return append([]string(nil), containers[0].Args...), containers[0].Ports[0].ContainerPort
+	// $(VAR) references to the container's environment are expanded as
+	// the kubelet would: literal values, and the pod's node (the
+	// harness's host).
+	var refs []string
+	for _, e := range containers[0].Env {
+		value := e.Value
+		if f := e.ValueFrom; f != nil && f.FieldRef != nil {
+			if f.FieldRef.FieldPath != "spec.nodeName" {
+				t.Fatalf("%s: env %s: the harness knows only spec.nodeName", file, e.Name)
+			}
+			value = HarnessNode
+		}
+		refs = append(refs, "$("+e.Name+")", value)
+	}
+	args := append([]string(nil), containers[0].Args...)
+	for i := range args {
+		args[i] = strings.NewReplacer(refs...).Replace(args[i])
+	}
+	return args, containers[0].Ports[0].ContainerPort
 }
+
+// HarnessNode is the node name the harness gives the Deployment's pod.
+const HarnessNode = "harness-node"

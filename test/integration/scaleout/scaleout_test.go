@@ -302,18 +302,25 @@ func TestScaleOut(t *testing.T) {
 	}
 	_, term = c.leaderIndex(ctx, r1, leader.Term{})
 
-	// One etcd member killed: the service goes on.
+	// One etcd member killed: the service goes on. When the member was
+	// etcd's leader, the others elect another first: a create that times
+	// out meanwhile was not acknowledged and is sent again (one that did
+	// land answers AlreadyExists).
 	c.etcd.Kill(2)
 	for i := range 3 {
 		name := fmt.Sprintf("after-member-%d", i)
-		if _, err := c.replicas[i%len(c.replicas)].Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{}); err != nil {
-			t.Errorf("a create with an etcd member down: %v", err)
-		} else {
-			mu.Lock()
-			acked[name] = true
-			mu.Unlock()
+		var last error
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, last = c.replicas[i%len(c.replicas)].Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{})
+			return last == nil || apierrors.IsAlreadyExists(last), nil
+		}); err != nil {
+			t.Errorf("a create with an etcd member down: %v (last: %v)", err, last)
+			continue
 		}
+		mu.Lock()
+		acked[name] = true
+		mu.Unlock()
 	}
 	stopLoad()
 	clients.Wait()
