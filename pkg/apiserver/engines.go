@@ -338,6 +338,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 		add(ControllerGarbageCollection, 1, func() (func(context.Context, int), error) {
 			e, err := gc.New(client, gc.Informers{
 				Backups: velero.Backups(), Requests: velero.DeleteBackupRequests(), Locations: velero.BackupStorageLocations(),
+				Schedules: velero.Schedules(), Trackers: kubevirt.VirtualMachineBackupTrackers(), AdminNamespace: c.extra.Namespace,
 			}, clock.RealClock{})
 			return runOf(e, err)
 		}),

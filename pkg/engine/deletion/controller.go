@@ -24,6 +24,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
@@ -87,9 +88,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // syncDeleted finishes a deleted Backup (deleted by a client, by a
-// DeleteBackupRequest or by backup sync): once it is not running (the
-// backup engine stops a running one and fails it), its data and the
-// restores made from it are deleted, then BackupDataFinalizer removed.
+// DeleteBackupRequest, by its TTL's expiry or by backup sync): once it is
+// not running (the backup engine stops a running one and fails it), its
+// data, the restores made from it and the VirtualMachineBackups it made
+// are deleted, then BackupDataFinalizer removed.
 // Until then the Backup stays, with its deletionTimestamp: a crash in
 // between leaves nothing orphaned, the next start finishes the work.
 func (c *Controller) syncDeleted(ctx context.Context, key cache.ObjectName) error {
@@ -139,10 +141,25 @@ func (c *Controller) syncDeleted(ctx context.Context, key cache.ObjectName) erro
 			return fmt.Errorf("deleting restore %s of deleted backup %s: %w", r.Name, b.Name, err)
 		}
 	}
+	// The VM disk backups it made (in their VMs' namespaces) go too: the
+	// VM backup engine removes their files from their chains.
+	vmbs, err := c.client.BackupV1alpha1().VirtualMachineBackups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{vmoperation.BackupUIDLabel: string(b.UID)}).String()})
+	if err != nil {
+		return fmt.Errorf("listing the VM disk backups of deleted backup %s: %w", b.Name, err)
+	}
+	for _, vmb := range vmbs.Items {
+		if vmb.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.client.BackupV1alpha1().VirtualMachineBackups(vmb.Namespace).Delete(ctx, vmb.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting VM disk backup %s/%s of deleted backup %s: %w", vmb.Namespace, vmb.Name, b.Name, err)
+		}
+	}
 	if err := reconcile.RemoveFinalizer(ctx, c.client.VeleroV1().Backups(b.Namespace), b, velerov1.BackupDataFinalizer, velerov1.EngineBackupDeletion); err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("Deleted backup finished: its data is gone", "backup", klog.KObj(b))
+	klog.FromContext(ctx).Info("Deleted backup finished: its data is gone", "backup", klog.KObj(b), "vmBackups", len(vmbs.Items))
 	return nil
 }
 

@@ -131,6 +131,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return
 	}
+	c.recoverMerges(ctx)
 	if all, err := c.backups.List(labels.Everything()); err == nil {
 		for _, b := range all {
 			if cond := meta.FindStatusCondition(conditions(b), string(kv.ConditionProgressing)); cond != nil &&
@@ -189,8 +190,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			r.cancel() // the run aborts the job, removes what it wrote, fails the backup: then here again
 			return nil
 		}
-		// Nothing runs: whatever a run wrote is gone (a run cleans up
-		// before it ends, a restart's recovery before the loop starts).
+		// Nothing runs (a run cleans up before it ends, a restart's
+		// recovery before the loop starts): a finished backup's output
+		// leaves its chain, then the finalizer goes.
+		if done, err := c.removeOutput(ctx, key, b); !done || err != nil {
+			return err
+		}
 		return reconcile.RemoveFinalizer(ctx, c.cfg.Client.BackupV1alpha1().VirtualMachineBackups(b.Namespace), b, kv.CleanupFinalizer, kv.EngineVMBackup)
 	}
 	if b.State().Terminal() {
@@ -275,49 +280,84 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	return nil
 }
 
-// onThisHost reports whether the backup's VM runs on this host, so that
-// this host's engine backs it up. One that does not is left to the host
-// that runs it (this host recorded as lacking it); one that no live host
-// runs fails.
-func (c *Controller) onThisHost(ctx context.Context, key cache.ObjectName, b *kv.VirtualMachineBackup, conn virt.Hypervisor, src source) (bool, error) {
+// placement is where a VM is among the live hosts.
+type placement int
+
+const (
+	// placedHere: this host's libvirt has the VM's domain.
+	placedHere placement = iota
+	// placedElsewhere: another live host may have it.
+	placedElsewhere
+	// placedNowhere: no live host has it.
+	placedNowhere
+	// placedRecorded: this host's entry in the backup's list of hosts
+	// lacking the VM was just written: the update brings it back.
+	placedRecorded
+)
+
+// locate says where the backup's VM is (always here for a single host),
+// recording on the backup that this host lacks it, or taking this host off
+// that list before it acts on the VM. live are the live hosts.
+func (c *Controller) locate(ctx context.Context, b *kv.VirtualMachineBackup, conn virt.Hypervisor, vm string) (where placement, live []string, err error) {
 	if c.cfg.Hosts == nil {
-		return true, nil // the run says when the domain is missing
+		return placedHere, nil, nil
 	}
-	domain := b.Namespace + "_" + src.vm
+	domain := b.Namespace + "_" + vm
 	backups := c.cfg.Client.BackupV1alpha1().VirtualMachineBackups(b.Namespace)
 	if _, err := conn.Disks(domain); !errors.Is(err, virt.ErrDomainNotFound) {
 		if value, changed := c.cfg.Hosts.Present(b.Annotations); changed {
 			// Taken off the list first: no other host may conclude the
-			// VM is on none while this one backs it up.
+			// VM is on none while this one acts on it.
 			b = b.DeepCopy()
 			b.Annotations = vmhost.Set(b.Annotations, value)
 			if _, err := backups.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
-				return false, fmt.Errorf("taking host %s off the hosts lacking VirtualMachine %s: %w", c.cfg.Hosts.Self, src.vm, err)
+				return 0, nil, fmt.Errorf("taking host %s off the hosts lacking VirtualMachine %s: %w", c.cfg.Hosts.Self, vm, err)
 			}
-			return false, nil // here again with the update
+			return placedRecorded, nil, nil
 		}
-		return true, nil
+		return placedHere, nil, nil
 	}
 	absence, err := c.cfg.Hosts.Absent(ctx, b.Annotations)
 	if err != nil {
-		return false, err
+		return 0, nil, err
 	}
 	if absence.Nowhere {
-		c.fail(ctx, b, kv.ReasonSourceNotFound, fmt.Sprintf("VirtualMachine %s: no host has its libvirt domain %s (hosts %s)",
-			src.vm, domain, strings.Join(absence.Live, ", ")))
-		return false, nil
+		return placedNowhere, absence.Live, nil
 	}
 	if absence.Changed {
 		b = b.DeepCopy()
 		b.Annotations = vmhost.Set(b.Annotations, absence.Value)
 		if _, err := backups.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
-			return false, fmt.Errorf("recording that host %s lacks VirtualMachine %s: %w", c.cfg.Hosts.Self, src.vm, err)
+			return 0, nil, fmt.Errorf("recording that host %s lacks VirtualMachine %s: %w", c.cfg.Hosts.Self, vm, err)
 		}
 	}
-	// Another host runs it, or will say it is on none; a domain defined
-	// here later is seen at the next look.
-	c.AddAfter(key, waitPoll)
-	return false, nil
+	return placedElsewhere, absence.Live, nil
+}
+
+// onThisHost reports whether the backup's VM runs on this host, so that
+// this host's engine backs it up. One that does not is left to the host
+// that runs it; one that no live host runs fails.
+func (c *Controller) onThisHost(ctx context.Context, key cache.ObjectName, b *kv.VirtualMachineBackup, conn virt.Hypervisor, src source) (bool, error) {
+	if c.cfg.Hosts == nil {
+		return true, nil // the run says when the domain is missing
+	}
+	where, live, err := c.locate(ctx, b, conn, src.vm)
+	switch {
+	case err != nil:
+		return false, err
+	case where == placedNowhere && len(live) <= 1:
+		return true, nil // the only host: as without others (the run says the domain is missing)
+	case where == placedNowhere:
+		c.fail(ctx, b, kv.ReasonSourceNotFound, fmt.Sprintf("VirtualMachine %s: no host has its libvirt domain %s (hosts %s)",
+			src.vm, b.Namespace+"_"+src.vm, strings.Join(live, ", ")))
+		return false, nil
+	case where == placedElsewhere:
+		// Another host runs it, or will say it is on none; a domain
+		// defined here later is seen at the next look.
+		c.AddAfter(key, waitPoll)
+		return false, nil
+	}
+	return where == placedHere, nil
 }
 
 // ranHere reports whether a backup a previous process was running ran on

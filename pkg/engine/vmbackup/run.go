@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/virt"
+	"github.com/backstop-io/backstop/pkg/vmchain"
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
 )
 
@@ -39,7 +41,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 
 	// Full or incremental. Disks without dirty bitmaps (raw, without
 	// changed block tracking) get a full backup and no checkpoint.
-	backupType, since, fallback := kv.Full, "", ""
+	backupType, since, fallback, bounded := kv.Full, "", "", ""
 	backing := map[string]string{}
 	untracked := untrackedDisks(disks)
 	if src.tracker != nil && len(untracked) > 0 {
@@ -48,7 +50,9 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		logger.Info("Full backup without a checkpoint", "reason", fallback)
 	} else if src.tracker != nil && src.tracker.Status != nil && src.tracker.Status.LatestCheckpoint != nil && !b.Spec.ForceFullBackup {
 		cp := src.tracker.Status.LatestCheckpoint
-		if fallback = c.prepareIncremental(conn, domain, cp, disks, backing); fallback == "" {
+		if bounded = c.chainFull(b, domain, cp.Name); bounded != "" {
+			logger.Info("Full backup: the chain is as long as it may be", "reason", bounded)
+		} else if fallback = c.prepareIncremental(conn, domain, cp, disks, backing); fallback == "" {
 			backupType, since = kv.Incremental, cp.Name
 		} else {
 			logger.Info("Incremental backup not possible: taking a full one", "reason", fallback)
@@ -187,6 +191,8 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 	case fallback != "":
 		complete.Reason = kv.ReasonCompletedWithWarning
 		complete.Message = fmt.Sprintf("a full backup was taken instead of an incremental one: %s", fallback)
+	case bounded != "":
+		complete.Message += ": " + bounded
 	}
 	conds = append(conds, complete)
 	c.updateStatus(ctx, b, func(st *kv.VirtualMachineBackupStatus) {
@@ -232,6 +238,25 @@ func (c *Controller) prepareIncremental(conn virt.Hypervisor, domain string, cp 
 		return fmt.Sprintf("checkpoint %s: %v", cp.Name, err)
 	}
 	return ""
+}
+
+// chainFull says why the backup is full by its chain's bound
+// (kv.FullEveryAnnotation), or "": the chain ending at checkpoint already
+// holds as many incrementals as the bound allows.
+func (c *Controller) chainFull(b *kv.VirtualMachineBackup, domain, checkpoint string) string {
+	every, err := strconv.Atoi(b.Annotations[kv.FullEveryAnnotation])
+	if err != nil || every <= 0 {
+		return ""
+	}
+	links, err := vmchain.Links(filepath.Join(c.cfg.VolumeRoot, b.Namespace), domain)
+	if err != nil {
+		return ""
+	}
+	n, found := vmchain.Incrementals(links, checkpoint)
+	if !found || n < every {
+		return ""
+	}
+	return fmt.Sprintf("the chain since the last full backup holds %d incremental(s), the most %s allows (%d)", n, kv.FullEveryAnnotation, every)
 }
 
 func quiesceCondition(b *kv.VirtualMachineBackup, res virt.BackupResult) metav1.Condition {

@@ -22,7 +22,9 @@
 // a tracker per VM ("<series>-<vm>", labelled SeriesLabel, created on
 // first use), so each is incremental since the previous one (and the
 // tracker selects the VM for changed block tracking); other backups are
-// full, without a checkpoint.
+// full, without a checkpoint. A series' chains are bounded: after
+// backstop.io/vm-backup-full-every incrementals (the Backup's annotation,
+// a Schedule's copied to its backups; default 7) the next one is full.
 package vmoperation
 
 import (
@@ -32,6 +34,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -196,7 +199,7 @@ func (a Action) startVM(ctx context.Context, b *velerov1.Backup, ns, vm string) 
 	vmGroupName := vmGroup
 	source := corev1.TypedLocalObjectReference{APIGroup: &vmGroupName, Kind: "VirtualMachine", Name: vm}
 	if series := seriesOf(b); series != "" {
-		tracker, err := a.ensureTracker(ctx, ns, series, vm)
+		tracker, err := a.ensureTracker(ctx, ns, series, b.Labels[velerov1.ScheduleNameLabel], vm)
 		if err != nil {
 			return "", err
 		}
@@ -215,13 +218,19 @@ func seriesOf(b *velerov1.Backup) string {
 }
 
 // ensureTracker returns the name of the series' tracker of a VM, creating
-// it the first time.
-func (a Action) ensureTracker(ctx context.Context, ns, series, vm string) (string, error) {
+// it the first time; a schedule's series' tracker is labelled with the
+// schedule (velero.io/schedule-name), and goes once the schedule and its
+// last backup are gone (package gc).
+func (a Action) ensureTracker(ctx context.Context, ns, series, schedule, vm string) (string, error) {
 	name := objectName(series, vm)
 	client := a.Client.BackupV1alpha1().VirtualMachineBackupTrackers(ns)
 	vmGroupName := vmGroup
+	trackerLabels := map[string]string{SeriesLabel: LabelValue(series)}
+	if schedule != "" && schedule == series {
+		trackerLabels[velerov1.ScheduleNameLabel] = LabelValue(schedule)
+	}
 	_, err := client.Create(ctx, &kvbackupv1alpha1.VirtualMachineBackupTracker{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{SeriesLabel: labelValue(series)}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: trackerLabels},
 		Spec: kvbackupv1alpha1.VirtualMachineBackupTrackerSpec{
 			Source: corev1.TypedLocalObjectReference{APIGroup: &vmGroupName, Kind: "VirtualMachine", Name: vm},
 		},
@@ -231,7 +240,7 @@ func (a Action) ensureTracker(ctx context.Context, ns, series, vm string) (strin
 		if getErr != nil {
 			return "", fmt.Errorf("tracker %s/%s exists: %w", ns, name, getErr)
 		}
-		if existing.Labels[SeriesLabel] != labelValue(series) || existing.Spec.Source.Name != vm {
+		if existing.Labels[SeriesLabel] != LabelValue(series) || existing.Spec.Source.Name != vm {
 			return "", fmt.Errorf("tracker %s/%s exists and is not series %s's tracker of VirtualMachine %s (label %s=%q, VirtualMachine %s)",
 				ns, name, series, vm, SeriesLabel, existing.Labels[SeriesLabel], existing.Spec.Source.Name)
 		}
@@ -250,9 +259,18 @@ func (a Action) create(ctx context.Context, b *velerov1.Backup, ns, name, pvc st
 	vmb := &kvbackupv1alpha1.VirtualMachineBackup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns,
-			Labels: map[string]string{BackupNameLabel: labelValue(b.Name), BackupUIDLabel: string(b.UID)},
+			Labels: map[string]string{BackupNameLabel: LabelValue(b.Name), BackupUIDLabel: string(b.UID)},
 		},
 		Spec: kvbackupv1alpha1.VirtualMachineBackupSpec{Source: source, Mode: &mode, PvcName: &pvc},
+	}
+	if source.Kind == "VirtualMachineBackupTracker" {
+		// The chain is bounded: the backup's (or its schedule's) bound,
+		// else the default.
+		every, ok := b.Annotations[kvbackupv1alpha1.FullEveryAnnotation]
+		if !ok {
+			every = strconv.Itoa(kvbackupv1alpha1.DefaultFullEvery)
+		}
+		vmb.Annotations = map[string]string{kvbackupv1alpha1.FullEveryAnnotation: every}
 	}
 	client := a.Client.BackupV1alpha1().VirtualMachineBackups(ns)
 	created, err := client.Create(ctx, vmb, metav1.CreateOptions{})
@@ -272,9 +290,9 @@ func (a Action) create(ctx context.Context, b *velerov1.Backup, ns, name, pvc st
 	return ns + "/" + created.Name, nil
 }
 
-// labelValue fits a name into a label value: at most 63 characters,
+// LabelValue fits a name into a label value: at most 63 characters,
 // ending with an alphanumeric one.
-func labelValue(s string) string {
+func LabelValue(s string) string {
 	if len(s) <= 63 {
 		return s
 	}

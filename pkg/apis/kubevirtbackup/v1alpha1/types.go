@@ -174,6 +174,19 @@ const (
 // it, selects it). A VM is selected while one of its trackers selects it.
 const ChangedBlockTrackingAnnotation = "backstop.io/changed-block-tracking"
 
+// FullEveryAnnotation on a VirtualMachineBackup of a tracker bounds its
+// chain: once the chain ending at the tracker's checkpoint holds this many
+// incrementals since its full backup, the backup is full instead (and says
+// why), so chains and restore times stay bounded. "0", or no annotation,
+// leaves chains unbounded. On a Velero Backup or Schedule it sets the
+// bound of the VM backups of its series (default
+// DefaultFullEvery).
+const FullEveryAnnotation = "backstop.io/vm-backup-full-every"
+
+// DefaultFullEvery is the bound of a Velero series' chains: a full VM
+// backup after every 7 incrementals (weekly, for daily schedules).
+const DefaultFullEvery = 7
+
 // ChangedBlockTrackingStatus is a VM's changed block tracking state (the
 // shape of KubeVirt's), with why it is not what was asked for.
 type ChangedBlockTrackingStatus struct {

@@ -3,6 +3,7 @@
 package validation
 
 import (
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -112,6 +113,21 @@ func ValidateTrackerAnnotations(annotations map[string]string, fldPath *field.Pa
 		return nil
 	}
 	return field.ErrorList{field.NotSupported(fldPath.Key(kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation), v, []string{"true", "false"})}
+}
+
+// ValidateBackupAnnotations checks the annotations Backstop reads from a
+// VirtualMachineBackup: backstop.io/vm-backup-full-every is a whole
+// number, 0 or more.
+func ValidateBackupAnnotations(annotations map[string]string, fldPath *field.Path) field.ErrorList {
+	v, ok := annotations[kubevirtbackupv1alpha1.FullEveryAnnotation]
+	if !ok {
+		return nil
+	}
+	if n, err := strconv.Atoi(v); err != nil || n < 0 {
+		return field.ErrorList{field.Invalid(fldPath.Key(kubevirtbackupv1alpha1.FullEveryAnnotation), v,
+			"the number of incrementals after which a backup is full: a whole number, 0 (unbounded) or more")}
+	}
+	return nil
 }
 
 // NormalizeBackupStatus makes status.type and status.backupType agree: a

@@ -41,6 +41,17 @@ const (
 	// status, and only such a one.
 	SyncedFromLocationAnnotation = "backstop.io/synced-from-location"
 
+	// KeepLastAnnotation on a Schedule keeps only its newest N Completed
+	// backups (Velero's types have no field for it): once a newer one
+	// completes, the older ones are deleted through DeleteBackupRequests,
+	// as their TTL would. "0", or no annotation, keeps them until their
+	// TTL.
+	KeepLastAnnotation = "backstop.io/keep-last"
+	// KeptLabel on a backup whose TTL has passed says why it is kept: a
+	// schedule's newest Completed backup is not deleted while the runs
+	// after it failed ("LastCompleted").
+	KeptLabel = "backstop.io/kept"
+
 	// BackupDataFinalizer holds a deleted Backup until its data is gone
 	// from its storage location (with the restores made from it); the
 	// backup-deletion engine removes it. The server adds it on create.

@@ -6,6 +6,7 @@ package validation
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/robfig/cron/v3"
@@ -15,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
 
 // ValidateBackupSpec checks a backup spec (of a Backup, a Schedule template
@@ -91,6 +94,25 @@ func validateNamespaceMapping(mapping map[string]string, fldPath *field.Path) fi
 			errs = append(errs, field.Duplicate(p, fmt.Sprintf("%s and %s are both mapped to %s", other, from, to)))
 		}
 		into[to] = from
+	}
+	return errs
+}
+
+// ValidateScheduleAnnotations checks the annotations Backstop reads from a
+// Schedule: keep-last and the VM backups' chain bound are whole numbers.
+func ValidateScheduleAnnotations(annotations map[string]string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for key, what := range map[string]string{
+		velerov1.KeepLastAnnotation:                "the number of Completed backups kept: a whole number, 0 (all, until their TTL) or more",
+		kubevirtbackupv1alpha1.FullEveryAnnotation: "the number of incremental VM backups after which one is full: a whole number, 0 (unbounded) or more",
+	} {
+		v, ok := annotations[key]
+		if !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			errs = append(errs, field.Invalid(fldPath.Key(key), v, what))
+		}
 	}
 	return errs
 }

@@ -46,7 +46,8 @@ func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
 // Validate checks the metadata and the spec.
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	b := obj.(*kubevirtbackup.VirtualMachineBackup)
-	return append(s.Strategy.Validate(ctx, obj), vmvalidation.ValidateBackupSpec(&b.Spec, field.NewPath("spec"))...)
+	errs := append(s.Strategy.Validate(ctx, obj), vmvalidation.ValidateBackupSpec(&b.Spec, field.NewPath("spec"))...)
+	return append(errs, vmvalidation.ValidateBackupAnnotations(b.Annotations, field.NewPath("metadata", "annotations"))...)
 }
 
 // ValidateUpdate refuses any change of the spec and an un-cancel.
@@ -56,6 +57,7 @@ func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) f
 	if !resource.DeepEqual(b.Spec, oldB.Spec) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec"), "spec is immutable after creation"))
 	}
+	errs = append(errs, vmvalidation.ValidateBackupAnnotations(b.Annotations, field.NewPath("metadata", "annotations"))...)
 	return append(errs, validateCancel(b, oldB)...)
 }
 

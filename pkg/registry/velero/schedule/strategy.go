@@ -52,7 +52,9 @@ func NewStatusStrategy(s Strategy) resource.StatusStrategy {
 }
 
 func validate(obj runtime.Object) field.ErrorList {
-	return velerovalidation.ValidateScheduleSpec(&obj.(*velero.Schedule).Spec, field.NewPath("spec"))
+	sch := obj.(*velero.Schedule)
+	errs := velerovalidation.ValidateScheduleSpec(&sch.Spec, field.NewPath("spec"))
+	return append(errs, velerovalidation.ValidateScheduleAnnotations(sch.Annotations, field.NewPath("metadata", "annotations"))...)
 }
 
 // Table renders schedules for kubectl get.

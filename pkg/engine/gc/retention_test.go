@@ -1,0 +1,77 @@
+package gc
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned/fake"
+	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
+)
+
+// TestRetention: which of a schedule's backups keep-last deletes, and
+// which expired one is kept while the runs after it failed.
+func TestRetention(t *testing.T) {
+	const ns = "backstop-system"
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name     string
+		keepLast string
+		phases   []velerov1.BackupPhase // oldest first
+		beyond   []bool                 // keep-last deletes it
+		kept     []bool                 // kept past its TTL
+	}{
+		{"no policy", "", []velerov1.BackupPhase{"Completed", "Completed", "Completed"},
+			[]bool{false, false, false}, []bool{false, false, false}},
+		{"keep the last 2", "2", []velerov1.BackupPhase{"Completed", "Completed", "Completed", "Completed"},
+			[]bool{true, true, false, false}, []bool{false, false, false, false}},
+		{"keep the last 2, failed runs do not count", "2", []velerov1.BackupPhase{"Completed", "Failed", "Completed", "PartiallyFailed", "Completed"},
+			[]bool{true, false, false, false, false}, []bool{false, false, false, false, false}},
+		{"the last good one while later runs fail", "", []velerov1.BackupPhase{"Completed", "Completed", "Failed", "PartiallyFailed"},
+			[]bool{false, false, false, false}, []bool{false, true, false, false}},
+		{"a later run still going", "", []velerov1.BackupPhase{"Completed", "InProgress"},
+			[]bool{false, false}, []bool{false, false}},
+		{"keep the last 1 while later runs fail", "1", []velerov1.BackupPhase{"Completed", "Completed", "Failed"},
+			[]bool{true, false, false}, []bool{false, true, false}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client := fake.NewSimpleClientset()
+			factory := externalversions.NewSharedInformerFactory(client, 0).Velero().V1()
+			sched := &velerov1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "daily", Namespace: ns}}
+			if c.keepLast != "" {
+				sched.Annotations = map[string]string{velerov1.KeepLastAnnotation: c.keepLast}
+			}
+			if err := factory.Schedules().Informer().GetIndexer().Add(sched); err != nil {
+				t.Fatal(err)
+			}
+			var backups []*velerov1.Backup
+			for i, phase := range c.phases {
+				b := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("daily-%d", i), Namespace: ns, UID: types.UID(fmt.Sprint(i)),
+					CreationTimestamp: metav1.NewTime(start.Add(time.Duration(i) * time.Hour)), Labels: map[string]string{velerov1.ScheduleNameLabel: "daily"}},
+					Status: velerov1.BackupStatus{Phase: phase}}
+				if err := factory.Backups().Informer().GetIndexer().Add(b); err != nil {
+					t.Fatal(err)
+				}
+				backups = append(backups, b)
+			}
+			gc, err := New(client, Informers{Backups: factory.Backups(), Requests: factory.DeleteBackupRequests(),
+				Locations: factory.BackupStorageLocations(), Schedules: factory.Schedules()}, clocktesting.NewFakeClock(start))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, b := range backups {
+				if beyond, _ := gc.beyondKeepLast(b); beyond != c.beyond[i] {
+					t.Errorf("%s (%s): keep-last deletes it: %v, want %v", b.Name, b.Status.Phase, beyond, c.beyond[i])
+				}
+				if kept := gc.keptPastTTL(b) != ""; kept != c.kept[i] {
+					t.Errorf("%s (%s): kept past its TTL: %v, want %v", b.Name, b.Status.Phase, kept, c.kept[i])
+				}
+			}
+		})
+	}
+}

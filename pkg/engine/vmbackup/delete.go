@@ -1,0 +1,125 @@
+package vmbackup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/vmchain"
+	"github.com/backstop-io/backstop/pkg/vmmanifest"
+)
+
+// outputDir is where a backup writes (its volume's subdirectory of its
+// name), "" when it names no volume.
+func (c *Controller) outputDir(b *kv.VirtualMachineBackup) string {
+	if b.Spec.PvcName == nil {
+		return ""
+	}
+	return filepath.Join(c.cfg.VolumeRoot, b.Namespace, *b.Spec.PvcName, b.Name)
+}
+
+// removeOutput deletes what a deleted backup wrote, keeping its chain
+// whole (package vmchain): a backup with a later link is merged into it,
+// the newest link just goes (the tracker's next backup is then full, and
+// says why). Done reports whether nothing is left to do, so that the
+// finalizer may go; a backup of a VM another live host runs is left to
+// that host, and one of a VM with another backup running waits.
+func (c *Controller) removeOutput(ctx context.Context, key cache.ObjectName, b *kv.VirtualMachineBackup) (done bool, err error) {
+	dir := c.outputDir(b)
+	if dir == "" {
+		return true, nil
+	}
+	m, readErr := vmmanifest.Read(dir)
+	vm := m.VirtualMachine
+	if readErr != nil {
+		if src, err := c.resolve(b); err == nil {
+			vm = src.vm
+		}
+	}
+	if vm == "" {
+		vm = b.Spec.Source.Name
+	}
+	if conn, err := c.cfg.Virt(); err == nil {
+		switch where, _, err := c.locate(ctx, b, conn, vm); {
+		case err != nil:
+			return false, err
+		case where == placedRecorded:
+			return false, nil
+		case where == placedElsewhere:
+			c.AddAfter(key, waitPoll)
+			return false, nil
+		}
+	}
+	vmKey := b.Namespace + "/" + vm
+	c.mu.Lock()
+	if other, ok := c.busy[vmKey]; ok && other != b.UID {
+		c.mu.Unlock()
+		c.AddAfter(key, waitPoll) // a backup of the VM runs: its chain is not edited under it
+		return false, nil
+	}
+	c.busy[vmKey] = b.UID
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.busy[vmKey] == b.UID {
+			delete(c.busy, vmKey)
+		}
+		c.mu.Unlock()
+	}()
+
+	if readErr != nil {
+		// No manifest: no finished output (a failed run removed what it
+		// wrote, or nothing was written).
+		if err := os.RemoveAll(dir); err != nil {
+			return false, fmt.Errorf("removing %s: %w", dir, err)
+		}
+		return true, nil
+	}
+	next, err := c.nextLink(b.Namespace, m)
+	if err != nil {
+		return false, err
+	}
+	if err := vmchain.Remove(ctx, dir, next, vmchain.Options{}); err != nil {
+		return false, fmt.Errorf("removing backup %s from its chain: %w", dir, err)
+	}
+	logger := klog.FromContext(ctx).WithValues("virtualMachineBackup", klog.KObj(b))
+	if next != "" {
+		logger.Info("VM backup deleted: merged into the next backup of its chain", "next", next)
+	} else {
+		logger.Info("VM backup deleted: it was the newest of its chain")
+	}
+	return true, nil
+}
+
+// nextLink is the directory of the backup taken since m's checkpoint (an
+// incremental of the same domain whose parent it is), among the backups of
+// the namespace's volumes; "" when there is none.
+func (c *Controller) nextLink(namespace string, m vmmanifest.Manifest) (string, error) {
+	links, err := vmchain.Links(filepath.Join(c.cfg.VolumeRoot, namespace), m.Domain)
+	if err != nil {
+		return "", err
+	}
+	next, ok, err := vmchain.Next(links, m.Checkpoint)
+	if !ok || err != nil {
+		return "", err
+	}
+	return next.Dir, nil
+}
+
+// recoverMerges finishes the chain merges a crash interrupted (their
+// journals are in the volumes), before any backup reads a chain.
+func (c *Controller) recoverMerges(ctx context.Context) {
+	journals, _ := filepath.Glob(filepath.Join(c.cfg.VolumeRoot, "*", "*", "*", vmchain.JournalFile))
+	for _, j := range journals {
+		dir := filepath.Dir(j)
+		if err := vmchain.Recover(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			klog.FromContext(ctx).Error(err, "Finishing an interrupted merge of VM backups", "dir", dir)
+		}
+	}
+}

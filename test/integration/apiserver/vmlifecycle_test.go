@@ -1,0 +1,281 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
+	"github.com/backstop-io/backstop/pkg/virt/virttest"
+	"github.com/backstop-io/backstop/pkg/vmmanifest"
+	"github.com/backstop-io/backstop/pkg/vmrestore"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestVMBackupsLeaveWithTheirBackups: four Velero backups of a namespace
+// with a VM, one series (a schedule's), each VM backup incremental since
+// the one before. Deleting a Velero backup (a DeleteBackupRequest, or the
+// Backup itself) deletes its VirtualMachineBackup and removes its files
+// from the chain: the middle one is merged into the next, the full one
+// makes the next one full, the newest just goes; after each, every
+// remaining VM backup restores bit-identically (sha256) to what it
+// restored to when it was taken, and the series' next backup after the
+// newest was deleted is full and says why.
+func TestVMBackupsLeaveWithTheirBackups(t *testing.T) {
+	root := virttest.Dir(t)
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
+	ctx := context.Background()
+	const vmNS = "life"
+	vm := virttest.NewDomain(t, vmNS+"_vm1", "32M")
+	volume := filepath.Join(root, vmNS, vmoperation.DefaultPVC)
+	series := map[string]string{velerov1.ScheduleNameLabel: "daily"}
+
+	// restoredFrom is the sha256 of vda restored from the VM backups of
+	// the named Velero backups (oldest first).
+	restoredFrom := func(names ...string) string {
+		t.Helper()
+		var dirs []string
+		for _, n := range names {
+			dirs = append(dirs, filepath.Join(volume, n+"-vm-vm1"))
+		}
+		res, err := vmrestore.Restore(ctx, dirs, "vda", filepath.Join(t.TempDir(), "vda.raw"))
+		if err != nil {
+			t.Fatalf("restoring from %v: %v", names, err)
+		}
+		return res.SHA256
+	}
+	want := map[string]string{}
+	var taken []string
+	for i, name := range []string{"daily-1", "daily-2", "daily-3", "daily-4"} {
+		vm.Write(t, byte(0x10+i), []string{"0", "1M", "8M", "1536k"}[i], "1M")
+		b := runVeleroBackup(t, s, name, series, velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}})
+		if b.Status.Phase != velerov1.BackupPhaseCompleted {
+			t.Fatalf("backup %s: %+v", name, b.Status)
+		}
+		taken = append(taken, name)
+		want[name] = restoredFrom(taken...)
+	}
+
+	// gone waits until the Velero backup, its VM backup and the VM
+	// backup's directory are gone.
+	gone := func(name string) {
+		t.Helper()
+		dir := filepath.Join(volume, name+"-vm-vm1")
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, name, metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			_, err = s.Clientset.BackupV1alpha1().VirtualMachineBackups(vmNS).Get(ctx, name+"-vm-vm1", metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			_, err = os.Stat(dir)
+			return errors.Is(err, os.ErrNotExist), nil
+		}); err != nil {
+			t.Fatalf("backup %s, its VM backup or %s is still there: %v", name, dir, err)
+		}
+	}
+	// whole checks that each remaining link restores as when taken.
+	whole := func(after string, chain ...string) {
+		t.Helper()
+		for i := range chain {
+			if got := restoredFrom(chain[:i+1]...); got != want[chain[i]] {
+				t.Errorf("after %s: %s restores to %s, was %s", after, chain[i], got, want[chain[i]])
+			}
+		}
+	}
+
+	// A middle one, through a DeleteBackupRequest (velero backup delete).
+	if _, err := s.Clientset.VeleroV1().DeleteBackupRequests(ns).Create(ctx, &velerov1.DeleteBackupRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "daily-2-", Labels: map[string]string{velerov1.BackupNameLabel: "daily-2"}},
+		Spec:       velerov1.DeleteBackupRequestSpec{BackupName: "daily-2"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone("daily-2")
+	whole("deleting daily-2", "daily-1", "daily-3", "daily-4")
+	m1, err1 := vmmanifest.Read(filepath.Join(volume, "daily-1-vm-vm1"))
+	m3, err3 := vmmanifest.Read(filepath.Join(volume, "daily-3-vm-vm1"))
+	if err1 != nil || err3 != nil || m3.Parent != m1.Checkpoint || m3.Disks[0].Backing != filepath.Join(volume, "daily-1-vm-vm1", "vda.qcow2") {
+		t.Errorf("daily-3 after daily-2 was merged into it: %+v %v (daily-1: %+v %v)", m3, err3, m1, err1)
+	}
+
+	// The full one, the Backup deleted by a client: the next one becomes
+	// the full backup.
+	if err := s.Clientset.VeleroV1().Backups(ns).Delete(ctx, "daily-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone("daily-1")
+	whole("deleting daily-1", "daily-3", "daily-4")
+	if m, err := vmmanifest.Read(filepath.Join(volume, "daily-3-vm-vm1")); err != nil || m.Type != kv.Full || m.Parent != "" || m.Disks[0].Backing != "" {
+		t.Errorf("daily-3 after the full backup was merged into it: %+v %v", m, err)
+	}
+
+	// The newest: it just goes; the series' next backup is full and says
+	// why.
+	if err := s.Clientset.VeleroV1().Backups(ns).Delete(ctx, "daily-4", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone("daily-4")
+	whole("deleting daily-4", "daily-3")
+	vm.Write(t, 0x77, "4M", "64k")
+	runVeleroBackup(t, s, "daily-5", series, velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}})
+	next, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(vmNS).Get(ctx, "daily-5-vm-vm1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(next.Status.Conditions, string(kv.ConditionComplete)); next.Status.Type != kv.Full || c == nil ||
+		c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "gone") {
+		t.Errorf("the series' backup after its newest was deleted: want Full, saying the previous backup is gone; got %+v", next.Status)
+	}
+
+	// A bounded series: after two incrementals the next backup is full
+	// (its Backup's annotation), and says why; the one after that is
+	// incremental again.
+	bounded := func(name string) *kv.VirtualMachineBackup {
+		t.Helper()
+		vm.Write(t, 0x55, "12M", "64k")
+		if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
+				vmoperation.SeriesAnnotation: "bounded", kv.FullEveryAnnotation: "2"}},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitBackup(t, s, name, "finished", finished)
+		b, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(vmNS).Get(ctx, name+"-vm-vm1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for i, wantType := range []kv.BackupType{kv.Full, kv.Incremental, kv.Incremental, kv.Full, kv.Incremental} {
+		b := bounded("bounded-" + string(rune('1'+i)))
+		c := meta.FindStatusCondition(b.Status.Conditions, string(kv.ConditionComplete))
+		if b.Status.Type != wantType || c == nil || c.Status != metav1.ConditionTrue {
+			t.Fatalf("backup %d of a series bounded to 2 incrementals: want %s, got %+v", i+1, wantType, b.Status)
+		}
+		if i == 3 && (c.Reason != kv.ReasonCompleted || !strings.Contains(c.Message, kv.FullEveryAnnotation)) {
+			t.Errorf("the full backup that bounds the chain should say why (and is no warning): %+v", c)
+		}
+	}
+}
+
+// TestScheduleRetention: a schedule keeping its last 2 Completed backups
+// (backstop.io/keep-last) deletes the older ones as newer ones complete,
+// through the normal deletion path (their VM backups leave the chain,
+// which still restores); failed runs do not count. A backup whose TTL has
+// passed is kept while it is its schedule's newest Completed one and the
+// runs after it failed, and goes once a later run completes. The
+// schedule deleted, its series' VM backup tracker goes once its last
+// backup is gone.
+func TestScheduleRetention(t *testing.T) {
+	root := virttest.Dir(t)
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
+	ctx := context.Background()
+	const vmNS = "keep"
+	vm := virttest.NewDomain(t, vmNS+"_vm1", "32M")
+	volume := filepath.Join(root, vmNS, vmoperation.DefaultPVC)
+	if _, err := s.Clientset.VeleroV1().Schedules(ns).Create(ctx, &velerov1.Schedule{
+		ObjectMeta: metav1.ObjectMeta{Name: "keep", Annotations: map[string]string{velerov1.KeepLastAnnotation: "2"}},
+		Spec:       velerov1.ScheduleSpec{Schedule: "@daily", Paused: true, Template: velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	scheduled := map[string]string{velerov1.ScheduleNameLabel: "keep"}
+	run := func(name string, spec velerov1.BackupSpec) *velerov1.Backup {
+		t.Helper()
+		vm.Write(t, byte(len(name)), "2M", "256k")
+		return runVeleroBackup(t, s, name, scheduled, spec)
+	}
+	backupsLeft := func(want ...string) {
+		t.Helper()
+		var have []string
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			list, err := s.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{LabelSelector: velerov1.ScheduleNameLabel + "=keep"})
+			if err != nil {
+				return false, nil
+			}
+			have = nil
+			for _, b := range list.Items {
+				have = append(have, b.Name)
+			}
+			return strings.Join(have, ",") == strings.Join(want, ","), nil
+		}); err != nil {
+			t.Fatalf("the schedule's backups: %v, want %v", have, want)
+		}
+	}
+	spec := velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}}
+	run("keep-1", spec)
+	run("keep-2", spec)
+	run("keep-3", spec)
+	backupsLeft("keep-2", "keep-3")
+	// A failed run does not count.
+	if b := run("keep-4-failed", velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}, StorageLocation: "missing"}); b.Status.Phase != velerov1.BackupPhaseFailedValidation {
+		t.Fatalf("a run meant to fail: %s", b.Status.Phase)
+	}
+	backupsLeft("keep-2", "keep-3", "keep-4-failed")
+	// A short TTL, passing after the next run failed: the last good
+	// backup stays.
+	short := spec
+	short.TTL = metav1.Duration{Duration: 15 * time.Second}
+	run("keep-5", short)
+	backupsLeft("keep-3", "keep-4-failed", "keep-5")
+	run("keep-6-failed", velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}, StorageLocation: "missing"})
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "keep-5", metav1.GetOptions{})
+		return err == nil && b.Labels[velerov1.KeptLabel] == "LastCompleted", nil
+	}); err != nil {
+		t.Fatalf("keep-5, expired with the runs after it failed, is not labelled kept: %v", err)
+	}
+	backupsLeft("keep-3", "keep-4-failed", "keep-5", "keep-6-failed")
+	dirs := []string{filepath.Join(volume, "keep-3-vm-vm1"), filepath.Join(volume, "keep-5-vm-vm1")}
+	if _, err := vmrestore.Restore(ctx, dirs, "vda", filepath.Join(t.TempDir(), "vda.raw")); err != nil {
+		t.Errorf("the chain after keep-last deleted the older backups: %v", err)
+	}
+	// A later run completes: the expired one goes, keep-last takes keep-3.
+	run("keep-7", spec)
+	backupsLeft("keep-4-failed", "keep-6-failed", "keep-7")
+
+	// The schedule deleted: its tracker stays while a backup is left.
+	if err := s.Clientset.VeleroV1().Schedules(ns).Delete(ctx, "keep", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	trackers := func() int {
+		list, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(vmNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	for _, b := range []string{"keep-4-failed", "keep-6-failed"} {
+		if err := s.Clientset.VeleroV1().Backups(ns).Delete(ctx, b, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Their deletions were seen (the series is looked at on each).
+	backupsLeft("keep-7")
+	if n := trackers(); n != 1 {
+		t.Fatalf("trackers of the deleted schedule while a backup of it is left: %d, want 1", n)
+	}
+	if err := s.Clientset.VeleroV1().Backups(ns).Delete(ctx, "keep-7", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return trackers() == 0, nil
+	}); err != nil {
+		t.Errorf("the deleted schedule's tracker is left after its last backup went: %v", err)
+	}
+}
