@@ -169,7 +169,7 @@ func BenchmarkChainSpace(b *testing.B) {
 			dirs = append(dirs, dir)
 			prev = file
 		}
-		for _, k := range []int{4, 1, 0, 6, 8} { // indexes into what remains
+		for _, k := range []int{4, 1, 0, 5, 3} { // indexes into what remains
 			next := ""
 			if k+1 < len(dirs) {
 				next = dirs[k+1]
