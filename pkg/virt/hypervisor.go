@@ -10,12 +10,14 @@ type Hypervisor interface {
 	// Domains and disks.
 	DomainNames() ([]string, error)
 	Disks(domain string) ([]Disk, error)
+	Active(domain string) (bool, error)
 	Versions() (libvirtVersion, qemuVersion string, err error)
 
 	// Backup jobs.
 	PushBackup(ctx context.Context, req BackupRequest, progress func(Progress)) (BackupResult, error)
 	FullBackupPull(ctx context.Context, req BackupRequest, rateLimit int64, progress func(Progress)) (BackupResult, error)
 	AbortJob(ctx context.Context, domain string) error
+	CopyStopped(ctx context.Context, req BackupRequest, progress func(Progress)) (BackupResult, error)
 
 	// Checkpoints.
 	CheckpointXML(domain, name string) (string, error)

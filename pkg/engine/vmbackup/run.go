@@ -40,11 +40,19 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 	}
 
 	// Full or incremental. Disks without dirty bitmaps (raw, without
-	// changed block tracking) get a full backup and no checkpoint.
+	// changed block tracking) get a full backup and no checkpoint; so does
+	// a VM that is not running (libvirt makes no checkpoint of a stopped
+	// domain): its tracker keeps its checkpoint, and the next backup of
+	// the running VM is incremental since it.
 	backupType, since, fallback, bounded := kv.Full, "", "", ""
 	backing := map[string]string{}
 	untracked := untrackedDisks(disks)
-	if src.tracker != nil && len(untracked) > 0 {
+	active, activeErr := conn.Active(domain)
+	stopped := activeErr == nil && !active
+	if stopped && src.tracker != nil {
+		fallback = fmt.Sprintf("VirtualMachine %s is not running: a full copy of its disks was taken, without a checkpoint (libvirt makes none of a stopped VM); the tracker keeps its checkpoint for the next backup of the running VM", src.vm)
+		logger.Info("Full backup of a stopped VM", "reason", fallback)
+	} else if src.tracker != nil && len(untracked) > 0 {
 		fallback = fmt.Sprintf("disk(s) %s of VirtualMachine %s keep no dirty bitmaps (raw, changed block tracking %s): a full backup without a checkpoint was taken",
 			strings.Join(untracked, ", "), src.vm, cbtState(src.tracker))
 		logger.Info("Full backup without a checkpoint", "reason", fallback)
@@ -87,12 +95,15 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		return
 	}
 	checkpoint := ""
-	if src.tracker != nil && len(untracked) == 0 {
+	if src.tracker != nil && len(untracked) == 0 && !stopped {
 		checkpoint = checkpointName(b)
 	}
 	var lastProgress time.Time
 	backup := conn.PushBackup
-	if backupType == kv.Full && c.cfg.FullBackupPull {
+	switch {
+	case stopped:
+		backup = conn.CopyStopped
+	case backupType == kv.Full && c.cfg.FullBackupPull:
 		backup = func(ctx context.Context, req virt.BackupRequest, progress func(virt.Progress)) (virt.BackupResult, error) {
 			return conn.FullBackupPull(ctx, req, 0, progress)
 		}
@@ -117,6 +128,10 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 			}
 			logger.Info("Backup aborted (cancelled or deleted)")
 			c.fail(ctx, b, kv.ReasonAborted, "the backup was aborted; its partial output and checkpoint were removed")
+			return
+		}
+		if errors.Is(err, virt.ErrDomainStarted) {
+			c.fail(ctx, b, kv.ReasonSourceLost, fmt.Sprintf("VirtualMachine %s (domain %s) started during the copy of its stopped disks; its partial output was removed: back it up again", src.vm, domain))
 			return
 		}
 		if errors.Is(err, virt.ErrDomainStopped) {
@@ -149,8 +164,9 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 
 	c.cfg.Crash.Hit(failpoint.VMBackupBeforeTrackerMoves)
 	// The tracker moves to the new checkpoint (none: its VM cannot track
-	// changes, there is nothing to be incremental to).
-	if src.tracker != nil && checkpoint == "" {
+	// changes, there is nothing to be incremental to); a stopped VM's
+	// backup leaves it where it is.
+	if src.tracker != nil && checkpoint == "" && !stopped {
 		if err := c.moveTracker(ctx, src.tracker, nil); err != nil {
 			c.failCleanup(ctx, b, conn, domain, "", out, fmt.Sprintf("clearing the checkpoint of tracker %s: %v", src.tracker.Name, err))
 			return
@@ -162,7 +178,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 				logger.Error(err, "Deleting the tracker's previous checkpoint", "checkpoint", st.LatestCheckpoint.Name)
 			}
 		}
-	} else if src.tracker != nil {
+	} else if src.tracker != nil && !stopped {
 		xmlDesc, err := conn.CheckpointXML(domain, checkpoint)
 		if err == nil {
 			err = c.moveTracker(ctx, src.tracker, &kv.BackupCheckpoint{Name: checkpoint, CreationTime: &metav1.Time{Time: now},

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -277,5 +278,106 @@ func TestScheduleRetention(t *testing.T) {
 		return trackers() == 0, nil
 	}); err != nil {
 		t.Errorf("the deleted schedule's tracker is left after its last backup went: %v", err)
+	}
+}
+
+// TestStoppedVMBackup (KubeVirt VEP 401): a VM that is not running is
+// backed up in full, from its image files (libvirt makes no checkpoint of
+// a stopped domain): through its tracker the backup says so and the
+// tracker keeps its checkpoint, so the next backup of the running VM is
+// incremental since it, and both chains restore the disks they were taken
+// of, bit for bit.
+func TestStoppedVMBackup(t *testing.T) {
+	root := virttest.Dir(t)
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
+	ctx := context.Background()
+	const vmNS = "stopped"
+	vm := virttest.NewDomain(t, vmNS+"_vm1", "32M")
+	volume := filepath.Join(root, vmNS, "pvc1")
+	if err := os.MkdirAll(volume, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, vmNS), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	group := "kubevirt.io"
+	if _, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(vmNS).Create(ctx, &kv.VirtualMachineBackupTracker{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm1-tracker", Namespace: vmNS},
+		Spec:       kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "vm1"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// rawSHA is the sha256 of the disk as a raw image.
+	rawSHA := func() string {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "disk.raw")
+		virttest.Run(t, "qemu-img", "convert", "-U", "-O", "raw", vm.Disk, out)
+		sum, err := vmmanifest.FileSHA256(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	restoredFrom := func(names ...string) string {
+		t.Helper()
+		var dirs []string
+		for _, n := range names {
+			dirs = append(dirs, filepath.Join(volume, n))
+		}
+		res, err := vmrestore.Restore(ctx, dirs, "vda", filepath.Join(t.TempDir(), "vda.raw"))
+		if err != nil {
+			t.Fatalf("restoring from %v: %v", names, err)
+		}
+		return res.SHA256
+	}
+
+	vm.Write(t, 0x11, "0", "2M")
+	createVMBackup(t, s, vmNS, "running-1", "vm1-tracker", true, "pvc1", false)
+	first := waitVMBackup(t, s, vmNS, "running-1", "finished", vmbFinished)
+	if first.Status.Type != kv.Full || first.Status.CheckpointName == nil {
+		t.Fatalf("backup of the running VM: %+v", first.Status)
+	}
+	vm.Write(t, 0x22, "4M", "1M")
+	vm.Stop(t)
+	stoppedDisk := rawSHA()
+
+	// Stopped, through the tracker: full, saying why; the tracker keeps
+	// its checkpoint.
+	createVMBackup(t, s, vmNS, "stopped-1", "vm1-tracker", true, "pvc1", false)
+	b := waitVMBackup(t, s, vmNS, "stopped-1", "finished", vmbFinished)
+	c := meta.FindStatusCondition(b.Status.Conditions, string(kv.ConditionComplete))
+	if b.Status.Type != kv.Full || b.Status.CheckpointName != nil || c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "not running") {
+		t.Fatalf("backup of the stopped VM through its tracker: %+v", b.Status)
+	}
+	if got := restoredFrom("stopped-1"); got != stoppedDisk {
+		t.Errorf("the stopped VM's backup restores to %s, its disk is %s", got, stoppedDisk)
+	}
+	tr, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(vmNS).Get(ctx, "vm1-tracker", metav1.GetOptions{})
+	if err != nil || tr.Status == nil || tr.Status.LatestCheckpoint == nil || tr.Status.LatestCheckpoint.Name != *first.Status.CheckpointName {
+		t.Fatalf("the tracker after the stopped VM's backup should keep checkpoint %s: %+v %v", *first.Status.CheckpointName, tr, err)
+	}
+	// Stopped, the VM itself: a plain full backup.
+	createVMBackup(t, s, vmNS, "stopped-2", "vm1", false, "pvc1", false)
+	if b := waitVMBackup(t, s, vmNS, "stopped-2", "finished", vmbFinished); b.Status.Type != kv.Full ||
+		!meta.IsStatusConditionTrue(b.Status.Conditions, string(kv.ConditionComplete)) {
+		t.Fatalf("backup of the stopped VM: %+v", b.Status)
+	} else if got := restoredFrom("stopped-2"); got != stoppedDisk {
+		t.Errorf("the stopped VM's backup restores to %s, its disk is %s", got, stoppedDisk)
+	}
+
+	// Running again: incremental since the checkpoint of the last backup
+	// of the running VM, its chain restoring the disk.
+	vm.Start(t)
+	vm.Write(t, 0x33, "8M", "64k")
+	createVMBackup(t, s, vmNS, "running-2", "vm1-tracker", true, "pvc1", false)
+	next := waitVMBackup(t, s, vmNS, "running-2", "finished", vmbFinished)
+	if next.Status.Type != kv.Incremental {
+		t.Fatalf("backup of the VM running again: %+v", next.Status)
+	}
+	vm.Suspend(t)
+	now := rawSHA()
+	vm.Resume(t)
+	if got := restoredFrom("running-1", "running-2"); got != now {
+		t.Errorf("the chain across the stop restores to %s, the disk is %s", got, now)
 	}
 }
