@@ -253,21 +253,35 @@ func removeTemps(dir string) {
 // span is a byte range of an image.
 type span struct{ start, length int64 }
 
-// allocated lists the ranges a qcow2 file holds itself (data or zero
-// clusters), not through a backing file.
-func allocated(ctx context.Context, file string) ([]span, error) {
+// mapEntry is one range of `qemu-img map --output=json`.
+type mapEntry struct {
+	Start   int64 `json:"start"`
+	Length  int64 `json:"length"`
+	Depth   int   `json:"depth"`
+	Present bool  `json:"present"`
+	Data    bool  `json:"data"`
+}
+
+// ownMap maps the ranges of a qcow2 file read alone (its backing file
+// ignored).
+func ownMap(ctx context.Context, file string) ([]mapEntry, error) {
 	out, err := exec.CommandContext(ctx, "qemu-img", "map", "--output=json", "json:"+nodeJSON(file, "null")).Output()
 	if err != nil {
 		return nil, fmt.Errorf("qemu-img map %s: %w", file, err)
 	}
-	var entries []struct {
-		Start   int64 `json:"start"`
-		Length  int64 `json:"length"`
-		Depth   int   `json:"depth"`
-		Present bool  `json:"present"`
-	}
+	var entries []mapEntry
 	if err := json.Unmarshal(out, &entries); err != nil {
 		return nil, fmt.Errorf("qemu-img map %s: %w", file, err)
+	}
+	return entries, nil
+}
+
+// allocated lists the ranges a qcow2 file holds itself (data or zero
+// clusters), not through a backing file.
+func allocated(ctx context.Context, file string) ([]span, error) {
+	entries, err := ownMap(ctx, file)
+	if err != nil {
+		return nil, err
 	}
 	var spans []span
 	for _, e := range entries {
@@ -276,6 +290,22 @@ func allocated(ctx context.Context, file string) ([]span, error) {
 		}
 	}
 	return spans, nil
+}
+
+// OwnData is the data a qcow2 file holds itself: its data clusters (zero
+// clusters take no space), not what its backing files hold.
+func OwnData(ctx context.Context, file string) (int64, error) {
+	entries, err := ownMap(ctx, file)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range entries {
+		if e.Depth == 0 && e.Data {
+			n += e.Length
+		}
+	}
+	return n, nil
 }
 
 // nodeJSON is a qemu block node reading a qcow2 file over backing (a

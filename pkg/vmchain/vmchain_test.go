@@ -2,7 +2,6 @@ package vmchain
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -207,27 +206,12 @@ func space(t *testing.T, links []link) (used, own int64) {
 	return used, own
 }
 
-// ownData is the data a qcow2 file holds itself (zero clusters take no
-// space).
+// ownData is the data a qcow2 file holds itself.
 func ownData(t *testing.T, file string) int64 {
 	t.Helper()
-	out, err := exec.Command("qemu-img", "map", "--output=json", "json:"+nodeJSON(file, "null")).Output()
+	n, err := OwnData(context.Background(), file)
 	if err != nil {
-		t.Fatalf("qemu-img map %s: %v", file, err)
-	}
-	var entries []struct {
-		Length int64 `json:"length"`
-		Depth  int   `json:"depth"`
-		Data   bool  `json:"data"`
-	}
-	if err := json.Unmarshal(out, &entries); err != nil {
 		t.Fatal(err)
-	}
-	var n int64
-	for _, e := range entries {
-		if e.Depth == 0 && e.Data {
-			n += e.Length
-		}
 	}
 	return n
 }

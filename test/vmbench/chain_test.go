@@ -2,7 +2,6 @@ package vmbench
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -198,24 +197,9 @@ func BenchmarkChainSpace(b *testing.B) {
 // ownData is the data a qcow2 file holds itself.
 func ownData(b *testing.B, file string) int64 {
 	b.Helper()
-	spec := `json:{"driver":"qcow2","file":{"driver":"file","filename":"` + file + `"},"backing":null}`
-	out, err := exec.Command("qemu-img", "map", "--output=json", spec).Output()
+	n, err := vmchain.OwnData(context.Background(), file)
 	if err != nil {
-		b.Fatalf("qemu-img map %s: %v", file, err)
-	}
-	var entries []struct {
-		Length int64 `json:"length"`
-		Depth  int   `json:"depth"`
-		Data   bool  `json:"data"`
-	}
-	if err := json.Unmarshal(out, &entries); err != nil {
 		b.Fatal(err)
-	}
-	var n int64
-	for _, e := range entries {
-		if e.Depth == 0 && e.Data {
-			n += e.Length
-		}
 	}
 	return n
 }
