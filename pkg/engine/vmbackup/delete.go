@@ -45,7 +45,14 @@ func (c *Controller) removeOutput(ctx context.Context, key cache.ObjectName, b *
 	if vm == "" {
 		vm = b.Spec.Source.Name
 	}
-	if conn, err := c.cfg.Virt(); err == nil {
+	conn, err := c.cfg.Virt()
+	switch {
+	case err != nil && !c.cfg.Hosts.Alone(ctx):
+		// Whose VM it is cannot be known without libvirt: the files may
+		// be another host's.
+		c.AddAfter(key, waitPoll)
+		return false, nil
+	case err == nil:
 		switch where, _, err := c.locate(ctx, b, conn, vm); {
 		case err != nil:
 			return false, err
