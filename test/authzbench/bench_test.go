@@ -13,7 +13,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,12 +97,6 @@ func populate(b *testing.B, client kubernetes.Interface) {
 	})
 }
 
-// percentiles returns the p50 and p99 of ds (sorted in place).
-func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
-	slices.Sort(ds)
-	return ds[len(ds)/2], ds[len(ds)*99/100]
-}
-
 func BenchmarkAuthorization(b *testing.B) {
 	s := framework.Start(b, framework.Options{})
 	admin := config(b, s.KubeconfigPath)
@@ -161,7 +154,7 @@ func BenchmarkAuthorization(b *testing.B) {
 				b.Fatalf("%s: decision %v, want %v", name, got, want)
 			}
 		}
-		p50, p99 := percentiles(ds)
+		p50, p99 := framework.Percentiles(ds)
 		b.ReportMetric(float64(p50.Nanoseconds()), name+"-p50-ns")
 		b.ReportMetric(float64(p99.Nanoseconds()), name+"-p99-ns")
 		fmt.Printf("| decision, %s | %d | %s | %s |\n", name, len(ds), p50, p99)
@@ -195,7 +188,7 @@ func BenchmarkAuthorization(b *testing.B) {
 		}
 		var p50s []time.Duration
 		for u, us := range users {
-			p50, p99 := percentiles(times[u])
+			p50, p99 := framework.Percentiles(times[u])
 			p50s = append(p50s, p50)
 			b.ReportMetric(float64(p50.Microseconds()), "list-"+us.name+"-p50-us")
 			b.ReportMetric(float64(p99.Microseconds()), "list-"+us.name+"-p99-us")

@@ -47,35 +47,6 @@ var (
 
 const adminNamespace = "backstop-system"
 
-// parallel runs do(i) for i in [0, n) on the benchmark's workers.
-func parallel(b *testing.B, n int, do func(i int) error) {
-	b.Helper()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, *workers)
-	for range *workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := do(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-}
-
 // nabRequests is the server's count of requests on NonAdminBackups.
 func nabRequests(b *testing.B, s *framework.Server) int {
 	b.Helper()
@@ -147,7 +118,7 @@ func BenchmarkNonAdmin(b *testing.B) {
 
 	// 1. All created at once.
 	start := time.Now()
-	parallel(b, n, func(i int) error {
+	framework.Parallel(b, *workers, n, func(i int) error {
 		ns, nm := name(i)
 		_, err := s.Clientset.OadpV1alpha1().NonAdminBackups(ns).Create(ctx, &oadpv1alpha1.NonAdminBackup{
 			ObjectMeta: metav1.ObjectMeta{Name: nm}, Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{})
@@ -191,7 +162,7 @@ func BenchmarkNonAdmin(b *testing.B) {
 	if *pace > 0 {
 		limit = rate.NewLimiter(rate.Limit(*pace), 1)
 	}
-	parallel(b, n, func(i int) error {
+	framework.Parallel(b, *workers, n, func(i int) error {
 		if err := limit.Wait(ctx); err != nil {
 			return err
 		}

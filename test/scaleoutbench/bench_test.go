@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,12 +54,6 @@ var electionArgs = []string{"--leader-elect-lease-duration=4s", "--leader-elect-
 // engineless turns every engine off.
 var engineless = "--disable-controllers=" + strings.Join(apiserver.Controllers, ",")
 
-// percentiles returns the p50 and p99 of ds (sorted in place).
-func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
-	slices.Sort(ds)
-	return ds[len(ds)/2], ds[len(ds)*99/100]
-}
-
 // clientOf is a client of s without client-side rate limits.
 func clientOf(b *testing.B, s *framework.Server) versioned.Interface {
 	b.Helper()
@@ -71,35 +64,6 @@ func clientOf(b *testing.B, s *framework.Server) versioned.Interface {
 		b.Fatal(err)
 	}
 	return c
-}
-
-// parallel runs do(i) for i in [0, n) on k goroutines.
-func parallel(b *testing.B, k, n int, do func(i int) error) {
-	b.Helper()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, k)
-	for range k {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := do(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
 }
 
 func newBackup(name string) *velerov1.Backup {
@@ -135,7 +99,7 @@ func measure(b *testing.B, name string, servers []*framework.Server) row {
 	r := row{name: name}
 
 	start := time.Now()
-	parallel(b, *clients, *objects, func(i int) error {
+	framework.Parallel(b, *clients, *objects, func(i int) error {
 		_, err := cs[i%len(cs)].VeleroV1().Backups(ns).Create(ctx, newBackup(fmt.Sprintf("b-%06d", i)), metav1.CreateOptions{})
 		return err
 	})
@@ -144,7 +108,7 @@ func measure(b *testing.B, name string, servers []*framework.Server) row {
 	var mu sync.Mutex
 	var took []time.Duration
 	start = time.Now()
-	parallel(b, *clients, *lists, func(i int) error {
+	framework.Parallel(b, *clients, *lists, func(i int) error {
 		t0 := time.Now()
 		list, err := cs[i%len(cs)].VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=scaleout"})
 		if err != nil {
@@ -159,7 +123,7 @@ func measure(b *testing.B, name string, servers []*framework.Server) row {
 		return nil
 	})
 	r.listsPerSec = float64(*lists) / time.Since(start).Seconds()
-	r.listP50, r.listP99 = percentiles(took)
+	r.listP50, r.listP99 = framework.Percentiles(took)
 
 	// Watch fan-out: watchers from now on, spread over the replicas.
 	list, err := cs[0].VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{Limit: 1})
@@ -221,7 +185,7 @@ func measure(b *testing.B, name string, servers []*framework.Server) row {
 	if len(latencies) == 0 {
 		b.Fatal("no watch event arrived")
 	}
-	r.watchP50, r.watchP99 = percentiles(latencies)
+	r.watchP50, r.watchP99 = framework.Percentiles(latencies)
 	return r
 }
 
@@ -254,7 +218,7 @@ func BenchmarkScaleOut(b *testing.B) {
 
 	// Takeover: kill -9 of the leader, trial after trial.
 	takeovers := takeoverTrials(b, replicas)
-	p50, p99 := percentiles(takeovers)
+	p50, p99 := framework.Percentiles(takeovers)
 	fmt.Printf("takeover after kill -9 of the leader (Lease 4s, renew deadline 3s, retry 500ms), %d trials: p50 %s, p99 %s, all %v\n",
 		len(takeovers), p50.Round(time.Millisecond), p99.Round(time.Millisecond), roundAll(takeovers))
 	b.ReportMetric(float64(p50.Milliseconds()), "takeover-p50-ms")

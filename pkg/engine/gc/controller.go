@@ -116,8 +116,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if b.Status.Phase == velerov1.BackupPhaseDeleting || b.DeletionTimestamp != nil {
 		return nil
 	}
-	c.resyncSiblings(b)
-	if beyond, n := c.beyondKeepLast(b); beyond {
+	siblings := c.siblings(b) // of its schedule, read once
+	c.resyncSiblings(b, siblings)
+	if beyond, n := c.beyondKeepLast(b, siblings); beyond {
 		return c.requestDeletion(ctx, b, fmt.Sprintf("older than the newest %d Completed backups its schedule keeps (%s)", n, velerov1.KeepLastAnnotation))
 	}
 	if b.Status.Expiration == nil {
@@ -127,7 +128,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		c.AddAfter(key, left)
 		return nil
 	}
-	if reason := c.keptPastTTL(b); reason != "" {
+	if reason := keptPastTTL(b, siblings); reason != "" {
 		// Looked at again when a later run of its schedule completes.
 		return c.setLabel(ctx, b, velerov1.KeptLabel, reason)
 	}

@@ -47,8 +47,9 @@ func completed(backups []*velerov1.Backup) []*velerov1.Backup {
 }
 
 // beyondKeepLast reports whether b is a Completed backup of a schedule
-// that keeps its newest n Completed ones, and older than those.
-func (c *Controller) beyondKeepLast(b *velerov1.Backup) (bool, int) {
+// that keeps its newest n Completed ones, and older than those; all are
+// the schedule's backups (siblings).
+func (c *Controller) beyondKeepLast(b *velerov1.Backup, all []*velerov1.Backup) (bool, int) {
 	if b.Status.Phase != velerov1.BackupPhaseCompleted {
 		return false, 0
 	}
@@ -64,7 +65,7 @@ func (c *Controller) beyondKeepLast(b *velerov1.Backup) (bool, int) {
 	if err != nil || n <= 0 {
 		return false, 0
 	}
-	done := completed(c.siblings(b))
+	done := completed(all)
 	for i, o := range done {
 		if o.UID == b.UID {
 			return len(done)-i > n, n
@@ -75,12 +76,11 @@ func (c *Controller) beyondKeepLast(b *velerov1.Backup) (bool, int) {
 
 // keptPastTTL says why an expired backup is not deleted ("" to delete
 // it): a schedule's newest Completed backup is kept while the runs after
-// it failed.
-func (c *Controller) keptPastTTL(b *velerov1.Backup) string {
+// it failed; all are the schedule's backups (siblings).
+func keptPastTTL(b *velerov1.Backup, all []*velerov1.Backup) string {
 	if b.Status.Phase != velerov1.BackupPhaseCompleted {
 		return ""
 	}
-	all := c.siblings(b)
 	done := completed(all)
 	if len(done) == 0 || done[len(done)-1].UID != b.UID {
 		return "" // not the newest Completed one
@@ -101,13 +101,13 @@ func (c *Controller) keptPastTTL(b *velerov1.Backup) string {
 }
 
 // resyncSiblings looks at the older Completed backups of b's schedule
-// again when b is its newest Completed one: keep-last may now delete them,
-// and one kept past its TTL may now go.
-func (c *Controller) resyncSiblings(b *velerov1.Backup) {
+// (all, its siblings) again when b is its newest Completed one: keep-last
+// may now delete them, and one kept past its TTL may now go.
+func (c *Controller) resyncSiblings(b *velerov1.Backup, all []*velerov1.Backup) {
 	if b.Status.Phase != velerov1.BackupPhaseCompleted {
 		return
 	}
-	done := completed(c.siblings(b))
+	done := completed(all)
 	if len(done) == 0 || done[len(done)-1].UID != b.UID {
 		return
 	}

@@ -65,10 +65,11 @@ func TestRetention(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, b := range backups {
-				if beyond, _ := gc.beyondKeepLast(b); beyond != c.beyond[i] {
+				siblings := gc.siblings(b)
+				if beyond, _ := gc.beyondKeepLast(b, siblings); beyond != c.beyond[i] {
 					t.Errorf("%s (%s): keep-last deletes it: %v, want %v", b.Name, b.Status.Phase, beyond, c.beyond[i])
 				}
-				if kept := gc.keptPastTTL(b) != ""; kept != c.kept[i] {
+				if kept := keptPastTTL(b, siblings) != ""; kept != c.kept[i] {
 					t.Errorf("%s (%s): kept past its TTL: %v, want %v", b.Name, b.Status.Phase, kept, c.kept[i])
 				}
 			}

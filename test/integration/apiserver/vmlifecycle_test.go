@@ -46,15 +46,11 @@ func TestVMBackupsLeaveWithTheirBackups(t *testing.T) {
 	// the named Velero backups (oldest first).
 	restoredFrom := func(names ...string) string {
 		t.Helper()
-		var dirs []string
+		var backups []string
 		for _, n := range names {
-			dirs = append(dirs, filepath.Join(volume, n+"-vm-vm1"))
+			backups = append(backups, n+"-vm-vm1")
 		}
-		res, err := vmrestore.Restore(ctx, dirs, "vda", filepath.Join(t.TempDir(), "vda.raw"))
-		if err != nil {
-			t.Fatalf("restoring from %v: %v", names, err)
-		}
-		return res.SHA256
+		return restoredVDA(t, volume, backups...)
 	}
 	want := map[string]string{}
 	var taken []string
@@ -318,18 +314,7 @@ func TestStoppedVMBackup(t *testing.T) {
 		}
 		return sum
 	}
-	restoredFrom := func(names ...string) string {
-		t.Helper()
-		var dirs []string
-		for _, n := range names {
-			dirs = append(dirs, filepath.Join(volume, n))
-		}
-		res, err := vmrestore.Restore(ctx, dirs, "vda", filepath.Join(t.TempDir(), "vda.raw"))
-		if err != nil {
-			t.Fatalf("restoring from %v: %v", names, err)
-		}
-		return res.SHA256
-	}
+	restoredFrom := func(names ...string) string { t.Helper(); return restoredVDA(t, volume, names...) }
 
 	vm.Write(t, 0x11, "0", "2M")
 	createVMBackup(t, s, vmNS, "running-1", "vm1-tracker", true, "pvc1", false)
@@ -380,4 +365,19 @@ func TestStoppedVMBackup(t *testing.T) {
 	if got := restoredFrom("running-1", "running-2"); got != now {
 		t.Errorf("the chain across the stop restores to %s, the disk is %s", got, now)
 	}
+}
+
+// restoredVDA is the sha256 of disk vda restored from the VM backups of
+// volume named (oldest first).
+func restoredVDA(t *testing.T, volume string, backups ...string) string {
+	t.Helper()
+	var dirs []string
+	for _, n := range backups {
+		dirs = append(dirs, filepath.Join(volume, n))
+	}
+	res, err := vmrestore.Restore(context.Background(), dirs, "vda", filepath.Join(t.TempDir(), "vda.raw"))
+	if err != nil {
+		t.Fatalf("restoring from %v: %v", backups, err)
+	}
+	return res.SHA256
 }
