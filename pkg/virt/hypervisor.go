@@ -19,6 +19,13 @@ type Hypervisor interface {
 	AbortJob(ctx context.Context, domain string) error
 	CopyStopped(ctx context.Context, req BackupRequest, progress func(Progress)) (BackupResult, error)
 
+	// Restores.
+	DomainDefinition(domain string) (string, error)
+	StopForRestore(ctx context.Context, domain string) (wasActive bool, err error)
+	StartDomain(domain string) error
+	DefineFrom(definition, name string, disks map[string]string) error
+	GrantImage(image string) error
+
 	// Checkpoints.
 	CheckpointXML(domain, name string) (string, error)
 	CheckpointSize(domain, name string) (uint64, error)

@@ -78,3 +78,38 @@ func Incrementals(links []Link, checkpoint string) (n int, found bool) {
 	}
 	return n, false // a loop: no chain
 }
+
+// Chain is the chain a backup restores from: the directories of its full
+// backup and of every incremental up to it, oldest first, found among
+// links by their checkpoints. A missing link is an error naming it.
+func Chain(links []Link, dir string) ([]string, error) {
+	byCheckpoint := map[string]Link{}
+	var last *Link
+	for i, l := range links {
+		if l.Manifest.Checkpoint != "" {
+			byCheckpoint[l.Manifest.Checkpoint] = l
+		}
+		if filepath.Clean(l.Dir) == filepath.Clean(dir) {
+			last = &links[i]
+		}
+	}
+	if last == nil {
+		return nil, fmt.Errorf("%s is not a VM backup of the chain", dir)
+	}
+	out := []string{last.Dir}
+	for l := *last; l.Manifest.Type != kv.Full; {
+		if len(out) > len(links) {
+			return nil, fmt.Errorf("the chain of %s loops", dir)
+		}
+		parent, ok := byCheckpoint[l.Manifest.Parent]
+		if !ok {
+			return nil, fmt.Errorf("broken chain: %s was taken since checkpoint %q, and no backup of the domain ends at it", l.Dir, l.Manifest.Parent)
+		}
+		out = append(out, parent.Dir)
+		l = parent
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}

@@ -31,6 +31,10 @@ type Manifest struct {
 	LibvirtVersion string        `json:"libvirtVersion"`
 	QEMUVersion    string        `json:"qemuVersion"`
 	Disks          []Disk        `json:"disks"`
+	// Definition is the domain's libvirt definition (inactive XML) when
+	// the backup was taken: a restore defines a new domain from it when
+	// the VM is gone or restored under another name.
+	Definition string `json:"definition,omitempty"`
 }
 
 // Disk is one disk's file in a backup.

@@ -146,6 +146,9 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 	lv, qv, _ := conn.Versions()
 	m := vmmanifest.Manifest{Backup: b.Name, VirtualMachine: src.vm, Domain: domain, Type: backupType, Checkpoint: checkpoint, Parent: since,
 		Created: now.UTC(), LibvirtVersion: lv, QEMUVersion: qv}
+	if def, err := conn.DomainDefinition(domain); err == nil {
+		m.Definition = def
+	}
 	var volumes []kv.BackupVolumeInfo
 	for _, d := range disks {
 		file := res.Targets[d.Name]

@@ -303,3 +303,28 @@ func DataRanges(t testing.TB, image string) []string {
 	}
 	return out
 }
+
+// Adopt makes a domain that a test has the server create (a restore's
+// new domain) the test's: one of that name is removed now, and it is
+// destroyed and undefined when the test ends.
+func Adopt(t testing.TB, name string) { connectFor(t, URI, name) }
+
+// Delete destroys the domain and undefines it with its checkpoint
+// metadata, as deleting its VM would; its disk image stays.
+func (d *Domain) Delete(t testing.TB) {
+	t.Helper()
+	_ = d.dom.Destroy()
+	if err := d.dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA); err != nil {
+		t.Fatalf("undefining domain %s: %v", d.Name, err)
+	}
+}
+
+// ImageSHA256 is the sha256 of what the guest reads from an image (its
+// raw contents), read without taking QEMU's locks.
+func ImageSHA256(t testing.TB, image string) string {
+	t.Helper()
+	raw := filepath.Join(t.TempDir(), "image.raw")
+	Run(t, "qemu-img", "convert", "-U", "-O", "raw", image, raw)
+	out := Run(t, "sha256sum", raw)
+	return strings.Fields(out)[0]
+}

@@ -28,7 +28,13 @@ func createRestore(t *testing.T, s *framework.Server, name string, spec velerov1
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating restore %s: %v", name, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	return waitRestore(t, s, name)
+}
+
+// waitRestore waits until a restore has finished.
+func waitRestore(t *testing.T, s *framework.Server, name string) *velerov1.Restore {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var last *velerov1.Restore
 	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {

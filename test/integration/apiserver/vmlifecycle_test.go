@@ -18,6 +18,7 @@ import (
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
+	"github.com/backstop-io/backstop/pkg/virt"
 	"github.com/backstop-io/backstop/pkg/virt/virttest"
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
 	"github.com/backstop-io/backstop/pkg/vmrestore"
@@ -380,4 +381,117 @@ func restoredVDA(t *testing.T, volume string, backups ...string) string {
 		t.Fatalf("restoring from %v: %v", backups, err)
 	}
 	return res.SHA256
+}
+
+// TestVMRestoreThroughVelero: `velero restore create --from-backup` of a
+// backup that took two VMs restores their disks from their chains (the
+// full backup and the incremental of a series). Into the same namespace:
+// the VM that still runs is stopped, written and started again; the VM
+// that was deleted is defined anew from the definition its backup saved,
+// with a new disk image. Under namespaceMapping: new VMs in the new
+// namespace, the old ones untouched. Each VM is an item operation of the
+// restore, its result is in the log; every restored disk reads as its
+// chain restores (sha256); a restored VM's next backup is full, its
+// checkpoints dropped with the data they tracked.
+func TestVMRestoreThroughVelero(t *testing.T) {
+	root := virttest.Dir(t)
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
+	ctx := context.Background()
+	const vmNS, mappedNS = "farm", "farm2"
+	vm1 := virttest.NewDomain(t, vmNS+"_vm1", "32M")
+	vm2 := virttest.NewDomain(t, vmNS+"_vm2", "16M")
+	volume := filepath.Join(root, vmNS, vmoperation.DefaultPVC)
+	series := map[string]string{velerov1.ScheduleNameLabel: "nightly"}
+
+	vm1.Write(t, 0x21, "0", "2M")
+	vm2.Write(t, 0x31, "1M", "1M")
+	runVeleroBackup(t, s, "nightly-1", series, velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}})
+	vm1.Write(t, 0x22, "8M", "1M")
+	vm2.Write(t, 0x32, "4M", "64k")
+	if b := runVeleroBackup(t, s, "nightly-2", series, velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}}); b.Status.Phase != velerov1.BackupPhaseCompleted {
+		t.Fatalf("backup nightly-2: %+v", b.Status)
+	}
+	for _, vm := range []string{"vm1", "vm2"} {
+		b, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(vmNS).Get(ctx, "nightly-2-vm-"+vm, metav1.GetOptions{})
+		if err != nil || b.Status == nil || b.Status.Type != kv.Incremental {
+			t.Fatalf("the second backup of %s should be incremental: %+v %v", vm, b, err)
+		}
+	}
+	want := map[string]string{
+		"vm1": restoredVDA(t, volume, "nightly-1-vm-vm1", "nightly-2-vm-vm1"),
+		"vm2": restoredVDA(t, volume, "nightly-1-vm-vm2", "nightly-2-vm-vm2"),
+	}
+	// After the backup: vm1 is damaged, vm2 deleted.
+	vm1.Write(t, 0x66, "0", "4M")
+	if got := virttest.ImageSHA256(t, vm1.Disk); got == want["vm1"] {
+		t.Fatal("vm1's disk still reads as its backup after being overwritten: the test would prove nothing")
+	}
+	vm2.Delete(t)
+
+	conn, err := virt.Open(virttest.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// restored checks that a domain runs and its disk reads as want.
+	restored := func(domain, want string) string {
+		t.Helper()
+		disks, err := conn.Disks(domain)
+		if err != nil || len(disks) != 1 {
+			t.Fatalf("domain %s after the restore: %+v %v", domain, disks, err)
+		}
+		if active, err := conn.Active(domain); err != nil || !active {
+			t.Errorf("domain %s is not running after the restore (%v)", domain, err)
+		}
+		if got := virttest.ImageSHA256(t, disks[0].Source); got != want {
+			t.Errorf("domain %s: disk %s reads %s, its chain %s", domain, disks[0].Source, got, want)
+		}
+		return disks[0].Source
+	}
+	operations := func(r *velerov1.Restore, n int) {
+		t.Helper()
+		if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.RestoreItemOperationsAttempted != n ||
+			r.Status.RestoreItemOperationsCompleted != n || r.Status.RestoreItemOperationsFailed != 0 {
+			t.Errorf("restore %s: want Completed with %d item operations completed, got %+v", r.Name, n, r.Status)
+		}
+	}
+
+	// Into the same namespace, with the velero CLI.
+	virttest.Adopt(t, vmNS+"_vm2")
+	veleroCLI(t, s, "restore", "create", "back", "--from-backup", "nightly-2")
+	r := waitRestore(t, s, "back")
+	operations(r, 2)
+	if src := restored(vmNS+"_vm1", want["vm1"]); src != vm1.Disk {
+		t.Errorf("vm1 was restored into %s, not its own disk %s", src, vm1.Disk)
+	}
+	if src := restored(vmNS+"_vm2", want["vm2"]); src == vm2.Disk || filepath.Dir(src) != filepath.Dir(vm2.Disk) {
+		t.Errorf("the deleted vm2 should get a new disk beside its old one (%s), got %s", vm2.Disk, src)
+	}
+	logs := restoreLogs(t, s, "back")
+	for _, want := range []string{"VM disks restored", "written into the existing domain", "written into a new domain", "nightly-1-vm-vm1 → nightly-2-vm-vm1"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the restore log does not say %q:\n%s", want, logs)
+		}
+	}
+
+	// The series' next backup of the restored vm1 is full: its
+	// checkpoints went with the data they tracked.
+	vm1.Write(t, 0x23, "12M", "64k")
+	runVeleroBackup(t, s, "nightly-3", series, velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}})
+	if b, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(vmNS).Get(ctx, "nightly-3-vm-vm1", metav1.GetOptions{}); err != nil ||
+		b.Status == nil || b.Status.Type != kv.Full {
+		t.Errorf("the backup of vm1 after its restore should be full: %+v %v", b, err)
+	}
+
+	// Under namespaceMapping: new VMs, the old ones as they are.
+	before := virttest.ImageSHA256(t, vm1.Disk)
+	virttest.Adopt(t, mappedNS+"_vm1")
+	virttest.Adopt(t, mappedNS+"_vm2")
+	veleroCLI(t, s, "restore", "create", "mapped", "--from-backup", "nightly-2", "--namespace-mappings", vmNS+":"+mappedNS)
+	operations(waitRestore(t, s, "mapped"), 2)
+	restored(mappedNS+"_vm1", want["vm1"])
+	restored(mappedNS+"_vm2", want["vm2"])
+	if got := virttest.ImageSHA256(t, vm1.Disk); got != before {
+		t.Errorf("restoring under namespaceMapping changed the source VM's disk")
+	}
 }

@@ -1,0 +1,201 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/engine/restoreaction"
+	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
+	"github.com/backstop-io/backstop/pkg/vmchain"
+	"github.com/backstop-io/backstop/pkg/vmmanifest"
+	"github.com/backstop-io/backstop/pkg/vmrestore"
+)
+
+// The disks of the VMs a restore takes. A backup takes the VMs of its
+// namespaces (libvirt domains "<ns>_<name>", package vmoperation) as
+// VirtualMachineBackups labelled with its UID: the restore takes those
+// whose VM its filters take (namespaces, resources: excluding
+// virtualmachines leaves them out; a label selector takes no discovered
+// VM, which has no labels, as on the backup side). Once every item is
+// restored, each VM's disks are restored from its VirtualMachineBackup's
+// chain (the full backup and the incrementals up to it), checked as
+// restore-vm-disk checks it, into the domain "<mapped namespace>_<name>":
+// an existing one is stopped, loses its checkpoints, gets its disks
+// written and is started again if it ran; a missing one (the VM was
+// deleted, or namespaceMapping gives it a new namespace) is defined from
+// the definition the backup saved, with disks of its own beside the old
+// ones, and started. Each VM is one item operation of the restore
+// (status.restoreItemOperations*); its result is in the restore's log, and
+// in its results when it failed. A VirtualMachine item in the tarball (a
+// source cluster that serves them) is restored as any other item where
+// the target serves VirtualMachines, and skipped where it does not.
+
+// vmGroupResource is the group resource of VirtualMachine items.
+var vmGroupResource = vmoperation.VirtualMachines.GroupResource()
+
+// vmItem is a VM the restore takes, and its backup.
+type vmItem struct {
+	namespace, name string // in the backup
+	target          string // the namespace restored into
+	backup          *kv.VirtualMachineBackup
+}
+
+// vmOutcome counts the VM disk restores of a run.
+type vmOutcome struct{ attempted, completed, failed int }
+
+// vmsTaken lists the VMs whose disks the restore takes, by namespace and
+// name.
+func (run *restoreRun) vmsTaken(ctx context.Context, spec *velerov1.BackupSpec, resources []items.Resource) ([]vmItem, error) {
+	client := run.c.cfg.Client.BackupV1alpha1()
+	list, err := client.VirtualMachineBackups("").List(ctx, metav1.ListOptions{
+		LabelSelector: labels.Set{velerov1.BackupUIDLabel: string(run.backup.UID)}.String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing the VM backups of backup %s: %w", run.backup.Name, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	vmResource := vmoperation.VirtualMachines
+	for _, r := range resources {
+		if r.GroupResource() == vmGroupResource {
+			vmResource = r
+		}
+	}
+	filter, err := items.NewFilter(spec, append(resources, vmResource))
+	if err != nil {
+		return nil, err
+	}
+	if !filter.IncludesResource(vmResource) {
+		return nil, nil
+	}
+	var out []vmItem
+	for i := range list.Items {
+		b := &list.Items[i]
+		vm := b.Spec.Source.Name
+		if b.Spec.Source.Kind == "VirtualMachineBackupTracker" {
+			t, err := client.VirtualMachineBackupTrackers(b.Namespace).Get(ctx, vm, metav1.GetOptions{})
+			if err != nil {
+				run.log.Error(b.Namespace, "", fmt.Sprintf("VM backup %s/%s: reading its tracker: %v", b.Namespace, b.Name, err))
+				continue
+			}
+			vm = t.Spec.Source.Name
+		}
+		if !filter.IncludesNamespace(b.Namespace) || !filter.IncludesItem(nil) {
+			continue
+		}
+		out = append(out, vmItem{namespace: b.Namespace, name: vm, target: restoreaction.MapNamespace(run.r, b.Namespace), backup: b})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].namespace != out[j].namespace {
+			return out[i].namespace < out[j].namespace
+		}
+		return out[i].name < out[j].name
+	})
+	return out, nil
+}
+
+// restoreVMs restores the disks of the VMs the restore takes.
+func (run *restoreRun) restoreVMs(ctx context.Context, spec *velerov1.BackupSpec, resources []items.Resource) (vmOutcome, error) {
+	var out vmOutcome
+	vms, err := run.vmsTaken(ctx, spec, resources)
+	if err != nil {
+		return out, err
+	}
+	for _, vm := range vms {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		out.attempted++
+		domain := vm.target + "_" + vm.name
+		what := fmt.Sprintf("VirtualMachine %s/%s", vm.target, vm.name)
+		msg, err := run.restoreVM(ctx, vm, domain)
+		if err != nil {
+			out.failed++
+			run.log.Error(vm.target, "", fmt.Sprintf("restoring the disks of %s: %v", what, err), "domain", domain)
+			continue
+		}
+		out.completed++
+		run.log.Info("VM disks restored", "virtualMachine", vm.target+"/"+vm.name, "domain", domain, "result", msg)
+	}
+	return out, nil
+}
+
+// restoreVM restores one VM's disks and says how.
+func (run *restoreRun) restoreVM(ctx context.Context, vm vmItem, domain string) (string, error) {
+	c := run.c
+	if c.cfg.Virt == nil || c.cfg.VolumeRoot == "" {
+		return "", fmt.Errorf("this server restores no VM disks (no libvirt connection or volume root)")
+	}
+	vmb := vm.backup
+	if !meta.IsStatusConditionTrue(conditionsOf(vmb), string(kv.ConditionComplete)) {
+		return "", fmt.Errorf("its VM backup %s/%s did not complete (%s)", vmb.Namespace, vmb.Name, vmb.State())
+	}
+	if vmb.Spec.PvcName == nil {
+		return "", fmt.Errorf("its VM backup %s/%s names no volume", vmb.Namespace, vmb.Name)
+	}
+	dir := filepath.Join(c.cfg.VolumeRoot, vmb.Namespace, *vmb.Spec.PvcName, vmb.Name)
+	m, err := vmmanifest.Read(dir)
+	if err != nil {
+		return "", fmt.Errorf("the files of its VM backup %s/%s are not on this host: %w", vmb.Namespace, vmb.Name, err)
+	}
+	links, err := vmchain.Links(filepath.Join(c.cfg.VolumeRoot, vmb.Namespace), m.Domain)
+	if err != nil {
+		return "", err
+	}
+	chain, err := vmchain.Chain(links, dir)
+	if err != nil {
+		return "", err
+	}
+	conn, err := c.cfg.Virt()
+	if err != nil {
+		return "", fmt.Errorf("libvirt: %w", err)
+	}
+	definition := m.Definition
+	if definition == "" {
+		// A backup taken before definitions were saved: the backed-up
+		// domain's own, while it exists.
+		definition, _ = conn.DomainDefinition(m.Domain)
+	}
+	run.log.Info("Restoring VM disks", "virtualMachine", vm.target+"/"+vm.name, "domain", domain,
+		"virtualMachineBackup", vmb.Namespace+"/"+vmb.Name, "chain", len(chain))
+	res, err := vmrestore.IntoDomain(ctx, conn, vmrestore.DomainRequest{Chain: chain, Domain: domain, Definition: definition})
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, d := range chain {
+		names = append(names, filepath.Base(d))
+	}
+	var disks []string
+	for name, image := range res.Disks {
+		disks = append(disks, name+"="+image)
+	}
+	sort.Strings(disks)
+	how := "written into the existing domain"
+	if res.Created {
+		how = "written into a new domain"
+	}
+	state := "stopped, as it was"
+	if res.Started {
+		state = "running"
+	}
+	return fmt.Sprintf("%s from the chain %s (%s), identical to the chain; the domain is %s",
+		how, strings.Join(names, " → "), strings.Join(disks, ", "), state), nil
+}
+
+func conditionsOf(b *kv.VirtualMachineBackup) []metav1.Condition {
+	if b.Status == nil {
+		return nil
+	}
+	return b.Status.Conditions
+}

@@ -1,0 +1,199 @@
+package virt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"libvirt.org/go/libvirt"
+)
+
+// Restoring a domain's disks: the domain is stopped (its disks are being
+// replaced, what it runs is lost either way), every checkpoint is dropped
+// with its bitmaps (the data they tracked changes under them, so the next
+// backup must be full), the disk images are written from the restored
+// chain, and the domain is started again if it ran. A domain that does not
+// exist is defined anew from a saved definition, with disks of its own.
+
+// DomainDefinition returns the domain's persistent (inactive) XML, the
+// definition a restore defines a new domain from.
+func (c *Conn) DomainDefinition(domain string) (string, error) {
+	d, err := c.domain(domain)
+	if err != nil {
+		return "", err
+	}
+	defer d.Free()
+	desc, err := d.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
+	if err != nil {
+		return "", fmt.Errorf("domain %s: reading its definition: %w", domain, err)
+	}
+	return desc, nil
+}
+
+// StopForRestore stops the domain at once (QEMU is killed: its disks are
+// about to be replaced) and drops all its checkpoints, with their bitmaps
+// in its disk images. It reports whether the domain was running.
+func (c *Conn) StopForRestore(ctx context.Context, domain string) (wasActive bool, err error) {
+	d, err := c.domain(domain)
+	if err != nil {
+		return false, err
+	}
+	defer d.Free()
+	if wasActive, err = d.IsActive(); err != nil {
+		return false, fmt.Errorf("domain %s: %w", domain, err)
+	}
+	if wasActive {
+		if err := d.Destroy(); err != nil && !isError(err, libvirt.ERR_OPERATION_INVALID) {
+			return true, fmt.Errorf("domain %s: stopping it: %w", domain, err)
+		}
+	}
+	if err := c.deleteCheckpointMetadata(domain); err != nil {
+		return wasActive, err
+	}
+	disks, err := disksOf(d, domain)
+	if err != nil {
+		return wasActive, err
+	}
+	for _, disk := range disks {
+		if err := WaitReleased(ctx, disk.Source); err != nil {
+			return wasActive, err
+		}
+		if disk.Format == "qcow2" {
+			if err := removeBitmaps(ctx, disk.Source); err != nil {
+				return wasActive, err
+			}
+		}
+	}
+	return wasActive, nil
+}
+
+// StartDomain starts a defined domain that is not running.
+func (c *Conn) StartDomain(domain string) error {
+	d, err := c.domain(domain)
+	if err != nil {
+		return err
+	}
+	defer d.Free()
+	if err := d.Create(); err != nil {
+		return fmt.Errorf("domain %s: starting it: %w", domain, err)
+	}
+	return nil
+}
+
+// DefineFrom defines a new domain named name from definition (another
+// domain's, as DomainDefinition returns it): its UUID and the MAC
+// addresses of its interfaces are left to libvirt, and each file disk
+// reads the qcow2 image disks gives for its target device. Every file
+// disk must have one.
+func (c *Conn) DefineFrom(definition, name string, disks map[string]string) error {
+	dx, err := parseDomain(definition)
+	if err != nil {
+		return err
+	}
+	dx.Name, dx.UUID = name, ""
+	if dx.Devices != nil {
+		for i := range dx.Devices.Interfaces {
+			dx.Devices.Interfaces[i].MAC = nil
+		}
+	}
+	for _, disk := range fileDisks(dx) {
+		file, ok := disks[diskTarget(disk)]
+		if !ok {
+			return fmt.Errorf("defining domain %s: no image for disk %s", name, diskTarget(disk))
+		}
+		setDiskSource(disk, "qcow2", file)
+		disk.BackingStore = nil
+	}
+	desc, err := dx.Marshal()
+	if err != nil {
+		return fmt.Errorf("defining domain %s: %w", name, err)
+	}
+	if err := c.define(desc); err != nil {
+		return fmt.Errorf("defining domain %s: %w", name, err)
+	}
+	return nil
+}
+
+// DiskDirs maps each file disk of a domain definition to the directory of
+// its data: the image's own directory, or its raw data file's for the
+// overlays of changed block tracking. A restore into a new domain puts the
+// new domain's images beside the old one's.
+func DiskDirs(definition string) (map[string]string, error) {
+	dx, err := parseDomain(definition)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, disk := range fileDisks(dx) {
+		dir := filepath.Dir(diskFile(disk))
+		if info, err := imageInfo(diskFile(disk)); err == nil && info.FormatSpecific.Data.DataFile != "" {
+			data := info.FormatSpecific.Data.DataFile
+			if !filepath.IsAbs(data) {
+				data = filepath.Join(dir, data)
+			}
+			dir = filepath.Dir(data)
+		}
+		out[diskTarget(disk)] = dir
+	}
+	return out, nil
+}
+
+// DefinitionDisks lists the target devices of a definition's file disks.
+func DefinitionDisks(definition string) ([]string, error) {
+	dx, err := parseDomain(definition)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, disk := range fileDisks(dx) {
+		out = append(out, diskTarget(disk))
+	}
+	return out, nil
+}
+
+// removeBitmaps removes every persistent dirty bitmap of a qcow2 image
+// that no process uses.
+func removeBitmaps(ctx context.Context, image string) error {
+	out, err := exec.CommandContext(ctx, "qemu-img", "info", "--output=json", image).Output()
+	if err != nil {
+		return fmt.Errorf("reading image %s: %w", image, commandError(err))
+	}
+	var info struct {
+		FormatSpecific struct {
+			Data struct {
+				Bitmaps []struct {
+					Name string `json:"name"`
+				} `json:"bitmaps"`
+			} `json:"data"`
+		} `json:"format-specific"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		return fmt.Errorf("reading image %s: %w", image, err)
+	}
+	for _, b := range info.FormatSpecific.Data.Bitmaps {
+		if out, err := exec.CommandContext(ctx, "qemu-img", "bitmap", "--remove", image, b.Name).CombinedOutput(); err != nil {
+			return fmt.Errorf("removing bitmap %s of %s: %v: %s", b.Name, image, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// GrantImage lets QEMU's user read and write a new image (and reach it),
+// as for the overlays of changed block tracking.
+func (c *Conn) GrantImage(image string) error {
+	owner, err := c.qemuOwner()
+	if err != nil || owner == nil {
+		return err
+	}
+	if err := checkReachable(filepath.Dir(image), owner.uid, owner.gid); err != nil {
+		return err
+	}
+	if err := os.Chown(image, owner.uid, owner.gid); err != nil {
+		return fmt.Errorf("giving %s to QEMU's user: %w", image, err)
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package vmrestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/backstop-io/backstop/pkg/virt"
+	"github.com/backstop-io/backstop/pkg/vmmanifest"
+)
+
+// DomainRequest restores a libvirt domain's disks from a chain.
+type DomainRequest struct {
+	// Chain are the backup directories, oldest first (a full backup,
+	// then incrementals).
+	Chain []string
+	// Domain is restored into: its disks are overwritten when it exists;
+	// otherwise it is defined anew from Definition with images of its
+	// own and started.
+	Domain string
+	// Definition is the domain XML a new domain is defined from (the
+	// backed-up domain's).
+	Definition string
+}
+
+// DomainResult says what a domain restore did.
+type DomainResult struct {
+	// Created: the domain did not exist and was defined.
+	Created bool
+	// Started: the domain runs after the restore (it ran before, or was
+	// created).
+	Started bool
+	// Disks are the images written, by disk name.
+	Disks map[string]string
+}
+
+// IntoDomain restores req.Domain's disks from req.Chain. Every disk of the
+// chain's newest backup is checked (digests, qemu-img check, links) before
+// anything is touched. An existing domain is stopped, loses its
+// checkpoints (their bitmaps tracked data that is replaced: the next
+// backup is full), has each disk's image written from the chain (through
+// the image, so an overlay of changed block tracking writes its raw data
+// file) and is started again if it ran. A domain that does not exist is
+// defined from req.Definition with new qcow2 images
+// (<domain>-<disk>.qcow2, beside the backed-up domain's images) and
+// started. Each image written is compared with the chain.
+func IntoDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest) (DomainResult, error) {
+	if len(req.Chain) == 0 {
+		return DomainResult{}, errors.New("no backup to restore from")
+	}
+	newest, err := vmmanifest.Read(req.Chain[len(req.Chain)-1])
+	if err != nil {
+		return DomainResult{}, err
+	}
+	chains := map[string]string{}
+	for _, d := range newest.Disks {
+		files, err := checkChain(ctx, req.Chain, d.Name)
+		if err != nil {
+			return DomainResult{}, err
+		}
+		if chains[d.Name], err = chainSpec(files); err != nil {
+			return DomainResult{}, err
+		}
+	}
+	res := DomainResult{Disks: map[string]string{}}
+	disks, err := conn.Disks(req.Domain)
+	switch {
+	case errors.Is(err, virt.ErrDomainNotFound):
+		return intoNewDomain(ctx, conn, req, newest, chains)
+	case err != nil:
+		return res, err
+	}
+	byName := map[string]virt.Disk{}
+	for _, d := range disks {
+		byName[d.Name] = d
+	}
+	for _, d := range newest.Disks {
+		have, ok := byName[d.Name]
+		if !ok {
+			return res, fmt.Errorf("domain %s has no disk %s to restore into", req.Domain, d.Name)
+		}
+		if have.VirtualSize != d.VirtualSize {
+			return res, fmt.Errorf("domain %s: disk %s is %d bytes, its backup %d: resize it first", req.Domain, d.Name, have.VirtualSize, d.VirtualSize)
+		}
+	}
+	wasActive, err := conn.StopForRestore(ctx, req.Domain)
+	if err != nil {
+		return res, err
+	}
+	// Stopped, the domain reads the images of its definition (changed
+	// block tracking may have given it overlays meanwhile).
+	if disks, err = conn.Disks(req.Domain); err != nil {
+		return res, fmt.Errorf("%w; the domain is left stopped", err)
+	}
+	for _, d := range disks {
+		byName[d.Name] = d
+	}
+	for _, d := range newest.Disks {
+		have, ok := byName[d.Name]
+		if !ok {
+			return res, fmt.Errorf("domain %s has no disk %s to restore into; the domain is left stopped", req.Domain, d.Name)
+		}
+		if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-n", "-O", have.Format, chains[d.Name], have.Source).CombinedOutput(); err != nil {
+			return res, fmt.Errorf("writing disk %s of domain %s (%s) from the chain: %v: %s; the domain is left stopped",
+				d.Name, req.Domain, have.Source, err, strings.TrimSpace(string(out)))
+		}
+		if err := compare(ctx, chains[d.Name], have.Format, have.Source); err != nil {
+			return res, fmt.Errorf("%w; the domain is left stopped", err)
+		}
+		res.Disks[d.Name] = have.Source
+	}
+	if wasActive {
+		if err := conn.StartDomain(req.Domain); err != nil {
+			return res, err
+		}
+		res.Started = true
+	}
+	return res, nil
+}
+
+func intoNewDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest, newest vmmanifest.Manifest, chains map[string]string) (DomainResult, error) {
+	res := DomainResult{Disks: map[string]string{}}
+	if req.Definition == "" {
+		return res, fmt.Errorf("domain %s does not exist and the backup holds no domain definition to define it from", req.Domain)
+	}
+	targets, err := virt.DefinitionDisks(req.Definition)
+	if err != nil {
+		return res, err
+	}
+	for _, t := range targets {
+		if _, ok := chains[t]; !ok {
+			return res, fmt.Errorf("the backup has no disk %s of the domain's definition", t)
+		}
+	}
+	dirs, err := virt.DiskDirs(req.Definition)
+	if err != nil {
+		return res, err
+	}
+	var written []string
+	defer func() {
+		if err != nil {
+			for _, f := range written {
+				_ = os.Remove(f)
+			}
+		}
+	}()
+	for _, d := range newest.Disks {
+		dir, ok := dirs[d.Name]
+		if !ok {
+			continue // not a disk of the definition: nothing reads it
+		}
+		if err = os.MkdirAll(dir, 0o755); err != nil {
+			return res, fmt.Errorf("the directory of the restored disks: %w", err)
+		}
+		image := filepath.Join(dir, req.Domain+"-"+d.Name+".qcow2")
+		if _, statErr := os.Stat(image); statErr == nil {
+			err = fmt.Errorf("domain %s does not exist but its disk image %s does: it is not overwritten", req.Domain, image)
+			return res, err
+		}
+		temp := image + ".restoring"
+		if out, cerr := exec.CommandContext(ctx, "qemu-img", "convert", "-O", "qcow2", chains[d.Name], temp).CombinedOutput(); cerr != nil {
+			_ = os.Remove(temp)
+			err = fmt.Errorf("writing disk %s of domain %s from the chain: %v: %s", d.Name, req.Domain, cerr, strings.TrimSpace(string(out)))
+			return res, err
+		}
+		if err = compare(ctx, chains[d.Name], "qcow2", temp); err != nil {
+			_ = os.Remove(temp)
+			return res, err
+		}
+		if err = os.Rename(temp, image); err != nil {
+			_ = os.Remove(temp)
+			return res, fmt.Errorf("restoring disk %s: %w", d.Name, err)
+		}
+		written = append(written, image)
+		if err = conn.GrantImage(image); err != nil {
+			return res, err
+		}
+		res.Disks[d.Name] = image
+	}
+	if err = conn.DefineFrom(req.Definition, req.Domain, res.Disks); err != nil {
+		return res, err
+	}
+	res.Created = true
+	if err = conn.StartDomain(req.Domain); err != nil {
+		return res, fmt.Errorf("domain %s was defined with its restored disks but did not start: %w", req.Domain, err)
+	}
+	res.Started = true
+	return res, nil
+}
