@@ -103,6 +103,9 @@ type shared struct {
 	// hosts is this replica's VM host among the live ones (nil: no
 	// election, the only host).
 	hosts *vmhost.Hosts
+	// vmLocks: one backup, chain edit or disk restore of a VM at a time,
+	// between the VM backup and restore engines of this process.
+	vmLocks *vmhost.Locks
 }
 
 // enginePart is which engines a run starts.
@@ -133,7 +136,7 @@ func (p enginePart) has(name string) bool {
 // of the admin namespace only, as Velero processes its install namespace.
 func (c CompletedConfig) startEngines(signer *download.Signer) genericapiserver.PostStartHookFunc {
 	return func(hookCtx genericapiserver.PostStartHookContext) error {
-		once := shared{signer: signer, libvirt: virtConn(c.extra.LibvirtURI), metrics: metrics.New(legacyregistry.MustRegister)}
+		once := shared{signer: signer, libvirt: virtConn(c.extra.LibvirtURI), metrics: metrics.New(legacyregistry.MustRegister), vmLocks: vmhost.NewLocks()}
 		election := c.extra.Election
 		if election == nil {
 			_, err := c.runEngines(hookCtx, hookCtx.LoopbackClientConfig, nil, once, allEngines)
@@ -295,7 +298,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 			e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
 				Locations: velero.BackupStorageLocations(), Target: target, TargetAs: c.targetAs(loopback),
 				Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash,
-				Virt: libvirtConn, VolumeRoot: volumeRoot})
+				Virt: libvirtConn, VolumeRoot: volumeRoot, VMLocks: once.vmLocks})
 			return runOf(e, err)
 		}),
 		add(ControllerSchedule, 1, func() (func(context.Context, int), error) {
@@ -308,7 +311,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 				return nil, err
 			}
 			e, err := vmbackup.New(vmbackup.Config{Client: client, Backups: kubevirt.VirtualMachineBackups(), Trackers: kubevirt.VirtualMachineBackupTrackers(),
-				Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull", Observers: observers, Crash: crash, Hosts: once.hosts})
+				Virt: libvirtConn, VolumeRoot: root, Clock: clock.RealClock{}, FullBackupPull: c.extra.VMFullBackupMode == "pull", Observers: observers, Crash: crash, Hosts: once.hosts, Locks: once.vmLocks})
 			return runOf(e, err)
 		}),
 		add(ControllerVMCBT, 1, func() (func(context.Context, int), error) {

@@ -51,6 +51,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/restoreaction"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/engine/vmhost"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
@@ -110,6 +111,10 @@ type Config struct {
 	// disks are not restored, and a restore that takes VMs says so.
 	Virt       func() (virt.Hypervisor, error)
 	VolumeRoot string
+	// VMLocks are shared with the VM backup engine: a VM's disks are
+	// restored while no backup of it runs and its chain is not edited
+	// (nil: not shared).
+	VMLocks *vmhost.Locks
 }
 
 // Controller is the restore engine.
@@ -126,6 +131,9 @@ type Controller struct {
 func New(cfg Config) (*Controller, error) {
 	if cfg.Actions == nil {
 		cfg.Actions = restoreaction.Default()
+	}
+	if cfg.VMLocks == nil {
+		cfg.VMLocks = vmhost.NewLocks()
 	}
 	c := &Controller{cfg: cfg, restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister()}
 	c.Loop = reconcile.NewLoop("restore", c.sync)

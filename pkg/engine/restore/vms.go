@@ -6,15 +6,18 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/restoreaction"
+	"github.com/backstop-io/backstop/pkg/engine/vmhost"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/vmchain"
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
@@ -160,6 +163,14 @@ func (run *restoreRun) restoreVM(ctx context.Context, vm vmItem, domain string) 
 	if err != nil {
 		return "", fmt.Errorf("libvirt: %w", err)
 	}
+	// The VM restored into and the VM backed up (the same one, but under
+	// namespaceMapping): no backup of either runs and their chain is not
+	// edited meanwhile.
+	unlock, err := run.lockVMs(ctx, vm.target+"/"+vm.name, vmb.Namespace+"/"+vm.name)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	definition := m.Definition
 	if definition == "" {
 		// A backup taken before definitions were saved: the backed-up
@@ -191,6 +202,36 @@ func (run *restoreRun) restoreVM(ctx context.Context, vm vmItem, domain string) 
 	}
 	return fmt.Sprintf("%s from the chain %s (%s), identical to the chain; the domain is %s",
 		how, strings.Join(names, " → "), strings.Join(disks, ", "), state), nil
+}
+
+// lockVMs takes the VMs' locks, waiting while a backup, a chain edit or
+// another restore holds one.
+func (run *restoreRun) lockVMs(ctx context.Context, vms ...string) (func(), error) {
+	locks := run.c.cfg.VMLocks
+	holder := vmhost.Holder{ID: string(run.r.UID), What: "restore " + run.r.Name, WaitReason: kv.ReasonWaitingForRestore}
+	var taken []string
+	unlock := func() {
+		for _, vm := range taken {
+			locks.Unlock(vm, holder)
+		}
+	}
+	said := map[string]bool{}
+	for _, vm := range vms {
+		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
+			other, ok := locks.TryLock(vm, holder)
+			if !ok && !said[vm] {
+				said[vm] = true
+				run.log.Info("Waiting for the VM", "virtualMachine", vm, "for", other.What)
+			}
+			return ok, nil
+		})
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		taken = append(taken, vm)
+	}
+	return unlock, nil
 }
 
 func conditionsOf(b *kv.VirtualMachineBackup) []metav1.Condition {

@@ -87,6 +87,9 @@ type Config struct {
 	Observers []status.Observer
 	// Crash kills the server at a named point (crash-point tests).
 	Crash failpoint.Set
+	// Locks are shared with the restore engine, which restores VMs'
+	// disks (nil: the engine's own).
+	Locks *vmhost.Locks
 	// Hosts, when the replicas run on several libvirt hosts, is this
 	// one's: a backup of a VM another host runs is left to it (nil: this
 	// is the only host).
@@ -103,8 +106,9 @@ type Controller struct {
 
 	mu      sync.Mutex
 	running map[types.UID]*run
-	busy    map[string]types.UID // "<ns>/<vm>" → the backup running for it
-	wg      sync.WaitGroup
+	// locks: one backup, chain edit or restore of a VM at a time.
+	locks *vmhost.Locks
+	wg    sync.WaitGroup
 }
 
 type run struct {
@@ -114,7 +118,10 @@ type run struct {
 // New returns the engine.
 func New(cfg Config) (*Controller, error) {
 	c := &Controller{cfg: cfg, backups: cfg.Backups.Lister(), trackers: cfg.Trackers.Lister(),
-		running: map[types.UID]*run{}, busy: map[string]types.UID{}}
+		running: map[types.UID]*run{}, locks: cfg.Locks}
+	if c.locks == nil {
+		c.locks = vmhost.NewLocks()
+	}
 	c.Loop = reconcile.NewLoop("vmbackup", c.sync)
 	if err := c.Watch(cfg.Backups.Informer()); err != nil {
 		return nil, err
@@ -142,6 +149,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	c.Loop.Run(ctx, workers)
 	c.wg.Wait()
+}
+
+// holder is a backup as the holder of its VM's lock.
+func (c *Controller) holder(b *kv.VirtualMachineBackup) vmhost.Holder {
+	return vmhost.Holder{ID: string(b.UID), What: "backup " + b.Name, WaitReason: kv.ReasonWaitingForOtherBackup}
 }
 
 // checkpointName is the checkpoint a backup of a tracker creates: unique
@@ -241,16 +253,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		c.wait(ctx, key, b, kv.ReasonWaitingForVolume, fmt.Sprintf("the volume directory %s does not exist yet", volume))
 		return nil
 	}
-	vmKey := b.Namespace + "/" + src.vm
-	c.mu.Lock()
-	if other, ok := c.busy[vmKey]; ok && other != b.UID {
-		c.mu.Unlock()
-		c.wait(ctx, key, b, kv.ReasonWaitingForOtherBackup, fmt.Sprintf("another backup of VirtualMachine %s is running", src.vm))
+	vmKey, holder := b.Namespace+"/"+src.vm, c.holder(b)
+	if other, ok := c.locks.TryLock(vmKey, holder); !ok {
+		c.wait(ctx, key, b, other.WaitReason, fmt.Sprintf("%s of VirtualMachine %s is running", other.What, src.vm))
 		return nil
 	}
 	runCtx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
 	c.running[b.UID] = &run{cancel: cancel}
-	c.busy[vmKey] = b.UID
 	c.mu.Unlock()
 
 	c.wg.Add(1)
@@ -260,10 +270,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			cancel()
 			c.mu.Lock()
 			delete(c.running, b.UID)
-			if c.busy[vmKey] == b.UID {
-				delete(c.busy, vmKey)
-			}
 			c.mu.Unlock()
+			c.locks.Unlock(vmKey, holder)
 			// This one again (deleted meanwhile: its finalizer goes now).
 			c.Add(key)
 			// Backups of the same VM waiting for this one.

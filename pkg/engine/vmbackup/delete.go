@@ -63,22 +63,13 @@ func (c *Controller) removeOutput(ctx context.Context, key cache.ObjectName, b *
 			return false, nil
 		}
 	}
-	vmKey := b.Namespace + "/" + vm
-	c.mu.Lock()
-	if other, ok := c.busy[vmKey]; ok && other != b.UID {
-		c.mu.Unlock()
-		c.AddAfter(key, waitPoll) // a backup of the VM runs: its chain is not edited under it
+	vmKey, holder := b.Namespace+"/"+vm, c.holder(b)
+	holder.What = "the deletion of backup " + b.Name
+	if _, ok := c.locks.TryLock(vmKey, holder); !ok {
+		c.AddAfter(key, waitPoll) // a backup or restore of the VM runs: its chain is not edited under it
 		return false, nil
 	}
-	c.busy[vmKey] = b.UID
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		if c.busy[vmKey] == b.UID {
-			delete(c.busy, vmKey)
-		}
-		c.mu.Unlock()
-	}()
+	defer c.locks.Unlock(vmKey, holder)
 
 	if readErr != nil {
 		// No manifest: no finished output (a failed run removed what it

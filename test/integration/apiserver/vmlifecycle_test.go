@@ -389,7 +389,8 @@ func restoredVDA(t *testing.T, volume string, backups ...string) string {
 // the VM that still runs is stopped, written and started again; the VM
 // that was deleted is defined anew from the definition its backup saved,
 // with a new disk image. Under namespaceMapping: new VMs in the new
-// namespace, the old ones untouched. Each VM is an item operation of the
+// namespace, the old ones untouched. A VM backup running when the restore
+// comes to its VM finishes first (the restore waits, and says so). Each VM is an item operation of the
 // restore, its result is in the log; every restored disk reads as its
 // chain restores (sha256); a restored VM's next backup is full, its
 // checkpoints dropped with the data they tracked.
@@ -398,7 +399,7 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()
 	const vmNS, mappedNS = "farm", "farm2"
-	vm1 := virttest.NewDomain(t, vmNS+"_vm1", "32M")
+	vm1 := virttest.NewDomain(t, vmNS+"_vm1", "256M")
 	vm2 := virttest.NewDomain(t, vmNS+"_vm2", "16M")
 	volume := filepath.Join(root, vmNS, vmoperation.DefaultPVC)
 	series := map[string]string{velerov1.ScheduleNameLabel: "nightly"}
@@ -456,11 +457,18 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 		}
 	}
 
-	// Into the same namespace, with the velero CLI.
+	// Into the same namespace, with the velero CLI, while a full backup
+	// of vm1 runs (192 MiB at 16 MiB/s).
 	virttest.Adopt(t, vmNS+"_vm2")
+	vm1.Write(t, 0x67, "64M", "192M")
+	createVMBackup(t, s, vmNS, "running", "vm1", false, vmoperation.DefaultPVC, true)
+	vm1.ThrottleBackupJob(t, 16<<20)
 	veleroCLI(t, s, "restore", "create", "back", "--from-backup", "nightly-2")
 	r := waitRestore(t, s, "back")
 	operations(r, 2)
+	if b := waitVMBackup(t, s, vmNS, "running", "finished", vmbFinished); b.State() != kv.BackupComplete {
+		t.Errorf("the VM backup running when the restore came to its VM: %+v", b.Status)
+	}
 	if src := restored(vmNS+"_vm1", want["vm1"]); src != vm1.Disk {
 		t.Errorf("vm1 was restored into %s, not its own disk %s", src, vm1.Disk)
 	}
@@ -468,7 +476,8 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 		t.Errorf("the deleted vm2 should get a new disk beside its old one (%s), got %s", vm2.Disk, src)
 	}
 	logs := restoreLogs(t, s, "back")
-	for _, want := range []string{"VM disks restored", "written into the existing domain", "written into a new domain", "nightly-1-vm-vm1 → nightly-2-vm-vm1"} {
+	for _, want := range []string{"VM disks restored", "written into the existing domain", "written into a new domain", "nightly-1-vm-vm1 → nightly-2-vm-vm1",
+		`msg="Waiting for the VM" virtualMachine=farm/vm1 for="backup running"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the restore log does not say %q:\n%s", want, logs)
 		}

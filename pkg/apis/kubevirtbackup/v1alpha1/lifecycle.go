@@ -34,6 +34,7 @@ const (
 	// Progressing false: the backup waits.
 	ReasonWaitingForVolume      = "WaitingForVolume"
 	ReasonWaitingForOtherBackup = "WaitingForOtherBackup"
+	ReasonWaitingForRestore     = "WaitingForRestore"
 	// Failed.
 	ReasonLibvirtUnavailable = "LibvirtUnavailable"
 	ReasonSourceNotFound     = "SourceNotFound"
@@ -101,7 +102,7 @@ var VirtualMachineBackupLifecycle = lifecycle.Table[BackupState]{
 	Terminal: []BackupState{BackupComplete, BackupFailed},
 	Transitions: []lifecycle.Transition[BackupState]{
 		{From: lifecycle.From(BackupPending), To: BackupWaiting, By: EngineVMBackup,
-			When: "its volume directory does not exist yet, or another backup of the VM runs"},
+			When: "its volume directory does not exist yet, another backup of the VM runs, or a restore writes its disks"},
 		{From: lifecycle.From(BackupPending, BackupWaiting), To: BackupRunning, By: EngineVMBackup,
 			When: "the engine starts the libvirt job"},
 		{From: lifecycle.From(BackupPending, BackupWaiting), To: BackupFailed, By: EngineVMBackup,
