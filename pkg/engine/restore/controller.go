@@ -15,7 +15,8 @@
 // warning when they differ; update: they are updated to the backed-up
 // version), a volume that outlived its claim freed for the restored claim,
 // and owner references set last, to the owners in the target cluster
-// (owners.go). The restore's log and results go beside the backup's data
+// (owners.go), and then the disks of the VMs the backup took are restored
+// from their VM backups' chains (vms.go). The restore's log and results go beside the backup's data
 // (restores/<name>/). Phases: New → InProgress → Completed, PartiallyFailed
 // (some items failed) or Failed; FailedValidation. A restore running when
 // the server stopped is Failed at the next start.
@@ -340,7 +341,18 @@ func phaseText(p velerov1.BackupPhase) string {
 }
 
 // counter is a restore's progress.
-type counter struct{ total, restored atomic.Int64 }
+type counter struct {
+	total, restored atomic.Int64
+	// The VM disk restores (vms.go), Velero's restore item operations.
+	opsAttempted, opsCompleted, opsFailed atomic.Int64
+}
+
+// operations writes the item operation counts into s.
+func (c *counter) operations(s *velerov1.RestoreStatus) {
+	s.RestoreItemOperationsAttempted = int(c.opsAttempted.Load())
+	s.RestoreItemOperationsCompleted = int(c.opsCompleted.Load())
+	s.RestoreItemOperationsFailed = int(c.opsFailed.Load())
+}
 
 // targetOf is the client a restore writes with, and the user it acts as:
 // the server's (""), or, for a restore made for a user (a tenant's
@@ -385,10 +397,6 @@ type restoreRun struct {
 	// the restore is for (as, "" for the server).
 	target dynamic.Interface
 	as     string
-	// vms are the VMs whose disks are restored once the items are
-	// (vms.go), and what came of it.
-	vms       []vmItem
-	vmOutcome vmOutcome
 }
 
 func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup) {
@@ -435,9 +443,7 @@ func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *veler
 		log.Info("Restore completed", "phase", string(phase), "itemsRestored", restored)
 		run.finish(ctx, phase, "", func(s *velerov1.RestoreStatus) {
 			s.Progress = &velerov1.RestoreProgress{TotalItems: int(run.count.total.Load()), ItemsRestored: restored}
-			s.RestoreItemOperationsAttempted = run.vmOutcome.attempted
-			s.RestoreItemOperationsCompleted = run.vmOutcome.completed
-			s.RestoreItemOperationsFailed = run.vmOutcome.failed
+			run.count.operations(s)
 		})
 	}
 }
@@ -523,7 +529,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		run.crds = append(run.crds, rd.crds...)
 	}
 	run.relinkOwners(ctx, resources)
-	if run.vmOutcome, err = run.restoreVMs(ctx, spec, resources); err != nil {
+	if err := run.restoreVMs(ctx, spec, resources); err != nil {
 		return err
 	}
 	return ctx.Err()
@@ -933,8 +939,9 @@ func same(existing, restored *unstructured.Unstructured) bool {
 
 // progress is what a running restore reports.
 type progress struct {
-	items            velerov1.RestoreProgress
-	errors, warnings int
+	items                        velerov1.RestoreProgress
+	errors, warnings             int
+	attempted, completed, failed int64
 }
 
 // reportProgress writes the progress every ProgressInterval until done.
@@ -942,11 +949,13 @@ func (run *restoreRun) reportProgress(ctx context.Context, done <-chan struct{})
 	c, r, count, log := run.c, run.r, run.count, run.log
 	status.Report(ctx, ProgressInterval, done, func() progress {
 		errs, warns := log.Counts()
-		return progress{velerov1.RestoreProgress{TotalItems: int(count.total.Load()), ItemsRestored: int(count.restored.Load())}, errs, warns}
+		return progress{velerov1.RestoreProgress{TotalItems: int(count.total.Load()), ItemsRestored: int(count.restored.Load())}, errs, warns,
+			count.opsAttempted.Load(), count.opsCompleted.Load(), count.opsFailed.Load()}
 	}, func(p progress) error {
 		return c.updateStatus(ctx, r, func(s *velerov1.RestoreStatus) {
 			s.Progress = &p.items
 			s.Errors, s.Warnings = p.errors, p.warnings
+			s.RestoreItemOperationsAttempted, s.RestoreItemOperationsCompleted, s.RestoreItemOperationsFailed = int(p.attempted), int(p.completed), int(p.failed)
 		})
 	})
 }

@@ -53,9 +53,6 @@ type vmItem struct {
 	backup          *kv.VirtualMachineBackup
 }
 
-// vmOutcome counts the VM disk restores of a run.
-type vmOutcome struct{ attempted, completed, failed int }
-
 // vmsTaken lists the VMs whose disks the restore takes, by namespace and
 // name.
 func (run *restoreRun) vmsTaken(ctx context.Context, spec *velerov1.BackupSpec, resources []items.Resource) ([]vmItem, error) {
@@ -108,29 +105,28 @@ func (run *restoreRun) vmsTaken(ctx context.Context, spec *velerov1.BackupSpec, 
 }
 
 // restoreVMs restores the disks of the VMs the restore takes.
-func (run *restoreRun) restoreVMs(ctx context.Context, spec *velerov1.BackupSpec, resources []items.Resource) (vmOutcome, error) {
-	var out vmOutcome
+func (run *restoreRun) restoreVMs(ctx context.Context, spec *velerov1.BackupSpec, resources []items.Resource) error {
 	vms, err := run.vmsTaken(ctx, spec, resources)
 	if err != nil {
-		return out, err
+		return err
 	}
 	for _, vm := range vms {
 		if ctx.Err() != nil {
-			return out, ctx.Err()
+			return ctx.Err()
 		}
-		out.attempted++
+		run.count.opsAttempted.Add(1)
 		domain := vm.target + "_" + vm.name
 		what := fmt.Sprintf("VirtualMachine %s/%s", vm.target, vm.name)
 		msg, err := run.restoreVM(ctx, vm, domain)
 		if err != nil {
-			out.failed++
+			run.count.opsFailed.Add(1)
 			run.log.Error(vm.target, "", fmt.Sprintf("restoring the disks of %s: %v", what, err), "domain", domain)
 			continue
 		}
-		out.completed++
+		run.count.opsCompleted.Add(1)
 		run.log.Info("VM disks restored", "virtualMachine", vm.target+"/"+vm.name, "domain", domain, "result", msg)
 	}
-	return out, nil
+	return nil
 }
 
 // restoreVM restores one VM's disks and says how.

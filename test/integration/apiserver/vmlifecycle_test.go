@@ -389,7 +389,8 @@ func restoredVDA(t *testing.T, volume string, backups ...string) string {
 // the VM that still runs is stopped, written and started again; the VM
 // that was deleted is defined anew from the definition its backup saved,
 // with a new disk image. Under namespaceMapping: new VMs in the new
-// namespace, the old ones untouched. A VM backup running when the restore
+// namespace, the old ones untouched; excluding virtualmachines, no VM
+// disk restored. A VM backup running when the restore
 // comes to its VM finishes first (the restore waits, and says so). Each VM is an item operation of the
 // restore, its result is in the log; every restored disk reads as its
 // chain restores (sha256); a restored VM's next backup is full, its
@@ -502,5 +503,12 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 	restored(mappedNS+"_vm2", want["vm2"])
 	if got := virttest.ImageSHA256(t, vm1.Disk); got != before {
 		t.Errorf("restoring under namespaceMapping changed the source VM's disk")
+	}
+
+	// A restore that excludes virtualmachines restores no VM disk.
+	veleroCLI(t, s, "restore", "create", "novms", "--from-backup", "nightly-2", "--exclude-resources", "virtualmachines")
+	operations(waitRestore(t, s, "novms"), 0)
+	if got := virttest.ImageSHA256(t, vm1.Disk); got != before {
+		t.Errorf("a restore excluding virtualmachines changed a VM's disk")
 	}
 }

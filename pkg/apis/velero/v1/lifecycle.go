@@ -132,8 +132,9 @@ func (p BackupPhase) Restorable() bool {
 const RestoreRestartedReason = "the server stopped while the restore was in progress"
 
 // RestoreLifecycle is the life of a Restore. Velero's phases
-// WaitingForPluginOperations* and Finalizing* are not entered: restores run
-// no async operations yet.
+// WaitingForPluginOperations* and Finalizing* are not entered: the one kind
+// of restore item operation, a VM's disks restored from its chain, runs
+// within InProgress, after the items (status.restoreItemOperations*).
 var RestoreLifecycle = lifecycle.Table[RestorePhase]{
 	Kind: "Restore",
 	Phases: []RestorePhase{"", RestorePhaseNew, RestorePhaseFailedValidation, RestorePhaseInProgress,
@@ -149,7 +150,7 @@ var RestoreLifecycle = lifecycle.Table[RestorePhase]{
 		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhaseCompleted, By: EngineRestore,
 			When: "every item restored"},
 		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhasePartiallyFailed, By: EngineRestore,
-			When: "some items could not be restored"},
+			When: "some items or VMs' disks could not be restored"},
 		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhaseFailed, By: EngineRestore,
 			When: "the tarball could not be read, or the server stopped while it ran"},
 	},
