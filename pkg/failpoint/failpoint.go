@@ -41,12 +41,13 @@ const (
 	// VirtualMachineBackup.
 	VMBackupAfterBegin         = "vmbackup-after-begin"          // libvirt job started
 	VMBackupBeforeTrackerMoves = "vmbackup-before-tracker-moves" // output written, tracker not yet moved
+	VMBackupMergeJournaled     = "vmbackup-merge-journaled"      // a deleted backup's merge into the next: journal written, nothing renamed
 )
 
 // Points lists every point.
 var Points = []string{BackupInProgress, BackupMidCollection, BackupBeforeUpload, BackupAfterUpload, BackupWaitingForOps,
 	BackupFinalizing, BackupFinalizingCanceled, RestoreInProgress, DeletionInProgress, DeleteBeforeCleanup,
-	VMBackupAfterBegin, VMBackupBeforeTrackerMoves, NonAdminBackupRecorded, NonAdminBackupMade, NonAdminBackupDeleting,
+	VMBackupAfterBegin, VMBackupBeforeTrackerMoves, VMBackupMergeJournaled, NonAdminBackupRecorded, NonAdminBackupMade, NonAdminBackupDeleting,
 	NonAdminRestoreMade, NonAdminScheduleRunAdopting}
 
 // Set is the point a server crashes at ("" for none).

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/vmchain"
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
 )
@@ -83,7 +84,12 @@ func (c *Controller) removeOutput(ctx context.Context, key cache.ObjectName, b *
 	if err != nil {
 		return false, err
 	}
-	if err := vmchain.Remove(ctx, dir, next, vmchain.Options{}); err != nil {
+	crash := func(point string) {
+		if point == vmchain.CrashJournaled {
+			c.cfg.Crash.Hit(failpoint.VMBackupMergeJournaled)
+		}
+	}
+	if err := vmchain.Remove(ctx, dir, next, vmchain.Options{Crash: crash}); err != nil {
 		return false, fmt.Errorf("removing backup %s from its chain: %w", dir, err)
 	}
 	logger := klog.FromContext(ctx).WithValues("virtualMachineBackup", klog.KObj(b))

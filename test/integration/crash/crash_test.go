@@ -29,6 +29,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/virt/virttest"
+	"github.com/backstop-io/backstop/pkg/vmrestore"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -46,6 +47,8 @@ type run struct {
 	vmNS  string   // namespace of the VMs, when the point needs one
 	doms  []string // libvirt domains of the scenario
 	extra []string // server flags
+	// want is what a scenario recorded before the crash, for its verify.
+	want string
 }
 
 // point is a crash point and what drives the server to it.
@@ -54,6 +57,9 @@ type point struct {
 	vm    bool
 	flags []string
 	drive func(r *run)
+	// verify, if set, checks what the point's scenario promises after
+	// the restart.
+	verify func(r *run)
 }
 
 func points() []point {
@@ -148,15 +154,33 @@ func points() []point {
 			r.domain("vm1")
 			r.createVMBackup("vmb1", "VirtualMachine", "vm1")
 		}},
+		{name: failpoint.VMBackupMergeJournaled, vm: true, drive: func(r *run) {
+			// A chain of three; the middle one deleted: its merge into
+			// the third dies once journaled.
+			d := r.domain("vm1")
+			r.createVMTracker("t1", "vm1")
+			for i, name := range []string{"vmb1", "vmb2", "vmb3"} {
+				d.Write(r.t, byte(0x61+i), fmt.Sprintf("%dM", 8+8*i), "1M")
+				r.createVMBackup(name, "VirtualMachineBackupTracker", "t1")
+				r.waitVMBackupComplete(name)
+			}
+			r.want = r.restoredVDA("vmb1", "vmb2", "vmb3")
+			r.check(r.s.Clientset.BackupV1alpha1().VirtualMachineBackups(r.vmNS).Delete(context.Background(), "vmb2", metav1.DeleteOptions{}))
+		}, verify: func(r *run) {
+			// The merge rolled forward at the start: vmb2 and its files
+			// are gone, and vmb3 restores as the chain did.
+			r.waitFor("vmb2 gone", func() bool {
+				_, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackups(r.vmNS).Get(context.Background(), "vmb2", metav1.GetOptions{})
+				_, statErr := os.Stat(filepath.Join(r.root, r.vmNS, "out", "vmb2"))
+				return apierrors.IsNotFound(err) && errors.Is(statErr, os.ErrNotExist)
+			})
+			if got := r.restoredVDA("vmb1", "vmb3"); got != r.want {
+				r.t.Errorf("after the merge was recovered, vmb3 restores to %s; before, the chain restored to %s", got, r.want)
+			}
+		}},
 		{name: failpoint.VMBackupBeforeTrackerMoves, vm: true, drive: func(r *run) {
 			r.domain("vm1")
-			group := "kubevirt.io"
-			if _, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(r.vmNS).Create(context.Background(), &kv.VirtualMachineBackupTracker{
-				ObjectMeta: metav1.ObjectMeta{Name: "t1", Namespace: r.vmNS},
-				Spec:       kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "vm1"}},
-			}, metav1.CreateOptions{}); err != nil {
-				r.t.Fatal(err)
-			}
+			r.createVMTracker("t1", "vm1")
 			r.createVMBackup("vmb1", "VirtualMachineBackupTracker", "t1")
 		}},
 	}
@@ -200,6 +224,9 @@ func TestCrashPoints(t *testing.T) {
 				t.Errorf("orphan after a crash at %s: %s", p.name, o)
 			}
 			orphans += len(found)
+			if p.verify != nil {
+				p.verify(r)
+			}
 			// The queue drains: a new backup runs to its end.
 			r.createBackup("after", app)
 			r.waitBackup("after", velerov1.BackupPhaseCompleted)
@@ -208,7 +235,7 @@ func TestCrashPoints(t *testing.T) {
 	fmt.Printf("points %d, restarts %d, orphans %d\n", len(all), restarts, orphans)
 }
 
-func (r *run) domain(vm string) {
+func (r *run) domain(vm string) *virttest.Domain {
 	name := r.vmNS + "_" + vm
 	d := virttest.NewDomain(r.t, name, "64M")
 	d.Write(r.t, 0x5a, "0", "8M")
@@ -217,6 +244,7 @@ func (r *run) domain(vm string) {
 	if err := os.MkdirAll(filepath.Join(r.root, r.vmNS, "out"), 0o755); err != nil {
 		r.t.Fatal(err)
 	}
+	return d
 }
 
 // createNAB creates a tenant's NonAdminBackup of namespace app.
@@ -255,6 +283,43 @@ func (r *run) check(err error) {
 	if err != nil && errors.As(err, &status) {
 		r.t.Fatal(err)
 	}
+}
+
+func (r *run) createVMTracker(name, vm string) {
+	group := "kubevirt.io"
+	if _, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(r.vmNS).Create(context.Background(), &kv.VirtualMachineBackupTracker{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.vmNS},
+		Spec:       kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: vm}},
+	}, metav1.CreateOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *run) waitVMBackupComplete(name string) {
+	r.t.Helper()
+	r.waitFor("VM backup "+name+" complete", func() bool {
+		b, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackups(r.vmNS).Get(context.Background(), name, metav1.GetOptions{})
+		r.check(err)
+		if err == nil && b.State() == kv.BackupFailed {
+			r.t.Fatalf("VM backup %s failed: %+v", name, b.Status)
+		}
+		return err == nil && b.State() == kv.BackupComplete
+	})
+}
+
+// restoredVDA is the sha256 of disk vda restored from VM backups of the
+// volume "out" (oldest first).
+func (r *run) restoredVDA(backups ...string) string {
+	r.t.Helper()
+	var dirs []string
+	for _, b := range backups {
+		dirs = append(dirs, filepath.Join(r.root, r.vmNS, "out", b))
+	}
+	res, err := vmrestore.Restore(context.Background(), dirs, "vda", filepath.Join(r.t.TempDir(), "vda.raw"))
+	if err != nil {
+		r.t.Fatalf("restoring %v: %v", backups, err)
+	}
+	return res.SHA256
 }
 
 func (r *run) createVMBackup(name, kind, source string) {
