@@ -3,6 +3,8 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -510,5 +512,87 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 	operations(waitRestore(t, s, "novms"), 0)
 	if got := virttest.ImageSHA256(t, vm1.Disk); got != before {
 		t.Errorf("a restore excluding virtualmachines changed a VM's disk")
+	}
+}
+
+// TestVMChainOfTenThroughVelero: ten Velero backups of one series (a full
+// VM backup and nine incrementals, the series unbounded), then seven of
+// them deleted in a random order (fixed seed), by `velero backup delete`
+// and by deleting the Backup; after each, every remaining VM backup
+// restores bit-identically to what it restored to when taken, and the
+// volume holds the remaining backups' directories only.
+func TestVMChainOfTenThroughVelero(t *testing.T) {
+	root := virttest.Dir(t)
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
+	ctx := context.Background()
+	const vmNS = "ten"
+	vm := virttest.NewDomain(t, vmNS+"_vm1", "32M")
+	volume := filepath.Join(root, vmNS, vmoperation.DefaultPVC)
+	series := map[string]string{velerov1.ScheduleNameLabel: "ten"}
+
+	var names []string
+	want := map[string]string{}
+	for i := range 10 {
+		name := fmt.Sprintf("ten-%02d", i+1)
+		// Writes that overlap earlier ones, so that merges must pick the
+		// newer clusters.
+		vm.Write(t, byte(0x40+i), fmt.Sprintf("%dk", (i%4)*512+i*64), "768k")
+		if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: series, Annotations: map[string]string{kv.FullEveryAnnotation: "0"}},
+			Spec:       velerov1.BackupSpec{IncludedNamespaces: []string{vmNS}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if b := waitBackup(t, s, name, "finished", finished); b.Status.Phase != velerov1.BackupPhaseCompleted {
+			t.Fatalf("backup %s: %+v", name, b.Status)
+		}
+		names = append(names, name)
+		var chain []string
+		for _, n := range names {
+			chain = append(chain, n+"-vm-vm1")
+		}
+		want[name] = restoredVDA(t, volume, chain...)
+	}
+	if b, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(vmNS).Get(ctx, "ten-10-vm-vm1", metav1.GetOptions{}); err != nil || b.Status == nil || b.Status.Type != kv.Incremental {
+		t.Fatalf("the tenth backup of an unbounded series should be incremental: %+v %v", b, err)
+	}
+
+	rng := rand.New(rand.NewPCG(19, 19))
+	for step := range 7 {
+		k := rng.IntN(len(names))
+		name := names[k]
+		names = append(names[:k:k], names[k+1:]...)
+		if step%2 == 0 {
+			veleroCLI(t, s, "backup", "delete", name, "--confirm")
+		} else if err := s.Clientset.VeleroV1().Backups(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(vmNS).Get(ctx, name+"-vm-vm1", metav1.GetOptions{})
+			_, statErr := os.Stat(filepath.Join(volume, name+"-vm-vm1"))
+			return apierrors.IsNotFound(err) && errors.Is(statErr, os.ErrNotExist), nil
+		}); err != nil {
+			t.Fatalf("step %d: the VM backup of %s or its files are still there: %v", step+1, name, err)
+		}
+		for i := range names {
+			var chain []string
+			for _, n := range names[:i+1] {
+				chain = append(chain, n+"-vm-vm1")
+			}
+			if got := restoredVDA(t, volume, chain...); got != want[names[i]] {
+				t.Errorf("step %d, %s deleted: %s restores to %s, was %s", step+1, name, names[i], got, want[names[i]])
+			}
+		}
+		entries, err := os.ReadDir(volume)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dirs []string
+		for _, e := range entries {
+			dirs = append(dirs, strings.TrimSuffix(e.Name(), "-vm-vm1"))
+		}
+		if strings.Join(dirs, " ") != strings.Join(names, " ") {
+			t.Errorf("step %d, %s deleted: the volume holds %v, want the remaining backups %v", step+1, name, dirs, names)
+		}
 	}
 }
