@@ -1,6 +1,7 @@
 package virt
 
 import (
+	"context"
 	"fmt"
 
 	"libvirt.org/go/libvirt"
@@ -44,6 +45,38 @@ func (c *Conn) Checkpoints(domain string) ([]string, error) {
 			names = append(names, n)
 		}
 		_ = cps[i].Free()
+	}
+	return names, nil
+}
+
+// DeleteCheckpoints deletes every checkpoint of a domain with its
+// bitmaps (a stopped domain's bitmaps are removed from its qcow2 images)
+// and returns their names: once nothing will be incremental to them, they
+// only cost (QEMU keeps recording writes in their bitmaps).
+func (c *Conn) DeleteCheckpoints(ctx context.Context, domain string) ([]string, error) {
+	names, err := c.Checkpoints(domain)
+	if err != nil || len(names) == 0 {
+		return nil, err
+	}
+	for _, name := range names {
+		if err := c.DeleteCheckpoint(domain, name); err != nil {
+			return nil, err
+		}
+	}
+	active, err := c.Active(domain)
+	if err != nil || active {
+		return names, err
+	}
+	disks, err := c.Disks(domain)
+	if err != nil {
+		return names, err
+	}
+	for _, d := range disks {
+		if d.Format == "qcow2" {
+			if err := removeBitmaps(ctx, d.Source); err != nil {
+				return names, err
+			}
+		}
 	}
 	return names, nil
 }

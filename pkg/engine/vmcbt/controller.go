@@ -204,6 +204,25 @@ func (c *Controller) trackersOf(key cache.ObjectName) ([]*kv.VirtualMachineBacku
 	return out, selected, nil
 }
 
+// dropCheckpoints deletes the checkpoints of a domain no tracker tracks
+// (nothing to do without libvirt, or for a domain this host lacks).
+func (c *Controller) dropCheckpoints(ctx context.Context, domain string) error {
+	conn, err := c.conn()
+	if err != nil {
+		return nil
+	}
+	deleted, err := conn.DeleteCheckpoints(ctx, domain)
+	switch {
+	case errors.Is(err, virt.ErrDomainNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("deleting the checkpoints of domain %s, which no tracker tracks: %w", domain, err)
+	case len(deleted) > 0:
+		klog.FromContext(ctx).Info("Deleted the checkpoints of a VM no tracker tracks", "domain", domain, "checkpoints", deleted)
+	}
+	return nil
+}
+
 // selects reports whether a tracker selects its VM.
 func selects(t *kv.VirtualMachineBackupTracker) bool {
 	return t.Annotations[kv.ChangedBlockTrackingAnnotation] != "false"
@@ -227,7 +246,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	domain := key.Namespace + "_" + key.Name
 	if len(trackers) == 0 {
-		// No tracker left: the VM's overlays, if any, go.
+		// No tracker left: nothing will be incremental to the VM's
+		// checkpoints, which go with their bitmaps, and its overlays,
+		// if any, go.
+		if err := c.dropCheckpoints(ctx, domain); err != nil {
+			return err
+		}
 		if _, err := os.Stat(virt.OverlayDir(c.cfg.StateDir, domain)); err != nil {
 			return nil
 		}

@@ -180,7 +180,8 @@ func TestVMBackupsLeaveWithTheirBackups(t *testing.T) {
 // passed is kept while it is its schedule's newest Completed one and the
 // runs after it failed, and goes once a later run completes. The
 // schedule deleted, its series' VM backup tracker goes once its last
-// backup is gone.
+// backup is gone, and with it the VM's changed block tracking (its
+// checkpoints and their bitmaps).
 func TestScheduleRetention(t *testing.T) {
 	root := virttest.Dir(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
@@ -270,6 +271,14 @@ func TestScheduleRetention(t *testing.T) {
 	if n := trackers(); n != 1 {
 		t.Fatalf("trackers of the deleted schedule while a backup of it is left: %d, want 1", n)
 	}
+	conn, err := virt.Open(virttest.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if cps, err := conn.Checkpoints(vm.Name); err != nil || len(cps) == 0 {
+		t.Fatalf("the VM tracked by the series should have its checkpoint: %v %v", cps, err)
+	}
 	if err := s.Clientset.VeleroV1().Backups(ns).Delete(ctx, "keep-7", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +286,14 @@ func TestScheduleRetention(t *testing.T) {
 		return trackers() == 0, nil
 	}); err != nil {
 		t.Errorf("the deleted schedule's tracker is left after its last backup went: %v", err)
+	}
+	// Changed block tracking goes with it: no checkpoint (bitmap) left.
+	var cps []string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		cps, err = conn.Checkpoints(vm.Name)
+		return err == nil && len(cps) == 0, nil
+	}); err != nil {
+		t.Errorf("the VM keeps checkpoints %v (%v) after its only tracker went", cps, err)
 	}
 }
 
