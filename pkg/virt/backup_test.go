@@ -197,21 +197,9 @@ func TestAbortedBackupLeavesNothing(t *testing.T) {
 // bitmapsOf lists the dirty bitmaps stored in a qcow2 image.
 func bitmapsOf(t *testing.T, image string) []string {
 	t.Helper()
-	var info struct {
-		FormatSpecific struct {
-			Data struct {
-				Bitmaps []struct {
-					Name string `json:"name"`
-				} `json:"bitmaps"`
-			} `json:"data"`
-		} `json:"format-specific"`
-	}
-	if err := json.Unmarshal([]byte(virttest.Run(t, "qemu-img", "info", "-U", "--output=json", image)), &info); err != nil {
+	out, err := virt.Bitmaps(image)
+	if err != nil {
 		t.Fatal(err)
-	}
-	var out []string
-	for _, b := range info.FormatSpecific.Data.Bitmaps {
-		out = append(out, b.Name)
 	}
 	return out
 }

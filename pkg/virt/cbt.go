@@ -89,6 +89,9 @@ type imageDetails struct {
 		Data struct {
 			DataFile    string `json:"data-file"`
 			DataFileRaw bool   `json:"data-file-raw"`
+			Bitmaps     []struct {
+				Name string `json:"name"`
+			} `json:"bitmaps"`
 		} `json:"data"`
 	} `json:"format-specific"`
 }

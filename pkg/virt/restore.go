@@ -2,7 +2,6 @@ package virt
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -155,28 +154,29 @@ func DefinitionDisks(definition string) ([]string, error) {
 	return out, nil
 }
 
+// Bitmaps lists the persistent dirty bitmaps stored in a qcow2 image.
+func Bitmaps(image string) ([]string, error) {
+	info, err := imageInfo(image)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, b := range info.FormatSpecific.Data.Bitmaps {
+		out = append(out, b.Name)
+	}
+	return out, nil
+}
+
 // removeBitmaps removes every persistent dirty bitmap of a qcow2 image
 // that no process uses.
 func removeBitmaps(ctx context.Context, image string) error {
-	out, err := exec.CommandContext(ctx, "qemu-img", "info", "--output=json", image).Output()
+	names, err := Bitmaps(image)
 	if err != nil {
-		return fmt.Errorf("reading image %s: %w", image, commandError(err))
+		return err
 	}
-	var info struct {
-		FormatSpecific struct {
-			Data struct {
-				Bitmaps []struct {
-					Name string `json:"name"`
-				} `json:"bitmaps"`
-			} `json:"data"`
-		} `json:"format-specific"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return fmt.Errorf("reading image %s: %w", image, err)
-	}
-	for _, b := range info.FormatSpecific.Data.Bitmaps {
-		if out, err := exec.CommandContext(ctx, "qemu-img", "bitmap", "--remove", image, b.Name).CombinedOutput(); err != nil {
-			return fmt.Errorf("removing bitmap %s of %s: %v: %s", b.Name, image, err, strings.TrimSpace(string(out)))
+	for _, name := range names {
+		if out, err := exec.CommandContext(ctx, "qemu-img", "bitmap", "--remove", image, name).CombinedOutput(); err != nil {
+			return fmt.Errorf("removing bitmap %s of %s: %v: %s", name, image, err, strings.TrimSpace(string(out)))
 		}
 	}
 	return nil
