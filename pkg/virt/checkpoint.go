@@ -3,6 +3,7 @@ package virt
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"libvirt.org/go/libvirt"
 )
@@ -49,36 +50,41 @@ func (c *Conn) Checkpoints(domain string) ([]string, error) {
 	return names, nil
 }
 
-// DeleteCheckpoints deletes every checkpoint of a domain with its
-// bitmaps (a stopped domain's bitmaps are removed from its qcow2 images)
-// and returns their names: once nothing will be incremental to them, they
-// only cost (QEMU keeps recording writes in their bitmaps).
-func (c *Conn) DeleteCheckpoints(ctx context.Context, domain string) ([]string, error) {
-	names, err := c.Checkpoints(domain)
-	if err != nil || len(names) == 0 {
-		return nil, err
-	}
+// DeleteCheckpoints deletes the named checkpoints of a domain with their
+// bitmaps (a stopped domain's are removed from its qcow2 images); missing
+// ones are not an error. Once nothing will be incremental to a checkpoint
+// it only costs: QEMU keeps recording writes in its bitmaps.
+func (c *Conn) DeleteCheckpoints(ctx context.Context, domain string, names []string) error {
 	for _, name := range names {
 		if err := c.DeleteCheckpoint(domain, name); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	active, err := c.Active(domain)
 	if err != nil || active {
-		return names, err
+		return err
 	}
 	disks, err := c.Disks(domain)
 	if err != nil {
-		return names, err
+		return err
 	}
 	for _, d := range disks {
-		if d.Format == "qcow2" {
-			if err := removeBitmaps(ctx, d.Source); err != nil {
-				return names, err
+		if d.Format != "qcow2" {
+			continue
+		}
+		have, err := Bitmaps(d.Source)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if slices.Contains(have, name) {
+				if err := removeBitmap(ctx, d.Source, name); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	return names, nil
+	return nil
 }
 
 // RedefineCheckpoint gives libvirt back a checkpoint it lost (the domain

@@ -32,7 +32,7 @@ type Hypervisor interface {
 	VerifyCheckpoint(domain, name, savedXML string) error
 	RemoveStaleCheckpoint(domain, name, savedXML string) error
 	DeleteCheckpoint(domain, name string) error
-	DeleteCheckpoints(ctx context.Context, domain string) ([]string, error)
+	DeleteCheckpoints(ctx context.Context, domain string, names []string) error
 
 	// Changed block tracking.
 	CBTStatus(domain, stateDir string) (CBTState, error)

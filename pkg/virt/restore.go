@@ -175,9 +175,18 @@ func removeBitmaps(ctx context.Context, image string) error {
 		return err
 	}
 	for _, name := range names {
-		if out, err := exec.CommandContext(ctx, "qemu-img", "bitmap", "--remove", image, name).CombinedOutput(); err != nil {
-			return fmt.Errorf("removing bitmap %s of %s: %v: %s", name, image, err, strings.TrimSpace(string(out)))
+		if err := removeBitmap(ctx, image, name); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// removeBitmap removes a persistent dirty bitmap of a qcow2 image that no
+// process uses.
+func removeBitmap(ctx context.Context, image, name string) error {
+	if out, err := exec.CommandContext(ctx, "qemu-img", "bitmap", "--remove", image, name).CombinedOutput(); err != nil {
+		return fmt.Errorf("removing bitmap %s of %s: %v: %s", name, image, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -142,6 +142,14 @@ func (run *restoreRun) restoreVM(ctx context.Context, vm vmItem, domain string) 
 	if vmb.Spec.PvcName == nil {
 		return "", fmt.Errorf("its VM backup %s/%s names no volume", vmb.Namespace, vmb.Name)
 	}
+	// The VM restored into and the VM backed up (the same one, but under
+	// namespaceMapping): no backup of either runs and their chain is not
+	// edited while it is read and restored.
+	unlock, err := run.lockVMs(ctx, vm.target+"/"+vm.name, vmb.Namespace+"/"+vm.name)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	dir := filepath.Join(c.cfg.VolumeRoot, vmb.Namespace, *vmb.Spec.PvcName, vmb.Name)
 	m, err := vmmanifest.Read(dir)
 	if err != nil {
@@ -159,14 +167,6 @@ func (run *restoreRun) restoreVM(ctx context.Context, vm vmItem, domain string) 
 	if err != nil {
 		return "", fmt.Errorf("libvirt: %w", err)
 	}
-	// The VM restored into and the VM backed up (the same one, but under
-	// namespaceMapping): no backup of either runs and their chain is not
-	// edited meanwhile.
-	unlock, err := run.lockVMs(ctx, vm.target+"/"+vm.name, vmb.Namespace+"/"+vm.name)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
 	definition := m.Definition
 	if definition == "" {
 		// A backup taken before definitions were saved: the backed-up

@@ -85,6 +85,10 @@ type Controller struct {
 	subscribed virt.Hypervisor
 	// unsubscribe ends the subscription to subscribed's events.
 	unsubscribe []func()
+
+	releasedMu sync.Mutex
+	// released are the checkpoints deleted trackers were at, by VM.
+	released map[cache.ObjectName][]string
 }
 
 // New returns the engine.
@@ -113,7 +117,15 @@ func New(cfg Config) (*Controller, error) {
 				enqueue(obj)
 			}
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if t, ok := obj.(*kv.VirtualMachineBackupTracker); ok && t.Status != nil && t.Status.LatestCheckpoint != nil && t.Status.LatestCheckpoint.Name != "" {
+				c.release(cache.ObjectName{Namespace: t.Namespace, Name: t.Spec.Source.Name}, t.Status.LatestCheckpoint.Name)
+			}
+			enqueue(obj)
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("vmcbt engine: watching trackers: %w", err)
 	}
@@ -204,23 +216,55 @@ func (c *Controller) trackersOf(key cache.ObjectName) ([]*kv.VirtualMachineBacku
 	return out, selected, nil
 }
 
-// dropCheckpoints deletes the checkpoints of a domain no tracker tracks
-// (nothing to do without libvirt, or for a domain this host lacks).
-func (c *Controller) dropCheckpoints(ctx context.Context, domain string) error {
-	conn, err := c.conn()
-	if err != nil {
+// dropCheckpoints deletes, with their bitmaps, the checkpoints deleted
+// trackers of the VM were at that no remaining tracker is at: nothing
+// will be incremental to them (a tracker's checkpoint is its newest
+// backup's, which stays on the domain when that backup is deleted). Other
+// checkpoints of the domain are not Backstop's to delete. A domain this
+// host lacks is another host's: its engine does it.
+func (c *Controller) dropCheckpoints(ctx context.Context, key cache.ObjectName, domain string, trackers []*kv.VirtualMachineBackupTracker) error {
+	c.releasedMu.Lock()
+	names := c.released[key]
+	delete(c.released, key)
+	c.releasedMu.Unlock()
+	var drop []string
+	for _, name := range names {
+		kept := false
+		for _, t := range trackers {
+			if t.Status != nil && t.Status.LatestCheckpoint != nil && t.Status.LatestCheckpoint.Name == name {
+				kept = true
+			}
+		}
+		if !kept {
+			drop = append(drop, name)
+		}
+	}
+	if len(drop) == 0 {
 		return nil
 	}
-	deleted, err := conn.DeleteCheckpoints(ctx, domain)
+	conn, err := c.conn()
+	if err == nil {
+		err = conn.DeleteCheckpoints(ctx, domain, drop)
+	}
 	switch {
 	case errors.Is(err, virt.ErrDomainNotFound):
 		return nil
 	case err != nil:
-		return fmt.Errorf("deleting the checkpoints of domain %s, which no tracker tracks: %w", domain, err)
-	case len(deleted) > 0:
-		klog.FromContext(ctx).Info("Deleted the checkpoints of a VM no tracker tracks", "domain", domain, "checkpoints", deleted)
+		c.release(key, drop...) // again at the next look
+		return fmt.Errorf("deleting the checkpoints %v of domain %s, which no tracker is at: %w", drop, domain, err)
 	}
+	klog.FromContext(ctx).Info("Deleted the checkpoints of deleted trackers", "domain", domain, "checkpoints", drop)
 	return nil
+}
+
+// release records checkpoints that deleted trackers of a VM were at.
+func (c *Controller) release(key cache.ObjectName, names ...string) {
+	c.releasedMu.Lock()
+	defer c.releasedMu.Unlock()
+	if c.released == nil {
+		c.released = map[cache.ObjectName][]string{}
+	}
+	c.released[key] = append(c.released[key], names...)
 }
 
 // selects reports whether a tracker selects its VM.
@@ -245,13 +289,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	domain := key.Namespace + "_" + key.Name
+	if err := c.dropCheckpoints(ctx, key, domain, trackers); err != nil {
+		return err
+	}
 	if len(trackers) == 0 {
-		// No tracker left: nothing will be incremental to the VM's
-		// checkpoints, which go with their bitmaps, and its overlays,
-		// if any, go.
-		if err := c.dropCheckpoints(ctx, domain); err != nil {
-			return err
-		}
+		// No tracker left: the VM's overlays, if any, go.
 		if _, err := os.Stat(virt.OverlayDir(c.cfg.StateDir, domain)); err != nil {
 			return nil
 		}
