@@ -27,7 +27,7 @@ build:
 # kube-apiserver and kube-controller-manager at the release of go.mod's
 # k8s.io/apiserver (hack/install-etcd.sh, hack/install-kube.sh; cached in
 # _output/bin). The clients the tests drive the server with: kubectl (k8s.io/kubectl at the
-# client-go version of go.mod) and the velero CLI (v1.18.0, module proxy); the
+# client-go version of go.mod) and the velero CLI and server (v1.18.3, with velero-plugin-for-aws v1.14.3, module proxy); the
 # S3 server the S3 storage location tests run on loopback (versitygw); the
 # libvirt daemon and QEMU the VM backup tests drive (Debian packages, as root);
 # the small Linux guest with QEMU's guest agent the quiesce tests boot

@@ -18,7 +18,7 @@ import (
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
-// veleroCLI runs the real velero CLI (v1.18.0) against the server.
+// veleroCLI runs the real velero CLI (v1.18.3) against the server.
 func veleroCLI(t *testing.T, s *framework.Server, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -49,7 +49,7 @@ func TestVeleroCLI(t *testing.T) {
 	ctx := context.Background()
 	bucket := createFilesystemLocation(t, s, "local")
 
-	requireContains(t, "velero version", veleroCLI(t, s, "version"), "Client:", "Version: v1.18.0", "Server:")
+	requireContains(t, "velero version", veleroCLI(t, s, "version"), "Client:", "Version: v1.18.3", "Server:")
 
 	requireContains(t, "backup create", veleroCLI(t, s, "backup", "create", "b1", "--include-namespaces", "shop", "--ttl", "24h"),
 		`Backup request "b1" submitted successfully`)

@@ -66,7 +66,7 @@ func TestVeleroCLI(t *testing.T) {
 		}
 	}
 
-	wants("velero version", velero("version"), "Version: v1.18.0", "Server:")
+	wants("velero version", velero("version"), "Version: v1.18.3", "Server:")
 	wants("backup create --wait", velero("backup", "create", "b1", "--include-namespaces", "shop", "--wait"),
 		`Backup request "b1" submitted successfully`, "Backup completed with status: Completed")
 	wants("backup describe --details", velero("backup", "describe", "b1", "--details", "--colorized=false"),

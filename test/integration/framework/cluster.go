@@ -96,6 +96,20 @@ type process struct {
 // reverse order when the test ends.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, ClusterOptions{})
+}
+
+// ClusterOptions change what StartClusterWith starts.
+type ClusterOptions struct {
+	// WithoutBackstop: the control plane only (InstallBackstop later, a
+	// peer such as Velero first).
+	WithoutBackstop bool
+}
+
+// StartClusterWith starts the control plane, and Backstop unless told
+// not to, and stops them in reverse order when the test ends.
+func StartClusterWith(t testing.TB, opts ClusterOptions) *Cluster {
+	t.Helper()
 	RequireNetNS(t)
 	c := &Cluster{t: t, Dir: t.TempDir()}
 	t.Cleanup(c.stopAll)
@@ -103,7 +117,9 @@ func StartCluster(t testing.TB) *Cluster {
 	c.startEtcd()
 	c.startKubeAPIServer()
 	c.startKubeControllerManager()
-	c.installBackstop()
+	if !opts.WithoutBackstop {
+		c.InstallBackstop()
+	}
 	return c
 }
 
@@ -203,6 +219,12 @@ func (c *Cluster) TokenKubeconfig(namespace, name string) string {
 // start runs a binary with its output in <dir>/logs/<name>.log.
 func (c *Cluster) start(name, bin string, args ...string) *process {
 	c.t.Helper()
+	return c.startEnv(name, bin, nil, args...)
+}
+
+// startEnv is start with more environment variables.
+func (c *Cluster) startEnv(name, bin string, env []string, args ...string) *process {
+	c.t.Helper()
 	if err := os.MkdirAll(c.path("logs"), 0o700); err != nil {
 		c.t.Fatal(err)
 	}
@@ -213,6 +235,9 @@ func (c *Cluster) start(name, bin string, args ...string) *process {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = c.Dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("starting %s: %v", name, err)
@@ -426,11 +451,11 @@ func deployDir(t testing.TB) string {
 	return filepath.Join(root, "artifacts", "deploy")
 }
 
-// installBackstop applies artifacts/deploy as a user would, gives the
+// InstallBackstop applies artifacts/deploy as a user would, gives the
 // Service the endpoint a running pod would give it, and starts
 // backstop-apiserver as that pod: with the Deployment's arguments and the
 // ServiceAccount's token. It waits for the APIServices to be Available.
-func (c *Cluster) installBackstop() {
+func (c *Cluster) InstallBackstop() {
 	t := c.t
 	dir := deployDir(t)
 	if out, err := c.Kubectl(c.AdminKubeconfig, nil, "apply", "-f", dir); err != nil {

@@ -373,11 +373,12 @@ var binaryPackages = map[string]string{
 // binaryScripts install binaries built from outside this module into
 // _output/bin.
 var binaryScripts = map[string]string{
-	"velero":                  "hack/install-velero.sh",
-	"versitygw":               "hack/install-versitygw.sh",
-	"etcd":                    "hack/install-etcd.sh",
-	"kube-apiserver":          "hack/install-kube.sh",
-	"kube-controller-manager": "hack/install-kube.sh",
+	"velero":                               "hack/install-velero.sh",
+	"velero-plugins/velero-plugin-for-aws": "hack/install-velero.sh",
+	"versitygw":                            "hack/install-versitygw.sh",
+	"etcd":                                 "hack/install-etcd.sh",
+	"kube-apiserver":                       "hack/install-kube.sh",
+	"kube-controller-manager":              "hack/install-kube.sh",
 }
 
 // Binary returns the path of a binary: from $BACKSTOP_BIN_DIR when set,
