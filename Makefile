@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-authz bench-nonadmin bench-scaleout run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-authz bench-nonadmin bench-scaleout bench-peers run setup
 
 all: build
 
@@ -102,6 +102,10 @@ bench-backup:
 # creating the same objects (docs/benchmarks.md).
 bench-cluster:
 	bash hack/bench-cluster.sh
+
+# Against the real peer: Velero server v1.18.3 (CRDs in kube-apiserver+etcd) and Backstop, backup and restore of 10k and 100k objects (docs/benchmarks.md).
+bench-peers:
+	bash hack/bench-peers.sh
 
 # Tenants: 1,000 tenants x 10 NonAdminBackups created at once, completion latency, requests per completion (docs/benchmarks.md).
 bench-nonadmin:

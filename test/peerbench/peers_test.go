@@ -176,33 +176,42 @@ func (p peer) run(t testing.TB, c *framework.Cluster, resource, name string, spe
 	return result{elapsed: elapsed, items: int(items), phase: phase}
 }
 
-// backupAndRestore backs up the workload's namespaces and restores them
-// into <peer>-NN; both must complete and the restored namespaces hold the
+// backup backs up the workload's namespaces; it must complete with the
 // workload's objects.
-func (p peer) backupAndRestore(t testing.TB, c *framework.Cluster, w workload) (backup, restore result) {
+func (p peer) backup(t testing.TB, c *framework.Cluster, w workload) result {
 	t.Helper()
 	var namespaces []any
-	mapping := map[string]any{}
 	for i := range w.namespaces {
 		namespaces = append(namespaces, w.namespace(i))
-		mapping[w.namespace(i)] = fmt.Sprintf("%s-%02d", p.name, i)
 	}
-	backup = p.run(t, c, "backups", "peers", map[string]any{
+	r := p.run(t, c, "backups", "peers", map[string]any{
 		"includedNamespaces": namespaces,
 		"includedResources":  []any{"configmaps", "secrets", "deployments"},
 		"labelSelector":      map[string]any{"matchExpressions": []any{map[string]any{"key": benchLabel, "operator": "Exists"}}},
 	}, "itemsBackedUp")
-	if backup.phase != "Completed" || backup.items != w.items() {
-		t.Fatalf("%s: backup %s with %d items, want Completed with %d", p.name, backup.phase, backup.items, w.items())
+	if r.phase != "Completed" || r.items != w.items() {
+		t.Fatalf("%s: backup %s with %d items, want Completed with %d", p.name, r.phase, r.items, w.items())
 	}
-	restore = p.run(t, c, "restores", "peers", map[string]any{"backupName": "peers", "namespaceMapping": mapping}, "itemsRestored")
-	if restore.phase != "Completed" {
-		t.Fatalf("%s: restore %s, want Completed; its results: %s", p.name, restore.phase, p.restoreResults("peers"))
+	return r
+}
+
+// restore restores the backup into <peer>-NN; it must complete and the
+// restored namespaces hold the workload's objects.
+func (p peer) restore(t testing.TB, c *framework.Cluster, w workload) result {
+	t.Helper()
+	mapping := map[string]any{}
+	for i := range w.namespaces {
+		mapping[w.namespace(i)] = fmt.Sprintf("%s-%02d", p.name, i)
+	}
+	r := p.run(t, c, "restores", "peers", map[string]any{"backupName": "peers", "namespaceMapping": mapping}, "itemsRestored")
+	if r.phase != "Completed" {
+		t.Fatalf("%s: restore %s, want Completed; its results: %s", p.name, r.phase, p.restoreResults("peers"))
 	}
 	if got := w.count(t, c.Kube, p.name); got != w.items() {
 		t.Fatalf("%s: the restored namespaces hold %d of the workload's objects, want %d", p.name, got, w.items())
 	}
-	return backup, restore
+	r.items = w.items()
+	return r
 }
 
 // startBackstop installs Backstop in the cluster Velero has left, with a
@@ -270,10 +279,10 @@ func TestPeersSmoke(t *testing.T) {
 
 	v := c.StartVelero(s3, "velero")
 	velero := peer{name: "velero", namespace: framework.VeleroNamespace, pid: v.PID(), store: filepath.Join(s3.Root, "velero")}
-	vb, vr := velero.backupAndRestore(t, c, w)
+	vb, vr := velero.backup(t, c, w), velero.restore(t, c, w)
 	v.Stop()
 
 	backstop := startBackstop(t, c, s3, "backstop")
-	bb, br := backstop.backupAndRestore(t, c, w)
+	bb, br := backstop.backup(t, c, w), backstop.restore(t, c, w)
 	t.Logf("%d items: backup velero %v, backstop %v; restore velero %v, backstop %v", w.items(), vb.elapsed, bb.elapsed, vr.elapsed, br.elapsed)
 }

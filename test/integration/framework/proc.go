@@ -50,3 +50,96 @@ func ResetPeakRSS(t testing.TB, pid int) {
 		t.Fatalf("resetting the peak RSS: %v", err)
 	}
 }
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times (100 on
+// every Linux architecture Go runs on here).
+const clockTicks = 100
+
+// Tree lists a process and its descendants (a server and the plugins it
+// runs), from /proc.
+func Tree(t testing.TB, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if fields, ok := statFields(p); ok && len(fields) > 1 {
+			if ppid, err := strconv.Atoi(fields[1]); err == nil {
+				children[ppid] = append(children[ppid], p)
+			}
+		}
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// statFields are the fields of /proc/<pid>/stat after the command name:
+// [0] is the state, [1] the parent, [11] utime, [12] stime.
+func statFields(pid int) ([]string, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(string(data[i+1:])), true
+}
+
+// TreeCPU is the CPU time (user and system) a process and its living
+// descendants have used.
+func TreeCPU(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	var ticks int64
+	for _, p := range Tree(t, pid) {
+		fields, ok := statFields(p)
+		if !ok || len(fields) < 13 {
+			continue // gone meanwhile
+		}
+		u, err1 := strconv.ParseInt(fields[11], 10, 64)
+		s, err2 := strconv.ParseInt(fields[12], 10, 64)
+		if err1 == nil && err2 == nil {
+			ticks += u + s
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// TreePeakRSS sums the peak RSS (VmHWM, kB) of a process and its
+// descendants: an upper bound of what they held at once.
+func TreePeakRSS(t testing.TB, pid int) int64 {
+	t.Helper()
+	var kb int64
+	for _, p := range Tree(t, pid) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64); err == nil {
+					kb += n
+				}
+			}
+		}
+	}
+	return kb
+}
+
+// ResetTreePeakRSS resets the peak RSS of a process and its descendants.
+func ResetTreePeakRSS(t testing.TB, pid int) {
+	t.Helper()
+	for _, p := range Tree(t, pid) {
+		_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p), []byte("5"), 0)
+	}
+}
