@@ -141,19 +141,6 @@ func DiskDirs(definition string) (map[string]string, error) {
 	return out, nil
 }
 
-// DefinitionDisks lists the target devices of a definition's file disks.
-func DefinitionDisks(definition string) ([]string, error) {
-	dx, err := parseDomain(definition)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, disk := range fileDisks(dx) {
-		out = append(out, diskTarget(disk))
-	}
-	return out, nil
-}
-
 // Bitmaps lists the persistent dirty bitmaps stored in a qcow2 image.
 func Bitmaps(image string) ([]string, error) {
 	info, err := imageInfo(image)

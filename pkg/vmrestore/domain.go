@@ -127,18 +127,15 @@ func intoNewDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest,
 	if req.Definition == "" {
 		return res, fmt.Errorf("domain %s does not exist and the backup holds no domain definition to define it from", req.Domain)
 	}
-	targets, err := virt.DefinitionDisks(req.Definition)
-	if err != nil {
-		return res, err
-	}
-	for _, t := range targets {
-		if _, ok := chains[t]; !ok {
-			return res, fmt.Errorf("the backup has no disk %s of the domain's definition", t)
-		}
-	}
+	// The definition's file disks, each with the directory of its data.
 	dirs, err := virt.DiskDirs(req.Definition)
 	if err != nil {
 		return res, err
+	}
+	for disk := range dirs {
+		if _, ok := chains[disk]; !ok {
+			return res, fmt.Errorf("the backup has no disk %s of the domain's definition", disk)
+		}
 	}
 	var written []string
 	defer func() {

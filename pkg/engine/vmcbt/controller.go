@@ -99,10 +99,7 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{cfg: cfg, trackers: cfg.Trackers.Lister()}
 	c.Loop = reconcile.NewLoop("vmcbt", c.sync)
 	enqueue := func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		if t, ok := obj.(*kv.VirtualMachineBackupTracker); ok {
+		if t, ok := trackerOf(obj); ok {
 			c.Add(cache.ObjectName{Namespace: t.Namespace, Name: t.Spec.Source.Name})
 		}
 	}
@@ -118,10 +115,7 @@ func New(cfg Config) (*Controller, error) {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if t, ok := obj.(*kv.VirtualMachineBackupTracker); ok && t.Status != nil && t.Status.LatestCheckpoint != nil && t.Status.LatestCheckpoint.Name != "" {
+			if t, ok := trackerOf(obj); ok && t.Status != nil && t.Status.LatestCheckpoint != nil && t.Status.LatestCheckpoint.Name != "" {
 				c.release(cache.ObjectName{Namespace: t.Namespace, Name: t.Spec.Source.Name}, t.Status.LatestCheckpoint.Name)
 			}
 			enqueue(obj)
@@ -162,6 +156,16 @@ func (c *Controller) resync() {
 			c.Add(key)
 		}
 	}
+}
+
+// trackerOf is the tracker of an informer event (a deleted one's last
+// known state included).
+func trackerOf(obj any) (*kv.VirtualMachineBackupTracker, bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	t, ok := obj.(*kv.VirtualMachineBackupTracker)
+	return t, ok
 }
 
 // vmOf is the VM of a domain name "<ns>_<name>" (a namespace has no "_").
