@@ -409,7 +409,7 @@ func restoredVDA(t *testing.T, volume string, backups ...string) string {
 // that was deleted is defined anew from the definition its backup saved,
 // with a new disk image. Under namespaceMapping: new VMs in the new
 // namespace, the old ones untouched; excluding virtualmachines, no VM
-// disk restored. A VM backup running when the restore
+// disk restored; a VM whose backup files changed, not restored and said. A VM backup running when the restore
 // comes to its VM finishes first (the restore waits, and says so). Each VM is an item operation of the
 // restore, its result is in the log; every restored disk reads as its
 // chain restores (sha256); a restored VM's next backup is full, its
@@ -529,6 +529,33 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 	operations(waitRestore(t, s, "novms"), 0)
 	if got := virttest.ImageSHA256(t, vm1.Disk); got != before {
 		t.Errorf("a restore excluding virtualmachines changed a VM's disk")
+	}
+
+	// A VM whose backup files changed after the backup is not restored:
+	// the restore is PartiallyFailed, one item operation failed, and its
+	// log and results say why; the other VM is restored.
+	f, err := os.OpenFile(filepath.Join(volume, "nightly-1-vm-vm2", "vda.qcow2"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("changed")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	virttest.Adopt(t, "farm3_vm1")
+	virttest.Adopt(t, "farm3_vm2")
+	veleroCLI(t, s, "restore", "create", "broken", "--from-backup", "nightly-2", "--namespace-mappings", vmNS+":farm3")
+	broken := waitRestore(t, s, "broken")
+	if broken.Status.Phase != velerov1.RestorePhasePartiallyFailed || broken.Status.RestoreItemOperationsAttempted != 2 ||
+		broken.Status.RestoreItemOperationsCompleted != 1 || broken.Status.RestoreItemOperationsFailed != 1 || broken.Status.Errors != 1 {
+		t.Errorf("a restore with one VM's backup files changed: want PartiallyFailed, 1 of 2 item operations failed, 1 error; got %+v", broken.Status)
+	}
+	if logs := restoreLogs(t, s, "broken"); !strings.Contains(logs, "restoring the disks of VirtualMachine farm3/vm2") || !strings.Contains(logs, "does not match the manifest") {
+		t.Errorf("the restore log does not say why vm2 was not restored:\n%s", logs)
+	}
+	restored("farm3_vm1", want["vm1"])
+	if _, err := conn.Disks("farm3_vm2"); !errors.Is(err, virt.ErrDomainNotFound) {
+		t.Errorf("a VM whose backup failed its checks was defined anyway: %v", err)
 	}
 }
 
