@@ -124,6 +124,9 @@ type ExtraConfig struct {
 	ClientQPS      float32
 	ClientBurst    int
 	ClientPageSize int64
+	// RestoreItemWorkers is how many items of one resource a restore
+	// writes at once, under the client's rate limit.
+	RestoreItemWorkers int
 	// EngineQPS and EngineBurst bound the engines' requests to this
 	// server (0: the loopback client's own limits).
 	EngineQPS   float32

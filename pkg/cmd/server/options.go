@@ -40,6 +40,7 @@ import (
 	"github.com/backstop-io/backstop/artifacts"
 	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
+	"github.com/backstop-io/backstop/pkg/engine/restore"
 	backstopopenapi "github.com/backstop-io/backstop/pkg/generated/openapi"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/standalone/authz"
@@ -93,6 +94,9 @@ type Options struct {
 	ClientQPS      float32
 	ClientBurst    int
 	ClientPageSize int
+	// RestoreItemWorkers is how many items of one resource a restore
+	// writes at once, under --client-qps.
+	RestoreItemWorkers int
 	// EngineQPS and EngineBurst bound the requests the server's engines
 	// make to its own API.
 	EngineQPS   float32
@@ -151,8 +155,9 @@ func NewOptions() *Options {
 		CompactionInterval:         5 * time.Minute,
 		WatchCache:                 true,
 		ConcurrentBackups:          1,
-		ClientQPS:                  20,
-		ClientBurst:                30,
+		ClientQPS:                  100,
+		ClientBurst:                100,
+		RestoreItemWorkers:         restore.DefaultItemWorkers,
 		EngineQPS:                  1000,
 		EngineBurst:                2000,
 		ClientPageSize:             500,
@@ -203,8 +208,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
-	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster")
-	fs.IntVar(&o.ClientBurst, "client-burst", o.ClientBurst, "maximum burst of requests a backup makes to the source cluster")
+	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster, or a restore to the target (Velero's --client-qps, same default)")
+	fs.IntVar(&o.ClientBurst, "client-burst", o.ClientBurst, "maximum burst of requests a backup makes to the source cluster, or a restore to the target (Velero's --client-burst, same default)")
+	fs.IntVar(&o.RestoreItemWorkers, "restore-item-workers", o.RestoreItemWorkers, "how many items of one resource a restore writes at once, all under --client-qps (resources are still restored one after the other, in Velero's order)")
 	fs.Float32Var(&o.EngineQPS, "engine-qps", o.EngineQPS, "maximum requests per second the server's engines make to its own API, all engines together (kube-controller-manager's --kube-api-qps; the engines' writes mirror every change at scale, see docs/benchmarks.md)")
 	fs.IntVar(&o.EngineBurst, "engine-burst", o.EngineBurst, "maximum burst of requests the server's engines make to its own API (kube-controller-manager's --kube-api-burst)")
 	fs.IntVar(&o.ClientPageSize, "client-page-size", o.ClientPageSize, "items per list request to the source cluster")
@@ -276,6 +282,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ClientQPS <= 0 || o.ClientBurst < 1 || o.ClientPageSize < 1 {
 		errs = append(errs, fmt.Errorf("--client-qps (%v), --client-burst (%d) and --client-page-size (%d) must be positive", o.ClientQPS, o.ClientBurst, o.ClientPageSize))
+	}
+	if o.RestoreItemWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--restore-item-workers must be at least 1, not %d", o.RestoreItemWorkers))
 	}
 	if o.EngineQPS <= 0 || o.EngineBurst < 1 {
 		errs = append(errs, fmt.Errorf("--engine-qps (%v) and --engine-burst (%d) must be positive", o.EngineQPS, o.EngineBurst))
@@ -456,7 +465,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Scheme: scheme, Codecs: codecs, Backend: backend, Etcd: etcd, WatchCache: o.WatchCache, GarbageCollection: o.Mode == ModeAggregated,
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DownloadSigningKeyFile: o.downloadSigningKeyFile(), DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
-		DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
+		RestoreItemWorkers: o.RestoreItemWorkers, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
 		RBAC: rbac,

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -116,7 +117,14 @@ type Config struct {
 	// restored while no backup of it runs and its chain is not edited
 	// (nil: not shared).
 	VMLocks *vmhost.Locks
+	// ItemWorkers is how many items of one resource a restore writes at
+	// once (default DefaultItemWorkers); the client's rate limit holds
+	// for them together.
+	ItemWorkers int
 }
+
+// DefaultItemWorkers is Config.ItemWorkers's default.
+const DefaultItemWorkers = 8
 
 // Controller is the restore engine.
 type Controller struct {
@@ -135,6 +143,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.VMLocks == nil {
 		cfg.VMLocks = vmhost.NewLocks()
+	}
+	if cfg.ItemWorkers < 1 {
+		cfg.ItemWorkers = DefaultItemWorkers
 	}
 	c := &Controller{cfg: cfg, restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister()}
 	c.Loop = reconcile.NewLoop("restore", c.sync)
@@ -521,7 +532,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 				return visit(it)
 			})
 		} else {
-			err = pending.replay(ctx, restoreOrder(resources, pending.present()), visit)
+			err = pending.replay(ctx, restoreOrder(resources, pending.present()), c.cfg.ItemWorkers, visit)
 		}
 		if err != nil {
 			return err
@@ -566,7 +577,8 @@ func (c *Controller) readTarball(ctx context.Context, store objectstore.Store, k
 	}
 }
 
-// restorer restores the items of one pass.
+// restorer restores the items of one pass, several at a time (the items
+// of one resource): mu guards what they share.
 type restorer struct {
 	c            *Controller
 	r            *velerov1.Restore
@@ -579,7 +591,9 @@ type restorer struct {
 	byGR         map[string]items.Resource
 	progress     *counter
 	counting     bool
-	skipped      map[string]bool
+
+	mu      sync.Mutex
+	skipped map[string]bool
 	// namespaces are the target namespaces known to exist (shared by the
 	// passes of a run).
 	namespaces map[string]bool
@@ -587,13 +601,18 @@ type restorer struct {
 	crds []string
 	// dependents collects the written items that had owner references.
 	dependents *[]dependent
+	// nsMu makes one item at a time create a missing namespace.
+	nsMu sync.Mutex
 }
 
 // selected reports whether the restore takes an item (before any write).
 func (rd *restorer) selected(it *archive.Item) bool {
 	if nonRestorable[it.GroupResource] {
-		if !rd.skipped[it.GroupResource] && !rd.counting {
-			rd.skipped[it.GroupResource] = true
+		rd.mu.Lock()
+		first := !rd.skipped[it.GroupResource] && !rd.counting
+		rd.skipped[it.GroupResource] = true
+		rd.mu.Unlock()
+		if first {
 			rd.log.Info("Skipping a resource that is never restored", "resource", it.GroupResource)
 		}
 		return false
@@ -706,10 +725,10 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 		ri = client.Namespace("")
 	}
 	created, err := ri.Create(ctx, obj, metav1.CreateOptions{})
-	if err == nil || apierrors.IsAlreadyExists(err) {
-		if it.GroupResource == crdGroupResource {
-			rd.crds = append(rd.crds, obj.GetName())
-		}
+	if (err == nil || apierrors.IsAlreadyExists(err)) && it.GroupResource == crdGroupResource {
+		rd.mu.Lock()
+		rd.crds = append(rd.crds, obj.GetName())
+		rd.mu.Unlock()
 	}
 	switch {
 	case err == nil:
@@ -789,7 +808,9 @@ func (rd *restorer) freeStaleClaimRef(ctx context.Context, ri dynamic.ResourceIn
 // references refs, for relinkOwners.
 func (rd *restorer) addDependent(gvr schema.GroupVersionResource, namespace, name string, refs []metav1.OwnerReference) {
 	if len(refs) > 0 {
+		rd.mu.Lock()
 		*rd.dependents = append(*rd.dependents, dependent{gvr: gvr, namespace: namespace, name: name, refs: refs})
+		rd.mu.Unlock()
 	}
 }
 
@@ -840,6 +861,8 @@ const NamespaceDeletionWait = 2 * time.Minute
 // missing (the backup may not hold it, or namespaceMapping names a new
 // one), labelled like restored items.
 func (rd *restorer) ensureNamespace(ctx context.Context, name string) error {
+	rd.nsMu.Lock()
+	defer rd.nsMu.Unlock()
 	if rd.namespaces[name] {
 		return nil
 	}

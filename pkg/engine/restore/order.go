@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 )
@@ -133,23 +135,42 @@ func (s *spool) present() map[string]bool {
 	return out
 }
 
-// replay calls fn for every spooled item, the group resources in order.
-func (s *spool) replay(ctx context.Context, order []string, fn func(*archive.Item) error) error {
+// replay calls fn for every spooled item, the group resources in order:
+// the items of one group resource up to workers at a time, all of them
+// done before the next group resource starts (its items may need them:
+// claims before pods, say). The first error stops it.
+func (s *spool) replay(ctx context.Context, order []string, workers int, fn func(*archive.Item) error) error {
 	for _, gr := range order {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(max(1, workers))
 		for _, entry := range s.items[gr] {
+			if gctx.Err() != nil {
+				break
+			}
 			data, err := os.ReadFile(entry.path)
 			if err != nil {
+				_ = g.Wait()
 				return fmt.Errorf("reading spooled item %s %s/%s: %w", gr, entry.item.Namespace, entry.item.Name, err)
 			}
 			it := entry.item
 			it.Data = data
-			if err := fn(&it); err != nil {
-				return err
-			}
-			_ = os.Remove(entry.path)
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+			path := entry.path
+			g.Go(func() error {
+				if err := gctx.Err(); err != nil {
+					return err // an item failed while this one waited
+				}
+				if err := fn(&it); err != nil {
+					return err
+				}
+				_ = os.Remove(path)
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 	return nil

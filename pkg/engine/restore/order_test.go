@@ -2,9 +2,14 @@ package restore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -60,7 +65,7 @@ func TestSpoolReplay(t *testing.T) {
 		}
 	}
 	var got []string
-	if err := s.replay(context.Background(), []string{"configmaps", "services"}, func(it *archive.Item) error {
+	if err := s.replay(context.Background(), []string{"configmaps", "services"}, 1, func(it *archive.Item) error {
 		got = append(got, it.Namespace+"/"+it.Name+"="+string(it.Data))
 		return nil
 	}); err != nil {
@@ -72,5 +77,96 @@ func TestSpoolReplay(t *testing.T) {
 	s.close()
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the spool left %d entries", len(entries))
+	}
+}
+
+// TestSpoolReplayParallel: with workers, the items of one group resource
+// are written that many at a time, and every one of them is done before
+// the next group resource starts; the first error stops the replay.
+func TestSpoolReplayParallel(t *testing.T) {
+	const workers, configMaps = 4, 10
+	s, err := newSpool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	for i := range configMaps {
+		if err := s.add(&archive.Item{GroupResource: "configmaps", Namespace: "a", Name: fmt.Sprint("c", i), Data: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if err := s.add(&archive.Item{GroupResource: "services", Namespace: "a", Name: fmt.Sprint("s", i), Data: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu                    sync.Mutex
+		inFlight, maxInFlight int
+		configMapsDone        int
+		servicesEarly         bool
+		arrived               = make(chan struct{}, configMaps)
+	)
+	err = s.replay(context.Background(), []string{"configmaps", "services"}, workers, func(it *archive.Item) error {
+		mu.Lock()
+		inFlight++
+		maxInFlight = max(maxInFlight, inFlight)
+		if it.GroupResource == "services" && configMapsDone < configMaps {
+			servicesEarly = true
+		}
+		mu.Unlock()
+		if it.GroupResource == "configmaps" && it.Name < "c4" {
+			// The first four wait for one another: they only all
+			// arrive if they run at once.
+			arrived <- struct{}{}
+			deadline := time.After(30 * time.Second)
+			for {
+				mu.Lock()
+				n := len(arrived)
+				mu.Unlock()
+				if n >= workers {
+					break
+				}
+				select {
+				case <-deadline:
+					return fmt.Errorf("%s waited in vain for %d items at once (%d arrived)", it.Name, workers, n)
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+		mu.Lock()
+		inFlight--
+		if it.GroupResource == "configmaps" {
+			configMapsDone++
+		}
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxInFlight != workers || servicesEarly || configMapsDone != configMaps {
+		t.Errorf("max in flight %d (want %d), services started before the configmaps were done: %v, configmaps done %d of %d",
+			maxInFlight, workers, servicesEarly, configMapsDone, configMaps)
+	}
+
+	failing, err := newSpool(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failing.close()
+	for i := range 20 {
+		if err := failing.add(&archive.Item{GroupResource: "configmaps", Name: fmt.Sprint("c", i), Data: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls atomic.Int32
+	boom := errors.New("boom")
+	err = failing.replay(context.Background(), []string{"configmaps", "services"}, 1, func(it *archive.Item) error {
+		calls.Add(1)
+		return boom
+	})
+	if !errors.Is(err, boom) || calls.Load() != 1 {
+		t.Errorf("replay after a failing item: %v with %d calls, want boom after 1", err, calls.Load())
 	}
 }
