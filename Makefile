@@ -103,7 +103,7 @@ bench-backup:
 bench-cluster:
 	bash hack/bench-cluster.sh
 
-# Against the real peer: Velero server v1.18.3 (CRDs in kube-apiserver+etcd) and Backstop, backup and restore of 10k and 100k objects (docs/benchmarks.md).
+# Against the real peer: Velero server v1.18.3 (CRDs in kube-apiserver+etcd) and Backstop: backup and restore of 10k and 100k objects, cancel and delete, the Backup API, a 200-backup burst; rewrites docs/benchmarks.md's section and charts.
 bench-peers:
 	bash hack/bench-peers.sh
 

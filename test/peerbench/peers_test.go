@@ -214,11 +214,11 @@ func (p peer) restore(t testing.TB, c *framework.Cluster, w workload) result {
 	return r
 }
 
-// startBackstop installs Backstop in the cluster Velero has left, with a
-// default storage location on the S3 server.
-func startBackstop(t testing.TB, c *framework.Cluster, s3 *framework.S3Server, bucket string) peer {
+// startBackstop installs Backstop (with extra arguments) in the cluster
+// Velero has left, with a default storage location on the S3 server.
+func startBackstop(t testing.TB, c *framework.Cluster, s3 *framework.S3Server, bucket string, args ...string) peer {
 	t.Helper()
-	c.InstallBackstop()
+	c.InstallBackstop(args...)
 	s3.MakeBucket(t, bucket)
 	creds, err := os.ReadFile(s3.CredentialsFile(t, "default"))
 	if err != nil {
@@ -269,20 +269,51 @@ func startBackstop(t testing.TB, c *framework.Cluster, s3 *framework.S3Server, b
 
 // TestPeersSmoke: the peer harness end to end with a few objects: Velero
 // (its CRDs, `velero server`, velero-plugin-for-aws) and then Backstop, on
-// the same cluster content and S3 server, each back up the workload and
-// restore it into new namespaces, with the same velero.io/v1 objects.
+// the same cluster content and S3 server, each back up the workload,
+// restore it into new namespaces, cancel and delete backups, and run a
+// small burst of backups, with the same velero.io/v1 objects.
 func TestPeersSmoke(t *testing.T) {
 	c := framework.StartClusterWith(t, framework.ClusterOptions{WithoutBackstop: true})
 	s3 := framework.StartS3(t)
 	w := workload{namespaces: 2, configMaps: 5, deployments: 2}
 	w.create(t, c.Kube)
+	const burst = 12
+	makeBurstNamespaces(t, c, burst)
+	concurrency := fmt.Sprint("--concurrent-backups=", QueueConcurrency)
 
-	v := c.StartVelero(s3, "velero")
+	v := c.StartVelero(s3, "velero", concurrency)
 	velero := peer{name: "velero", namespace: framework.VeleroNamespace, pid: v.PID(), store: filepath.Join(s3.Root, "velero")}
 	vb, vr := velero.backup(t, c, w), velero.restore(t, c, w)
+	vc, vdr, vdc := velero.cancelDelete(t, c, w, false)
+	vq := velero.burst(t, c, burst, 5*time.Minute)
 	v.Stop()
 
-	backstop := startBackstop(t, c, s3, "backstop")
+	backstop := startBackstop(t, c, s3, "backstop", concurrency)
 	bb, br := backstop.backup(t, c, w), backstop.restore(t, c, w)
+	bc, bdr, bdc := backstop.cancelDelete(t, c, w, true)
+	bq := backstop.burst(t, c, burst, 5*time.Minute)
 	t.Logf("%d items: backup velero %v, backstop %v; restore velero %v, backstop %v", w.items(), vb.elapsed, bb.elapsed, vr.elapsed, br.elapsed)
+	t.Logf("cancel, delete running, delete completed: velero %v, %v, %v; backstop %v, %v, %v", vc, vdr, vdc, bc, bdr, bdc)
+	t.Logf("burst of %d: velero %+v; backstop %+v", burst, vq, bq)
+	for name, q := range map[string]burstRow{"velero": vq, "backstop": bq} {
+		if q.stuck != 0 || q.failed != 0 || q.maxRunning > QueueConcurrency {
+			t.Errorf("%s: burst of %d: %d stuck, %d not Completed, up to %d running at once (--concurrent-backups %d)",
+				name, burst, q.stuck, q.failed, q.maxRunning, QueueConcurrency)
+		}
+	}
+}
+
+// TestPeersAPISmoke: the API comparison with a small load: Velero's CRD,
+// Backstop aggregated, Backstop standalone.
+func TestPeersAPISmoke(t *testing.T) {
+	rows := apiPeers(t, apiLoad{objects: 40, clients: 4, lists: 4, watchers: 5, events: 5})
+	if len(rows) != 3 {
+		t.Fatalf("%d servers measured, want 3", len(rows))
+	}
+	for _, r := range rows {
+		if r.creates1 <= 0 || r.createsN <= 0 || r.updates <= 0 || r.listsPerSec <= 0 || r.watchP99 <= 0 {
+			t.Errorf("%s: a figure is missing: %+v", r.server, r)
+		}
+		t.Logf("%+v", r)
+	}
 }

@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,62 +129,17 @@ func measure(b *testing.B, name string, servers []*framework.Server) row {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sent := make([]atomic.Int64, *events)
-	var latencies []time.Duration
-	var all sync.WaitGroup
-	var ready sync.WaitGroup
-	for w := range *watchers {
-		ready.Add(1)
-		all.Add(1)
-		go func() {
-			defer all.Done()
-			wi, err := cs[w%len(cs)].VeleroV1().Backups(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, LabelSelector: "bench=fanout"})
-			ready.Done()
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			defer wi.Stop()
-			var mine []time.Duration
-			deadline := time.After(5 * time.Minute)
-			for len(mine) < *events {
-				select {
-				case e, open := <-wi.ResultChan():
-					if !open {
-						b.Errorf("watcher %d ended after %d events", w, len(mine))
-						return
-					}
-					if e.Type != watch.Added {
-						continue
-					}
-					var i int
-					if _, err := fmt.Sscanf(e.Object.(metav1.Object).GetName(), "fanout-%d", &i); err == nil {
-						mine = append(mine, time.Since(time.Unix(0, sent[i].Load())))
-					}
-				case <-deadline:
-					b.Errorf("watcher %d saw %d of %d events", w, len(mine), *events)
-					return
-				}
-			}
-			mu.Lock()
-			latencies = append(latencies, mine...)
-			mu.Unlock()
-		}()
-	}
-	ready.Wait()
-	for i := range *events {
-		o := newBackup(fmt.Sprintf("fanout-%d", i))
-		o.Labels["bench"] = "fanout"
-		sent[i].Store(time.Now().UnixNano())
-		if _, err := cs[i%len(cs)].VeleroV1().Backups(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	all.Wait()
-	if len(latencies) == 0 {
-		b.Fatal("no watch event arrived")
-	}
-	r.watchP50, r.watchP99 = framework.Percentiles(latencies)
+	r.watchP50, r.watchP99 = framework.FanOut{Watchers: *watchers, Events: *events,
+		Watch: func(ctx context.Context, w int) (watch.Interface, error) {
+			return cs[w%len(cs)].VeleroV1().Backups(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, LabelSelector: "bench=fanout"})
+		},
+		Create: func(ctx context.Context, i int) error {
+			o := newBackup(framework.FanOutName(i))
+			o.Labels["bench"] = "fanout"
+			_, err := cs[i%len(cs)].VeleroV1().Backups(ns).Create(ctx, o, metav1.CreateOptions{})
+			return err
+		},
+	}.Run(b)
 	return r
 }
 

@@ -453,9 +453,10 @@ func deployDir(t testing.TB) string {
 
 // InstallBackstop applies artifacts/deploy as a user would, gives the
 // Service the endpoint a running pod would give it, and starts
-// backstop-apiserver as that pod: with the Deployment's arguments and the
-// ServiceAccount's token. It waits for the APIServices to be Available.
-func (c *Cluster) InstallBackstop() {
+// backstop-apiserver as that pod: with the Deployment's arguments (and
+// extra ones) and the ServiceAccount's token. It waits for the
+// APIServices to be Available.
+func (c *Cluster) InstallBackstop(extra ...string) {
 	t := c.t
 	dir := deployDir(t)
 	if out, err := c.Kubectl(c.AdminKubeconfig, nil, "apply", "-f", dir); err != nil {
@@ -489,8 +490,8 @@ ports: [{port: %d, protocol: TCP}]
 			args[i] = "--data-dir=" + c.path("backstop-data")
 		}
 	}
-	c.BackstopArgs = append(args,
-		"--kubeconfig="+saKubeconfig, "--authentication-kubeconfig="+saKubeconfig, "--authorization-kubeconfig="+saKubeconfig)
+	c.BackstopArgs = append(append(args,
+		"--kubeconfig="+saKubeconfig, "--authentication-kubeconfig="+saKubeconfig, "--authorization-kubeconfig="+saKubeconfig), extra...)
 	c.StartBackstop()
 }
 

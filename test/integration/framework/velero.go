@@ -55,17 +55,7 @@ func (c *Cluster) StartVelero(s3 *S3Server, bucket string, flags ...string) *Vel
 			version = v
 		}
 	}
-	crds, err := exec.Command(bin, "install", "--crds-only", "--dry-run", "-o", "yaml").Output()
-	if err != nil {
-		t.Fatalf("velero install --crds-only --dry-run: %v", err)
-	}
-	if out, err := c.Kubectl(c.AdminKubeconfig, crds, "apply", "-f", "-"); err != nil {
-		t.Fatalf("applying Velero's CRDs: %v\n%s", err, out)
-	}
-	c.waitFor("Velero's CRDs served", nil, time.Minute, func(ctx context.Context) error {
-		_, err := c.Dynamic.Resource(VeleroResource("backupstoragelocations")).Namespace(VeleroNamespace).List(ctx, metav1.ListOptions{})
-		return err
-	})
+	c.InstallVeleroCRDs()
 	s3.MakeBucket(t, bucket)
 	creds, err := os.ReadFile(s3.CredentialsFile(t, "default"))
 	if err != nil {
@@ -136,15 +126,42 @@ spec:
 	return v
 }
 
+// InstallVeleroCRDs applies Velero's CustomResourceDefinitions (`velero
+// install --crds-only`) and waits until kube-apiserver serves them. The
+// cluster must not serve velero.io from Backstop.
+func (c *Cluster) InstallVeleroCRDs() {
+	t := c.t
+	t.Helper()
+	crds, err := exec.Command(Binary(t, "velero"), "install", "--crds-only", "--dry-run", "-o", "yaml").Output()
+	if err != nil {
+		t.Fatalf("velero install --crds-only --dry-run: %v", err)
+	}
+	if out, err := c.Kubectl(c.AdminKubeconfig, crds, "apply", "-f", "-"); err != nil {
+		t.Fatalf("applying Velero's CRDs: %v\n%s", err, out)
+	}
+	c.waitFor("Velero's CRDs served", nil, time.Minute, func(ctx context.Context) error {
+		_, err := c.Dynamic.Resource(VeleroResource("backupstoragelocations")).Namespace(VeleroNamespace).List(ctx, metav1.ListOptions{})
+		return err
+	})
+}
+
 // PID is the Velero server's process ID.
 func (v *Velero) PID() int { return v.proc.cmd.Process.Pid }
 
 // Stop stops the Velero server and removes its CRDs (and with them its
-// objects) and namespace, so that Backstop may serve velero.io next.
+// objects), so that Backstop may serve velero.io next.
 func (v *Velero) Stop() {
 	c := v.c
 	c.t.Helper()
 	v.proc.stop(syscall.SIGTERM)
+	c.RemoveVeleroCRDs()
+}
+
+// RemoveVeleroCRDs deletes Velero's CustomResourceDefinitions, and with
+// them their objects, and waits until kube-apiserver no longer serves
+// velero.io/v1 from them.
+func (c *Cluster) RemoveVeleroCRDs() {
+	c.t.Helper()
 	crds, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
 		List(context.Background(), metav1.ListOptions{})
 	if err != nil {

@@ -1,0 +1,209 @@
+// Package report owns the peer benchmarks' results (test/peerbench): the
+// JSON files a run writes, the Markdown section of docs/benchmarks.md
+// made from them, and the charts (gonum/plot) that section shows.
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Results are what a run of the peer benchmarks measured; each benchmark
+// fills its part.
+type Results struct {
+	Versions  map[string]string `json:"versions"`
+	Transfers []Transfer        `json:"transfers,omitempty"`
+	Ops       []Op              `json:"ops,omitempty"`
+	API       []API             `json:"api,omitempty"`
+	Bursts    []Burst           `json:"bursts,omitempty"`
+}
+
+// Transfer is one peer's backup or restore of a workload.
+type Transfer struct {
+	Objects     int     `json:"objects"`
+	Peer        string  `json:"peer"`
+	Op          string  `json:"op"` // backup or restore
+	Items       int     `json:"items"`
+	Seconds     float64 `json:"seconds"`
+	ItemsPerSec float64 `json:"itemsPerSec"`
+	PeakRSSMiB  float64 `json:"peakRSSMiB"`
+	CPUSeconds  float64 `json:"cpuSeconds"`
+}
+
+// Op is how a peer's cancel and deletions went at one workload size:
+// seconds until the backup was over with its data gone, or why not.
+type Op struct {
+	Objects         int    `json:"objects"`
+	Peer            string `json:"peer"`
+	Cancel          string `json:"cancel"`
+	DeleteRunning   string `json:"deleteRunning"`
+	DeleteCompleted string `json:"deleteCompleted"`
+}
+
+// API is one server of Backups under the API load.
+type API struct {
+	Server      string  `json:"server"`
+	Objects     int     `json:"objects"`
+	Clients     int     `json:"clients"`
+	Creates1    float64 `json:"creates1"`
+	CreatesN    float64 `json:"createsN"`
+	Updates     float64 `json:"updates"`
+	ListsPerSec float64 `json:"listsPerSec"`
+	ListP50ms   float64 `json:"listP50ms"`
+	ListP99ms   float64 `json:"listP99ms"`
+	WatchP50ms  float64 `json:"watchP50ms"`
+	WatchP99ms  float64 `json:"watchP99ms"`
+}
+
+// Burst is one peer's queue under a burst of backups.
+type Burst struct {
+	Peer           string  `json:"peer"`
+	Backups        int     `json:"backups"`
+	Concurrency    int     `json:"concurrency"`
+	DrainSeconds   float64 `json:"drainSeconds"`
+	MaxWaitSeconds float64 `json:"maxWaitSeconds"`
+	MaxRunning     int     `json:"maxRunning"`
+	Stuck          int     `json:"stuck"`
+	Failed         int     `json:"failed"`
+}
+
+// Load merges the results files (*.json) of dir.
+func Load(dir string) (*Results, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no results (*.json) in %s", dir)
+	}
+	sort.Strings(files)
+	all := &Results{Versions: map[string]string{}}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var r Results
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for k, v := range r.Versions {
+			all.Versions[k] = v
+		}
+		all.Transfers = append(all.Transfers, r.Transfers...)
+		all.Ops = append(all.Ops, r.Ops...)
+		all.API = append(all.API, r.API...)
+		all.Bursts = append(all.Bursts, r.Bursts...)
+	}
+	return all, nil
+}
+
+// transfer finds a peer's op at a size.
+func (r *Results) transfer(objects int, peer, op string) (Transfer, bool) {
+	for _, t := range r.Transfers {
+		if t.Objects == objects && t.Peer == peer && t.Op == op {
+			return t, true
+		}
+	}
+	return Transfer{}, false
+}
+
+// sizes are the workload sizes measured, ascending.
+func (r *Results) sizes() []int {
+	var out []int
+	for _, t := range r.Transfers {
+		if !slices.Contains(out, t.Objects) {
+			out = append(out, t.Objects)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Markdown is the results as the section of docs/benchmarks.md: tables,
+// ratios against Velero, and the charts (chartDir relative to the doc).
+func (r *Results) Markdown(command, chartDir string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Command: `%s`\n\n", command)
+	var keys []string
+	for k := range r.Versions {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "- %s: %s\n", k, r.Versions[k])
+	}
+	if len(r.Transfers) > 0 {
+		b.WriteString("\n**Backups and restores** (ConfigMaps, Secrets and Deployments over 10 namespaces; restores into new namespaces; peak RSS and CPU of the server's whole process tree, Velero's plugins included):\n\n")
+		b.WriteString("| objects | op | Velero items/s | Backstop items/s | ratio | Velero peak RSS | Backstop peak RSS | ratio | Velero CPU s | Backstop CPU s |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, n := range r.sizes() {
+			for _, op := range []string{"backup", "restore"} {
+				v, ok1 := r.transfer(n, "velero", op)
+				s, ok2 := r.transfer(n, "backstop", op)
+				if !ok1 || !ok2 {
+					continue
+				}
+				fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %.1fx | %.0f MiB | %.0f MiB | %.2f | %.1f | %.1f |\n", n, op, v.ItemsPerSec, s.ItemsPerSec,
+					s.ItemsPerSec/v.ItemsPerSec, v.PeakRSSMiB, s.PeakRSSMiB, s.PeakRSSMiB/v.PeakRSSMiB, v.CPUSeconds, s.CPUSeconds)
+			}
+		}
+		fmt.Fprintf(&b, "\n![items/s against objects](%s/peers-throughput.svg)\n![peak RSS against objects](%s/peers-memory.svg)\n", chartDir, chartDir)
+	}
+	if len(r.Ops) > 0 {
+		b.WriteString("\n**Cancel and delete** (from the request until the backup is over and its data is gone from the bucket; a cancelled backup keeps its log):\n\n")
+		b.WriteString("| objects | peer | cancel a running backup | delete a running backup | delete a completed backup |\n|---|---|---|---|---|\n")
+		for _, o := range r.Ops {
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", o.Objects, o.Peer, o.Cancel, o.DeleteRunning, o.DeleteCompleted)
+		}
+	}
+	if len(r.API) > 0 {
+		a := r.API[0]
+		fmt.Fprintf(&b, "\n**API** (Backups; %d created, a fifth by 1 client and the rest by %d, each updated once by %d clients, full lists by %d clients, then 100 watchers see 200 creates; engines off on both sides):\n\n", a.Objects, a.Clients, a.Clients, a.Clients)
+		b.WriteString("| server | creates/s (1 client) | creates/s (16) | updates/s | lists of all/s | list p50 | list p99 | watch p50 | watch p99 |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, a := range r.API {
+			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.0f ms | %.0f ms | %.1f ms | %.1f ms |\n", a.Server, a.Creates1, a.CreatesN, a.Updates, a.ListsPerSec,
+				a.ListP50ms, a.ListP99ms, a.WatchP50ms, a.WatchP99ms)
+		}
+	}
+	if len(r.Bursts) > 0 {
+		b.WriteString("\n**Queue** (backups created at once, each of its own namespace of 10 ConfigMaps: backups whose namespaces overlap run one after the other on both):\n\n")
+		b.WriteString("| peer | backups | --concurrent-backups | all ended after | longest queue wait | most running at once | stuck | not Completed |\n|---|---|---|---|---|---|---|---|\n")
+		for _, q := range r.Bursts {
+			fmt.Fprintf(&b, "| %s | %d | %d | %.1f s | %.0f s | %d | %d | %d |\n", q.Peer, q.Backups, q.Concurrency, q.DrainSeconds, q.MaxWaitSeconds, q.MaxRunning, q.Stuck, q.Failed)
+		}
+	}
+	return b.String()
+}
+
+// Section markers of docs/benchmarks.md.
+const (
+	Begin = "<!-- bench-peers:begin (hack/bench-peers.sh writes this section) -->"
+	End   = "<!-- bench-peers:end -->"
+)
+
+// Splice puts section between the markers of doc (appended with them
+// when doc has none).
+func Splice(doc, section string) string {
+	block := Begin + "\n" + section + End
+	i, j := strings.Index(doc, Begin), strings.Index(doc, End)
+	if i < 0 || j < i {
+		return strings.TrimRight(doc, "\n") + "\n\n" + block + "\n"
+	}
+	return doc[:i] + block + doc[j+len(End):]
+}
+
+// WriteDoc splices the section into the file doc.
+func WriteDoc(doc, section string) error {
+	data, err := os.ReadFile(doc)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(doc, []byte(Splice(string(data), section)), 0o644)
+}
