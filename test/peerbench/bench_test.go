@@ -22,6 +22,7 @@ var (
 	apiObjects = flag.Int("peerbench.api-objects", 10000, "Backups the API comparison creates, updates and lists")
 	burstSize  = flag.Int("peerbench.burst", 200, "Backups created at once in the queue comparison")
 	out        = flag.String("peerbench.out", "", "directory the results are written to as JSON (hack/peer-report reads them)")
+	clientQPS  = flag.Int("peerbench.client-qps", 0, "BenchmarkPeers only: run both peers with --client-qps and --client-burst at this value (0: their defaults, 100 and 100 on both)")
 )
 
 // workloadOf spreads about n objects over 10 namespaces: 10 Deployments
@@ -56,12 +57,33 @@ func measured(b *testing.B, p peer, objects int, op string, run func() result) r
 	b.Helper()
 	framework.ResetTreePeakRSS(b, p.pid)
 	cpu := framework.TreeCPU(b, p.pid)
+	// Private memory (RssAnon: heap and stacks, not the binaries' code)
+	// has no peak in /proc: it is sampled.
+	anon := framework.TreeStatus(b, p.pid, "RssAnon")
+	stop, sampled := make(chan struct{}), make(chan int64)
+	go func() {
+		peak := anon
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				sampled <- peak
+				return
+			case <-tick.C:
+				peak = max(peak, framework.TreeStatus(b, p.pid, "RssAnon"))
+			}
+		}
+	}()
 	r := run()
+	close(stop)
 	cpu = framework.TreeCPU(b, p.pid) - cpu
-	t := report.Transfer{Objects: objects, Peer: p.name, Op: op, Items: r.items, Seconds: r.elapsed.Seconds(),
-		ItemsPerSec: float64(r.items) / r.elapsed.Seconds(), PeakRSSMiB: float64(framework.TreePeakRSS(b, p.pid)) / 1024, CPUSeconds: cpu.Seconds()}
+	t := report.Transfer{Objects: objects, ClientQPS: *clientQPS, Peer: p.name, Op: op, Items: r.items, Seconds: r.elapsed.Seconds(),
+		ItemsPerSec: float64(r.items) / r.elapsed.Seconds(), PeakRSSMiB: float64(framework.TreePeakRSS(b, p.pid)) / 1024, CPUSeconds: cpu.Seconds(),
+		IdleAnonMiB: float64(anon) / 1024, PeakAnonMiB: float64(<-sampled) / 1024}
 	b.ReportMetric(t.ItemsPerSec, "items/s")
 	b.ReportMetric(t.PeakRSSMiB, "peak-rss-MiB")
+	b.ReportMetric(t.PeakAnonMiB, "peak-anon-MiB")
 	b.ReportMetric(t.CPUSeconds, "cpu-s")
 	b.ReportMetric(t.Seconds, "s")
 	return t
@@ -76,6 +98,9 @@ func benchPeer(b *testing.B, c *framework.Cluster, p peer, w workload, canCancel
 	b.Run("op=restore/impl="+p.name, func(b *testing.B) {
 		results.Transfers = append(results.Transfers, measured(b, p, w.items(), "restore", func() result { return p.restore(b, c, w) }))
 	})
+	if *clientQPS != 0 {
+		return // measured at the defaults
+	}
 	cancel, running, completed := p.cancelDelete(b, c, w, canCancel)
 	results.Ops = append(results.Ops, report.Op{Objects: w.items(), Peer: p.name, Cancel: cancel.String(), DeleteRunning: running.String(), DeleteCompleted: completed.String()})
 }
@@ -100,13 +125,21 @@ func BenchmarkPeers(b *testing.B) {
 			w.create(b, c.Kube)
 			b.Logf("%d objects created in %v", w.items(), time.Since(start).Round(time.Millisecond))
 
-			v := c.StartVelero(s3, "velero")
+			var limits []string
+			if *clientQPS != 0 {
+				limits = []string{fmt.Sprint("--client-qps=", *clientQPS), fmt.Sprint("--client-burst=", *clientQPS)}
+			}
+			v := c.StartVelero(s3, "velero", limits...)
 			benchPeer(b, c, peer{name: "velero", namespace: framework.VeleroNamespace, pid: v.PID(), store: filepath.Join(s3.Root, "velero")}, w, false, results)
 			v.Stop()
-			benchPeer(b, c, startBackstop(b, c, s3, "backstop"), w, true, results)
+			benchPeer(b, c, startBackstop(b, c, s3, "backstop", limits...), w, true, results)
 		})
 	}
-	save(b, "transfers", results)
+	name := "transfers"
+	if *clientQPS != 0 {
+		name = fmt.Sprintf("transfers-qps%d", *clientQPS)
+	}
+	save(b, name, results)
 }
 
 // BenchmarkPeerAPI: Velero's Backup resource served by kube-apiserver

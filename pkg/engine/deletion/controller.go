@@ -42,8 +42,10 @@ const RunningPollInterval = 2 * time.Second
 // Controller processes DeleteBackupRequests.
 type Controller struct {
 	*reconcile.Loop
-	client    versioned.Interface
-	requests  listers.DeleteBackupRequestLister
+	client   versioned.Interface
+	requests listers.DeleteBackupRequestLister
+	// byBackup finds the requests of a backup (index byBackup).
+	byBackup  cache.Indexer
 	backups   listers.BackupLister
 	restores  listers.RestoreLister
 	locations listers.BackupStorageLocationLister
@@ -72,13 +74,54 @@ func New(client versioned.Interface, inf Informers, opener objectstore.Opener, c
 	if err := c.Watch(inf.Requests.Informer()); err != nil {
 		return nil, err
 	}
-	c.WaitFor(inf.Backups.Informer(), inf.Restores.Informer(), inf.Locations.Informer())
+	// A request waiting for its running backup to stop goes on as soon
+	// as it has stopped: requests are indexed by backup.
+	if err := inf.Requests.Informer().AddIndexers(cache.Indexers{byBackup: requestBackup}); err != nil {
+		return nil, fmt.Errorf("indexing deletion requests by backup: %w", err)
+	}
+	c.byBackup = inf.Requests.Informer().GetIndexer()
+	if err := c.WatchMapped(inf.Backups.Informer(), c.requestsWaitingFor); err != nil {
+		return nil, err
+	}
+	c.WaitFor(inf.Restores.Informer(), inf.Locations.Informer())
 	c.finalize = reconcile.NewLoop("backup-data-finalizer", c.syncDeleted)
 	if err := c.finalize.Watch(inf.Backups.Informer()); err != nil {
 		return nil, err
 	}
 	c.finalize.WaitFor(inf.Restores.Informer(), inf.Locations.Informer())
 	return c, nil
+}
+
+// requestsWaitingFor maps a Backup that is not running to the requests
+// not yet processed that ask for its deletion.
+func (c *Controller) requestsWaitingFor(obj any) []cache.ObjectName {
+	b, ok := obj.(*velerov1.Backup)
+	if !ok || b.Status.Phase.Running() {
+		return nil
+	}
+	reqs, err := c.byBackup.ByIndex(byBackup, b.Namespace+"/"+b.Name)
+	if err != nil {
+		return nil
+	}
+	var keys []cache.ObjectName
+	for _, obj := range reqs {
+		if r, ok := obj.(*velerov1.DeleteBackupRequest); ok && r.Status.Phase != velerov1.DeleteBackupRequestPhaseProcessed {
+			keys = append(keys, cache.ObjectName{Namespace: r.Namespace, Name: r.Name})
+		}
+	}
+	return keys
+}
+
+// byBackup indexes deletion requests by <namespace>/<backup name>
+// (requestBackup).
+const byBackup = "backup"
+
+func requestBackup(obj any) ([]string, error) {
+	r, ok := obj.(*velerov1.DeleteBackupRequest)
+	if !ok {
+		return nil, nil
+	}
+	return []string{r.Namespace + "/" + r.Spec.BackupName}, nil
 }
 
 // Run processes deletion requests and deleted backups until ctx is done.

@@ -117,7 +117,11 @@ func TreeCPU(t testing.TB, pid int) time.Duration {
 
 // TreePeakRSS sums the peak RSS (VmHWM, kB) of a process and its
 // descendants: an upper bound of what they held at once.
-func TreePeakRSS(t testing.TB, pid int) int64 {
+func TreePeakRSS(t testing.TB, pid int) int64 { return TreeStatus(t, pid, "VmHWM") }
+
+// TreeStatus sums a field (kB) of /proc/<pid>/status over a process and
+// its living descendants: RssAnon, say, their private memory now.
+func TreeStatus(t testing.TB, pid int, field string) int64 {
 	t.Helper()
 	var kb int64
 	for _, p := range Tree(t, pid) {
@@ -126,7 +130,7 @@ func TreePeakRSS(t testing.TB, pid int) int64 {
 			continue // gone meanwhile
 		}
 		for _, line := range strings.Split(string(data), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			if rest, ok := strings.CutPrefix(line, field+":"); ok {
 				if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64); err == nil {
 					kb += n
 				}

@@ -26,14 +26,18 @@ var lines = []series{
 }
 
 // Charts writes peers-throughput.svg (items/s) and peers-memory.svg (peak
-// RSS) against the object count, both peers, into dir.
+// RSS) against the object count, both peers at their default client
+// limits, into dir.
 func (r *Results) Charts(dir string) error {
 	for _, c := range []struct {
 		file, title, y string
 		value          func(Transfer) float64
+		// log: a logarithmic y axis (backups and restores differ by
+		// orders of magnitude).
+		log bool
 	}{
-		{"peers-throughput.svg", "Backups and restores: throughput", "items/s", func(t Transfer) float64 { return t.ItemsPerSec }},
-		{"peers-memory.svg", "Backups and restores: peak RSS (server process tree)", "MiB", func(t Transfer) float64 { return t.PeakRSSMiB }},
+		{"peers-throughput.svg", "Backups and restores: throughput", "items/s (log)", func(t Transfer) float64 { return t.ItemsPerSec }, true},
+		{"peers-memory.svg", "Backups and restores: peak RSS (server process tree)", "MiB", func(t Transfer) float64 { return t.PeakRSSMiB }, false},
 	} {
 		p := plot.New()
 		p.Title.Text = c.title
@@ -41,14 +45,19 @@ func (r *Results) Charts(dir string) error {
 		p.Y.Label.Text = c.y
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-		p.Y.Min = 0
+		if c.log {
+			p.Y.Scale = plot.LogScale{}
+			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		} else {
+			p.Y.Min = 0
+		}
 		p.Legend.Top = true
 		p.Legend.Left = true
 		p.Add(plotter.NewGrid())
 		for _, s := range lines {
 			var pts plotter.XYs
-			for _, n := range r.sizes() {
-				if t, ok := r.transfer(n, s.peer, s.op); ok {
+			for _, n := range r.sizes(0) {
+				if t, ok := r.transfer(n, 0, s.peer, s.op); ok {
 					pts = append(pts, plotter.XY{X: float64(n), Y: c.value(t)})
 				}
 			}

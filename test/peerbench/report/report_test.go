@@ -35,14 +35,17 @@ func TestReport(t *testing.T) {
 		{"objects": 1000, "peer": "backstop", "op": "backup", "itemsPerSec": 400, "peakRSSMiB": 30},
 		{"objects": 10000, "peer": "velero", "op": "backup", "itemsPerSec": 80, "peakRSSMiB": 300},
 		{"objects": 10000, "peer": "backstop", "op": "backup", "itemsPerSec": 500, "peakRSSMiB": 60}]}`)
+	write("transfers-qps300.json", `{"transfers": [
+		{"objects": 10000, "clientQPS": 300, "peer": "velero", "op": "restore", "itemsPerSec": 40, "peakRSSMiB": 90},
+		{"objects": 10000, "clientQPS": 300, "peer": "backstop", "op": "restore", "itemsPerSec": 240, "peakRSSMiB": 30}]}`)
 	write("queue.json", `{"versions": {"Go": "go1"}, "bursts": [{"peer": "backstop", "backups": 200, "concurrency": 5, "drainSeconds": 12.5, "maxRunning": 5}]}`)
 	r, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	md := r.Markdown("make bench-peers", "images")
-	for _, want := range []string{"- Velero: v1.18.3", "- Go: go1", "| 1000 | backup | 100 | 400 | 4.0x | 90 MiB | 30 MiB | 0.33 |",
-		"| 10000 | backup | 80 | 500 | 6.2x |", "| backstop | 200 | 5 | 12.5 s |", "(images/peers-throughput.svg)"} {
+	for _, want := range []string{"- Velero: v1.18.3", "- Go: go1", "| 1000 | backup | defaults (100/100) | 100 | 400 | 4.0x | 90 MiB | 30 MiB | 0.33 |",
+		"| 10000 | backup | defaults (100/100) | 80 | 500 | 6.2x |", "| 10000 | restore | both 300/300 | 40 | 240 | 6.0x |", "| backstop | 200 | 5 | 12.5 s |", "(images/peers-throughput.svg)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the section lacks %q:\n%s", want, md)
 		}
