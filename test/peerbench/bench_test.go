@@ -185,7 +185,7 @@ func (r apiRow) report() report.API {
 
 func (r burstRow) report(peer string) report.Burst {
 	return report.Burst{Peer: peer, Backups: r.backups, Concurrency: QueueConcurrency, DrainSeconds: r.drain.Seconds(),
-		MaxWaitSeconds: r.maxWait.Seconds(), MaxRunning: r.maxRunning, Stuck: r.stuck, Failed: r.failed}
+		MaxWaitSeconds: r.maxWait.Seconds(), MaxRunning: r.maxRunning, Stuck: r.stuck, Failed: r.failed, NotCompleted: r.notCompleted}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -39,8 +39,9 @@ type burstRow struct {
 	// maxRunning is the most backups seen InProgress at once.
 	maxRunning int
 	// stuck did not end within the deadline; failed ended otherwise than
-	// Completed.
+	// Completed, as notCompleted says (name: phase).
 	stuck, failed int
+	notCompleted  []string
 }
 
 // makeBurstNamespaces creates the burst's n namespaces, each with ten
@@ -115,6 +116,7 @@ func (p peer) burst(tb testing.TB, c *framework.Cluster, n int, deadline time.Du
 			continue
 		case phase != "Completed":
 			r.failed++
+			r.notCompleted = append(r.notCompleted, b.GetName()+": "+phase)
 		}
 		started, _, _ := unstructured.NestedString(b.Object, "status", "startTimestamp")
 		if t, err := time.Parse(time.RFC3339, started); err == nil {

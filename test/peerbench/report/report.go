@@ -79,6 +79,9 @@ type Burst struct {
 	MaxRunning     int     `json:"maxRunning"`
 	Stuck          int     `json:"stuck"`
 	Failed         int     `json:"failed"`
+	// NotCompleted names the backups that ended otherwise than Completed
+	// ("name: phase").
+	NotCompleted []string `json:"notCompleted,omitempty"`
 }
 
 // Load merges the results files (*.json) of dir.
