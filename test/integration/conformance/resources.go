@@ -612,7 +612,14 @@ func suite(target Target) map[string]suiteCase {
 			immutable: func(b *oadpv1alpha1.NonAdminBackup) { b.Spec.BackupSpec.TTL = metav1.Duration{Duration: time.Hour} },
 			release:   func(b *oadpv1alpha1.NonAdminBackup) { b.Spec.DeleteBackup = true },
 			spec:      func(b *oadpv1alpha1.NonAdminBackup) any { return b.Spec },
-			status:    func(b *oadpv1alpha1.NonAdminBackup) any { return b.Status },
+			status: func(b *oadpv1alpha1.NonAdminBackup) any {
+				st := b.Status.DeepCopy()
+				withoutQueuePosition(st.QueueInfo)
+				if vb := st.VeleroBackup; vb != nil && vb.Status != nil {
+					vb.Status.QueuePosition = 0 // also read from the queue
+				}
+				return *st
+			},
 			setStatus: func(b *oadpv1alpha1.NonAdminBackup) { b.Status.Phase = oadpv1alpha1.NonAdminPhaseCreated },
 			invalid: func(n string) *oadpv1alpha1.NonAdminBackup {
 				return &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
@@ -628,7 +635,11 @@ func suite(target Target) map[string]suiteCase {
 			},
 			immutable: func(r *oadpv1alpha1.NonAdminRestore) { r.Spec.RestoreSpec.BackupName = "other" },
 			spec:      func(r *oadpv1alpha1.NonAdminRestore) any { return r.Spec },
-			status:    func(r *oadpv1alpha1.NonAdminRestore) any { return r.Status },
+			status: func(r *oadpv1alpha1.NonAdminRestore) any {
+				st := r.Status.DeepCopy()
+				withoutQueuePosition(st.QueueInfo)
+				return *st
+			},
 			setStatus: func(r *oadpv1alpha1.NonAdminRestore) { r.Status.Phase = oadpv1alpha1.NonAdminPhaseCreated },
 			invalid: func(n string) *oadpv1alpha1.NonAdminRestore {
 				return &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "tenant-a"},
@@ -827,4 +838,13 @@ func InvalidAt(err error, field, detail string) bool {
 		}
 	}
 	return false
+}
+
+// withoutQueuePosition clears a tenant object's queue position, which is
+// not stored but read from the backup queue at each read: a backup that
+// ends between two reads moves it.
+func withoutQueuePosition(q *oadpv1alpha1.QueueInfo) {
+	if q != nil {
+		q.EstimatedQueuePosition = 0
+	}
 }
