@@ -32,12 +32,12 @@ type apiLoad struct {
 
 // apiRow is one server's figures.
 type apiRow struct {
-	server                       string
-	creates1, createsN, updates  float64 // per second
-	listsPerSec                  float64
-	listP50, listP99             time.Duration
-	watchP50, watchP99           time.Duration
-	objects, clients, listsCount int
+	server                      string
+	creates1, createsN, updates float64 // per second
+	listsPerSec                 float64
+	listP50, listP99            time.Duration
+	watchP50, watchP99          time.Duration
+	objects, clients            int
 }
 
 // unlimited is a dynamic client of cfg without client-side rate limits.
@@ -72,7 +72,7 @@ func measureAPI(tb testing.TB, server string, client dynamic.Interface, namespac
 	tb.Helper()
 	ctx := context.Background()
 	backups := client.Resource(framework.VeleroResource("backups")).Namespace(namespace)
-	r := apiRow{server: server, objects: l.objects, clients: l.clients, listsCount: l.lists}
+	r := apiRow{server: server, objects: l.objects, clients: l.clients}
 	created := make([]*unstructured.Unstructured, l.objects)
 	create := func(i int) error {
 		got, err := backups.Create(ctx, apiBackup(namespace, fmt.Sprintf("b-%06d", i), "api"), metav1.CreateOptions{})

@@ -146,14 +146,9 @@ func (o opRow) String() string {
 func (p peer) startBackup(tb testing.TB, c *framework.Cluster, w workload, name string) bool {
 	tb.Helper()
 	ctx := context.Background()
-	var namespaces []any
-	for i := range w.namespaces {
-		namespaces = append(namespaces, w.namespace(i))
-	}
-	backups := c.Dynamic.Resource(framework.VeleroResource("backups")).Namespace(p.namespace)
-	if _, err := backups.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+	if _, err := p.backups(c).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "velero.io/v1", "kind": "Backup", "metadata": map[string]any{"name": name},
-		"spec": map[string]any{"includedNamespaces": namespaces, "includedResources": []any{"configmaps", "secrets", "deployments"}},
+		"spec": map[string]any{"includedNamespaces": w.namespaceList(), "includedResources": []any{"configmaps", "secrets", "deployments"}},
 	}}, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
@@ -170,7 +165,7 @@ func (p peer) waitEnded(tb testing.TB, c *framework.Cluster, name string) {
 // returns it.
 func (p peer) waitPhase(tb testing.TB, c *framework.Cluster, name string, done func(string) bool) string {
 	tb.Helper()
-	backups := c.Dynamic.Resource(framework.VeleroResource("backups")).Namespace(p.namespace)
+	backups := p.backups(c)
 	phase := ""
 	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err := backups.Get(ctx, name, metav1.GetOptions{})
@@ -204,7 +199,7 @@ func (p peer) dataGone(name string) bool {
 // object gone when gone is set) and its data is gone.
 func (p peer) waitOver(tb testing.TB, c *framework.Cluster, name string, gone bool, start time.Time) opRow {
 	tb.Helper()
-	backups := c.Dynamic.Resource(framework.VeleroResource("backups")).Namespace(p.namespace)
+	backups := p.backups(c)
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err := backups.Get(ctx, name, metav1.GetOptions{})
 		switch {
@@ -228,7 +223,7 @@ func (p peer) waitOver(tb testing.TB, c *framework.Cluster, name string, gone bo
 // does, and returns the request's name.
 func (p peer) deleteRequest(tb testing.TB, c *framework.Cluster, name string) string {
 	tb.Helper()
-	got, err := c.Dynamic.Resource(framework.VeleroResource("backups")).Namespace(p.namespace).Get(context.Background(), name, metav1.GetOptions{})
+	got, err := p.backups(c).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -248,7 +243,7 @@ func (p peer) deleteRequest(tb testing.TB, c *framework.Cluster, name string) st
 func (p peer) refused(tb testing.TB, c *framework.Cluster, request, backup string) []string {
 	tb.Helper()
 	requests := c.Dynamic.Resource(framework.VeleroResource("deletebackuprequests")).Namespace(p.namespace)
-	backups := c.Dynamic.Resource(framework.VeleroResource("backups")).Namespace(p.namespace)
+	backups := p.backups(c)
 	var errs []string
 	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if _, err := backups.Get(ctx, backup, metav1.GetOptions{}); apierrors.IsNotFound(err) {
@@ -273,7 +268,7 @@ func (p peer) refused(tb testing.TB, c *framework.Cluster, request, backup strin
 func (p peer) cancelDelete(tb testing.TB, c *framework.Cluster, w workload, canCancel bool) (cancel, deleteRunning, deleteCompleted opRow) {
 	tb.Helper()
 	ctx := context.Background()
-	backups := c.Dynamic.Resource(framework.VeleroResource("backups")).Namespace(p.namespace)
+	backups := p.backups(c)
 	cancel = opRow{outcome: "n/a (no cancel)"}
 	if canCancel {
 		if p.startBackup(tb, c, w, "cancelled") {

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -43,6 +44,16 @@ type workload struct {
 }
 
 func (w workload) namespace(i int) string { return fmt.Sprintf("peers-%02d", i) }
+
+// namespaceList is every namespace of the workload, as a Backup's
+// includedNamespaces.
+func (w workload) namespaceList() []any {
+	var out []any
+	for i := range w.namespaces {
+		out = append(out, w.namespace(i))
+	}
+	return out
+}
 
 // items is how many objects of the workload a backup takes and a restore
 // brings back (the labelled ones).
@@ -113,6 +124,11 @@ type peer struct {
 	store string
 }
 
+// backups is the client of the peer's Backups.
+func (p peer) backups(c *framework.Cluster) dynamic.ResourceInterface {
+	return c.Dynamic.Resource(framework.VeleroResource("backups")).Namespace(p.namespace)
+}
+
 // restoreResults is what a restore's results file in the peer's bucket
 // says (errors and warnings by namespace), for a failure's message.
 func (p peer) restoreResults(name string) string {
@@ -180,12 +196,8 @@ func (p peer) run(t testing.TB, c *framework.Cluster, resource, name string, spe
 // workload's objects.
 func (p peer) backup(t testing.TB, c *framework.Cluster, w workload) result {
 	t.Helper()
-	var namespaces []any
-	for i := range w.namespaces {
-		namespaces = append(namespaces, w.namespace(i))
-	}
 	r := p.run(t, c, "backups", "peers", map[string]any{
-		"includedNamespaces": namespaces,
+		"includedNamespaces": w.namespaceList(),
 		"includedResources":  []any{"configmaps", "secrets", "deployments"},
 		"labelSelector":      map[string]any{"matchExpressions": []any{map[string]any{"key": benchLabel, "operator": "Exists"}}},
 	}, "itemsBackedUp")

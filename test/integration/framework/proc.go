@@ -30,17 +30,22 @@ func ProcStatus(t testing.TB, pid int, field string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kb, ok := statusKB(data, field)
+	if !ok {
+		t.Fatalf("no %s in /proc/%d/status", field, pid)
+	}
+	return kb
+}
+
+// statusKB reads a field (kB) of a /proc/<pid>/status file.
+func statusKB(data []byte, field string) (int64, bool) {
 	for _, line := range strings.Split(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return kb
+			return kb, err == nil
 		}
 	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return 0, false
 }
 
 // ResetPeakRSS makes the process's peak RSS (VmHWM) its current RSS.
@@ -129,12 +134,8 @@ func TreeStatus(t testing.TB, pid int, field string) int64 {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if rest, ok := strings.CutPrefix(line, field+":"); ok {
-				if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64); err == nil {
-					kb += n
-				}
-			}
+		if n, ok := statusKB(data, field); ok {
+			kb += n
 		}
 	}
 	return kb
