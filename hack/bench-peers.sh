@@ -4,8 +4,9 @@
 # with velero-plugin-for-aws) on the same cluster content and S3 server:
 #   BenchmarkPeers      backup and restore of ConfigMaps, Secrets and
 #                       Deployments over 10 namespaces (items/s, the peak
-#                       RSS and CPU seconds of each server's processes),
-#                       then cancel and delete of backups of them;
+#                       RSS and CPU seconds of each server's processes,
+#                       the live heap of each server from pprof), then
+#                       cancel and delete of backups of them;
 #   BenchmarkPeerAPI    Backups through Velero's CRD, Backstop aggregated
 #                       and Backstop standalone: creates, updates, lists,
 #                       watch fan-out;

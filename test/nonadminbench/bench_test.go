@@ -29,7 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/google/pprof/profile"
 	"golang.org/x/time/rate"
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
@@ -139,7 +138,7 @@ func BenchmarkNonAdmin(b *testing.B) {
 		}
 	}
 	createdIn := time.Since(start)
-	heapCreated := heapNow(b, s)
+	heapCreated := framework.HeapOf(b, s.Config)
 
 	// 2. Each Backup walked to Completed as the engines would write it;
 	// the time from the last write to its NonAdminBackup showing it.
@@ -204,7 +203,7 @@ func BenchmarkNonAdmin(b *testing.B) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	requests := nabRequests(b, s) - requestsBefore
-	heapCompleted := heapNow(b, s)
+	heapCompleted := framework.HeapOf(b, s.Config)
 	mu.Lock()
 	for i := range n {
 		ns, nm := name(i)
@@ -227,75 +226,10 @@ func BenchmarkNonAdmin(b *testing.B) {
 	b.ReportMetric(float64(rss[n])/1024, "rss-at-100%-MiB")
 	b.ReportMetric(float64(n)/walked.Seconds(), "completions/s")
 	mib := func(bytes int64) float64 { return float64(bytes) / (1 << 20) }
-	b.ReportMetric(mib(heapCreated.engines), "engines-heap-0%-MiB")
-	b.ReportMetric(mib(heapCompleted.engines), "engines-heap-100%-MiB")
-	b.ReportMetric(mib(heapCreated.watchCache), "watchcache-heap-0%-MiB")
-	b.ReportMetric(mib(heapCompleted.watchCache), "watchcache-heap-100%-MiB")
-	b.ReportMetric(mib(heapCreated.total), "heap-0%-MiB")
-	b.ReportMetric(mib(heapCompleted.total), "heap-100%-MiB")
-}
-
-// heapShare is the server's live heap (a profile taken after a
-// collection) split by who holds it: the engines (their informers' caches,
-// decoded from their watches and lists, and the engines' own packages),
-// the watch cache (the apiserver's cacher in front of the storage: its
-// store and the history of events it keeps for watchers that resume), and
-// the rest.
-type heapShare struct{ engines, watchCache, total int64 }
-
-// heapNow reads the server's heap profile (/debug/pprof/heap?gc=1).
-func heapNow(b *testing.B, s *framework.Server) heapShare {
-	b.Helper()
-	body, err := s.Clientset.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1").DoRaw(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := profile.ParseData(body)
-	if err != nil {
-		b.Fatal(err)
-	}
-	inuse := -1
-	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" {
-			inuse = i
-		}
-	}
-	if inuse < 0 {
-		b.Fatal("no inuse_space in the heap profile")
-	}
-	var h heapShare
-	for _, sample := range p.Sample {
-		bytes := sample.Value[inuse]
-		h.total += bytes
-		switch heldBy(sample) {
-		case "engines":
-			h.engines += bytes
-		case "watch cache":
-			h.watchCache += bytes
-		}
-	}
-	return h
-}
-
-// heldBy names who allocated a sample, by the frames of its stack: the
-// watch cache (the cacher, and the objects the storage's watch decodes for
-// it), or the engines (their packages, and the in-process clients' watch
-// and list decoding, which feeds their informers).
-func heldBy(sample *profile.Sample) string {
-	engines := false
-	for _, loc := range sample.Location {
-		for _, line := range loc.Line {
-			fn := line.Function.Name
-			switch {
-			case strings.Contains(fn, "k8s.io/apiserver/pkg/storage/cacher"), strings.Contains(fn, "backstop/pkg/storage/pebble.(*watchChan)"):
-				return "watch cache"
-			case strings.Contains(fn, "backstop/pkg/engine"), strings.Contains(fn, "k8s.io/client-go/rest/watch"), strings.Contains(fn, "k8s.io/client-go/tools/cache.(*Reflector)"):
-				engines = true
-			}
-		}
-	}
-	if engines {
-		return "engines"
-	}
-	return ""
+	b.ReportMetric(mib(heapCreated.Engines), "engines-heap-0%-MiB")
+	b.ReportMetric(mib(heapCompleted.Engines), "engines-heap-100%-MiB")
+	b.ReportMetric(mib(heapCreated.WatchCache), "watchcache-heap-0%-MiB")
+	b.ReportMetric(mib(heapCompleted.WatchCache), "watchcache-heap-100%-MiB")
+	b.ReportMetric(mib(heapCreated.Total), "heap-0%-MiB")
+	b.ReportMetric(mib(heapCompleted.Total), "heap-100%-MiB")
 }

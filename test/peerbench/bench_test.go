@@ -55,35 +55,53 @@ func save(b *testing.B, name string, v any) {
 // processes (the server and its plugins) used meanwhile.
 func measured(b *testing.B, p peer, objects int, op string, run func() result) report.Transfer {
 	b.Helper()
+	heapBefore := p.heap(b)
 	framework.ResetTreePeakRSS(b, p.pid)
 	cpu := framework.TreeCPU(b, p.pid)
 	// Private memory (RssAnon: heap and stacks, not the binaries' code)
 	// has no peak in /proc: it is sampled.
 	anon := framework.TreeStatus(b, p.pid, "RssAnon")
-	stop, sampled := make(chan struct{}), make(chan int64)
+	type sample struct {
+		peak int64
+		err  error
+	}
+	// The sampler ends with the op, also when the op fails the benchmark.
+	stop, sampled := make(chan struct{}), make(chan sample, 1)
 	go func() {
-		peak := anon
+		s := sample{peak: anon}
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
 			case <-stop:
-				sampled <- peak
+				sampled <- s
 				return
 			case <-tick.C:
-				peak = max(peak, framework.TreeStatus(b, p.pid, "RssAnon"))
+				kb, err := framework.ReadTreeStatus(p.pid, "RssAnon")
+				s.peak = max(s.peak, kb)
+				if s.err == nil {
+					s.err = err
+				}
 			}
 		}
 	}()
-	r := run()
-	close(stop)
+	r := func() result { defer close(stop); return run() }()
+	s := <-sampled
+	if s.err != nil {
+		b.Fatalf("sampling the private memory of %s: %v", p.name, s.err)
+	}
 	cpu = framework.TreeCPU(b, p.pid) - cpu
+	peakRSS := framework.TreePeakRSS(b, p.pid)
+	heapAfter := p.heap(b)
+	mib := func(bytes int64) float64 { return float64(bytes) / (1 << 20) }
 	t := report.Transfer{Objects: objects, ClientQPS: *clientQPS, Peer: p.name, Op: op, Items: r.items, Seconds: r.elapsed.Seconds(),
-		ItemsPerSec: float64(r.items) / r.elapsed.Seconds(), PeakRSSMiB: float64(framework.TreePeakRSS(b, p.pid)) / 1024, CPUSeconds: cpu.Seconds(),
-		IdleAnonMiB: float64(anon) / 1024, PeakAnonMiB: float64(<-sampled) / 1024}
+		ItemsPerSec: float64(r.items) / r.elapsed.Seconds(), PeakRSSMiB: float64(peakRSS) / 1024, CPUSeconds: cpu.Seconds(),
+		IdleAnonMiB: float64(anon) / 1024, PeakAnonMiB: float64(s.peak) / 1024,
+		HeapBeforeMiB: mib(heapBefore.Total), HeapAfterMiB: mib(heapAfter.Total), EnginesHeapMiB: mib(heapAfter.Engines), WatchCacheHeapMiB: mib(heapAfter.WatchCache)}
 	b.ReportMetric(t.ItemsPerSec, "items/s")
 	b.ReportMetric(t.PeakRSSMiB, "peak-rss-MiB")
 	b.ReportMetric(t.PeakAnonMiB, "peak-anon-MiB")
+	b.ReportMetric(t.HeapAfterMiB, "live-heap-after-MiB")
 	b.ReportMetric(t.CPUSeconds, "cpu-s")
 	b.ReportMetric(t.Seconds, "s")
 	return t
@@ -130,7 +148,7 @@ func BenchmarkPeers(b *testing.B) {
 				limits = []string{fmt.Sprint("--client-qps=", *clientQPS), fmt.Sprint("--client-burst=", *clientQPS)}
 			}
 			v := c.StartVelero(s3, "velero", limits...)
-			benchPeer(b, c, peer{name: "velero", namespace: framework.VeleroNamespace, pid: v.PID(), store: filepath.Join(s3.Root, "velero")}, w, false, results)
+			benchPeer(b, c, veleroPeer(v, s3), w, false, results)
 			v.Stop()
 			benchPeer(b, c, startBackstop(b, c, s3, "backstop", limits...), w, true, results)
 		})
@@ -167,7 +185,7 @@ func BenchmarkPeerQueue(b *testing.B) {
 	makeBurstNamespaces(b, c, *burstSize)
 	var rows []report.Burst
 	v := c.StartVelero(s3, "velero", fmt.Sprint("--concurrent-backups=", QueueConcurrency))
-	velero := peer{name: "velero", namespace: framework.VeleroNamespace, pid: v.PID(), store: filepath.Join(s3.Root, "velero")}
+	velero := veleroPeer(v, s3)
 	rows = append(rows, velero.burst(b, c, *burstSize, time.Hour).report(velero.name))
 	v.Stop()
 	backstop := startBackstop(b, c, s3, "backstop", fmt.Sprint("--concurrent-backups=", QueueConcurrency))

@@ -122,6 +122,14 @@ type peer struct {
 	pid       int
 	// store is its bucket's directory in the S3 server.
 	store string
+	// heap reads the live heap of its server process (pprof).
+	heap func(testing.TB) framework.Heap
+}
+
+// veleroPeer is the Velero server v as a peer, storing into bucket
+// "velero" of s3.
+func veleroPeer(v *framework.Velero, s3 *framework.S3Server) peer {
+	return peer{name: "velero", namespace: framework.VeleroNamespace, pid: v.PID(), store: filepath.Join(s3.Root, "velero"), heap: v.Heap}
 }
 
 // backups is the client of the peer's Backups.
@@ -276,7 +284,9 @@ func startBackstop(t testing.TB, c *framework.Cluster, s3 *framework.S3Server, b
 	}); err != nil {
 		t.Fatalf("Backstop's S3 location is not Available: %v", err)
 	}
-	return peer{name: "backstop", namespace: ns, pid: c.BackstopPID(), store: filepath.Join(s3.Root, bucket)}
+	direct := c.BackstopDirect()
+	return peer{name: "backstop", namespace: ns, pid: c.BackstopPID(), store: filepath.Join(s3.Root, bucket),
+		heap: func(t testing.TB) framework.Heap { t.Helper(); return framework.HeapOf(t, direct) }}
 }
 
 // TestPeersSmoke: the peer harness end to end with a few objects: Velero
@@ -294,19 +304,27 @@ func TestPeersSmoke(t *testing.T) {
 	concurrency := fmt.Sprint("--concurrent-backups=", QueueConcurrency)
 
 	v := c.StartVelero(s3, "velero", concurrency)
-	velero := peer{name: "velero", namespace: framework.VeleroNamespace, pid: v.PID(), store: filepath.Join(s3.Root, "velero")}
+	velero := veleroPeer(v, s3)
 	vb, vr := velero.backup(t, c, w), velero.restore(t, c, w)
+	vh := velero.heap(t)
 	vc, vdr, vdc := velero.cancelDelete(t, c, w, false)
 	vq := velero.burst(t, c, burst, 5*time.Minute)
 	v.Stop()
 
 	backstop := startBackstop(t, c, s3, "backstop", concurrency)
 	bb, br := backstop.backup(t, c, w), backstop.restore(t, c, w)
+	bh := backstop.heap(t)
 	bc, bdr, bdc := backstop.cancelDelete(t, c, w, true)
 	bq := backstop.burst(t, c, burst, 5*time.Minute)
 	t.Logf("%d items: backup velero %v, backstop %v; restore velero %v, backstop %v", w.items(), vb.elapsed, bb.elapsed, vr.elapsed, br.elapsed)
 	t.Logf("cancel, delete running, delete completed: velero %v, %v, %v; backstop %v, %v, %v", vc, vdr, vdc, bc, bdr, bdc)
 	t.Logf("burst of %d: velero %+v; backstop %+v", burst, vq, bq)
+	t.Logf("live heap after the restore: velero %+v; backstop %+v", vh, bh)
+	// Both servers' profiles are read, and Backstop's is split: its
+	// engines hold at least their informers' caches.
+	if vh.Total <= 0 || bh.Total <= 0 || bh.Engines <= 0 || bh.Engines+bh.WatchCache > bh.Total {
+		t.Errorf("live heaps: velero %+v, backstop %+v: want both read, and Backstop's engines' share within its total", vh, bh)
+	}
 	// The harness follows both peers' bursts to their end; what the
 	// backups ended as is Backstop's to answer for only (Velero's are
 	// reported: a run here had one PartiallyFailed).

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -82,6 +84,9 @@ type Cluster struct {
 	// Deployment's, with its data directory here and the ServiceAccount's
 	// kubeconfig.
 	BackstopArgs []string
+	// backstopPort is the port backstop-apiserver serves on at
+	// BackstopPodIP (the Deployment's container port).
+	backstopPort int32
 }
 
 // process is one control plane binary the harness runs.
@@ -402,6 +407,30 @@ func (c *Cluster) RestartKubeAPIServer() {
 // BackstopPID is the process ID of backstop-apiserver.
 func (c *Cluster) BackstopPID() int { return c.backstop.cmd.Process.Pid }
 
+// BackstopDirect is the cluster admin's client config of
+// backstop-apiserver itself, not through kube-apiserver: for what the
+// aggregator does not proxy, such as /debug/pprof. It trusts the CA the
+// server published in its APIService, for the name kube-apiserver's
+// aggregator connects to (the Service's).
+func (c *Cluster) BackstopDirect() *rest.Config {
+	c.t.Helper()
+	obj, err := c.Dynamic.Resource(apiServices).Get(context.Background(), apiServiceNames[0], metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	bundle, _, _ := unstructured.NestedString(obj.Object, "spec", "caBundle")
+	ca, err := base64.StdEncoding.DecodeString(bundle)
+	if err != nil || len(ca) == 0 {
+		c.t.Fatalf("APIService %s: no caBundle (%v)", apiServiceNames[0], err)
+	}
+	config := rest.CopyConfig(c.Admin)
+	config.Host = fmt.Sprintf("https://%s:%d", BackstopPodIP, c.backstopPort)
+	config.TLSClientConfig.CAFile = ""
+	config.TLSClientConfig.CAData = ca
+	config.TLSClientConfig.ServerName = "backstop-apiserver." + BackstopNamespace + ".svc"
+	return config
+}
+
 // BackstopRunning reports whether backstop-apiserver is running (it has
 // not exited, by a panic or otherwise, since it was last started).
 func (c *Cluster) BackstopRunning() bool {
@@ -465,6 +494,7 @@ func (c *Cluster) InstallBackstop(extra ...string) {
 	// No kubelet runs the Deployment's pod: its endpoint is made here, on
 	// the address the harness runs the server on, with the container port.
 	args, port := deploymentArgs(t, filepath.Join(dir, "40-deployment.yaml"))
+	c.backstopPort = port
 	slice := fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:

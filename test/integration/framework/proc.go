@@ -64,9 +64,17 @@ const clockTicks = 100
 // runs), from /proc.
 func Tree(t testing.TB, pid int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	pids, err := tree(pid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return pids
+}
+
+func tree(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
 	}
 	children := map[int][]int{}
 	for _, e := range entries {
@@ -84,7 +92,7 @@ func Tree(t testing.TB, pid int) []int {
 	for i := 0; i < len(out); i++ {
 		out = append(out, children[out[i]]...)
 	}
-	return out
+	return out, nil
 }
 
 // statFields are the fields of /proc/<pid>/stat after the command name:
@@ -128,8 +136,22 @@ func TreePeakRSS(t testing.TB, pid int) int64 { return TreeStatus(t, pid, "VmHWM
 // its living descendants: RssAnon, say, their private memory now.
 func TreeStatus(t testing.TB, pid int, field string) int64 {
 	t.Helper()
+	kb, err := ReadTreeStatus(pid, field)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kb
+}
+
+// ReadTreeStatus is TreeStatus for a goroutine other than the test's
+// (which must not call t.Fatal).
+func ReadTreeStatus(pid int, field string) (int64, error) {
+	pids, err := tree(pid)
+	if err != nil {
+		return 0, err
+	}
 	var kb int64
-	for _, p := range Tree(t, pid) {
+	for _, p := range pids {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
 		if err != nil {
 			continue // gone meanwhile
@@ -138,7 +160,7 @@ func TreeStatus(t testing.TB, pid int, field string) int64 {
 			kb += n
 		}
 	}
-	return kb
+	return kb, nil
 }
 
 // ResetTreePeakRSS resets the peak RSS of a process and its descendants.

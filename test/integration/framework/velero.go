@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
+
+// veleroProfiler is where the Velero server serves net/http/pprof
+// (Velero.Heap).
+const veleroProfiler = "127.0.0.1:16060"
 
 // VeleroNamespace is where the Velero server runs and keeps its objects.
 const VeleroNamespace = "velero"
@@ -108,7 +113,7 @@ spec:
 	}
 	// Every flag after "server": Velero starts its plugins with them.
 	args := append([]string{"server", "--kubeconfig=" + c.AdminKubeconfig, "--namespace=" + VeleroNamespace,
-		"--plugin-dir=" + filepath.Dir(plugin), "--metrics-address=127.0.0.1:18085", "--profiler-address=",
+		"--plugin-dir=" + filepath.Dir(plugin), "--metrics-address=127.0.0.1:18085", "--profiler-address=" + veleroProfiler,
 		"--uploader-type=kopia", "--store-validation-frequency=5s", "--item-operation-sync-frequency=1s"}, flags...)
 	v := &Velero{c: c}
 	v.proc = c.startEnv("velero", bin, []string{"TMPDIR=" + tmp, "AWS_EC2_METADATA_DISABLED=true"}, args...)
@@ -147,6 +152,13 @@ func (c *Cluster) InstallVeleroCRDs() {
 
 // PID is the Velero server's process ID.
 func (v *Velero) PID() int { return v.proc.cmd.Process.Pid }
+
+// Heap is the live heap of the Velero server's process (its plugins run
+// as processes of their own), from its profiler.
+func (v *Velero) Heap(t testing.TB) Heap {
+	t.Helper()
+	return HeapAt(t, veleroProfiler)
+}
 
 // Stop stops the Velero server and removes its CRDs (and with them its
 // objects), so that Backstop may serve velero.io next.

@@ -42,6 +42,14 @@ type Transfer struct {
 	IdleAnonMiB float64 `json:"idleAnonMiB"`
 	PeakAnonMiB float64 `json:"peakAnonMiB"`
 	CPUSeconds  float64 `json:"cpuSeconds"`
+	// HeapBeforeMiB and HeapAfterMiB are the server process's live heap
+	// (pprof, after a collection) before and after the op; of the heap
+	// after, EnginesHeapMiB is held by Backstop's engines and
+	// WatchCacheHeapMiB by its watch cache (0 for Velero).
+	HeapBeforeMiB     float64 `json:"heapBeforeMiB,omitempty"`
+	HeapAfterMiB      float64 `json:"heapAfterMiB,omitempty"`
+	EnginesHeapMiB    float64 `json:"enginesHeapMiB,omitempty"`
+	WatchCacheHeapMiB float64 `json:"watchCacheHeapMiB,omitempty"`
 }
 
 // Op is how a peer's cancel and deletions went at one workload size:
@@ -174,16 +182,13 @@ func (r *Results) Markdown(command, chartDir string) string {
 					if !ok1 || !ok2 {
 						continue
 					}
-					limit := "defaults (100/100)"
-					if qps != 0 {
-						limit = fmt.Sprintf("both %d/%d", qps, qps)
-					}
-					fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.0f | %.1fx | %.0f MiB | %.0f MiB | %.2f | %.0f → %.0f MiB | %.0f → %.0f MiB | %.2f | %.1f | %.1f |\n", n, op, limit, v.ItemsPerSec, s.ItemsPerSec,
+					fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.0f | %.1fx | %.0f MiB | %.0f MiB | %.2f | %.0f → %.0f MiB | %.0f → %.0f MiB | %.2f | %.1f | %.1f |\n", n, op, limitName(qps), v.ItemsPerSec, s.ItemsPerSec,
 						s.ItemsPerSec/v.ItemsPerSec, v.PeakRSSMiB, s.PeakRSSMiB, s.PeakRSSMiB/v.PeakRSSMiB,
 						v.IdleAnonMiB, v.PeakAnonMiB, s.IdleAnonMiB, s.PeakAnonMiB, s.PeakAnonMiB/v.PeakAnonMiB, v.CPUSeconds, s.CPUSeconds)
 				}
 			}
 		}
+		r.heapTable(&b)
 		fmt.Fprintf(&b, "\n![items/s against objects](%s/peers-throughput.svg)\n![peak RSS against objects](%s/peers-memory.svg)\n", chartDir, chartDir)
 	}
 	if len(r.Ops) > 0 {
@@ -208,8 +213,45 @@ func (r *Results) Markdown(command, chartDir string) string {
 		for _, q := range r.Bursts {
 			fmt.Fprintf(&b, "| %s | %d | %d | %.1f s | %.0f s | %d | %d | %d |\n", q.Peer, q.Backups, q.Concurrency, q.DrainSeconds, q.MaxWaitSeconds, q.MaxRunning, q.Stuck, q.Failed)
 		}
+		for _, q := range r.Bursts {
+			if len(q.NotCompleted) > 0 {
+				fmt.Fprintf(&b, "\n%s's backups not Completed: %s\n", q.Peer, strings.Join(q.NotCompleted, ", "))
+			}
+		}
 	}
 	return b.String()
+}
+
+// heapTable writes the servers' live heaps around each op, for the runs
+// that read them.
+func (r *Results) heapTable(b *strings.Builder) {
+	header := false
+	for _, qps := range r.limits() {
+		for _, n := range r.sizes(qps) {
+			for _, op := range []string{"backup", "restore"} {
+				v, ok1 := r.transfer(n, qps, "velero", op)
+				s, ok2 := r.transfer(n, qps, "backstop", op)
+				if !ok1 || !ok2 || v.HeapAfterMiB == 0 || s.HeapAfterMiB == 0 {
+					continue
+				}
+				if !header {
+					b.WriteString("\nLive heap of the server process (pprof `/debug/pprof/heap` after a collection; Velero's plugins not included), before the op → after it, and what of Backstop's is its engines' (informer caches and the engines' own) and its watch cache's:\n\n")
+					b.WriteString("| objects | op | client QPS/burst | Velero live heap | Backstop live heap | Backstop's engines | Backstop's watch cache |\n|---|---|---|---|---|---|---|\n")
+					header = true
+				}
+				fmt.Fprintf(b, "| %d | %s | %s | %.0f → %.0f MiB | %.0f → %.0f MiB | %.0f MiB | %.0f MiB |\n", n, op, limitName(qps),
+					v.HeapBeforeMiB, v.HeapAfterMiB, s.HeapBeforeMiB, s.HeapAfterMiB, s.EnginesHeapMiB, s.WatchCacheHeapMiB)
+			}
+		}
+	}
+}
+
+// limitName says which client limits a run had.
+func limitName(qps int) string {
+	if qps == 0 {
+		return "defaults (100/100)"
+	}
+	return fmt.Sprintf("both %d/%d", qps, qps)
 }
 
 // Section markers of docs/benchmarks.md.
