@@ -53,9 +53,10 @@ func save(b *testing.B, name string, v any) {
 
 // measured reports a backup's or restore's throughput and what the peer's
 // processes (the server and its plugins) used meanwhile.
-func measured(b *testing.B, p peer, objects int, op string, run func() result) report.Transfer {
+func measured(b *testing.B, c *framework.Cluster, p peer, w workload, op string, run func() result) report.Transfer {
 	b.Helper()
 	heapBefore := p.heap(b)
+	requests := c.APIRequests(b, "configmaps", "secrets")
 	framework.ResetTreePeakRSS(b, p.pid)
 	cpu := framework.TreeCPU(b, p.pid)
 	// Private memory (RssAnon: heap and stacks, not the binaries' code)
@@ -92,16 +93,19 @@ func measured(b *testing.B, p peer, objects int, op string, run func() result) r
 	}
 	cpu = framework.TreeCPU(b, p.pid) - cpu
 	peakRSS := framework.TreePeakRSS(b, p.pid)
+	requests = c.APIRequests(b, "configmaps", "secrets") - requests
 	heapAfter := p.heap(b)
 	mib := func(bytes int64) float64 { return float64(bytes) / (1 << 20) }
-	t := report.Transfer{Objects: objects, ClientQPS: *clientQPS, Peer: p.name, Op: op, Items: r.items, Seconds: r.elapsed.Seconds(),
+	t := report.Transfer{Objects: w.items(), ClientQPS: *clientQPS, Peer: p.name, Op: op, Items: r.items, Seconds: r.elapsed.Seconds(),
 		ItemsPerSec: float64(r.items) / r.elapsed.Seconds(), PeakRSSMiB: float64(peakRSS) / 1024, CPUSeconds: cpu.Seconds(),
 		IdleAnonMiB: float64(anon) / 1024, PeakAnonMiB: float64(s.peak) / 1024,
-		HeapBeforeMiB: mib(heapBefore.Total), HeapAfterMiB: mib(heapAfter.Total), EnginesHeapMiB: mib(heapAfter.Engines), WatchCacheHeapMiB: mib(heapAfter.WatchCache)}
+		HeapBeforeMiB: mib(heapBefore.Total), HeapAfterMiB: mib(heapAfter.Total), EnginesHeapMiB: mib(heapAfter.Engines), WatchCacheHeapMiB: mib(heapAfter.WatchCache),
+		RequestsPerItem: float64(requests) / float64(w.namespaces*2*w.configMaps)}
 	b.ReportMetric(t.ItemsPerSec, "items/s")
 	b.ReportMetric(t.PeakRSSMiB, "peak-rss-MiB")
 	b.ReportMetric(t.PeakAnonMiB, "peak-anon-MiB")
 	b.ReportMetric(t.HeapAfterMiB, "live-heap-after-MiB")
+	b.ReportMetric(t.RequestsPerItem, "requests/item")
 	b.ReportMetric(t.CPUSeconds, "cpu-s")
 	b.ReportMetric(t.Seconds, "s")
 	return t
@@ -111,10 +115,10 @@ func measured(b *testing.B, p peer, objects int, op string, run func() result) r
 // then its cancel and deletions.
 func benchPeer(b *testing.B, c *framework.Cluster, p peer, w workload, canCancel bool, results *report.Results) {
 	b.Run("op=backup/impl="+p.name, func(b *testing.B) {
-		results.Transfers = append(results.Transfers, measured(b, p, w.items(), "backup", func() result { return p.backup(b, c, w) }))
+		results.Transfers = append(results.Transfers, measured(b, c, p, w, "backup", func() result { return p.backup(b, c, w) }))
 	})
 	b.Run("op=restore/impl="+p.name, func(b *testing.B) {
-		results.Transfers = append(results.Transfers, measured(b, p, w.items(), "restore", func() result { return p.restore(b, c, w) }))
+		results.Transfers = append(results.Transfers, measured(b, c, p, w, "restore", func() result { return p.restore(b, c, w) }))
 	})
 	if *clientQPS != 0 {
 		return // measured at the defaults

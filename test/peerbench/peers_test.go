@@ -312,16 +312,25 @@ func TestPeersSmoke(t *testing.T) {
 	v.Stop()
 
 	backstop := startBackstop(t, c, s3, "backstop", concurrency)
-	bb, br := backstop.backup(t, c, w), backstop.restore(t, c, w)
+	bb := backstop.backup(t, c, w)
+	requests := c.APIRequests(t, "configmaps", "secrets")
+	br := backstop.restore(t, c, w)
+	requests = c.APIRequests(t, "configmaps", "secrets") - requests
 	bh := backstop.heap(t)
 	bc, bdr, bdc := backstop.cancelDelete(t, c, w, true)
 	bq := backstop.burst(t, c, burst, 5*time.Minute)
 	t.Logf("%d items: backup velero %v, backstop %v; restore velero %v, backstop %v", w.items(), vb.elapsed, bb.elapsed, vr.elapsed, br.elapsed)
 	t.Logf("cancel, delete running, delete completed: velero %v, %v, %v; backstop %v, %v, %v", vc, vdr, vdc, bc, bdr, bdc)
 	t.Logf("burst of %d: velero %+v; backstop %+v", burst, vq, bq)
-	t.Logf("live heap after the restore: velero %+v; backstop %+v", vh, bh)
+	t.Logf("live heap after the restore: velero %+v; backstop %+v; backstop's restore: %d requests on ConfigMaps and Secrets", vh, bh, requests)
 	// Both servers' profiles are read, and Backstop's is split: its
 	// engines hold at least their informers' caches.
+	// Backstop's restore writes each ConfigMap and Secret with one create
+	// and reads none of them (kube-controller-manager's kube-root-ca.crt
+	// of each new namespace is in the count too).
+	if cmsAndSecrets := w.namespaces * 2 * w.configMaps; requests < int64(cmsAndSecrets) || requests > int64(cmsAndSecrets)*3/2 {
+		t.Errorf("backstop's restore of %d ConfigMaps and Secrets: %d requests on them, want one each", cmsAndSecrets, requests)
+	}
 	if vh.Total <= 0 || bh.Total <= 0 || bh.Engines <= 0 || bh.Engines+bh.WatchCache > bh.Total {
 		t.Errorf("live heaps: velero %+v, backstop %+v: want both read, and Backstop's engines' share within its total", vh, bh)
 	}

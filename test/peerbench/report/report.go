@@ -50,6 +50,10 @@ type Transfer struct {
 	HeapAfterMiB      float64 `json:"heapAfterMiB,omitempty"`
 	EnginesHeapMiB    float64 `json:"enginesHeapMiB,omitempty"`
 	WatchCacheHeapMiB float64 `json:"watchCacheHeapMiB,omitempty"`
+	// RequestsPerItem is kube-apiserver's count of requests on ConfigMaps
+	// and Secrets during the op (apiserver_request_total, every verb), per
+	// ConfigMap and Secret of the workload.
+	RequestsPerItem float64 `json:"requestsPerItem,omitempty"`
 }
 
 // Op is how a peer's cancel and deletions went at one workload size:
@@ -222,8 +226,8 @@ func (r *Results) Markdown(command, chartDir string) string {
 	return b.String()
 }
 
-// heapTable writes the servers' live heaps around each op, for the runs
-// that read them.
+// heapTable writes the servers' own accounts of each op (kube-apiserver's
+// request count, their live heaps), for the runs that read them.
 func (r *Results) heapTable(b *strings.Builder) {
 	header := false
 	for _, qps := range r.limits() {
@@ -235,11 +239,11 @@ func (r *Results) heapTable(b *strings.Builder) {
 					continue
 				}
 				if !header {
-					b.WriteString("\nLive heap of the server process (pprof `/debug/pprof/heap` after a collection; Velero's plugins not included), before the op → after it, and what of Backstop's is its engines' (informer caches and the engines' own) and its watch cache's:\n\n")
-					b.WriteString("| objects | op | client QPS/burst | Velero live heap | Backstop live heap | Backstop's engines | Backstop's watch cache |\n|---|---|---|---|---|---|---|\n")
+					b.WriteString("\nRequests to kube-apiserver on ConfigMaps and Secrets during the op, every verb (its `apiserver_request_total`), per ConfigMap and Secret; the live heap of the server process (pprof `/debug/pprof/heap` after a collection; Velero's plugins not included), before the op → after it, and what of Backstop's is its engines' (informer caches and the engines' own) and its watch cache's:\n\n")
+					b.WriteString("| objects | op | client QPS/burst | Velero requests/item | Backstop requests/item | Velero live heap | Backstop live heap | Backstop's engines | Backstop's watch cache |\n|---|---|---|---|---|---|---|---|---|\n")
 					header = true
 				}
-				fmt.Fprintf(b, "| %d | %s | %s | %.0f → %.0f MiB | %.0f → %.0f MiB | %.0f MiB | %.0f MiB |\n", n, op, limitName(qps),
+				fmt.Fprintf(b, "| %d | %s | %s | %.3f | %.3f | %.0f → %.0f MiB | %.0f → %.0f MiB | %.0f MiB | %.0f MiB |\n", n, op, limitName(qps), v.RequestsPerItem, s.RequestsPerItem,
 					v.HeapBeforeMiB, v.HeapAfterMiB, s.HeapBeforeMiB, s.HeapAfterMiB, s.EnginesHeapMiB, s.WatchCacheHeapMiB)
 			}
 		}

@@ -33,9 +33,9 @@ func TestReport(t *testing.T) {
 	write("transfers.json", `{"versions": {"Velero": "v1.18.3"}, "transfers": [
 		{"objects": 1000, "peer": "velero", "op": "backup", "itemsPerSec": 100, "peakRSSMiB": 90},
 		{"objects": 1000, "peer": "backstop", "op": "backup", "itemsPerSec": 400, "peakRSSMiB": 30},
-		{"objects": 10000, "peer": "velero", "op": "backup", "itemsPerSec": 80, "peakRSSMiB": 300, "heapBeforeMiB": 10, "heapAfterMiB": 12},
+		{"objects": 10000, "peer": "velero", "op": "backup", "itemsPerSec": 80, "peakRSSMiB": 300, "heapBeforeMiB": 10, "heapAfterMiB": 12, "requestsPerItem": 2.5},
 		{"objects": 10000, "peer": "backstop", "op": "backup", "itemsPerSec": 500, "peakRSSMiB": 60,
-		 "heapBeforeMiB": 38, "heapAfterMiB": 42, "enginesHeapMiB": 3, "watchCacheHeapMiB": 5}]}`)
+		 "heapBeforeMiB": 38, "heapAfterMiB": 42, "enginesHeapMiB": 3, "watchCacheHeapMiB": 5, "requestsPerItem": 0.01}]}`)
 	write("transfers-qps300.json", `{"transfers": [
 		{"objects": 10000, "clientQPS": 300, "peer": "velero", "op": "restore", "itemsPerSec": 40, "peakRSSMiB": 90},
 		{"objects": 10000, "clientQPS": 300, "peer": "backstop", "op": "restore", "itemsPerSec": 240, "peakRSSMiB": 30}]}`)
@@ -51,7 +51,7 @@ func TestReport(t *testing.T) {
 	}
 	for _, want := range []string{"- Velero: v1.18.3", "- Go: go1", "| 1000 | backup | defaults (100/100) | 100 | 400 | 4.0x | 90 MiB | 30 MiB | 0.33 |",
 		"| 10000 | backup | defaults (100/100) | 80 | 500 | 6.2x |", "| 10000 | restore | both 300/300 | 40 | 240 | 6.0x |", "| backstop | 200 | 5 | 12.5 s |", "(images/peers-throughput.svg)",
-		"| 10000 | backup | defaults (100/100) | 10 → 12 MiB | 38 → 42 MiB | 3 MiB | 5 MiB |", "velero's backups not Completed: b-7: PartiallyFailed"} {
+		"| 10000 | backup | defaults (100/100) | 2.500 | 0.010 | 10 → 12 MiB | 38 → 42 MiB | 3 MiB | 5 MiB |", "velero's backups not Completed: b-7: PartiallyFailed"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the section lacks %q:\n%s", want, md)
 		}
