@@ -56,7 +56,7 @@ func save(b *testing.B, name string, v any) {
 func measured(b *testing.B, c *framework.Cluster, p peer, w workload, op string, run func() result) report.Transfer {
 	b.Helper()
 	heapBefore := p.heap(b)
-	requests := c.APIRequests(b, "configmaps", "secrets")
+	requests := w.requests(b, c)
 	framework.ResetTreePeakRSS(b, p.pid)
 	cpu := framework.TreeCPU(b, p.pid)
 	// Private memory (RssAnon: heap and stacks, not the binaries' code)
@@ -93,14 +93,14 @@ func measured(b *testing.B, c *framework.Cluster, p peer, w workload, op string,
 	}
 	cpu = framework.TreeCPU(b, p.pid) - cpu
 	peakRSS := framework.TreePeakRSS(b, p.pid)
-	requests = c.APIRequests(b, "configmaps", "secrets") - requests
+	requests = w.requests(b, c) - requests
 	heapAfter := p.heap(b)
 	mib := func(bytes int64) float64 { return float64(bytes) / (1 << 20) }
 	t := report.Transfer{Objects: w.items(), ClientQPS: *clientQPS, Peer: p.name, Op: op, Items: r.items, Seconds: r.elapsed.Seconds(),
 		ItemsPerSec: float64(r.items) / r.elapsed.Seconds(), PeakRSSMiB: float64(peakRSS) / 1024, CPUSeconds: cpu.Seconds(),
 		IdleAnonMiB: float64(anon) / 1024, PeakAnonMiB: float64(s.peak) / 1024,
 		HeapBeforeMiB: mib(heapBefore.Total), HeapAfterMiB: mib(heapAfter.Total), EnginesHeapMiB: mib(heapAfter.Engines), WatchCacheHeapMiB: mib(heapAfter.WatchCache),
-		RequestsPerItem: float64(requests) / float64(w.namespaces*2*w.configMaps)}
+		RequestsPerItem: float64(requests) / float64(w.configMapsAndSecrets())}
 	b.ReportMetric(t.ItemsPerSec, "items/s")
 	b.ReportMetric(t.PeakRSSMiB, "peak-rss-MiB")
 	b.ReportMetric(t.PeakAnonMiB, "peak-anon-MiB")
@@ -207,7 +207,7 @@ func (r apiRow) report() report.API {
 
 func (r burstRow) report(peer string) report.Burst {
 	return report.Burst{Peer: peer, Backups: r.backups, Concurrency: QueueConcurrency, DrainSeconds: r.drain.Seconds(),
-		MaxWaitSeconds: r.maxWait.Seconds(), MaxRunning: r.maxRunning, Stuck: r.stuck, Failed: r.failed, NotCompleted: r.notCompleted}
+		MaxWaitSeconds: r.maxWait.Seconds(), MaxRunning: r.maxRunning, Stuck: r.stuck, Failed: len(r.notCompleted), NotCompleted: r.notCompleted}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

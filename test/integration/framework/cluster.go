@@ -44,10 +44,12 @@ const (
 	etcdPeerPort      = 2380
 )
 
-// BackstopNamespace and BackstopServiceAccount are artifacts/deploy's.
+// BackstopNamespace, BackstopServiceAccount and BackstopService are
+// artifacts/deploy's.
 const (
 	BackstopNamespace      = "backstop-system"
 	BackstopServiceAccount = "backstop-apiserver"
+	BackstopService        = "backstop-apiserver"
 )
 
 // Cluster is a real control plane in the test's network namespace (see
@@ -427,7 +429,7 @@ func (c *Cluster) BackstopDirect() *rest.Config {
 	config.Host = fmt.Sprintf("https://%s:%d", BackstopPodIP, c.backstopPort)
 	config.TLSClientConfig.CAFile = ""
 	config.TLSClientConfig.CAData = ca
-	config.TLSClientConfig.ServerName = "backstop-apiserver." + BackstopNamespace + ".svc"
+	config.TLSClientConfig.ServerName = BackstopService + "." + BackstopNamespace + ".svc"
 	return config
 }
 
@@ -500,11 +502,11 @@ kind: EndpointSlice
 metadata:
   name: backstop-apiserver-harness
   namespace: %s
-  labels: {kubernetes.io/service-name: backstop-apiserver}
+  labels: {kubernetes.io/service-name: %s}
 addressType: IPv4
 endpoints: [{addresses: [%s], conditions: {ready: true}}]
 ports: [{port: %d, protocol: TCP}]
-`, BackstopNamespace, BackstopPodIP, port)
+`, BackstopNamespace, BackstopService, BackstopPodIP, port)
 	if out, err := c.Kubectl(c.AdminKubeconfig, []byte(slice), "apply", "-f", "-"); err != nil {
 		t.Fatalf("creating the EndpointSlice: %v\n%s", err, out)
 	}

@@ -137,6 +137,32 @@ func (r *Results) transfer(objects, qps int, peer, op string) (Transfer, bool) {
 	return Transfer{}, false
 }
 
+// pair is Velero's and Backstop's measure of one op at one size and
+// client limit.
+type pair struct {
+	objects, qps     int
+	op               string
+	velero, backstop Transfer
+}
+
+// pairs are the ops both peers measured: by client limit (the defaults
+// first), then size, then backup before restore.
+func (r *Results) pairs() []pair {
+	var out []pair
+	for _, qps := range r.limits() {
+		for _, n := range r.sizes(qps) {
+			for _, op := range []string{"backup", "restore"} {
+				v, ok1 := r.transfer(n, qps, "velero", op)
+				s, ok2 := r.transfer(n, qps, "backstop", op)
+				if ok1 && ok2 {
+					out = append(out, pair{objects: n, qps: qps, op: op, velero: v, backstop: s})
+				}
+			}
+		}
+	}
+	return out
+}
+
 // sizes are the workload sizes measured at client limit qps, ascending.
 func (r *Results) sizes(qps int) []int {
 	var out []int
@@ -178,19 +204,11 @@ func (r *Results) Markdown(command, chartDir string) string {
 		b.WriteString("\n**Backups and restores** (ConfigMaps, Secrets and Deployments over 10 namespaces; restores into new namespaces; peak RSS and CPU of the server's whole process tree, Velero's plugins included):\n\n")
 		b.WriteString("Peak RSS counts the binaries' code pages too (file-backed; Backstop's binary is about 160 MB, Velero's about 105 MB, Kubernetes' RBAC and API machinery included); private memory (RssAnon, sampled every 100 ms) is the heap and stacks, before the op → at its peak.\n\n")
 		b.WriteString("| objects | op | client QPS/burst | Velero items/s | Backstop items/s | ratio | Velero peak RSS | Backstop peak RSS | ratio | Velero private memory | Backstop private memory | ratio (peaks) | Velero CPU s | Backstop CPU s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, qps := range r.limits() {
-			for _, n := range r.sizes(qps) {
-				for _, op := range []string{"backup", "restore"} {
-					v, ok1 := r.transfer(n, qps, "velero", op)
-					s, ok2 := r.transfer(n, qps, "backstop", op)
-					if !ok1 || !ok2 {
-						continue
-					}
-					fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.0f | %.1fx | %.0f MiB | %.0f MiB | %.2f | %.0f → %.0f MiB | %.0f → %.0f MiB | %.2f | %.1f | %.1f |\n", n, op, limitName(qps), v.ItemsPerSec, s.ItemsPerSec,
-						s.ItemsPerSec/v.ItemsPerSec, v.PeakRSSMiB, s.PeakRSSMiB, s.PeakRSSMiB/v.PeakRSSMiB,
-						v.IdleAnonMiB, v.PeakAnonMiB, s.IdleAnonMiB, s.PeakAnonMiB, s.PeakAnonMiB/v.PeakAnonMiB, v.CPUSeconds, s.CPUSeconds)
-				}
-			}
+		for _, p := range r.pairs() {
+			v, s := p.velero, p.backstop
+			fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.0f | %.1fx | %.0f MiB | %.0f MiB | %.2f | %.0f → %.0f MiB | %.0f → %.0f MiB | %.2f | %.1f | %.1f |\n", p.objects, p.op, limitName(p.qps), v.ItemsPerSec, s.ItemsPerSec,
+				s.ItemsPerSec/v.ItemsPerSec, v.PeakRSSMiB, s.PeakRSSMiB, s.PeakRSSMiB/v.PeakRSSMiB,
+				v.IdleAnonMiB, v.PeakAnonMiB, s.IdleAnonMiB, s.PeakAnonMiB, s.PeakAnonMiB/v.PeakAnonMiB, v.CPUSeconds, s.CPUSeconds)
 		}
 		r.heapTable(&b)
 		fmt.Fprintf(&b, "\n![items/s against objects](%s/peers-throughput.svg)\n![peak RSS against objects](%s/peers-memory.svg)\n", chartDir, chartDir)
@@ -230,23 +248,18 @@ func (r *Results) Markdown(command, chartDir string) string {
 // request count, their live heaps), for the runs that read them.
 func (r *Results) heapTable(b *strings.Builder) {
 	header := false
-	for _, qps := range r.limits() {
-		for _, n := range r.sizes(qps) {
-			for _, op := range []string{"backup", "restore"} {
-				v, ok1 := r.transfer(n, qps, "velero", op)
-				s, ok2 := r.transfer(n, qps, "backstop", op)
-				if !ok1 || !ok2 || v.HeapAfterMiB == 0 || s.HeapAfterMiB == 0 {
-					continue
-				}
-				if !header {
-					b.WriteString("\nRequests to kube-apiserver on ConfigMaps and Secrets during the op, every verb (its `apiserver_request_total`), per ConfigMap and Secret; the live heap of the server process (pprof `/debug/pprof/heap` after a collection; Velero's plugins not included), before the op → after it, and what of Backstop's is its engines' (informer caches and the engines' own) and its watch cache's:\n\n")
-					b.WriteString("| objects | op | client QPS/burst | Velero requests/item | Backstop requests/item | Velero live heap | Backstop live heap | Backstop's engines | Backstop's watch cache |\n|---|---|---|---|---|---|---|---|---|\n")
-					header = true
-				}
-				fmt.Fprintf(b, "| %d | %s | %s | %.3f | %.3f | %.0f → %.0f MiB | %.0f → %.0f MiB | %.0f MiB | %.0f MiB |\n", n, op, limitName(qps), v.RequestsPerItem, s.RequestsPerItem,
-					v.HeapBeforeMiB, v.HeapAfterMiB, s.HeapBeforeMiB, s.HeapAfterMiB, s.EnginesHeapMiB, s.WatchCacheHeapMiB)
-			}
+	for _, p := range r.pairs() {
+		v, s := p.velero, p.backstop
+		if v.HeapAfterMiB == 0 || s.HeapAfterMiB == 0 {
+			continue
 		}
+		if !header {
+			b.WriteString("\nRequests to kube-apiserver on ConfigMaps and Secrets during the op, every verb (its `apiserver_request_total`), per ConfigMap and Secret; the live heap of the server process (pprof `/debug/pprof/heap` after a collection; Velero's plugins not included), before the op → after it, and what of Backstop's is its engines' (informer caches and the engines' own) and its watch cache's:\n\n")
+			b.WriteString("| objects | op | client QPS/burst | Velero requests/item | Backstop requests/item | Velero live heap | Backstop live heap | Backstop's engines | Backstop's watch cache |\n|---|---|---|---|---|---|---|---|---|\n")
+			header = true
+		}
+		fmt.Fprintf(b, "| %d | %s | %s | %.3f | %.3f | %.0f → %.0f MiB | %.0f → %.0f MiB | %.0f MiB | %.0f MiB |\n", p.objects, p.op, limitName(p.qps), v.RequestsPerItem, s.RequestsPerItem,
+			v.HeapBeforeMiB, v.HeapAfterMiB, s.HeapBeforeMiB, s.HeapAfterMiB, s.EnginesHeapMiB, s.WatchCacheHeapMiB)
 	}
 }
 
