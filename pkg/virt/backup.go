@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"libvirt.org/go/libvirt"
+
+	"github.com/backstop-io/backstop/pkg/rootdir"
 )
 
 // Disk is a file-backed disk of a domain.
@@ -49,6 +51,11 @@ func disksOf(d *libvirt.Domain, domain string) ([]Disk, error) {
 	}
 	var out []Disk
 	for _, x := range fileDisks(dx) {
+		// A disk's target name names its files in a backup directory
+		// (<name>.qcow2): one path element.
+		if err := rootdir.Name(diskTarget(x)); err != nil {
+			return nil, fmt.Errorf("domain %s: a disk's target cannot name a backup file: %w", domain, err)
+		}
 		info, err := d.GetBlockInfo(diskTarget(x), 0)
 		if err != nil {
 			return nil, fmt.Errorf("domain %s: disk %s: %w", domain, diskTarget(x), err)

@@ -12,6 +12,8 @@ import (
 
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/backstop-io/backstop/pkg/rootdir"
 )
 
 // Changed block tracking for raw disks (KubeVirt VEP 22, "Enable/Disable
@@ -123,8 +125,18 @@ func commandError(err error) error {
 	return err
 }
 
-// OverlayDir is where a domain's overlays are kept.
-func OverlayDir(stateDir, domain string) string { return filepath.Join(stateDir, domain) }
+// OverlayDir is where a domain's overlays are kept: stateDir/<domain>,
+// an error when the domain's name cannot be a directory's (package
+// rootdir).
+func OverlayDir(stateDir, domain string) (string, error) {
+	return rootdir.Dir(stateDir).Join(domain)
+}
+
+// RemoveOverlayDir removes a domain's overlays, never anything outside
+// stateDir/<domain>.
+func RemoveOverlayDir(stateDir, domain string) error {
+	return rootdir.Dir(stateDir).RemoveAll(domain)
+}
 
 // EnableCBT gives every raw file disk of the domain an overlay (made in
 // stateDir/<domain>/<disk>.qcow2 if it is not there) and defines the domain
@@ -136,7 +148,10 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := OverlayDir(stateDir, domain)
+	dir, err := OverlayDir(stateDir, domain)
+	if err != nil {
+		return "", err
+	}
 	// An overlay left from an earlier enabling is current only while the
 	// running domain writes through it; otherwise the raw image may have
 	// been written without it (the domain ran on its raw disks) and its
@@ -266,13 +281,17 @@ func (c *Conn) DisableCBT(domain, stateDir string) (CBTState, error) {
 	}
 	// Nothing runs on the overlays: drop them and the checkpoints whose
 	// bitmaps they held.
-	if _, err := os.Stat(OverlayDir(stateDir, domain)); errors.Is(err, os.ErrNotExist) {
+	dir, err := OverlayDir(stateDir, domain)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return state, nil
 	}
 	if err := c.deleteCheckpointMetadata(domain); err != nil {
 		return "", err
 	}
-	if err := os.RemoveAll(OverlayDir(stateDir, domain)); err != nil {
+	if err := RemoveOverlayDir(stateDir, domain); err != nil {
 		return "", fmt.Errorf("domain %s: removing its overlays: %w", domain, err)
 	}
 	return state, nil
@@ -392,7 +411,8 @@ func usesOverlays(d *libvirtxml.Domain, stateDir, domain string) bool {
 }
 
 func isOverlayOf(stateDir, domain, path string) bool {
-	return filepath.Dir(path) == OverlayDir(stateDir, domain)
+	dir, err := OverlayDir(stateDir, domain)
+	return err == nil && filepath.Dir(path) == dir
 }
 
 func (c *Conn) define(desc string) error {

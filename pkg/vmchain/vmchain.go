@@ -38,6 +38,7 @@ import (
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/atomicfile"
+	"github.com/backstop-io/backstop/pkg/rootdir"
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
 )
 
@@ -225,7 +226,30 @@ func Recover(dir string) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, JournalFile), err)
 	}
+	if err := j.check(dir); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, JournalFile), err)
+	}
 	return finish(dir, j, Options{})
+}
+
+// check refuses a journal that names files outside the merge: the directory
+// removed is another backup of the same namespace's volumes (a sibling of
+// next's volume directory's siblings), every file one name in next.
+func (j journal) check(next string) error {
+	nsDir := filepath.Dir(filepath.Dir(next))
+	removed := filepath.Clean(j.Removed)
+	if !filepath.IsAbs(j.Removed) || removed != j.Removed || filepath.Dir(filepath.Dir(removed)) != nsDir || removed == next {
+		return fmt.Errorf("the directory it removes, %q, is not another backup in %s", j.Removed, nsDir)
+	}
+	for _, f := range j.Files {
+		if err := rootdir.Name(f.File); err != nil {
+			return err
+		}
+		if err := rootdir.Name(f.Temp); err != nil || !strings.HasSuffix(f.Temp, tempSuffix) {
+			return fmt.Errorf("temporary file %q is not a merge's", f.Temp)
+		}
+	}
+	return nil
 }
 
 // removeDir removes a backup directory: its manifest first (a directory

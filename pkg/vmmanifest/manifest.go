@@ -14,6 +14,7 @@ import (
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/atomicfile"
+	"github.com/backstop-io/backstop/pkg/rootdir"
 )
 
 // File is the manifest of a backup, beside its disk files.
@@ -70,6 +71,17 @@ func Read(dir string) (Manifest, error) {
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%s: %w", filepath.Join(dir, File), err)
+	}
+	// The volume may be written by others than the server: a file name
+	// the manifest gives is one name in dir, a backing file an absolute
+	// path without "..".
+	for _, d := range m.Disks {
+		if err := rootdir.Name(d.File); err != nil {
+			return Manifest{}, fmt.Errorf("%s: disk %q: %w", filepath.Join(dir, File), d.Name, err)
+		}
+		if d.Backing != "" && (!filepath.IsAbs(d.Backing) || filepath.Clean(d.Backing) != d.Backing) {
+			return Manifest{}, fmt.Errorf("%s: disk %q: backing file %q is not a clean absolute path", filepath.Join(dir, File), d.Name, d.Backing)
+		}
 	}
 	return m, nil
 }

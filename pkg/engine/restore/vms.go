@@ -19,6 +19,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/restoreaction"
 	"github.com/backstop-io/backstop/pkg/engine/vmhost"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
+	"github.com/backstop-io/backstop/pkg/rootdir"
 	"github.com/backstop-io/backstop/pkg/vmchain"
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
 	"github.com/backstop-io/backstop/pkg/vmrestore"
@@ -150,12 +151,20 @@ func (run *restoreRun) restoreVM(ctx context.Context, vm vmItem, domain string) 
 		return "", err
 	}
 	defer unlock()
-	dir := filepath.Join(c.cfg.VolumeRoot, vmb.Namespace, *vmb.Spec.PvcName, vmb.Name)
+	volumes := rootdir.Dir(c.cfg.VolumeRoot)
+	dir, err := volumes.Join(vmb.Namespace, *vmb.Spec.PvcName, vmb.Name)
+	if err != nil {
+		return "", fmt.Errorf("its VM backup %s/%s: %w", vmb.Namespace, vmb.Name, err)
+	}
+	nsDir, err := volumes.Join(vmb.Namespace)
+	if err != nil {
+		return "", err
+	}
 	m, err := vmmanifest.Read(dir)
 	if err != nil {
 		return "", fmt.Errorf("the files of its VM backup %s/%s are not on this host: %w", vmb.Namespace, vmb.Name, err)
 	}
-	links, err := vmchain.Links(filepath.Join(c.cfg.VolumeRoot, vmb.Namespace), m.Domain)
+	links, err := vmchain.Links(nsDir, m.Domain)
 	if err != nil {
 		return "", err
 	}

@@ -42,7 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -248,7 +247,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if here, err := c.onThisHost(ctx, key, b, conn, src); !here || err != nil {
 		return err
 	}
-	volume := filepath.Join(c.cfg.VolumeRoot, b.Namespace, *b.Spec.PvcName)
+	volume, err := c.volumes().Join(b.Namespace, *b.Spec.PvcName)
+	if err != nil {
+		c.fail(ctx, b, kv.ReasonFailed, fmt.Sprintf("spec.pvcName: %v", err))
+		return nil
+	}
 	if fi, err := os.Stat(volume); err != nil || !fi.IsDir() {
 		c.wait(ctx, key, b, kv.ReasonWaitingForVolume, fmt.Sprintf("the volume directory %s does not exist yet", volume))
 		return nil

@@ -2,7 +2,9 @@ package vmbackup
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/vmhost"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned/fake"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
+	"github.com/backstop-io/backstop/pkg/rootdir/rootdirtest"
 	"github.com/backstop-io/backstop/pkg/virt"
 )
 
@@ -125,4 +128,92 @@ func TestStartDecisions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHostileVolumeNames: a VirtualMachineBackup stored with a claim name
+// that is no name (admission refuses these; one stored before it did, or
+// on a server that missed it) is deleted without the engine touching
+// anything outside its own directory: the data directory around the
+// volume root (pki, pebble, backups) and the other tenants' volumes stay
+// as they were, and the backup's finalizer goes.
+func TestHostileVolumeNames(t *testing.T) {
+	unavailable := func() (virt.Hypervisor, error) { return nil, fmt.Errorf("%w: no daemon", virt.ErrUnavailable) }
+	for _, pvc := range rootdirtest.Hostile {
+		t.Run(fmt.Sprintf("%q", pvc), func(t *testing.T) {
+			data := t.TempDir()
+			root := filepath.Join(data, "volumes")
+			for _, f := range []string{"pki/ca.crt", "pebble/000001.sst", "backups/b/velero-backup.json", "volumes/other/vm-backups/b1/manifest.json", "volumes/ns/vm-backups/pki/manifest.json"} {
+				writeFile(t, filepath.Join(data, f))
+			}
+			before := treeSums(t, data)
+			group := "kubevirt.io"
+			now := metav1.Now()
+			b := &kv.VirtualMachineBackup{
+				ObjectMeta: metav1.ObjectMeta{Name: "pki", Namespace: "ns", UID: "0123456789", DeletionTimestamp: &now, Finalizers: []string{kv.CleanupFinalizer}},
+				Spec:       kv.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "x"}, PvcName: &pvc},
+			}
+			client := fake.NewSimpleClientset(b)
+			factory := externalversions.NewSharedInformerFactory(client, 0).Backup().V1alpha1()
+			if err := factory.VirtualMachineBackups().Informer().GetIndexer().Add(b); err != nil {
+				t.Fatal(err)
+			}
+			ctrl, err := New(Config{Client: client, Backups: factory.VirtualMachineBackups(), Trackers: factory.VirtualMachineBackupTrackers(),
+				Virt: unavailable, VolumeRoot: root, Clock: clocktesting.NewFakeClock(now.Time)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ctrl.sync(context.Background(), cache.ObjectName{Namespace: "ns", Name: "pki"}); err != nil {
+				t.Fatal(err)
+			}
+			after := treeSums(t, data)
+			for f, sum := range before {
+				if after[f] != sum {
+					t.Errorf("%s changed or removed", f)
+				}
+			}
+			for f := range after {
+				if _, ok := before[f]; !ok {
+					t.Errorf("%s made", f)
+				}
+			}
+			got, err := client.BackupV1alpha1().VirtualMachineBackups("ns").Get(context.Background(), "pki", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Finalizers) != 0 {
+				t.Errorf("finalizers %v left: the backup never goes", got.Finalizers)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(path), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// treeSums maps every file under dir to the sha256 of its content.
+func treeSums(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[p] = fmt.Sprintf("%x", sha256.Sum256(data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

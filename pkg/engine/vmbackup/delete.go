@@ -12,17 +12,33 @@ import (
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/failpoint"
+	"github.com/backstop-io/backstop/pkg/rootdir"
 	"github.com/backstop-io/backstop/pkg/vmchain"
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
 )
 
+// volumes is the directory of the volumes backups push into: every path
+// under it is made of checked names (package rootdir).
+func (c *Controller) volumes() rootdir.Dir { return rootdir.Dir(c.cfg.VolumeRoot) }
+
 // outputDir is where a backup writes (its volume's subdirectory of its
-// name), "" when it names no volume.
-func (c *Controller) outputDir(b *kv.VirtualMachineBackup) string {
+// name), "" when it names no volume; an error when its names cannot be a
+// path under the volume root (a backup stored before admission checked
+// them).
+func (c *Controller) outputDir(b *kv.VirtualMachineBackup) (string, error) {
 	if b.Spec.PvcName == nil {
-		return ""
+		return "", nil
 	}
-	return filepath.Join(c.cfg.VolumeRoot, b.Namespace, *b.Spec.PvcName, b.Name)
+	return c.volumes().Join(b.Namespace, *b.Spec.PvcName, b.Name)
+}
+
+// removeOutputDir removes what a backup wrote, through rootdir: nothing
+// outside its own directory, whatever its names.
+func (c *Controller) removeOutputDir(b *kv.VirtualMachineBackup) error {
+	if b.Spec.PvcName == nil {
+		return nil
+	}
+	return c.volumes().RemoveAll(b.Namespace, *b.Spec.PvcName, b.Name)
 }
 
 // removeOutput deletes what a deleted backup wrote, keeping its chain
@@ -32,7 +48,13 @@ func (c *Controller) outputDir(b *kv.VirtualMachineBackup) string {
 // finalizer may go; a backup of a VM another live host runs is left to
 // that host, and one of a VM with another backup running waits.
 func (c *Controller) removeOutput(ctx context.Context, key cache.ObjectName, b *kv.VirtualMachineBackup) (done bool, err error) {
-	dir := c.outputDir(b)
+	dir, err := c.outputDir(b)
+	if err != nil {
+		// Names no path under the volume root can have: it wrote nothing.
+		klog.FromContext(ctx).Info("VM backup deleted: its volume names no directory of the volume root, nothing to remove",
+			"virtualMachineBackup", klog.KObj(b), "reason", err.Error())
+		return true, nil
+	}
 	if dir == "" {
 		return true, nil
 	}
@@ -75,8 +97,8 @@ func (c *Controller) removeOutput(ctx context.Context, key cache.ObjectName, b *
 	if readErr != nil {
 		// No manifest: no finished output (a failed run removed what it
 		// wrote, or nothing was written).
-		if err := os.RemoveAll(dir); err != nil {
-			return false, fmt.Errorf("removing %s: %w", dir, err)
+		if err := c.removeOutputDir(b); err != nil {
+			return false, err
 		}
 		return true, nil
 	}
@@ -105,7 +127,11 @@ func (c *Controller) removeOutput(ctx context.Context, key cache.ObjectName, b *
 // incremental of the same domain whose parent it is), among the backups of
 // the namespace's volumes; "" when there is none.
 func (c *Controller) nextLink(namespace string, m vmmanifest.Manifest) (string, error) {
-	links, err := vmchain.Links(filepath.Join(c.cfg.VolumeRoot, namespace), m.Domain)
+	nsDir, err := c.volumes().Join(namespace)
+	if err != nil {
+		return "", err
+	}
+	links, err := vmchain.Links(nsDir, m.Domain)
 	if err != nil {
 		return "", err
 	}

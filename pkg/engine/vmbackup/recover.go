@@ -23,9 +23,8 @@ func (c *Controller) recoverInterrupted(ctx context.Context, b *kv.VirtualMachin
 			if err := conn.DeleteCheckpoint(domain, checkpointName(b)); err != nil {
 				msg += "; deleting its checkpoint: " + err.Error()
 			}
-			if b.Spec.PvcName != nil {
+			if out, err := c.outputDir(b); err == nil && out != "" {
 				// QEMU closes the targets a little after the job ends.
-				out := filepath.Join(c.cfg.VolumeRoot, b.Namespace, *b.Spec.PvcName, b.Name)
 				entries, _ := os.ReadDir(out)
 				for _, e := range entries {
 					_ = virt.WaitReleased(ctx, filepath.Join(out, e.Name()))
@@ -33,8 +32,6 @@ func (c *Controller) recoverInterrupted(ctx context.Context, b *kv.VirtualMachin
 			}
 		}
 	}
-	if b.Spec.PvcName != nil {
-		_ = os.RemoveAll(filepath.Join(c.cfg.VolumeRoot, b.Namespace, *b.Spec.PvcName, b.Name))
-	}
+	_ = c.removeOutputDir(b)
 	c.fail(ctx, b, kv.ReasonServerRestarted, msg+"; its partial output was removed: run it again")
 }

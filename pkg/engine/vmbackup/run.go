@@ -85,12 +85,12 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		return
 	}
 
-	out := filepath.Join(volume, b.Name)
-	if err := os.RemoveAll(out); err != nil {
+	if err := c.removeOutputDir(b); err != nil {
 		c.fail(ctx, b, kv.ReasonFailed, err.Error())
 		return
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	out, err := c.volumes().MkdirAll(0o755, b.Namespace, *b.Spec.PvcName, b.Name)
+	if err != nil {
 		c.fail(ctx, b, kv.ReasonFailed, err.Error())
 		return
 	}
@@ -121,7 +121,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		})
 	})
 	if err != nil {
-		_ = os.RemoveAll(out)
+		_ = c.removeOutputDir(b)
 		if errors.Is(err, virt.ErrAborted) {
 			if ctx.Err() != nil {
 				return // the server is stopping: failed at the next start
@@ -154,14 +154,14 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 		file := res.Targets[d.Name]
 		sum, err := vmmanifest.FileSHA256(file)
 		if err != nil {
-			c.failCleanup(ctx, b, conn, domain, checkpoint, out, err.Error())
+			c.failCleanup(ctx, b, conn, domain, checkpoint, err.Error())
 			return
 		}
 		m.Disks = append(m.Disks, vmmanifest.Disk{Name: d.Name, File: filepath.Base(file), VirtualSize: d.VirtualSize, Backing: backing[d.Name], SHA256: sum})
 		volumes = append(volumes, kv.BackupVolumeInfo{VolumeName: d.Name, DiskTarget: d.Name, DataEndpoint: file})
 	}
 	if err := vmmanifest.Write(out, m); err != nil {
-		c.failCleanup(ctx, b, conn, domain, checkpoint, out, err.Error())
+		c.failCleanup(ctx, b, conn, domain, checkpoint, err.Error())
 		return
 	}
 
@@ -171,7 +171,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 	// backup leaves it where it is.
 	if src.tracker != nil && checkpoint == "" && !stopped {
 		if err := c.moveTracker(ctx, src.tracker, nil); err != nil {
-			c.failCleanup(ctx, b, conn, domain, "", out, fmt.Sprintf("clearing the checkpoint of tracker %s: %v", src.tracker.Name, err))
+			c.failCleanup(ctx, b, conn, domain, "", fmt.Sprintf("clearing the checkpoint of tracker %s: %v", src.tracker.Name, err))
 			return
 		}
 		// Its previous checkpoint, if libvirt still has it (bitmaps of
@@ -188,7 +188,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 				Volumes: volumes, Disks: diskNames(disks), CheckpointXML: xmlDesc})
 		}
 		if err != nil {
-			c.failCleanup(ctx, b, conn, domain, checkpoint, out, fmt.Sprintf("moving tracker %s to checkpoint %s: %v", src.tracker.Name, checkpoint, err))
+			c.failCleanup(ctx, b, conn, domain, checkpoint, fmt.Sprintf("moving tracker %s to checkpoint %s: %v", src.tracker.Name, checkpoint, err))
 			return
 		}
 		if since != "" {
@@ -267,7 +267,11 @@ func (c *Controller) chainFull(b *kv.VirtualMachineBackup, domain, checkpoint st
 	if err != nil || every <= 0 {
 		return ""
 	}
-	links, err := vmchain.Links(filepath.Join(c.cfg.VolumeRoot, b.Namespace), domain)
+	nsDir, err := c.volumes().Join(b.Namespace)
+	if err != nil {
+		return ""
+	}
+	links, err := vmchain.Links(nsDir, domain)
 	if err != nil {
 		return ""
 	}
@@ -336,11 +340,11 @@ func (c *Controller) moveTracker(ctx context.Context, t *kv.VirtualMachineBackup
 	return err
 }
 
-func (c *Controller) failCleanup(ctx context.Context, b *kv.VirtualMachineBackup, conn virt.Hypervisor, domain, checkpoint, out, msg string) {
+func (c *Controller) failCleanup(ctx context.Context, b *kv.VirtualMachineBackup, conn virt.Hypervisor, domain, checkpoint, msg string) {
 	if checkpoint != "" {
 		_ = conn.DeleteCheckpoint(domain, checkpoint)
 	}
-	_ = os.RemoveAll(out)
+	_ = c.removeOutputDir(b)
 	c.fail(ctx, b, kv.ReasonFailed, msg)
 }
 

@@ -298,7 +298,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	if len(trackers) == 0 {
 		// No tracker left: the VM's overlays, if any, go.
-		if _, err := os.Stat(virt.OverlayDir(c.cfg.StateDir, domain)); err != nil {
+		dir, err := virt.OverlayDir(c.cfg.StateDir, domain)
+		if err != nil {
+			return nil // a name no overlay directory can have
+		}
+		if _, err := os.Stat(dir); err != nil {
 			return nil
 		}
 		selected = false
@@ -336,7 +340,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	case errors.Is(err, virt.ErrDomainNotFound) && len(trackers) == 0:
 		// Overlays of a domain that is gone, and no tracker: nothing can
 		// use them.
-		if err := os.RemoveAll(virt.OverlayDir(c.cfg.StateDir, domain)); err != nil {
+		if err := virt.RemoveOverlayDir(c.cfg.StateDir, domain); err != nil {
 			return fmt.Errorf("removing the overlays of domain %s, which is gone: %w", domain, err)
 		}
 		logger.Info("Removed the overlays of a domain that is gone")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned/fake"
 	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
+	"github.com/backstop-io/backstop/pkg/rootdir/rootdirtest"
 	"github.com/backstop-io/backstop/pkg/virt"
 )
 
@@ -105,6 +108,50 @@ func TestSyncDecisions(t *testing.T) {
 			}
 			if got.Status == nil || got.Status.ChangedBlockTracking == nil || *got.Status.ChangedBlockTracking != c.want {
 				t.Errorf("tracker status %+v, want %+v", got.Status, c.want)
+			}
+		})
+	}
+}
+
+// goneDomain is libvirt without the domain.
+type goneDomain struct{ virt.Hypervisor }
+
+func (goneDomain) DisableCBT(domain, _ string) (virt.CBTState, error) {
+	return "", fmt.Errorf("domain %s: %w", domain, virt.ErrDomainNotFound)
+}
+
+// TestHostileVMNames: the engine removes the overlays of a VM whose
+// trackers are gone and whose domain is gone; a VM name that is no name
+// (a tracker stored before admission refused it) makes it remove nothing
+// outside the state directory: not the volumes around it, not the data
+// directory around those.
+func TestHostileVMNames(t *testing.T) {
+	for _, vm := range rootdirtest.Hostile {
+		t.Run(fmt.Sprintf("%q", vm), func(t *testing.T) {
+			data := t.TempDir()
+			state := filepath.Join(data, "volumes", ".cbt")
+			files := []string{"pki/ca.crt", "pebble/000001.sst", "volumes/ns/vm-backups/b1/manifest.json", "volumes/.cbt/other_vm/vda.qcow2"}
+			for _, f := range files {
+				p := filepath.Join(data, f)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			client := fake.NewSimpleClientset()
+			informer := externalversions.NewSharedInformerFactory(client, 0).Backup().V1alpha1().VirtualMachineBackupTrackers()
+			ctrl, err := New(Config{Client: client, Trackers: informer, StateDir: state,
+				Virt: func() (virt.Hypervisor, error) { return goneDomain{}, nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = ctrl.sync(context.Background(), cache.ObjectName{Namespace: "ns", Name: vm})
+			for _, f := range files {
+				if data2, err := os.ReadFile(filepath.Join(data, f)); err != nil || string(data2) != f {
+					t.Errorf("%s removed or changed: %v", f, err)
+				}
 			}
 		})
 	}

@@ -32,8 +32,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -50,6 +48,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	"github.com/backstop-io/backstop/pkg/rootdir"
 	"github.com/backstop-io/backstop/pkg/virt"
 )
 
@@ -57,7 +56,7 @@ import (
 // VirtualMachineBackupTracker, for the Velero backups that take it; on a
 // Backup (or a Schedule, whose backups copy its annotations), for the VMs
 // it discovers.
-const PVCAnnotation = "backstop.io/vm-backup-pvc"
+const PVCAnnotation = kvbackupv1alpha1.VMBackupPVCAnnotation
 
 // DefaultPVC is the PVC of discovered VMs' disk backups when the backup
 // names none.
@@ -191,7 +190,7 @@ func (a Action) startVM(ctx context.Context, b *velerov1.Backup, ns, vm string) 
 	if pvc == "" {
 		pvc = DefaultPVC
 		if a.VolumeRoot != "" {
-			if err := os.MkdirAll(filepath.Join(a.VolumeRoot, ns, pvc), 0o755); err != nil {
+			if _, err := rootdir.Dir(a.VolumeRoot).MkdirAll(0o755, ns, pvc); err != nil {
 				return "", fmt.Errorf("creating the volume of VM disk backups: %w", err)
 			}
 		}

@@ -655,8 +655,9 @@ func TestTenantAttackMatrix(t *testing.T) {
 	bob := newTenant(t, s, "bob", "tenant-b")
 	conformance.TenantAttacks(t, conformance.TenantTarget{
 		Admin: s.Clientset, AdminKube: rbacClient(t, s.KubeconfigPath), AdminNamespace: ns,
-		A: conformance.Tenant{Namespace: alice.namespace, Client: alice.client, Kube: rbacClient(t, alice.kubeconfig)},
-		B: conformance.Tenant{Namespace: bob.namespace, Client: bob.client, Kube: rbacClient(t, bob.kubeconfig)},
+		A:       conformance.Tenant{Namespace: alice.namespace, Client: alice.client, Kube: rbacClient(t, alice.kubeconfig)},
+		B:       conformance.Tenant{Namespace: bob.namespace, Client: bob.client, Kube: rbacClient(t, bob.kubeconfig)},
+		DataDir: s.DataDir,
 	})
 }
 

@@ -94,7 +94,10 @@ func TestVMChangedBlockTracking(t *testing.T) {
 	if err := os.Chmod(filepath.Join(root, vmNS), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	overlays := virt.OverlayDir(filepath.Join(root, ".cbt"), dom.Name)
+	overlays, err := virt.OverlayDir(filepath.Join(root, ".cbt"), dom.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dom.Write(t, 0x11, "0", "4M")
 
 	group := "kubevirt.io"

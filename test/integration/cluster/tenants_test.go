@@ -64,8 +64,9 @@ func TestTenantAttackMatrix(t *testing.T) {
 	c := framework.StartCluster(t)
 	conformance.TenantAttacks(t, conformance.TenantTarget{
 		Admin: c.Backstop, AdminKube: c.Kube, AdminNamespace: adminNamespace,
-		A:    tenantOf(t, c, "alice", "tenant-a"),
-		B:    tenantOf(t, c, "bob", "tenant-b"),
-		Core: true,
+		A:       tenantOf(t, c, "alice", "tenant-a"),
+		B:       tenantOf(t, c, "bob", "tenant-b"),
+		Core:    true,
+		DataDir: c.BackstopDataDir(),
 	})
 }

@@ -2,13 +2,17 @@ package conformance
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,9 +30,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	kvv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	"github.com/backstop-io/backstop/pkg/rootdir/rootdirtest"
 )
 
 // Tenant is a user bound to edit in its own namespace.
@@ -50,6 +56,10 @@ type TenantTarget struct {
 	// Core is set when the server's cluster serves core objects
 	// (Secrets): a host cluster.
 	Core bool
+	// DataDir is the server's data directory when the test can read it:
+	// its files (but Pebble's, which change with every write) must be
+	// unchanged by the attacks.
+	DataDir string
 }
 
 // attack is one row of the matrix: what tenant A tries.
@@ -170,7 +180,6 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		mutate(spec)
 		return &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"}, Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: spec}}
 	}
-	errOf := func(_ any, err error) error { return err }
 	watchErr := func(w interface{ Stop() }, err error) error {
 		if err == nil {
 			w.Stop()
@@ -435,6 +444,10 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 			}))
 		}},
 	)
+	// Names that become paths under the server's data directory: each
+	// variant on each field, in its own namespace, where it may create
+	// VM backups and trackers.
+	attacks = append(attacks, pathAttacks(a)...)
 	if target.Core {
 		attacks = append(attacks,
 			attack{"list Secrets in the admin namespace", func(ctx context.Context) error {
@@ -447,6 +460,7 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 	}
 
 	before := fingerprint(ctx, t, target)
+	filesBefore := DataDirSums(t, target.DataDir)
 	refused, leaked := 0, 0
 	for _, at := range attacks {
 		err := at.try(ctx)
@@ -462,6 +476,7 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		t.Errorf("%s: not refused: %v", at.name, err)
 	}
 	after := fingerprint(ctx, t, target)
+	leaked += CompareSums(t, filesBefore, DataDirSums(t, target.DataDir))
 	for k, v := range before {
 		if after[k] != v {
 			leaked++
@@ -673,4 +688,108 @@ func fetch(ctx context.Context, c *http.Client, link string) error {
 		return apierrors.NewNotFound(gr, link)
 	}
 	return fmt.Errorf("GET %s: %d %s", link, resp.StatusCode, body)
+}
+
+// pathAttacks are tenant A's VM backups and trackers in its own namespace
+// whose names become paths (spec.pvcName, spec.source.name, the tracker's
+// PVC annotation): every hostile variant of each must be refused.
+func pathAttacks(a Tenant) []attack {
+	kv := a.Client.BackupV1alpha1()
+	vmGroup, trackerGroup := "kubevirt.io", kvv1alpha1.GroupName
+	vmb := func(pvc, source, kind string) *kvv1alpha1.VirtualMachineBackup {
+		group := vmGroup
+		if kind != "VirtualMachine" {
+			group = trackerGroup
+		}
+		return &kvv1alpha1.VirtualMachineBackup{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+			Spec: kvv1alpha1.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: kind, Name: source}, PvcName: &pvc}}
+	}
+	tracker := func(vm string, annotations map[string]string) *kvv1alpha1.VirtualMachineBackupTracker {
+		return &kvv1alpha1.VirtualMachineBackupTracker{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-", Annotations: annotations},
+			Spec: kvv1alpha1.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &vmGroup, Kind: "VirtualMachine", Name: vm}}}
+	}
+	var out []attack
+	for _, name := range append(append([]string{}, rootdirtest.Hostile...), rootdirtest.Lookalikes...) {
+		q := strconv.Quote(name)
+		if len(q) > 40 {
+			q = q[:37] + "...\""
+		}
+		out = append(out,
+			attack{"a VirtualMachineBackup with pvcName " + q, func(ctx context.Context) error {
+				return errOf(kv.VirtualMachineBackups(a.Namespace).Create(ctx, vmb(name, "vm", "VirtualMachine"), metav1.CreateOptions{}))
+			}},
+			attack{"a VirtualMachineBackup of VirtualMachine " + q, func(ctx context.Context) error {
+				return errOf(kv.VirtualMachineBackups(a.Namespace).Create(ctx, vmb("vm-backups", name, "VirtualMachine"), metav1.CreateOptions{}))
+			}},
+			attack{"a VirtualMachineBackup of tracker " + q, func(ctx context.Context) error {
+				return errOf(kv.VirtualMachineBackups(a.Namespace).Create(ctx, vmb("vm-backups", name, "VirtualMachineBackupTracker"), metav1.CreateOptions{}))
+			}},
+			attack{"a VirtualMachineBackupTracker of VirtualMachine " + q, func(ctx context.Context) error {
+				return errOf(kv.VirtualMachineBackupTrackers(a.Namespace).Create(ctx, tracker(name, nil), metav1.CreateOptions{}))
+			}},
+			attack{"a VirtualMachineBackupTracker with PVC annotation " + q, func(ctx context.Context) error {
+				return errOf(kv.VirtualMachineBackupTrackers(a.Namespace).Create(ctx, tracker("vm", map[string]string{kvv1alpha1.VMBackupPVCAnnotation: name}), metav1.CreateOptions{}))
+			}},
+		)
+	}
+	return out
+}
+
+func errOf(_ any, err error) error { return err }
+
+// DataDirSums maps the files of a server's data directory to their
+// sha256, but for Pebble's (under pebble/) and the server's log, which
+// change as it runs; nil when dir is "".
+func DataDirSums(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	if dir == "" {
+		return nil
+	}
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			if rel == "pebble" {
+				out[rel+"/"] = "dir"
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(rel, ".log") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[rel] = fmt.Sprintf("%x", sha256.Sum256(data))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the data directory: %v", err)
+	}
+	return out
+}
+
+// CompareSums reports every file of before changed or gone in after, and
+// every file made; it returns how many.
+func CompareSums(t *testing.T, before, after map[string]string) int {
+	t.Helper()
+	n := 0
+	for f, sum := range before {
+		if after[f] != sum {
+			n++
+			t.Errorf("data directory: %s changed or removed by an attack", f)
+		}
+	}
+	for f := range after {
+		if _, ok := before[f]; !ok {
+			n++
+			t.Errorf("data directory: %s made by an attack", f)
+		}
+	}
+	return n
 }

@@ -519,13 +519,17 @@ ports: [{port: %d, protocol: TCP}]
 	// The pod's volume is a directory here.
 	for i, a := range args {
 		if strings.HasPrefix(a, "--data-dir=") {
-			args[i] = "--data-dir=" + c.path("backstop-data")
+			args[i] = "--data-dir=" + c.BackstopDataDir()
 		}
 	}
 	c.BackstopArgs = append(append(args,
 		"--kubeconfig="+saKubeconfig, "--authentication-kubeconfig="+saKubeconfig, "--authorization-kubeconfig="+saKubeconfig), extra...)
 	c.StartBackstop()
 }
+
+// BackstopDataDir is the data directory backstop-apiserver runs with (its
+// pod's volume, here a directory).
+func (c *Cluster) BackstopDataDir() string { return c.path("backstop-data") }
 
 // StartBackstop starts backstop-apiserver with BackstopArgs and waits until
 // kube-apiserver reports its APIServices Available and serves its groups.

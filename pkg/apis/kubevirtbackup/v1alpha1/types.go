@@ -174,6 +174,13 @@ const (
 // it, selects it). A VM is selected while one of its trackers selects it.
 const ChangedBlockTrackingAnnotation = "backstop.io/changed-block-tracking"
 
+// VMBackupPVCAnnotation names the PVC (push mode target) of VM disk
+// backups: on a VirtualMachineBackupTracker, for the Velero backups that
+// take it; on a Backup (or a Schedule, whose backups copy its
+// annotations), for the VMs it discovers. Like spec.pvcName it names a
+// directory of the server: a DNS-1123 subdomain, checked at admission.
+const VMBackupPVCAnnotation = "backstop.io/vm-backup-pvc"
+
 // FullEveryAnnotation on a VirtualMachineBackup of a tracker bounds its
 // chain: once the chain ending at the tracker's checkpoint holds this many
 // incrementals since its full backup, the backup is full instead (and says

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
@@ -49,6 +50,7 @@ func ValidateBackupSpec(spec *kubevirtbackup.VirtualMachineBackupSpec, fldPath *
 	case spec.Source.Name == "":
 		errs = append(errs, field.Required(src.Child("name"), "the name of the source is required"))
 	default:
+		errs = append(errs, ValidateObjectName(spec.Source.Name, src.Child("name"))...)
 		group := ""
 		if spec.Source.APIGroup != nil {
 			group = *spec.Source.APIGroup
@@ -63,6 +65,9 @@ func ValidateBackupSpec(spec *kubevirtbackup.VirtualMachineBackupSpec, fldPath *
 				"kind must be VirtualMachine for apiGroup kubevirt.io or VirtualMachineBackupTracker for apiGroup backup.kubevirt.io"))
 		}
 	}
+	if spec.BackupTracker != nil && *spec.BackupTracker != "" {
+		errs = append(errs, ValidateObjectName(*spec.BackupTracker, fldPath.Child("backupTracker"))...)
+	}
 	if spec.BackupTracker != nil && *spec.BackupTracker != "" &&
 		(spec.Source.Kind != TrackerKind || spec.Source.Name != *spec.BackupTracker) {
 		errs = append(errs, field.Invalid(fldPath.Child("backupTracker"), *spec.BackupTracker,
@@ -76,6 +81,8 @@ func ValidateBackupSpec(spec *kubevirtbackup.VirtualMachineBackupSpec, fldPath *
 	case kubevirtbackup.PushMode:
 		if spec.PvcName == nil || *spec.PvcName == "" {
 			errs = append(errs, field.Required(fldPath.Child("pvcName"), "pvcName is required in push mode"))
+		} else {
+			errs = append(errs, ValidateObjectName(*spec.PvcName, fldPath.Child("pvcName"))...)
 		}
 	case kubevirtbackup.PullMode:
 		errs = append(errs, field.NotSupported(fldPath.Child("mode"), string(mode), []string{string(kubevirtbackup.PushMode)}))
@@ -100,19 +107,45 @@ func ValidateTrackerSpec(spec *kubevirtbackup.VirtualMachineBackupTrackerSpec, f
 	}
 	if spec.Source.Name == "" {
 		errs = append(errs, field.Required(src.Child("name"), "the name of the VirtualMachine is required"))
+	} else {
+		errs = append(errs, ValidateObjectName(spec.Source.Name, src.Child("name"))...)
 	}
 	return errs
+}
+
+// ValidateObjectName checks a name of a Kubernetes object (a
+// VirtualMachine, a PersistentVolumeClaim) that the server also uses as a
+// directory or libvirt domain name: a DNS-1123 subdomain, which is one path
+// element, never "." or "..", without separators or control characters.
+func ValidateObjectName(name string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(fldPath, name, msg))
+	}
+	return errs
+}
+
+// ValidatePVCAnnotation checks kubevirtbackupv1alpha1.VMBackupPVCAnnotation
+// where an object carries it (a tracker, a Backup, a Schedule): a PVC's
+// name.
+func ValidatePVCAnnotation(annotations map[string]string, fldPath *field.Path) field.ErrorList {
+	v, ok := annotations[kubevirtbackupv1alpha1.VMBackupPVCAnnotation]
+	if !ok {
+		return nil
+	}
+	return ValidateObjectName(v, fldPath.Key(kubevirtbackupv1alpha1.VMBackupPVCAnnotation))
 }
 
 // ValidateTrackerAnnotations checks the annotations Backstop reads from a
 // VirtualMachineBackupTracker: backstop.io/changed-block-tracking is "true"
 // or "false".
 func ValidateTrackerAnnotations(annotations map[string]string, fldPath *field.Path) field.ErrorList {
+	errs := ValidatePVCAnnotation(annotations, fldPath)
 	v, ok := annotations[kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation]
 	if !ok || v == "true" || v == "false" {
-		return nil
+		return errs
 	}
-	return field.ErrorList{field.NotSupported(fldPath.Key(kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation), v, []string{"true", "false"})}
+	return append(errs, field.NotSupported(fldPath.Key(kubevirtbackupv1alpha1.ChangedBlockTrackingAnnotation), v, []string{"true", "false"}))
 }
 
 // ValidateBackupAnnotations checks the annotations Backstop reads from a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/rootdir/rootdirtest"
 )
 
 var vm = corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "vm1"}
@@ -129,5 +130,58 @@ func TestValidateTrackerAnnotations(t *testing.T) {
 		case tc.wantField != "" && (len(errs) != 1 || errs[0].Field != tc.wantField || errs[0].Type != field.ErrorTypeNotSupported):
 			t.Errorf("%v: errors %v, want one NotSupported at %s", tc.annotations, errs, tc.wantField)
 		}
+	}
+}
+
+// TestNamesThatBecomePaths: every field and annotation whose value the
+// server turns into a directory or a libvirt domain name refuses each
+// hostile name (traversal, absolute, NUL, lookalikes, too long) with its
+// field path, and takes a plain one.
+func TestNamesThatBecomePaths(t *testing.T) {
+	spec := field.NewPath("spec")
+	annotations := field.NewPath("metadata", "annotations")
+	pvcKey := "metadata.annotations[" + kubevirtbackupv1alpha1.VMBackupPVCAnnotation + "]"
+	fields := []struct {
+		field string
+		errs  func(name string) field.ErrorList
+	}{
+		{"spec.pvcName", func(n string) field.ErrorList {
+			return ValidateBackupSpec(&kubevirtbackup.VirtualMachineBackupSpec{Source: vm, PvcName: &n}, spec)
+		}},
+		{"spec.source.name", func(n string) field.ErrorList {
+			src := vm
+			src.Name = n
+			return ValidateBackupSpec(&kubevirtbackup.VirtualMachineBackupSpec{Source: src, PvcName: ptr.To("out")}, spec)
+		}},
+		{"spec.source.name", func(n string) field.ErrorList {
+			src := vm
+			src.Name = n
+			return ValidateTrackerSpec(&kubevirtbackup.VirtualMachineBackupTrackerSpec{Source: src}, spec)
+		}},
+		{pvcKey, func(n string) field.ErrorList {
+			return ValidateTrackerAnnotations(map[string]string{kubevirtbackupv1alpha1.VMBackupPVCAnnotation: n}, annotations)
+		}},
+		{pvcKey, func(n string) field.ErrorList {
+			return ValidatePVCAnnotation(map[string]string{kubevirtbackupv1alpha1.VMBackupPVCAnnotation: n}, annotations)
+		}},
+	}
+	for _, f := range fields {
+		t.Run(f.field, func(t *testing.T) {
+			if errs := f.errs("vm-backups.a1"); len(errs) != 0 {
+				t.Errorf("a plain name refused: %v", errs)
+			}
+			for _, name := range append(append([]string{}, rootdirtest.Hostile...), rootdirtest.Lookalikes...) {
+				errs := f.errs(name)
+				if len(errs) == 0 {
+					t.Errorf("%q accepted", name)
+					continue
+				}
+				for _, e := range errs {
+					if e.Field != f.field || e.Type != field.ErrorTypeInvalid {
+						t.Errorf("%q: error %v, want Invalid at %s", name, e, f.field)
+					}
+				}
+			}
+		})
 	}
 }

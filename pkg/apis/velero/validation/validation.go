@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	vmvalidation "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/validation"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
@@ -98,10 +99,17 @@ func validateNamespaceMapping(mapping map[string]string, fldPath *field.Path) fi
 	return errs
 }
 
+// ValidateBackupAnnotations checks the annotations Backstop reads from a
+// Backup: the PVC its VM disk backups go to is a PVC's name.
+func ValidateBackupAnnotations(annotations map[string]string, fldPath *field.Path) field.ErrorList {
+	return vmvalidation.ValidatePVCAnnotation(annotations, fldPath)
+}
+
 // ValidateScheduleAnnotations checks the annotations Backstop reads from a
-// Schedule: keep-last and the VM backups' chain bound are whole numbers.
+// Schedule: keep-last and the VM backups' chain bound are whole numbers,
+// the PVC of its VM disk backups is a PVC's name.
 func ValidateScheduleAnnotations(annotations map[string]string, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
+	errs := ValidateBackupAnnotations(annotations, fldPath)
 	for key, what := range map[string]string{
 		velerov1.KeepLastAnnotation:                "the number of Completed backups kept: a whole number, 0 (all, until their TTL) or more",
 		kubevirtbackupv1alpha1.FullEveryAnnotation: "the number of incremental VM backups after which one is full: a whole number, 0 (unbounded) or more",

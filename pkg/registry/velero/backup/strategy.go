@@ -88,6 +88,7 @@ func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
 // server) must be in a terminal phase.
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	errs := s.Strategy.Validate(ctx, obj)
+	errs = append(errs, velerovalidation.ValidateBackupAnnotations(obj.(*velero.Backup).Annotations, field.NewPath("metadata", "annotations"))...)
 	if p := velerov1.BackupPhase(obj.(*velero.Backup).Status.Phase); p != "" && !p.Terminal() {
 		errs = append(errs, field.Invalid(field.NewPath("status", "phase"), p, "a backup created with a status must be in a terminal phase"))
 	}
@@ -140,6 +141,7 @@ func ApplyDefaults(spec *velero.BackupSpec) {
 func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	b, oldB := obj.(*velero.Backup), old.(*velero.Backup)
 	errs := s.Strategy.ValidateUpdate(ctx, obj, old)
+	errs = append(errs, velerovalidation.ValidateBackupAnnotations(b.Annotations, field.NewPath("metadata", "annotations"))...)
 	if oldB.Spec.Cancel && !b.Spec.Cancel {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "cancel"), "a cancelled backup cannot be un-cancelled"))
 	}
