@@ -476,7 +476,7 @@ func (c CompletedConfig) sourceConfig(loopback *restclient.Config) *restclient.C
 func (c CompletedConfig) targetAs(loopback *restclient.Config) func(restoreas.User) (dynamic.Interface, error) {
 	return func(as restoreas.User) (dynamic.Interface, error) {
 		cfg := c.sourceConfig(loopback)
-		cfg.Impersonate = restclient.ImpersonationConfig{UserName: as.Username, UID: as.UID, Groups: as.Groups}
+		cfg.Impersonate = restclient.ImpersonationConfig{UserName: as.Username, UID: as.UID, Groups: as.Groups, Extra: as.Extra}
 		return dynamic.NewForConfig(cfg)
 	}
 }

@@ -47,6 +47,21 @@ func Name(s string) error {
 	return nil
 }
 
+// Clean reports whether p is a path as filepath.Clean makes it, with no
+// ".." element and no NUL: a path recorded in a file the server reads back
+// (a manifest's backing file) that leads nowhere its text does not say.
+func Clean(p string) bool {
+	if p == "" || filepath.Clean(p) != p || strings.ContainsRune(p, 0) {
+		return false
+	}
+	for _, e := range strings.Split(p, string(filepath.Separator)) {
+		if e == ".." {
+			return false
+		}
+	}
+	return true
+}
+
 // Dir is a directory of the server, by its path.
 type Dir string
 

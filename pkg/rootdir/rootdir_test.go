@@ -124,3 +124,14 @@ func TestDirInside(t *testing.T) {
 		t.Errorf("removing a missing path: %v", err)
 	}
 }
+
+func TestClean(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/data/volumes/ns/pvc/b1/vda.qcow2": true, "data/volumes/ns/pvc/b1": true,
+		"": false, "/data/../etc": false, "../x": false, "/a//b": false, "/a/b/": false, "/a/\x00": false, "/a/./b": false,
+	} {
+		if Clean(p) != want {
+			t.Errorf("Clean(%q) = %v, want %v", p, !want, want)
+		}
+	}
+}

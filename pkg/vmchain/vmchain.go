@@ -237,8 +237,8 @@ func Recover(dir string) error {
 // next's volume directory's siblings), every file one name in next.
 func (j journal) check(next string) error {
 	nsDir := filepath.Dir(filepath.Dir(next))
-	removed := filepath.Clean(j.Removed)
-	if !filepath.IsAbs(j.Removed) || removed != j.Removed || filepath.Dir(filepath.Dir(removed)) != nsDir || removed == next {
+	removed := j.Removed
+	if !rootdir.Clean(removed) || filepath.Dir(filepath.Dir(removed)) != nsDir || removed == next {
 		return fmt.Errorf("the directory it removes, %q, is not another backup in %s", j.Removed, nsDir)
 	}
 	for _, f := range j.Files {

@@ -73,14 +73,14 @@ func Read(dir string) (Manifest, error) {
 		return m, fmt.Errorf("%s: %w", filepath.Join(dir, File), err)
 	}
 	// The volume may be written by others than the server: a file name
-	// the manifest gives is one name in dir, a backing file an absolute
-	// path without "..".
+	// the manifest gives is one name in dir, a backing file a clean path
+	// without "..".
 	for _, d := range m.Disks {
 		if err := rootdir.Name(d.File); err != nil {
 			return Manifest{}, fmt.Errorf("%s: disk %q: %w", filepath.Join(dir, File), d.Name, err)
 		}
-		if d.Backing != "" && (!filepath.IsAbs(d.Backing) || filepath.Clean(d.Backing) != d.Backing) {
-			return Manifest{}, fmt.Errorf("%s: disk %q: backing file %q is not a clean absolute path", filepath.Join(dir, File), d.Name, d.Backing)
+		if d.Backing != "" && !rootdir.Clean(d.Backing) {
+			return Manifest{}, fmt.Errorf("%s: disk %q: backing file %q is not a clean path", filepath.Join(dir, File), d.Name, d.Backing)
 		}
 	}
 	return m, nil

@@ -21,6 +21,36 @@ type User struct {
 	Username string   `json:"username"`
 	UID      string   `json:"uid,omitempty"`
 	Groups   []string `json:"groups,omitempty"`
+	// Extra is what the authenticator said besides (a scoped token's
+	// scopes, a service account token's pod): a restore impersonates it
+	// too, so that a scoped token's restore stays scoped.
+	Extra map[string][]string `json:"extra,omitempty"`
+}
+
+// Privileged is the group whose members every authorizer lets do anything:
+// never recorded as a group a restore acts with.
+const Privileged = "system:masters"
+
+// For is the user a restore made for u acts as: u with its UID, groups
+// (but Privileged) and extras; ok is false for the server's own loopback
+// user, which no restore acts as.
+func For(name, uid string, groups []string, extra map[string][]string) (as User, ok bool) {
+	if name == "" || name == "system:apiserver" {
+		return User{}, false
+	}
+	as = User{Username: name, UID: uid}
+	for _, g := range groups {
+		if g != Privileged {
+			as.Groups = append(as.Groups, g)
+		}
+	}
+	if len(extra) > 0 {
+		as.Extra = make(map[string][]string, len(extra))
+		for k, v := range extra {
+			as.Extra[k] = append([]string(nil), v...)
+		}
+	}
+	return as, true
 }
 
 // String is the annotation value.
@@ -37,6 +67,9 @@ func Of(annotations map[string]string) (as User, ok bool, err error) {
 	}
 	if err := json.Unmarshal([]byte(v), &as); err != nil || as.Username == "" {
 		return User{}, true, fmt.Errorf("annotation %s %q does not name a user", Annotation, v)
+	}
+	if safe, ok := For(as.Username, as.UID, as.Groups, as.Extra); !ok || len(safe.Groups) != len(as.Groups) {
+		return User{}, true, fmt.Errorf("annotation %s %q names the server itself or %s: a restore acts as no such user", Annotation, v, Privileged)
 	}
 	return as, true, nil
 }

@@ -146,6 +146,11 @@ func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return err
 	}
+	if problem == "" {
+		// Fail closed: a restore for nobody would write with the
+		// server's rights.
+		problem = creatorProblem(nar)
+	}
 	if problem != "" {
 		if _, err := c.writeStatus(ctx, nar, func(st *oadpv1alpha1.NonAdminRestoreStatus) {
 			st.Phase = oadpv1alpha1.NonAdminPhaseBackingOff
@@ -187,10 +192,9 @@ func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) erro
 		},
 		Spec: *spec,
 	}
-	// It restores with the rights of whoever created the NonAdminRestore.
-	if as, ok := nar.Annotations[oadpv1alpha1.CreatedByAnnotation]; ok {
-		r.Annotations[restoreas.Annotation] = as
-	}
+	// It restores with the rights of whoever created the NonAdminRestore
+	// (creatorProblem made sure there is one).
+	r.Annotations[restoreas.Annotation] = nar.Annotations[oadpv1alpha1.CreatedByAnnotation]
 	created, err := c.cfg.Client.VeleroV1().Restores(c.cfg.AdminNamespace).Create(ctx, r, metav1.CreateOptions{FieldManager: c.status.Engine})
 	if apierrors.IsAlreadyExists(err) {
 		if created, err = c.restoreOf(ctx, nar); err == nil && created == nil {
@@ -352,4 +356,21 @@ func (c *RestoreController) syncOrphan(ctx context.Context, key cache.ObjectName
 	}
 	klog.FromContext(ctx).Info("Deleting a Restore whose NonAdminRestore is gone", "restore", r.Name, "nonadminrestore", ns+"/"+name)
 	return reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Restores(r.Namespace).Delete, r.Name, r.UID)
+}
+
+// creatorProblem says why a NonAdminRestore cannot be restored for the
+// user admission recorded as its creator: none recorded (made by the
+// server itself, or stored before the record existed), or a record that
+// names the server or system:masters; "" when it can.
+func creatorProblem(nar *oadpv1alpha1.NonAdminRestore) string {
+	as, ok, err := restoreas.Of(map[string]string{restoreas.Annotation: nar.Annotations[oadpv1alpha1.CreatedByAnnotation]})
+	switch {
+	case nar.Annotations[oadpv1alpha1.CreatedByAnnotation] == "" || !ok:
+		return "NonAdminRestore has no record of the user who created it (" + oadpv1alpha1.CreatedByAnnotation + "): it restores nothing; create it again as the user it restores for"
+	case err != nil:
+		return err.Error()
+	case as.Username == "":
+		return "NonAdminRestore names no creator"
+	}
+	return ""
 }

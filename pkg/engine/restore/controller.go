@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/archive"
@@ -80,6 +82,15 @@ var nonRestorable = map[string]bool{
 	"backups.velero.io": true, "restores.velero.io": true, "resticrepositories.velero.io": true,
 	"csinodes.storage.k8s.io": true, "volumeattachments.storage.k8s.io": true, "backuprepositories.velero.io": true,
 	"deletebackuprequests.velero.io": true, "downloadrequests.velero.io": true, "serverstatusrequests.velero.io": true,
+}
+
+// tenantKind reports whether a resource is one of the tenants' kinds
+// (oadp.openshift.io): a restore for a user never restores them, whatever
+// the backup holds: a NonAdminBackup or storage location restored by a
+// tenant would be one it made without admission's record of who made it.
+func tenantKind(groupResource string) bool {
+	_, group, _ := strings.Cut(groupResource, ".")
+	return group == oadpv1alpha1.GroupName
 }
 
 // restoredFirst are restored in a first pass, before what lives in them
@@ -617,6 +628,16 @@ func (rd *restorer) selected(it *archive.Item) bool {
 		}
 		return false
 	}
+	if rd.as != "" && tenantKind(it.GroupResource) {
+		rd.mu.Lock()
+		first := !rd.skipped[it.GroupResource] && !rd.counting
+		rd.skipped[it.GroupResource] = true
+		rd.mu.Unlock()
+		if first {
+			rd.log.Info("Skipping a resource a restore for a user never restores: the tenants' own objects are made by the server, not restored", "resource", it.GroupResource)
+		}
+		return false
+	}
 	res, ok := rd.byGR[it.GroupResource]
 	if !ok {
 		// Not served (yet): counted, and reported when restored.
@@ -683,8 +704,11 @@ func (rd *restorer) restoreItem(ctx context.Context, it *archive.Item) {
 		unstructured.RemoveNestedField(obj.Object, "status")
 	}
 	status, hasStatus, _ := unstructured.NestedFieldCopy(obj.Object, "status")
+	// The name is the one the item's path gives, which the filters
+	// decided on, never another its JSON claims.
+	obj.SetName(it.Name)
 	if items.IsNamespaces(res) {
-		obj.SetName(rd.mapNamespace(obj.GetName()))
+		obj.SetName(rd.mapNamespace(it.Name))
 		if _, err := rd.waitNamespaceGone(ctx, obj.GetName()); err != nil {
 			fail(err.Error())
 			return

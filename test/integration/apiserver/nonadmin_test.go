@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/nonadmin"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
@@ -807,4 +808,90 @@ func TestNonAdminStorageLocationStandalone(t *testing.T) {
 	if !invalidAt(err, "spec.backupSpec.storageLocation", "not ready") {
 		t.Errorf("a backup to a location that backs off: %v, want 422", err)
 	}
+}
+
+// TestNonAdminRestoreRights: a NonAdminRestore restores with the rights of
+// the user admission recorded as its creator, and with nothing else: one
+// made by the server's own identities records no one and restores
+// nothing (it backs off, saying why); one made by a cluster admin records
+// the admin without system:masters; a tenant's records the tenant, whatever
+// annotation it sent.
+func TestNonAdminRestoreRights(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	if _, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab1"},
+		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNAB(t, s, "tenant-a", "nab1", "its backup done", veleroBackupDone)
+	narOf := func(name string) *oadpv1alpha1.NonAdminRestore {
+		return &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Annotations: map[string]string{oadpv1alpha1.CreatedByAnnotation: `{"username":"system:apiserver","groups":["system:masters"]}`}},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "nab1"}}}
+	}
+	// restoreAs waits for the Velero Restore of a NonAdminRestore and
+	// returns whom it restores as.
+	restoreAs := func(t *testing.T, name string) restoreas.User {
+		t.Helper()
+		var as restoreas.User
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			nar, err := s.Clientset.OadpV1alpha1().NonAdminRestores("tenant-a").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || nar.Status.VeleroRestore == nil || nar.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated {
+				return false, err
+			}
+			r, err := s.Clientset.VeleroV1().Restores(ns).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			as, _, err = restoreas.Of(r.Annotations)
+			return true, err
+		}); err != nil {
+			t.Fatalf("the restore of NonAdminRestore %s: %v", name, err)
+		}
+		return as
+	}
+
+	t.Run("made by the server's engines: no creator, nothing restored", func(t *testing.T) {
+		nars := s.EngineClientset().OadpV1alpha1().NonAdminRestores("tenant-a")
+		if _, err := nars.Create(ctx, narOf("by-engine"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var nar *oadpv1alpha1.NonAdminRestore
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			var err error
+			nar, err = nars.Get(ctx, "by-engine", metav1.GetOptions{})
+			return err == nil && nar.Status.Phase == oadpv1alpha1.NonAdminPhaseBackingOff, err
+		}); err != nil {
+			t.Fatalf("NonAdminRestore by-engine did not back off: %v; last %+v", err, nar.Status)
+		}
+		if _, ok := nar.Annotations[oadpv1alpha1.CreatedByAnnotation]; ok {
+			t.Errorf("a creator recorded for the server's own request: %s", nar.Annotations[oadpv1alpha1.CreatedByAnnotation])
+		}
+		if c := condition(nar.Status.Conditions, oadpv1alpha1.NonAdminConditionAccepted); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "no record of the user who created it") {
+			t.Errorf("condition Accepted %+v", c)
+		}
+		if nar.Status.VeleroRestore != nil && nar.Status.VeleroRestore.Name != "" {
+			if _, err := s.Clientset.VeleroV1().Restores(ns).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("a Velero Restore was made for it: %v", err)
+			}
+		}
+	})
+	t.Run("made by a cluster admin: without system:masters", func(t *testing.T) {
+		if _, err := s.Clientset.OadpV1alpha1().NonAdminRestores("tenant-a").Create(ctx, narOf("by-admin"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		as := restoreAs(t, "by-admin")
+		if as.Username == "system:apiserver" || slices.Contains(as.Groups, "system:masters") {
+			t.Errorf("the admin's NonAdminRestore restores as %+v", as)
+		}
+	})
+	t.Run("made by the tenant: the tenant, whatever it sent", func(t *testing.T) {
+		if _, err := alice.client.OadpV1alpha1().NonAdminRestores("tenant-a").Create(ctx, narOf("by-alice"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if as := restoreAs(t, "by-alice"); as.Username != "alice" || slices.Contains(as.Groups, "system:masters") {
+			t.Errorf("alice's NonAdminRestore restores as %+v", as)
+		}
+	})
 }

@@ -448,6 +448,33 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 	// variant on each field, in its own namespace, where it may create
 	// VM backups and trackers.
 	attacks = append(attacks, pathAttacks(a)...)
+	// The server's link labels on what a tenant's backups carry: a
+	// schedule's backups take its template's labels.
+	link := func(key, value string) *velerov1.BackupSpec {
+		return &velerov1.BackupSpec{Metadata: velerov1.Metadata{Labels: map[string]string{key: value}}}
+	}
+	attacks = append(attacks,
+		attack{"a NonAdminSchedule whose backups carry B's link label", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminSchedules(a.Namespace).Create(ctx, &oadpv1alpha1.NonAdminSchedule{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: "@daily", Template: oadpv1alpha1.NonAdminScheduleTemplate{
+					BackupSpec: link(oadpv1alpha1.NabOriginNACUUIDLabel, bNAB.Status.VeleroBackup.NACUUID)}}}, metav1.CreateOptions{}))
+		}},
+		attack{"a NonAdminSchedule whose backups say they were synced", func(ctx context.Context) error {
+			return errOf(a.Client.OadpV1alpha1().NonAdminSchedules(a.Namespace).Create(ctx, &oadpv1alpha1.NonAdminSchedule{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: "@daily", Template: oadpv1alpha1.NonAdminScheduleTemplate{
+					BackupSpec: link(oadpv1alpha1.NabSyncLabel, bLocation)}}}, metav1.CreateOptions{}))
+		}},
+		attack{"a NonAdminBackup carrying velero.io/storage-location", func(ctx context.Context) error {
+			return errOf(ownNABs.Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: link(velerov1.StorageLocationLabel, "default")}}, metav1.CreateOptions{}))
+		}},
+		attack{"a NonAdminBackup carrying a backstop.io label", func(ctx context.Context) error {
+			return errOf(ownNABs.Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{GenerateName: "attack-"},
+				Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: link("backstop.io/vm-backup-series", "x")}}, metav1.CreateOptions{}))
+		}},
+	)
 	if target.Core {
 		attacks = append(attacks,
 			attack{"list Secrets in the admin namespace", func(ctx context.Context) error {

@@ -13,6 +13,7 @@ package validation
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -67,7 +68,30 @@ func ValidateNonAdminBackupSpec(namespace string, spec *oadp.NonAdminBackupSpec,
 	for i, h := range b.Hooks.Resources {
 		errs = append(errs, ownNamespaceOnly(kind, namespace, h.IncludedNamespaces, p.Child("hooks", "resources").Index(i).Child("includedNamespaces"))...)
 	}
+	for _, key := range slices.Sorted(maps.Keys(b.Metadata.Labels)) {
+		if ServerLabel(key) {
+			errs = append(errs, field.Forbidden(p.Child("metadata", "labels").Key(key),
+				"labels of velero.io, backstop.io and openshift.io/oadp, and app.kubernetes.io/managed-by, link the server's objects: a tenant's backups cannot carry them"))
+		}
+	}
 	return errs
+}
+
+// ServerLabel reports whether a label or annotation key is one the server
+// links its objects by or acts on: under velero.io or backstop.io (and
+// their subdomains), openshift.io/oadp*, app.kubernetes.io/managed-by.
+func ServerLabel(key string) bool {
+	prefix, name, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+	prefix = strings.ToLower(prefix)
+	for _, domain := range []string{"velero.io", "backstop.io"} {
+		if prefix == domain || strings.HasSuffix(prefix, "."+domain) {
+			return true
+		}
+	}
+	return prefix == "openshift.io" && strings.HasPrefix(name, "oadp") || key == "app.kubernetes.io/managed-by"
 }
 
 // ValidateNonAdminRestoreSpec checks a NonAdminRestore spec of namespace:

@@ -41,17 +41,27 @@ func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter, policy nonadminbac
 }
 
 // PrepareForCreate records who creates the NonAdminRestore (its restore
-// writes with that user's rights), over whatever the request said.
+// writes with that user's rights), over whatever the request said: the
+// user's name, UID, groups but system:masters, and extras (a scoped
+// token's restore stays scoped). The server's own requests record no one,
+// and a NonAdminRestore without a creator restores nothing (the tenants'
+// engine fails it closed).
 func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	s.Strategy.PrepareForCreate(ctx, obj)
 	o := obj.(*oadp.NonAdminRestore)
 	delete(o.Annotations, oadpv1alpha1.CreatedByAnnotation)
-	if u, ok := genericrequest.UserFrom(ctx); ok {
-		if o.Annotations == nil {
-			o.Annotations = map[string]string{}
-		}
-		o.Annotations[oadpv1alpha1.CreatedByAnnotation] = restoreas.User{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}.String()
+	u, ok := genericrequest.UserFrom(ctx)
+	if !ok || resource.FromEngine(ctx) {
+		return
 	}
+	as, ok := restoreas.For(u.GetName(), u.GetUID(), u.GetGroups(), u.GetExtra())
+	if !ok {
+		return
+	}
+	if o.Annotations == nil {
+		o.Annotations = map[string]string{}
+	}
+	o.Annotations[oadpv1alpha1.CreatedByAnnotation] = as.String()
 }
 
 // PrepareForUpdate keeps the record of who created it.

@@ -1,0 +1,41 @@
+package validation
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+)
+
+// TestTenantBackupLabels: the labels a tenant's backup (or schedule
+// template) would carry may not be the server's link labels: a schedule's
+// backups take them, and the server routes by them.
+func TestTenantBackupLabels(t *testing.T) {
+	for key, server := range map[string]bool{
+		"openshift.io/oadp-nab-origin-nacuuid": true, "openshift.io/oadp": true, "openshift.io/oadp-nab-synced-from-nacuuid": true,
+		"velero.io/storage-location": true, "velero.io/schedule-name": true, "VELERO.IO/backup-name": true, "x.velero.io/y": true,
+		"backstop.io/vm-backup-series": true, "app.kubernetes.io/managed-by": true,
+		"app": false, "team.example.com/owner": false, "openshift.io/other": false, "notvelero.io/x": false,
+	} {
+		spec := &oadp.NonAdminBackupSpec{BackupSpec: &velero.BackupSpec{Metadata: velero.Metadata{Labels: map[string]string{key: "v"}}}}
+		errs := ValidateNonAdminBackupSpec("tenant-a", spec, field.NewPath("spec"))
+		schedErrs := ValidateNonAdminScheduleSpec("tenant-a", &oadp.NonAdminScheduleSpec{Schedule: "@daily",
+			Template: oadp.NonAdminScheduleTemplate{BackupSpec: spec.BackupSpec}}, field.NewPath("spec"))
+		if !server {
+			if len(errs)+len(schedErrs) != 0 {
+				t.Errorf("label %s refused: %v %v", key, errs, schedErrs)
+			}
+			continue
+		}
+		want := "spec.backupSpec.metadata.labels[" + key + "]"
+		if len(errs) != 1 || errs[0].Field != want || errs[0].Type != field.ErrorTypeForbidden {
+			t.Errorf("label %s: errors %v, want one Forbidden at %s", key, errs, want)
+		}
+		want = "spec.template.backupSpec.metadata.labels[" + key + "]"
+		if len(schedErrs) != 1 || schedErrs[0].Field != want {
+			t.Errorf("schedule template label %s: errors %v, want one at %s", key, schedErrs, want)
+		}
+	}
+}
