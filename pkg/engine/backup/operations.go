@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -180,8 +181,21 @@ func (o *operations) start(ctx context.Context, r items.Resource, item *unstruct
 	}
 }
 
+// InSource reports whether the source cluster has an object (namespace ""
+// for a cluster-scoped one, such as a Namespace).
+type InSource func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (bool, error)
+
+// namespacesGVR is the resource of Namespaces.
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
 // discover starts the operations of the discovered items the filter takes.
-func (o *operations) discover(ctx context.Context, filter *items.Filter) {
+// Where the source serves Namespaces (a cluster; standalone serves none, and
+// has every namespace), a discovered item is taken only in a namespace it
+// has; where it serves the item's resource itself, only when it has that
+// object: what lies outside the cluster (a libvirt domain named after a
+// namespace) decides nothing about what a namespace's backup holds. A nil
+// has checks nothing.
+func (o *operations) discover(ctx context.Context, filter *items.Filter, has InSource, served func(items.Resource) bool) {
 	for _, a := range o.actions {
 		d, ok := a.(ItemDiscoverer)
 		if !ok {
@@ -200,9 +214,40 @@ func (o *operations) discover(ctx context.Context, filter *items.Filter) {
 			o.log.Warning("", items.ScopeVelero, fmt.Sprintf("%s: looking for %s: %v", a.Name(), r.GroupResource(), err))
 			continue
 		}
+		namespaces := map[string]bool{}
 		for _, item := range found {
 			if !filter.IncludesNamespace(item.GetNamespace()) || !filter.IncludesItem(item.GetLabels()) || o.startedFor(r, item) {
 				continue
+			}
+			if has != nil {
+				what := r.GroupResource() + " " + qualified(item.GetNamespace(), item.GetName())
+				exists, known := namespaces[item.GetNamespace()]
+				if !known && !served(items.Resource{GVR: namespacesGVR}) {
+					exists, known = true, true
+				}
+				if !known {
+					var err error
+					if exists, err = has(ctx, namespacesGVR, "", item.GetNamespace()); err != nil {
+						o.log.Warning("", items.ScopeVelero, fmt.Sprintf("%s: looking up namespace %s: %v", a.Name(), item.GetNamespace(), err))
+						continue
+					}
+					namespaces[item.GetNamespace()] = exists
+				}
+				if !exists {
+					o.log.Info("Not taken: the source cluster has no such namespace", "action", a.Name(), "item", what)
+					continue
+				}
+				if served(r) {
+					found, err := has(ctx, r.GVR, item.GetNamespace(), item.GetName())
+					if err != nil {
+						o.log.Warning("", items.ScopeVelero, fmt.Sprintf("%s: looking up %s: %v", a.Name(), what, err))
+						continue
+					}
+					if !found {
+						o.log.Info("Not taken: the source cluster serves this resource and has no such object", "action", a.Name(), "item", what)
+						continue
+					}
+				}
 			}
 			o.start(ctx, r, item)
 		}

@@ -78,8 +78,13 @@ func TestDiscoveredItems(t *testing.T) {
 		spec       velerov1.BackupSpec
 		apiStarted []string // operations started for API items first
 		err        error    // the discoverer's
-		want       []string
-		warnings   int
+		// missing are namespaces the source cluster does not have; served
+		// the VMs it has when it serves VirtualMachines itself (nil: it
+		// does not).
+		missing, served []string
+		noNamespaces    bool // the source serves no Namespaces (standalone)
+		want            []string
+		warnings        int
 	}{
 		{name: "every namespace", want: []string{"a/vm1", "a/vm2", "b/vm3"}},
 		{name: "one namespace", spec: velerov1.BackupSpec{IncludedNamespaces: []string{"a"}}, want: []string{"a/vm1", "a/vm2"}},
@@ -90,6 +95,9 @@ func TestDiscoveredItems(t *testing.T) {
 		{name: "namespaced resources excluded", spec: velerov1.BackupSpec{ExcludedNamespaceScopedResources: []string{"virtualmachines.kubevirt.io"}}},
 		{name: "label selector", spec: velerov1.BackupSpec{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "db"}}}, want: []string{"a/vm2"}},
 		{name: "already started from the API", apiStarted: []string{"a/vm1"}, want: []string{"a/vm1", "a/vm2", "b/vm3"}},
+		{name: "a namespace the source does not have: its domains are not its VMs", missing: []string{"b"}, want: []string{"a/vm1", "a/vm2"}},
+		{name: "the source serves VirtualMachines: only those it has", served: []string{"a/vm2", "b/vm3"}, want: []string{"a/vm2", "b/vm3"}},
+		{name: "a source serving no Namespaces has every namespace", missing: []string{"b"}, noNamespaces: true, want: []string{"a/vm1", "a/vm2", "b/vm3"}},
 		{name: "no source on this host: no warning", err: fmt.Errorf("%w: no daemon", ErrNoSource)},
 		{name: "the source fails: a warning", err: errors.New("listing domains: broken"), warnings: 1},
 	} {
@@ -114,7 +122,16 @@ func TestDiscoveredItems(t *testing.T) {
 					}
 				}
 			}
-			ops.discover(context.Background(), filter)
+			has := func(_ context.Context, gvr schema.GroupVersionResource, ns, name string) (bool, error) {
+				if gvr.Resource == "namespaces" {
+					return !slices.Contains(tc.missing, name), nil
+				}
+				return slices.Contains(tc.served, ns+"/"+name), nil
+			}
+			served := func(r items.Resource) bool {
+				return r.GroupResource() == "namespaces" && !tc.noNamespaces || tc.served != nil && r.GroupResource() == vmResource.GroupResource()
+			}
+			ops.discover(context.Background(), filter, has, served)
 			if !slices.Equal(d.started, tc.want) {
 				t.Errorf("operations started for %v, want %v", d.started, tc.want)
 			}

@@ -192,7 +192,9 @@ func (r *backupRun) collect(ctx context.Context) error {
 		return fmt.Errorf("uploading the backup tarball: %w", err)
 	}
 	c.cfg.Crash.Hit(failpoint.BackupAfterUpload)
-	ops.discover(ctx, filter)
+	ops.discover(ctx, filter, c.cfg.Source.Has, func(r items.Resource) bool {
+		return slices.ContainsFunc(resources, func(s items.Resource) bool { return s.GroupResource() == r.GroupResource() })
+	})
 	done, _ := counter.Progress()
 	log.Info("Backed up items", "items", done)
 

@@ -1,11 +1,13 @@
 package items
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -80,4 +82,21 @@ func hasVerbs(verbs metav1.Verbs, want ...string) bool {
 		}
 	}
 	return true
+}
+
+// Has reports whether the source has an object (namespace "" for a
+// cluster-scoped one): false when it answers NotFound.
+func (s Source) Has(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (bool, error) {
+	var ri dynamic.ResourceInterface = s.Dynamic.Resource(gvr)
+	if namespace != "" {
+		ri = s.Dynamic.Resource(gvr).Namespace(namespace)
+	}
+	_, err := ri.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }

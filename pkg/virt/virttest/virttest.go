@@ -120,17 +120,30 @@ func connectFor(t testing.TB, uri, name string) *libvirt.Connect {
 	if err != nil {
 		t.Fatalf("connecting to %s (is libvirtd running? hack/start-libvirt.sh): %v", uri, err)
 	}
-	remove := func() {
-		if dom, err := conn.LookupDomainByName(name); err == nil {
-			_ = dom.Destroy()
-			_ = dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA)
-			_ = dom.Free()
+	// A connection of its own each time: the test's may have died with a
+	// daemon the test restarted (TestLibvirtdRestart).
+	remove := func() error {
+		c, err := libvirt.NewConnect(uri)
+		if err != nil {
+			return err
 		}
+		defer func() { _, _ = c.Close() }()
+		dom, err := c.LookupDomainByName(name)
+		if err != nil {
+			return nil // not defined
+		}
+		defer func() { _ = dom.Free() }()
+		_ = dom.Destroy()
+		return dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_CHECKPOINTS_METADATA)
 	}
-	remove()
+	if err := remove(); err != nil {
+		t.Fatalf("removing domain %s left by an earlier run: %v", name, err)
+	}
 	t.Cleanup(func() {
-		remove()
 		_, _ = conn.Close()
+		if err := remove(); err != nil {
+			t.Errorf("removing domain %s: %v", name, err)
+		}
 	})
 	return conn
 }
