@@ -346,7 +346,15 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 			return nil, nil, nil, err
 		}
 	}
-	locations := objectstore.Locations{Get: locationFrom(bslREST), Opener: c.extra.Opener}
+	// The admin's policy, from the DataProtectionApplications' storage
+	// made below; tenants' locations read the endpoints it allows.
+	var policy nonadminbackup.PolicyFunc
+	opener := c.extra.Opener
+	opener.TenantEndpoints = func(ctx context.Context) ([]string, error) {
+		p, err := policy(ctx)
+		return p.AllowedLocationEndpoints(), err
+	}
+	locations := objectstore.Locations{Get: locationFrom(bslREST), Opener: opener}
 	downloads := &download.Handler{Signer: signer, Locations: locations, Clock: clock.RealClock{}}
 	veleroV1["downloadrequests/content"] = &downloadrequest.ContentREST{Serve: downloads.ServeContent}
 	backups, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation, locations)
@@ -380,7 +388,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	if err := oadpV1alpha1.add("dataprotectionapplications", dpas, dpaStatus, err); err != nil {
 		return nil, nil, nil, err
 	}
-	policy := dataprotectionapplication.PolicySource{Namespace: c.extra.Namespace, Store: dpas}.Policy
+	policy = dataprotectionapplication.PolicySource{Namespace: c.extra.Namespace, Store: dpas}.Policy
 	nabsls, nabslStatus, err := nonadminbackupstoragelocation.NewREST(scheme, getter, policy)
 	if err := oadpV1alpha1.add("nonadminbackupstoragelocations", nabsls, nabslStatus, err); err != nil {
 		return nil, nil, nil, err

@@ -216,6 +216,9 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 	tenants := everywhere.Oadp().V1alpha1()
 	// The admin's policy and decisions live in the admin namespace.
 	admin := factory.Oadp().V1alpha1()
+	// Tenants' storage locations reach what the admin's policy allows.
+	opener := c.extra.Opener
+	opener.TenantEndpoints = nonadmin.AllowedLocationEndpoints(admin.DataProtectionApplications().Lister(), c.extra.Namespace)
 	libvirtConn := once.libvirt
 	volumeRoot, _ := c.volumeRoot() // "" without one: VM backups fail on their own
 	observers := []status.Observer{once.metrics}
@@ -273,7 +276,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 			return runOf(e, err)
 		}),
 		add(ControllerBackupStorageLocation, 1, func() (func(context.Context, int), error) {
-			e, err := location.New(client, velero.BackupStorageLocations(), c.extra.Opener, clock.RealClock{})
+			e, err := location.New(client, velero.BackupStorageLocations(), opener, clock.RealClock{})
 			return runOf(e, err)
 		}),
 		add(ControllerBackupQueue, 1, func() (func(context.Context, int), error) {
@@ -286,7 +289,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 				return nil, err
 			}
 			e, err := backup.New(backup.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
-				Source: source, Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch,
+				Source: source, Opener: opener, Clock: clock.RealClock{}, ScratchDir: scratch,
 				Actions: []backup.ItemAction{vmoperation.Action{Client: client, Virt: libvirtConn, VolumeRoot: volumeRoot}}, OperationSyncFrequency: c.extra.ItemOperationSyncFrequency, Observers: observers, Crash: crash})
 			return runOf(e, err)
 		}),
@@ -297,7 +300,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 			}
 			e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
 				Locations: velero.BackupStorageLocations(), Target: target, TargetAs: c.targetAs(loopback),
-				Opener: c.extra.Opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash,
+				Opener: opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash,
 				Virt: libvirtConn, VolumeRoot: volumeRoot, VMLocks: once.vmLocks, ItemWorkers: c.extra.RestoreItemWorkers})
 			return runOf(e, err)
 		}),
@@ -328,7 +331,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 		}),
 		add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {
 			e, err := backupsync.New(backupsync.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
-				Requests: velero.DeleteBackupRequests(), Opener: c.extra.Opener, Period: c.extra.BackupSyncPeriod,
+				Requests: velero.DeleteBackupRequests(), Opener: opener, Period: c.extra.BackupSyncPeriod,
 				TenantPeriod: nonadmin.BackupSyncPeriod(admin.DataProtectionApplications().Lister(), c.extra.Namespace)})
 			return runOf(e, err)
 		}),
@@ -336,7 +339,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 			e, err := deletion.New(client, deletion.Informers{
 				Requests: velero.DeleteBackupRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
 				Locations: velero.BackupStorageLocations(),
-			}, c.extra.Opener, clock.RealClock{}, crash, observers...)
+			}, opener, clock.RealClock{}, crash, observers...)
 			return runOf(e, err)
 		}),
 		add(ControllerGarbageCollection, 1, func() (func(context.Context, int), error) {

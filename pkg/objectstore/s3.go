@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -54,6 +55,10 @@ type S3Options struct {
 	// (AWS_ACCESS_KEY_ID, ...).
 	Credentials []byte
 	Profile     string
+	// Guard, when set, is a tenant's location's: every connection goes
+	// through it (no proxy from the environment), and credentials must
+	// be given (never the server's environment's).
+	Guard *EndpointGuard
 }
 
 // S3 is a Store in an S3 bucket; keys are object names.
@@ -81,6 +86,9 @@ func NewS3(opts S3Options) (*S3, error) {
 		}
 		host, secure = u.Host, u.Scheme == "https"
 	}
+	if opts.Guard != nil && len(opts.Credentials) == 0 {
+		return nil, errors.New("s3: a tenant's storage location needs credentials (spec.credential): it never uses the server's own")
+	}
 	creds, err := s3Credentials(opts.Credentials, opts.Profile)
 	if err != nil {
 		return nil, err
@@ -88,6 +96,14 @@ func NewS3(opts S3Options) (*S3, error) {
 	transport, err := minio.DefaultTransport(secure)
 	if err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
+	}
+	if opts.Guard != nil {
+		hostname := host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			hostname = h
+		}
+		transport.Proxy = nil
+		transport.DialContext = opts.Guard.DialContext(hostname)
 	}
 	if secure && (opts.InsecureSkipTLSVerify || len(opts.CACert) > 0) {
 		tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: opts.InsecureSkipTLSVerify} //nolint:gosec // the location asks for it

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
 
@@ -46,6 +48,20 @@ type Opener struct {
 	// objectStorage.caCertRef); nil when the server reads none
 	// (standalone mode serves no Secrets).
 	Secrets SecretReader
+	// TenantEndpoints returns the hosts, addresses and CIDRs the admin's
+	// policy lets tenants' locations reach although EndpointGuard refuses
+	// them (nil: none).
+	TenantEndpoints func(ctx context.Context) ([]string, error)
+	// TenantDenied are networks tenants' locations never reach besides
+	// those EndpointGuard always refuses (the cluster's service network).
+	TenantDenied []netip.Prefix
+}
+
+// IsTenantLocation reports whether a storage location was made for a
+// tenant (a NonAdminBackupStorageLocation's): its endpoint and credentials
+// are the tenant's.
+func IsTenantLocation(bsl *velerov1.BackupStorageLocation) bool {
+	return bsl.Labels[oadpv1alpha1.NabslOriginNACUUIDLabel] != ""
 }
 
 // Open opens the object store of a BackupStorageLocation.
@@ -69,9 +85,27 @@ func (o Opener) Open(ctx context.Context, bsl *velerov1.BackupStorageLocation) (
 				return nil, Layout{}, err
 			}
 		}
-		opts, err := s3OptionsOf(bsl.Spec.ObjectStorage.Bucket, bsl.Spec.Config, caCert, secret)
+		config := bsl.Spec.Config
+		if IsTenantLocation(bsl) {
+			if config[S3ConfigCredentialsFile] != "" {
+				return nil, Layout{}, fmt.Errorf("backup storage location %s: a tenant's location reads no file of the server (config %s)", bsl.Name, S3ConfigCredentialsFile)
+			}
+			if len(secret) == 0 {
+				return nil, Layout{}, fmt.Errorf("backup storage location %s: a tenant's location needs credentials (spec.credential): it never uses the server's own", bsl.Name)
+			}
+		}
+		opts, err := s3OptionsOf(bsl.Spec.ObjectStorage.Bucket, config, caCert, secret)
 		if err != nil {
 			return nil, Layout{}, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+		}
+		if IsTenantLocation(bsl) {
+			guard := &EndpointGuard{Denied: o.TenantDenied}
+			if o.TenantEndpoints != nil {
+				if guard.Allowed, err = o.TenantEndpoints(ctx); err != nil {
+					return nil, Layout{}, fmt.Errorf("backup storage location %s: reading the endpoints the admin allows: %w", bsl.Name, err)
+				}
+			}
+			opts.Guard = guard
 		}
 		store, err := NewS3(opts)
 		if err != nil {

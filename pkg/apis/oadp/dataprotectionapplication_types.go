@@ -102,6 +102,17 @@ type NonAdmin struct {
 	// namespaces. 0 disables it; default 2m.
 	// +optional
 	BackupSyncPeriod *metav1.Duration `json:"backupSyncPeriod,omitempty"`
+
+	// allowedLocationEndpoints (Backstop): host names, IP addresses and
+	// CIDRs that tenants' storage locations may reach although the server
+	// refuses them to tenants otherwise: loopback, link-local, the
+	// server's own addresses and the networks given to
+	// --tenant-denied-networks (the cluster's service network). A host
+	// name is matched against the s3Url's host; an address or CIDR
+	// against the address connected to.
+	// +optional
+	// +listType=atomic
+	AllowedLocationEndpoints []string `json:"allowedLocationEndpoints,omitempty"`
 }
 
 // EnforceBackupStorageLocationSpec is what the admin may enforce on

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -64,6 +65,10 @@ type Options struct {
 	DataDir string
 	// Namespace is the admin namespace whose Velero objects the engines process.
 	Namespace string
+	// TenantDeniedNetworks are networks tenants' storage locations never
+	// reach (CIDRs), besides loopback, link-local and the server's own
+	// addresses: the cluster's service network.
+	TenantDeniedNetworks []string
 	// ExternalURL is where clients reach the server (download links point
 	// there); default: the standalone address, or the in-cluster Service.
 	ExternalURL string
@@ -190,6 +195,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", o.Mode, "standalone (own CA, client certificates, no cluster needed) or aggregated (behind kube-apiserver, delegated authentication and authorization)")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory holding the database (pebble/), the standalone PKI (pki/) and admin.kubeconfig")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "the admin namespace: Velero objects (backups, schedules, restores, storage locations, ...) are processed there, as Velero processes its install namespace")
+	fs.StringSliceVar(&o.TenantDeniedNetworks, "tenant-denied-networks", o.TenantDeniedNetworks, "CIDRs tenants' storage locations (s3Url) never connect to, besides loopback, link-local and this host's own addresses, which they never reach either: give the cluster's service network here; a DataProtectionApplication's spec.nonAdmin.allowedLocationEndpoints lets hosts through")
 	fs.StringVar(&o.ExternalURL, "external-url", o.ExternalURL, "base URL download links point at: this server standalone (default https://<bind-address>:<port>); kube-apiserver as users reach it aggregated, the links going through its aggregator (default: the server of --kubeconfig, or in-cluster https://kubernetes.default.svc)")
 	fs.StringVar(&o.DownloadSigningKeyFile, "download-signing-key-file", o.DownloadSigningKeyFile, "file holding the key download links are signed with (at least 32 random bytes; created when missing; default <data-dir>/pki/download-signing.key): give every replica the same file, and links work on each of them and after restarts")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "extra DNS names or IPs for the generated serving certificate (standalone)")
@@ -267,6 +273,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	if _, err := o.tenantDenied(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.VMFullBackupMode != "pull" && o.VMFullBackupMode != "push" {
 		errs = append(errs, fmt.Errorf("--vm-full-backup-mode must be pull or push, not %q", o.VMFullBackupMode))
@@ -492,6 +501,9 @@ func (o *Options) Run(ctx context.Context) error {
 			extra.Election.Leases, extra.Election.Fence = elector.CoordinationV1(), fence.CoordinationV1()
 		}
 	}
+	if extra.Opener.TenantDenied, err = o.tenantDenied(); err != nil {
+		return err
+	}
 	if kubeClient != nil {
 		// Aggregated: storage locations' Secrets are the host cluster's, and
 		// transitions are Events there.
@@ -625,4 +637,17 @@ func defaultVMHost() string {
 		return "localhost"
 	}
 	return strings.ToLower(host)
+}
+
+// tenantDenied parses --tenant-denied-networks.
+func (o *Options) tenantDenied() ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(o.TenantDeniedNetworks))
+	for _, n := range o.TenantDeniedNetworks {
+		p, err := netip.ParsePrefix(strings.TrimSpace(n))
+		if err != nil {
+			return nil, fmt.Errorf("--tenant-denied-networks: %q is not a CIDR: %w", n, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

@@ -50,6 +50,19 @@ func BackupSyncPeriod(dpas oadplisters.DataProtectionApplicationLister, namespac
 	}
 }
 
+// AllowedLocationEndpoints reads the endpoints the policy lets tenants'
+// storage locations reach (objectstore.Opener.TenantEndpoints) from the
+// DataProtectionApplications of namespace.
+func AllowedLocationEndpoints(dpas oadplisters.DataProtectionApplicationLister, namespace string) func(context.Context) ([]string, error) {
+	return func(context.Context) ([]string, error) {
+		policy, err := policyOf(dpas, namespace)
+		if err != nil {
+			return nil, err
+		}
+		return policy.AllowedLocationEndpoints(), nil
+	}
+}
+
 // PolicyController writes each DataProtectionApplication's status: whether
 // its nonAdmin policy is the one in effect, and which of the fields set
 // Backstop keeps without acting on them.
@@ -123,7 +136,7 @@ func policyName(p *oadpvalidation.Policy) string {
 
 // actedOnNonAdmin are the spec.nonAdmin fields Backstop acts on.
 var actedOnNonAdmin = map[string]bool{"enable": true, "enforceBackupSpec": true, "enforceRestoreSpec": true, "enforceBSLSpec": true, "requireApprovalForBSL": true,
-	"garbageCollectionPeriod": true, "backupSyncPeriod": true}
+	"garbageCollectionPeriod": true, "backupSyncPeriod": true, "allowedLocationEndpoints": true}
 
 // NotActedOn lists the fields of spec that are set and that Backstop keeps
 // without acting on them: the operator's deployment settings, and the

@@ -1798,6 +1798,25 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdmin(ref common.ReferenceCallback) common
 							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"allowedLocationEndpoints": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "allowedLocationEndpoints (Backstop): host names, IP addresses and CIDRs that tenants' storage locations may reach although the server refuses them to tenants otherwise: loopback, link-local, the server's own addresses and the networks given to --tenant-denied-networks (the cluster's service network). A host name is matched against the s3Url's host; an address or CIDR against the address connected to.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},

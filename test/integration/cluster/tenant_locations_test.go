@@ -49,7 +49,10 @@ func TestTenantStorageLocations(t *testing.T) {
 	if _, err := oadp.DataProtectionApplications(adminNamespace).Create(ctx, &oadpv1alpha1.DataProtectionApplication{
 		ObjectMeta: metav1.ObjectMeta{Name: "dpa"},
 		Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{Enable: ptr(true), RequireApprovalForBSL: ptr(true),
-			BackupSyncPeriod: &metav1.Duration{Duration: 2 * time.Second}, GarbageCollectionPeriod: &metav1.Duration{Duration: 5 * time.Second}}},
+			BackupSyncPeriod: &metav1.Duration{Duration: 2 * time.Second}, GarbageCollectionPeriod: &metav1.Duration{Duration: 5 * time.Second},
+			// The S3 server listens on loopback, which tenants' locations
+			// reach only where the admin allows it.
+			AllowedLocationEndpoints: []string{"127.0.0.1"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

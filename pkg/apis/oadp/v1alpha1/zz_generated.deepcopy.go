@@ -331,6 +331,11 @@ func (in *NonAdmin) DeepCopyInto(out *NonAdmin) {
 		*out = new(metav1.Duration)
 		**out = **in
 	}
+	if in.AllowedLocationEndpoints != nil {
+		in, out := &in.AllowedLocationEndpoints, &out.AllowedLocationEndpoints
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

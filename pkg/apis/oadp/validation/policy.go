@@ -3,12 +3,14 @@ package validation
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"reflect"
 	"sort"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
@@ -197,6 +199,13 @@ func ValidateNonAdminPolicy(na *oadp.NonAdmin, path *field.Path) field.ErrorList
 		return nil
 	}
 	var errs field.ErrorList
+	for i, e := range na.AllowedLocationEndpoints {
+		_, prefixErr := netip.ParsePrefix(e)
+		_, addrErr := netip.ParseAddr(e)
+		if prefixErr != nil && addrErr != nil && len(validation.IsDNS1123Subdomain(strings.ToLower(e))) > 0 {
+			errs = append(errs, field.Invalid(path.Child("allowedLocationEndpoints").Index(i), e, "a host name, an IP address or a CIDR"))
+		}
+	}
 	nonEnforceable := func(p *field.Path) {
 		errs = append(errs, field.Forbidden(p, fmt.Sprintf("DPA %s is non-enforceable by admins", p)))
 	}
@@ -260,4 +269,13 @@ func ValidateNonAdminPolicy(na *oadp.NonAdmin, path *field.Path) field.ErrorList
 			fmt.Sprintf("must be greater than backupSyncPeriod (%s)", sync.Duration)))
 	}
 	return errs
+}
+
+// AllowedLocationEndpoints are the hosts, addresses and CIDRs tenants'
+// storage locations may reach although they are refused otherwise.
+func (p *Policy) AllowedLocationEndpoints() []string {
+	if p == nil || p.NonAdmin == nil {
+		return nil
+	}
+	return p.NonAdmin.AllowedLocationEndpoints
 }

@@ -76,6 +76,8 @@ func TestNonAdminPolicy(t *testing.T) {
 		{"enforced mapping", oadp.NonAdmin{EnforceRestoreSpec: &velero.RestoreSpec{NamespaceMapping: map[string]string{"a": "b"}}}, "spec.nonAdmin.enforceRestoreSpec.namespaceMapping"},
 		{"negative sync", oadp.NonAdmin{BackupSyncPeriod: &metav1.Duration{Duration: -time.Minute}}, "spec.nonAdmin.backupSyncPeriod"},
 		{"gc before sync", oadp.NonAdmin{BackupSyncPeriod: &metav1.Duration{Duration: time.Hour}, GarbageCollectionPeriod: &metav1.Duration{Duration: time.Minute}}, "spec.nonAdmin.garbageCollectionPeriod"},
+		{"allowed endpoints", oadp.NonAdmin{AllowedLocationEndpoints: []string{"minio.tenants.svc", "127.0.0.1", "10.0.0.0/8", "fd00::/8"}}, ""},
+		{"an allowed endpoint that is no host", oadp.NonAdmin{AllowedLocationEndpoints: []string{"minio", "http://x/"}}, "spec.nonAdmin.allowedLocationEndpoints[1]"},
 	}
 	for _, c := range cases {
 		errs := ValidateNonAdminPolicy(&c.na, path)

@@ -48,6 +48,14 @@ type NonAdminApplyConfiguration struct {
 	// backupSyncPeriod: how often backups are synchronized into tenants'
 	// namespaces. 0 disables it; default 2m.
 	BackupSyncPeriod *metav1.Duration `json:"backupSyncPeriod,omitempty"`
+	// allowedLocationEndpoints (Backstop): host names, IP addresses and
+	// CIDRs that tenants' storage locations may reach although the server
+	// refuses them to tenants otherwise: loopback, link-local, the
+	// server's own addresses and the networks given to
+	// --tenant-denied-networks (the cluster's service network). A host
+	// name is matched against the s3Url's host; an address or CIDR
+	// against the address connected to.
+	AllowedLocationEndpoints []string `json:"allowedLocationEndpoints,omitempty"`
 }
 
 // NonAdminApplyConfiguration constructs a declarative configuration of the NonAdmin type for use with
@@ -109,5 +117,15 @@ func (b *NonAdminApplyConfiguration) WithGarbageCollectionPeriod(value metav1.Du
 // If called multiple times, the BackupSyncPeriod field is set to the value of the last call.
 func (b *NonAdminApplyConfiguration) WithBackupSyncPeriod(value metav1.Duration) *NonAdminApplyConfiguration {
 	b.BackupSyncPeriod = &value
+	return b
+}
+
+// WithAllowedLocationEndpoints adds the given value to the AllowedLocationEndpoints field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the AllowedLocationEndpoints field.
+func (b *NonAdminApplyConfiguration) WithAllowedLocationEndpoints(values ...string) *NonAdminApplyConfiguration {
+	for i := range values {
+		b.AllowedLocationEndpoints = append(b.AllowedLocationEndpoints, values[i])
+	}
 	return b
 }
