@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -346,6 +347,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 			return nil, nil, nil, err
 		}
 	}
+	downloadRequests := veleroV1["downloadrequests"].(rest.Getter)
 	// The admin's policy, from the DataProtectionApplications' storage
 	// made below; tenants' locations read the endpoints it allows.
 	var policy nonadminbackup.PolicyFunc
@@ -355,7 +357,14 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return p.AllowedLocationEndpoints(), err
 	}
 	locations := objectstore.Locations{Get: locationFrom(bslREST), Opener: opener}
-	downloads := &download.Handler{Signer: signer, Locations: locations, Clock: clock.RealClock{}}
+	downloads := &download.Handler{Signer: signer, Locations: locations, Clock: clock.RealClock{}, Authorizer: c.generic.Authorization.Authorizer,
+		Requests: func(ctx context.Context, namespace, name string) (types.UID, error) {
+			obj, err := downloadRequests.Get(genericrequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return obj.(*velero.DownloadRequest).UID, nil
+		}}
 	veleroV1["downloadrequests/content"] = &downloadrequest.ContentREST{Serve: downloads.ServeContent}
 	backups, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation, locations)
 	if err != nil {

@@ -272,7 +272,10 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 		add(ControllerDownloadRequest, 2, func() (func(context.Context, int), error) {
 			e, err := download.New(client, download.Informers{
 				Requests: velero.DownloadRequests(), Backups: velero.Backups(), Restores: velero.Restores(),
-			}, download.Links{Signer: once.signer, BaseURL: c.extra.ExternalURL, ThroughAggregator: c.extra.HostCluster != nil}, clock.RealClock{})
+			}, download.Links{Signer: once.signer, BaseURL: c.extra.ExternalURL, ThroughAggregator: c.extra.HostCluster != nil,
+				// Backups hold Secrets when the source is a cluster; this
+				// server itself (the default source standalone) serves none.
+				SecretsInBackups: c.extra.Source != nil}, clock.RealClock{})
 			return runOf(e, err)
 		}),
 		add(ControllerBackupStorageLocation, 1, func() (func(context.Context, int), error) {

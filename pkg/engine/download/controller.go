@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
@@ -77,7 +78,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		_, err = status.Writer{Engine: Name}.DownloadRequests(c.client, key.Namespace).Update(ctx, req, func(cur *velerov1.DownloadRequest) {
 			if cur.Status.Phase == "" || cur.Status.Phase == velerov1.DownloadRequestPhaseNew {
 				cur.Status.Phase = velerov1.DownloadRequestPhaseProcessed
-				cur.Status.DownloadURL = c.links.For(key.Namespace, key.Name, location, cur.Spec.Target.Kind, cur.Spec.Target.Name, expires)
+				cur.Status.DownloadURL = c.links.For(Link{Namespace: key.Namespace, Request: key.Name, UID: cur.UID, Location: location,
+					Kind: cur.Spec.Target.Kind, Name: cur.Spec.Target.Name, SecretsOf: secretsOf(cur)}, expires)
 				cur.Status.Expiration = &metav1.Time{Time: expires}
 			}
 		})
@@ -124,4 +126,17 @@ func (c *Controller) locationOf(namespace string, target velerov1.DownloadTarget
 		return "", err
 	}
 	return b.Spec.StorageLocation, nil
+}
+
+// secretsOf is the namespace whose Secrets the file of a tenant's request
+// holds (its backup's contents), "" for every other request: the admin's
+// links stay bearer links, as Velero's pre-signed URLs are; a tenant's
+// contents link opens only for a user who may get the tenant namespace's
+// Secrets, so that a user who may read the NonAdminDownloadRequest (view)
+// obtains nothing through it.
+func secretsOf(r *velerov1.DownloadRequest) string {
+	if r.Spec.Target.Kind != velerov1.DownloadTargetKindBackupContents || r.Labels[oadpv1alpha1.NadrOriginNACUUIDLabel] == "" {
+		return ""
+	}
+	return r.Annotations[oadpv1alpha1.NadrOriginNamespaceAnnotation]
 }

@@ -1,13 +1,19 @@
 package download
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -23,6 +29,37 @@ type Handler struct {
 	Signer    *Signer
 	Locations objectstore.Locations
 	Clock     clock.PassiveClock
+	// Requests returns the UID of a DownloadRequest as stored (an error
+	// wrapping NotFound when there is none): a link opens only while the
+	// request it was made for exists, so deleting the request (a
+	// NonAdminDownloadRequest, which takes its DownloadRequest with it)
+	// revokes it. Nil: links are not revocable (tests of the signature).
+	Requests func(ctx context.Context, namespace, name string) (types.UID, error)
+	// Authorizer decides whether the user fetching a link that holds a
+	// namespace's Secrets may read them (Link.SecretsOf).
+	Authorizer authorizer.Authorizer
+}
+
+// Link is what a download link names, all of it covered by its signature.
+type Link struct {
+	// Namespace and Request name the DownloadRequest, UID its UID.
+	Namespace, Request string
+	UID                types.UID
+	// Location is the storage location ("" for none: the link answers
+	// 404), Kind and Name the file.
+	Location string
+	Kind     velerov1.DownloadTargetKind
+	Name     string
+	// SecretsOf, when set, is the namespace whose Secrets the file holds
+	// (a tenant's backup contents): the link opens only for a user,
+	// authenticated, who may get Secrets there.
+	SecretsOf string
+}
+
+// signed is the text a link's signature covers: the target's direct
+// path, then the request, its UID and SecretsOf.
+func (l Link) signed() string {
+	return directPath(l.Namespace, l.Location, l.Kind, l.Name) + "\x00" + l.Request + "\x00" + string(l.UID) + "\x00" + l.SecretsOf
 }
 
 // ServeHTTP serves GET /backstop/download/<ns>/<location>/<kind>/<name>.
@@ -36,28 +73,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed download link", http.StatusBadRequest)
 		return
 	}
-	h.serve(w, r, parts[0], parts[1], velerov1.DownloadTargetKind(parts[2]), parts[3])
+	q := r.URL.Query()
+	h.serve(w, r, Link{Namespace: parts[0], Request: q.Get("request"), UID: types.UID(q.Get("uid")), Location: parts[1],
+		Kind: velerov1.DownloadTargetKind(parts[2]), Name: parts[3], SecretsOf: q.Get("secrets")})
 }
 
 // ServeContent serves GET .../namespaces/<ns>/downloadrequests/<name>/content,
 // the form of a link through kube-apiserver's aggregator: the target is in
 // the query (location, kind, name) and signed as the direct link to it
 // would be.
-func (h *Handler) ServeContent(w http.ResponseWriter, r *http.Request, namespace string) {
+func (h *Handler) ServeContent(w http.ResponseWriter, r *http.Request, namespace, request string) {
 	q := r.URL.Query()
 	location, kind, name := q.Get("location"), q.Get("kind"), q.Get("name")
 	if location == "" || kind == "" || name == "" {
 		http.Error(w, "malformed download link: location, kind and name are required", http.StatusBadRequest)
 		return
 	}
-	h.serve(w, r, namespace, location, velerov1.DownloadTargetKind(kind), name)
+	h.serve(w, r, Link{Namespace: namespace, Request: request, UID: types.UID(q.Get("uid")), Location: location,
+		Kind: velerov1.DownloadTargetKind(kind), Name: name, SecretsOf: q.Get("secrets")})
 }
 
-// serve checks the link's signature over the target's direct path, then
-// streams the target.
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, namespace, location string, kind velerov1.DownloadTargetKind, name string) {
+// serve checks the link's signature, that its request still exists and, for
+// a file holding Secrets, that the user may read them; then streams the
+// target.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l Link) {
 	q := r.URL.Query()
-	switch err := h.Signer.Verify(directPath(namespace, location, kind, name), q.Get("expires"), q.Get("signature"), h.Clock.Now()); {
+	switch err := h.Signer.Verify(l.signed(), q.Get("expires"), q.Get("signature"), h.Clock.Now()); {
 	case errors.Is(err, ErrExpired):
 		http.Error(w, "the download link has expired: create a new DownloadRequest", http.StatusForbidden)
 		return
@@ -65,9 +106,28 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, namespace, locat
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
+	if h.Requests != nil {
+		uid, err := h.Requests(r.Context(), l.Namespace, l.Request)
+		switch {
+		case apierrors.IsNotFound(err) || err == nil && uid != l.UID:
+			http.Error(w, "the download link was revoked: its download request is gone", http.StatusForbidden)
+			return
+		case err != nil:
+			http.Error(w, "reading the download request: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	if l.SecretsOf != "" {
+		if msg := h.secretsAllowed(r, l.SecretsOf); msg != "" {
+			http.Error(w, msg, http.StatusForbidden)
+			return
+		}
+	}
+	location, kind, name := l.Location, l.Kind, l.Name
 	if location == noLocation {
 		location = ""
 	}
+	namespace := l.Namespace
 	obj, err := h.Locations.OpenTarget(r.Context(), namespace, location, kind, name)
 	if errors.Is(err, objectstore.ErrNotFound) {
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -83,6 +143,23 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, namespace, locat
 	if _, err := io.Copy(w, obj); err != nil {
 		klog.FromContext(r.Context()).Error(err, "Streaming a download", "location", location, "kind", kind, "target", name)
 	}
+}
+
+// secretsAllowed says why the user of r may not read the Secrets of
+// namespace, "" when it may.
+func (h *Handler) secretsAllowed(r *http.Request, namespace string) string {
+	u, ok := genericapirequest.UserFrom(r.Context())
+	deny := fmt.Sprintf("this file holds the Secrets of namespace %s: fetch it authenticated (kubectl get --raw) as a user who may get them there", namespace)
+	if !ok || h.Authorizer == nil {
+		return deny
+	}
+	decision, reason, err := h.Authorizer.Authorize(r.Context(), authorizer.AttributesRecord{User: u, Verb: "get", Namespace: namespace,
+		Resource: "secrets", ResourceRequest: true, APIVersion: "v1"})
+	if err != nil || decision != authorizer.DecisionAllow {
+		klog.FromContext(r.Context()).V(2).Info("Download link refused: its file holds Secrets the user may not read", "user", u.GetName(), "namespace", namespace, "reason", reason, "err", err)
+		return deny
+	}
+	return ""
 }
 
 // noLocation stands for a target without a location: its link answers 404
@@ -109,21 +186,35 @@ type Links struct {
 	// which kube-apiserver proxies to this server: users outside the
 	// cluster reach kube-apiserver, not the server's Service.
 	ThroughAggregator bool
+	// SecretsInBackups is set when backups may hold Secrets (their source
+	// is a cluster): a tenant's contents link then opens only for a user
+	// who may read them (Link.SecretsOf).
+	SecretsInBackups bool
 }
 
 // For is the signed URL of the file a request targets, valid until
 // expires.
-func (l Links) For(namespace, request, location string, kind velerov1.DownloadTargetKind, name string, expires time.Time) string {
-	base := strings.TrimSuffix(l.BaseURL, "/")
-	direct := directPath(namespace, location, kind, name)
-	signature := l.Signer.Sign(direct, expires)
-	if !l.ThroughAggregator {
-		return base + direct + "?" + signature
+func (l Links) For(link Link, expires time.Time) string {
+	if !l.SecretsInBackups {
+		link.SecretsOf = ""
 	}
+	base := strings.TrimSuffix(l.BaseURL, "/")
+	signature := l.Signer.Sign(link.signed(), expires)
+	q := url.Values{"uid": {string(link.UID)}}
+	if link.SecretsOf != "" {
+		q.Set("secrets", link.SecretsOf)
+	}
+	if !l.ThroughAggregator {
+		q.Set("request", link.Request)
+		return base + directPath(link.Namespace, link.Location, link.Kind, link.Name) + "?" + q.Encode() + "&" + signature
+	}
+	location := link.Location
 	if location == "" {
 		location = noLocation
 	}
-	q := url.Values{"location": {location}, "kind": {string(kind)}, "name": {name}}
-	return base + "/apis/velero.io/v1/namespaces/" + url.PathEscape(namespace) + "/downloadrequests/" + url.PathEscape(request) +
+	q.Set("location", location)
+	q.Set("kind", string(link.Kind))
+	q.Set("name", link.Name)
+	return base + "/apis/velero.io/v1/namespaces/" + url.PathEscape(link.Namespace) + "/downloadrequests/" + url.PathEscape(link.Request) +
 		"/content?" + q.Encode() + "&" + signature
 }

@@ -2,6 +2,8 @@ package download
 
 import (
 	"bytes"
+	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,7 +89,7 @@ func TestSignerFromFileRace(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("replica %d: %v", i, errs[i])
 		}
-		if !bytes.Equal(signers[i].key, signers[0].key) {
+		if !bytes.Equal(signers[i].keys[0], signers[0].keys[0]) {
 			t.Errorf("replica %d made its own key", i)
 		}
 	}
@@ -97,5 +99,63 @@ func TestSignerFromFileRace(t *testing.T) {
 	}
 	if len(entries) != 1 {
 		t.Errorf("files beside the key: %d, want the key alone", len(entries))
+	}
+}
+
+// TestSignerKeyring: the admin rotates the key by rewriting the file, and
+// nothing restarts: a new first key signs new links while the old one
+// still opens its links; the old key removed, its links stop opening.
+func TestSignerKeyring(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "download-signing.key")
+	s, err := NewSignerFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	oldLink := s.Sign("/a", now.Add(time.Hour))
+	oldKey, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey := bytes.Repeat([]byte{7}, keySize)
+	write := func(lines ...[]byte) {
+		t.Helper()
+		var out []string
+		for _, l := range lines {
+			out = append(out, hex.EncodeToString(l))
+		}
+		// A later modification time than the file had, whatever the
+		// file system's resolution.
+		if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		later := now.Add(time.Duration(len(lines)) * time.Minute)
+		if err := os.Chtimes(path, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(newKey, oldKey)
+	newLink := s.Sign("/a", now.Add(time.Hour))
+	if newLink == oldLink {
+		t.Fatal("the new first key does not sign")
+	}
+	for name, link := range map[string]string{"old": oldLink, "new": newLink} {
+		if err := verifyQuery(t, s, "/a", link, now); err != nil {
+			t.Errorf("%s link with both keys in the ring: %v", name, err)
+		}
+	}
+	write(newKey)
+	if err := verifyQuery(t, s, "/a", oldLink, now); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("old link after its key was removed: %v, want ErrBadSignature", err)
+	}
+	if err := verifyQuery(t, s, "/a", newLink, now); err != nil {
+		t.Errorf("new link after the old key was removed: %v", err)
+	}
+	// A broken file keeps the keys read before.
+	if err := os.WriteFile(path, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := verifyQuery(t, s, "/a", newLink, now); err != nil {
+		t.Errorf("new link after the file broke: %v", err)
 	}
 }

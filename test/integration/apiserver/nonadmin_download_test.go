@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +107,39 @@ func TestNonAdminDownloadRequests(t *testing.T) {
 		_, err := nadrs.Get(ctx, "log", metav1.GetOptions{})
 		return err
 	})
+}
+
+// TestNonAdminLinksRevoked: a link opens only while its request exists:
+// deleting the NonAdminDownloadRequest revokes it. Standalone, backups hold
+// no Secrets (this server serves none), so a contents link is a bearer link
+// like a log's (the cluster suite's TestTenantContentsLinks has the rule for
+// backups that hold them).
+func TestNonAdminLinksRevoked(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	if _, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab1"},
+		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNAB(t, s, "tenant-a", "nab1", "its backup to finish", veleroBackupDone)
+	anonymous := conformance.LinkClient(ctx, t, s.Clientset, ns)
+	for _, kind := range []velerov1.DownloadTargetKind{velerov1.DownloadTargetKindBackupLog, velerov1.DownloadTargetKindBackupContents} {
+		t.Run(string(kind), func(t *testing.T) {
+			nadrs := alice.client.OadpV1alpha1().NonAdminDownloadRequests("tenant-a")
+			name := strings.ToLower(string(kind))
+			link := conformance.TenantLink(ctx, t, nadrs, name, kind, "nab1")
+			if code := conformance.Status(ctx, t, anonymous, link); code != http.StatusOK {
+				t.Fatalf("the link, anonymously: %d, want 200", code)
+			}
+			if err := nadrs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				return conformance.Status(ctx, t, anonymous, link) == http.StatusForbidden, nil
+			}); err != nil {
+				t.Errorf("the link still opens after its NonAdminDownloadRequest was deleted")
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
@@ -40,10 +42,16 @@ type tenant struct {
 // client certificate).
 func newTenant(t *testing.T, s *framework.Server, user, namespace string) tenant {
 	t.Helper()
+	return newUser(t, s, user, namespace, "edit")
+}
+
+// newUser binds user to clusterRole in namespace and returns its client.
+func newUser(t *testing.T, s *framework.Server, user, namespace, clusterRole string) tenant {
+	t.Helper()
 	admin := rbacClient(t, s.KubeconfigPath)
 	if _, err := admin.RbacV1().RoleBindings(namespace).Create(context.Background(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user + "-edit", Namespace: namespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		ObjectMeta: metav1.ObjectMeta{Name: user + "-" + clusterRole, Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -656,8 +664,8 @@ func TestTenantAttackMatrix(t *testing.T) {
 	bob := newTenant(t, s, "bob", "tenant-b")
 	conformance.TenantAttacks(t, conformance.TenantTarget{
 		Admin: s.Clientset, AdminKube: rbacClient(t, s.KubeconfigPath), AdminNamespace: ns,
-		A:       conformance.Tenant{Namespace: alice.namespace, Client: alice.client, Kube: rbacClient(t, alice.kubeconfig)},
-		B:       conformance.Tenant{Namespace: bob.namespace, Client: bob.client, Kube: rbacClient(t, bob.kubeconfig)},
+		A:       conformance.Tenant{Namespace: alice.namespace, Client: alice.client, Kube: rbacClient(t, alice.kubeconfig), HTTP: httpClient(t, alice.kubeconfig)},
+		B:       conformance.Tenant{Namespace: bob.namespace, Client: bob.client, Kube: rbacClient(t, bob.kubeconfig), HTTP: httpClient(t, bob.kubeconfig)},
 		DataDir: s.DataDir,
 	})
 }
@@ -894,4 +902,18 @@ func TestNonAdminRestoreRights(t *testing.T) {
 			t.Errorf("alice's NonAdminRestore restores as %+v", as)
 		}
 	})
+}
+
+// httpClient fetches URLs with a kubeconfig's credentials and CA.
+func httpClient(t *testing.T, kubeconfig string) *http.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

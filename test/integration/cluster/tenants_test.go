@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,8 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -54,7 +58,11 @@ func tenantOf(t *testing.T, c *framework.Cluster, user, namespace string) confor
 	}); err != nil {
 		t.Fatalf("%s cannot list NonAdminBackups in %s: %v", user, namespace, err)
 	}
-	return conformance.Tenant{Namespace: namespace, Client: client, Kube: kube}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conformance.Tenant{Namespace: namespace, Client: client, Kube: kube, HTTP: httpClient}
 }
 
 // TestTenantAttackMatrix runs the tenant attack matrix through
@@ -69,4 +77,69 @@ func TestTenantAttackMatrix(t *testing.T) {
 		Core:    true,
 		DataDir: c.BackstopDataDir(),
 	})
+}
+
+// TestTenantContentsLinks: a tenant's backup contents hold its namespace's
+// Secrets, so, through kube-apiserver, their link opens only for a user
+// who may get those Secrets, authenticated: not anonymously, not for a user
+// bound to view, who reads the NonAdminDownloadRequest and its link. A
+// log's link stays a bearer link, as the OADP CLI fetches it.
+func TestTenantContentsLinks(t *testing.T) {
+	c := framework.StartCluster(t)
+	ctx := context.Background()
+	alice := tenantOf(t, c, "alice", "tenant-a")
+	if _, err := c.Kube.RbacV1().RoleBindings("tenant-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "carol-view"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "carol"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	carolCfg, err := clientcmd.BuildConfigFromFlags("", c.UserKubeconfig("carol"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol, err := rest.HTTPClientFor(carolCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carolClient, err := versioned.NewForConfig(carolCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab1"},
+		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nab, err := c.Backstop.OadpV1alpha1().NonAdminBackups("tenant-a").Get(ctx, "nab1", metav1.GetOptions{})
+		vb := nab.Status.VeleroBackup
+		return err == nil && vb != nil && vb.Status != nil && vb.Status.Phase.Terminal(), err
+	}); err != nil {
+		t.Fatalf("NonAdminBackup nab1 did not finish: %v", err)
+	}
+	nadrs := alice.Client.OadpV1alpha1().NonAdminDownloadRequests("tenant-a")
+	contents := conformance.TenantLink(ctx, t, nadrs, "contents", velerov1.DownloadTargetKindBackupContents, "nab1")
+	logs := conformance.TenantLink(ctx, t, nadrs, "log", velerov1.DownloadTargetKindBackupLog, "nab1")
+	// carol reads the request and its link.
+	r, err := carolClient.OadpV1alpha1().NonAdminDownloadRequests("tenant-a").Get(ctx, "contents", metav1.GetOptions{})
+	if err != nil || r.Status.VeleroDownloadRequest.Status == nil || r.Status.VeleroDownloadRequest.Status.DownloadURL != contents {
+		t.Fatalf("carol (view) reads the NonAdminDownloadRequest: %v", err)
+	}
+	anonymous := conformance.LinkClient(ctx, t, c.Backstop, adminNamespace)
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		link   string
+		want   int
+	}{
+		{"the contents, anonymously", anonymous, contents, http.StatusForbidden},
+		{"the contents, as a viewer", carol, contents, http.StatusForbidden},
+		{"the contents, as the owner", alice.HTTP, contents, http.StatusOK},
+		{"the log, anonymously (the OADP CLI's logs)", anonymous, logs, http.StatusOK},
+	} {
+		if got := conformance.Status(ctx, t, tc.client, tc.link); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
 }

@@ -34,6 +34,7 @@ import (
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	oadpclient "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/rootdir/rootdirtest"
 )
 
@@ -44,6 +45,8 @@ type Tenant struct {
 	// Kube reaches RBAC (and, on a host cluster, core objects) as the
 	// tenant.
 	Kube kubernetes.Interface
+	// HTTP fetches URLs as the tenant (its credentials, the server's CA).
+	HTTP *http.Client
 }
 
 // TenantTarget is a server with two tenants and its admin.
@@ -644,9 +647,14 @@ func ownLink(ctx context.Context, t *testing.T, target TenantTarget) (string, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The link works as given.
-	if err := fetch(ctx, LinkClient(ctx, t, target.Admin, target.AdminNamespace), link); err != nil {
-		t.Fatalf("A's own download link: %v", err)
+	// The link works as given, for A, who may read its namespace's
+	// Secrets; where backups hold Secrets (a cluster's), not for whoever
+	// else holds it.
+	if err := fetch(ctx, a.HTTP, link); err != nil {
+		t.Fatalf("A's own download link, as A: %v", err)
+	}
+	if err := fetch(ctx, LinkClient(ctx, t, target.Admin, target.AdminNamespace), link); target.Core != apierrors.IsForbidden(err) {
+		t.Fatalf("A's own contents link, anonymously: %v (backups hold Secrets: %v)", err, target.Core)
 	}
 	return link, nab.Status.VeleroBackup.Name
 }
@@ -819,4 +827,45 @@ func CompareSums(t *testing.T, before, after map[string]string) int {
 		}
 	}
 	return n
+}
+
+// TenantLink makes a NonAdminDownloadRequest of name for the target and
+// returns its link once the server has copied it in.
+func TenantLink(ctx context.Context, t *testing.T, nadrs oadpclient.NonAdminDownloadRequestInterface, name string, kind velerov1.DownloadTargetKind, target string) string {
+	t.Helper()
+	if _, err := nadrs.Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: kind, Name: target}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		r, err := nadrs.Get(ctx, name, metav1.GetOptions{})
+		if err == nil && r.Status.VeleroDownloadRequest.Status != nil {
+			link = r.Status.VeleroDownloadRequest.Status.DownloadURL
+		}
+		return link != "", err
+	}); err != nil {
+		t.Fatalf("the link of NonAdminDownloadRequest %s: %v", name, err)
+	}
+	return link
+}
+
+// Status GETs a link with c and returns the response's status code (the
+// body of a refusal in the test's log).
+func Status(ctx context.Context, t *testing.T, c *http.Client, link string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, link, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		t.Logf("GET %s: %d %s", link, resp.StatusCode, body)
+	}
+	return resp.StatusCode
 }

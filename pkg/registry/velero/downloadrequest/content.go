@@ -16,8 +16,8 @@ import (
 // kube-apiserver's aggregator (pkg/engine/download): the link's signature,
 // not the caller, authorizes the read.
 type ContentREST struct {
-	// Serve answers the request for namespace.
-	Serve func(w http.ResponseWriter, r *http.Request, namespace string)
+	// Serve answers the link of the download request name in namespace.
+	Serve func(w http.ResponseWriter, r *http.Request, namespace, name string)
 }
 
 var (
@@ -44,7 +44,7 @@ func (c *ContentREST) ProducesMIMETypes(string) []string { return []string{"appl
 func (c *ContentREST) ProducesObject(string) any { return "" }
 
 // Connect serves the link.
-func (c *ContentREST) Connect(ctx context.Context, _ string, _ runtime.Object, _ rest.Responder) (http.Handler, error) {
+func (c *ContentREST) Connect(ctx context.Context, name string, _ runtime.Object, _ rest.Responder) (http.Handler, error) {
 	namespace, _ := genericapirequest.NamespaceFrom(ctx)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.Serve(w, r, namespace) }), nil
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.Serve(w, r, namespace, name) }), nil
 }
