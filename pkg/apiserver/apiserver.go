@@ -48,6 +48,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
+	restoreengine "github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
@@ -128,6 +129,8 @@ type ExtraConfig struct {
 	// RestoreItemWorkers is how many items of one resource a restore
 	// writes at once, under the client's rate limit.
 	RestoreItemWorkers int
+	// RestoreLimits bound each restore.
+	RestoreLimits restoreengine.Limits
 	// EngineQPS and EngineBurst bound the engines' requests to this
 	// server (0: the loopback client's own limits).
 	EngineQPS   float32

@@ -304,7 +304,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 			e, err := restore.New(restore.Config{Client: client, Restores: velero.Restores(), Backups: velero.Backups(),
 				Locations: velero.BackupStorageLocations(), Target: target, TargetAs: c.targetAs(loopback),
 				Opener: opener, Clock: clock.RealClock{}, ScratchDir: scratch, Observers: observers, Crash: crash,
-				Virt: libvirtConn, VolumeRoot: volumeRoot, VMLocks: once.vmLocks, ItemWorkers: c.extra.RestoreItemWorkers})
+				Virt: libvirtConn, VolumeRoot: volumeRoot, VMLocks: once.vmLocks, ItemWorkers: c.extra.RestoreItemWorkers, Limits: c.extra.RestoreLimits})
 			return runOf(e, err)
 		}),
 		add(ControllerSchedule, 1, func() (func(context.Context, int), error) {

@@ -1,12 +1,16 @@
 package archive
 
 import (
+	"archive/tar"
 	"bytes"
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/backstop-io/backstop/pkg/archive/archivetest"
 )
 
 func TestWriteThenRead(t *testing.T) {
@@ -77,5 +81,63 @@ func TestParseItemPath(t *testing.T) {
 func TestReaderRefusesGarbage(t *testing.T) {
 	if _, err := NewReader(bytes.NewReader([]byte("not gzip"))); err == nil {
 		t.Error("a non-gzip stream was accepted")
+	}
+}
+
+// TestReaderHostileTarballs: what a bucket's writer can put in a tarball
+// is skipped with a reason or ends the read at its limit; the items beside
+// it are still read.
+func TestReaderHostileTarballs(t *testing.T) {
+	good := archivetest.Item("configmaps", "team-a", "ok", []byte(`{}`))
+	for _, c := range []struct {
+		name    string
+		entries []archivetest.Entry
+		limits  Limits
+		skipped string // a reason Skipped is told
+		limit   bool   // the read ends with ErrLimit
+	}{
+		{name: "dot-dot in the path", entries: []archivetest.Entry{{Name: "resources/configmaps/v1alpha1-preferredversion/namespaces/../../../../etc/passwd.json", Data: []byte(`{}`)}}, skipped: `".."`},
+		{name: "an absolute name", entries: []archivetest.Entry{{Name: "/resources/configmaps/v1alpha1-preferredversion/namespaces/team-a/x.json", Data: []byte(`{}`)}}, skipped: "absolute"},
+		// (A NUL cannot be written in a tar name: it ends the name.)
+		{name: "an empty element", entries: []archivetest.Entry{{Name: "resources/configmaps/v1alpha1-preferredversion/namespaces//x.json", Data: []byte(`{}`)}}, skipped: `""`},
+		{name: "a dot element", entries: []archivetest.Entry{{Name: "resources/configmaps/v1alpha1-preferredversion/namespaces/./x.json", Data: []byte(`{}`)}}, skipped: `"."`},
+		{name: "a symlink", entries: []archivetest.Entry{{Name: "resources/configmaps/v1alpha1-preferredversion/namespaces/team-a/x.json", Type: tar.TypeSymlink, Linkname: "/etc/shadow"}}, skipped: "not a regular file"},
+		{name: "a hard link", entries: []archivetest.Entry{{Name: "resources/configmaps/v1alpha1-preferredversion/namespaces/team-a/x.json", Type: tar.TypeLink, Linkname: "resources/configmaps/v1alpha1-preferredversion/namespaces/team-a/ok.json"}}, skipped: "not a regular file"},
+		{name: "a duplicate", entries: []archivetest.Entry{good}, skipped: "seen before"},
+		{name: "a gzip bomb", entries: []archivetest.Entry{{Name: "junk", Zeros: 64 << 20}}, limits: Limits{Bytes: 32 << 20}, limit: true},
+		{name: "too many entries", entries: []archivetest.Entry{{Name: "a"}, {Name: "b"}, {Name: "c"}}, limits: Limits{Entries: 3}, limit: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := NewReader(bytes.NewReader(archivetest.Build(t, append([]archivetest.Entry{good}, c.entries...)...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Limits = c.limits
+			var reasons []string
+			r.Skipped = func(name, why string) { reasons = append(reasons, why) }
+			var read []string
+			for {
+				it, err := r.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					if c.limit && errors.Is(err, ErrLimit) {
+						return
+					}
+					t.Fatalf("after %v: %v", read, err)
+				}
+				read = append(read, it.Namespace+"/"+it.Name)
+			}
+			if c.limit {
+				t.Fatalf("read to the end past its limit: %v", read)
+			}
+			if !reflect.DeepEqual(read, []string{"team-a/ok"}) {
+				t.Errorf("items read %v, want only team-a/ok", read)
+			}
+			if len(reasons) != 1 || !strings.Contains(reasons[0], c.skipped) {
+				t.Errorf("skipped %q, want one saying %q", reasons, c.skipped)
+			}
+		})
 	}
 }

@@ -23,14 +23,37 @@ type Item struct {
 	Data      []byte
 }
 
-// Reader reads a backup tarball entry by entry.
+// Reader reads a backup tarball entry by entry. A tarball is input from a
+// bucket, which others than the server may write: entries that are not
+// regular files, names that are absolute or hold "..", "." or NUL, and an
+// item path seen before are skipped and reported (Skipped); Limits bound
+// what one read may cost.
 type Reader struct {
 	gz *gzip.Reader
 	tr *tar.Reader
 	// FormatVersion is metadata/version once read ("" before).
 	FormatVersion string
 	maxItem       int64
+	// Limits bound the read (zero fields: no bound).
+	Limits Limits
+	// Skipped, when set, is told of each entry skipped and why.
+	Skipped func(name, why string)
+
+	entries, bytes int64
+	seen           map[string]bool
 }
+
+// Limits bound one read of a tarball.
+type Limits struct {
+	// Entries is the most entries (files, directories, anything).
+	Entries int64
+	// Bytes is the most bytes of entries, uncompressed: a gzip bomb ends
+	// here.
+	Bytes int64
+}
+
+// ErrLimit is the error of a tarball past its Limits.
+var ErrLimit = errors.New("archive: past its limit")
 
 // MaxItemSize bounds one item file (the API server's own limit on a
 // request body is 3 MiB; this leaves room).
@@ -42,7 +65,29 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("archive: not a gzip stream: %w", err)
 	}
-	return &Reader{gz: gz, tr: tar.NewReader(gz), maxItem: MaxItemSize}, nil
+	return &Reader{gz: gz, tr: tar.NewReader(gz), maxItem: MaxItemSize, seen: map[string]bool{}}, nil
+}
+
+func (r *Reader) skip(name, why string) {
+	if r.Skipped != nil {
+		r.Skipped(name, why)
+	}
+}
+
+// badName says why an entry's name cannot be an item's, "" when it can.
+func badName(name string) string {
+	switch {
+	case strings.ContainsRune(name, 0):
+		return "a NUL in its name"
+	case strings.HasPrefix(name, "/"):
+		return "an absolute name"
+	}
+	for _, part := range strings.Split(strings.TrimPrefix(name, "./"), "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Sprintf("a name with an element %q", part)
+		}
+	}
+	return ""
 }
 
 // Next returns the next item; io.EOF at the end. Files other than items
@@ -56,7 +101,25 @@ func (r *Reader) Next() (*Item, error) {
 			}
 			return nil, fmt.Errorf("archive: %w", err)
 		}
+		r.entries++
+		if r.Limits.Entries > 0 && r.entries > r.Limits.Entries {
+			return nil, fmt.Errorf("%w: more than %d entries", ErrLimit, r.Limits.Entries)
+		}
+		if h.Size > 0 {
+			r.bytes += h.Size
+		}
+		if r.Limits.Bytes > 0 && r.bytes > r.Limits.Bytes {
+			return nil, fmt.Errorf("%w: more than %d bytes", ErrLimit, r.Limits.Bytes)
+		}
+		if h.Typeflag == tar.TypeDir {
+			continue
+		}
 		if h.Typeflag != tar.TypeReg {
+			r.skip(h.Name, fmt.Sprintf("not a regular file (type %q)", string(h.Typeflag)))
+			continue
+		}
+		if why := badName(h.Name); why != "" {
+			r.skip(h.Name, why)
 			continue
 		}
 		if h.Size > r.maxItem {
@@ -73,6 +136,12 @@ func (r *Reader) Next() (*Item, error) {
 		item, ok := ParseItemPath(h.Name)
 		if !ok {
 			continue
+		}
+		if key := strings.TrimPrefix(h.Name, "./"); r.seen[key] {
+			r.skip(h.Name, "an item seen before in the tarball")
+			continue
+		} else {
+			r.seen[key] = true
 		}
 		item.Data = data
 		return item, nil

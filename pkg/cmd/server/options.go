@@ -102,6 +102,8 @@ type Options struct {
 	// RestoreItemWorkers is how many items of one resource a restore
 	// writes at once, under --client-qps.
 	RestoreItemWorkers int
+	// RestoreLimits bound each restore.
+	RestoreLimits restore.Limits
 	// EngineQPS and EngineBurst bound the requests the server's engines
 	// make to its own API.
 	EngineQPS   float32
@@ -163,6 +165,7 @@ func NewOptions() *Options {
 		ClientQPS:                  100,
 		ClientBurst:                100,
 		RestoreItemWorkers:         restore.DefaultItemWorkers,
+		RestoreLimits:              restore.DefaultLimits,
 		EngineQPS:                  1000,
 		EngineBurst:                2000,
 		ClientPageSize:             500,
@@ -216,6 +219,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster, or a restore to the target (Velero's --client-qps, same default)")
 	fs.IntVar(&o.ClientBurst, "client-burst", o.ClientBurst, "maximum burst of requests a backup makes to the source cluster, or a restore to the target (Velero's --client-burst, same default)")
+	fs.Int64Var(&o.RestoreLimits.Items, "restore-max-items", o.RestoreLimits.Items, "the most items a backup's tarball may hold for a restore of it (0: no limit); past it the restore fails and the queue goes on")
+	fs.Int64Var(&o.RestoreLimits.Bytes, "restore-max-bytes", o.RestoreLimits.Bytes, "the most bytes, uncompressed, a backup's tarball may hold for a restore of it (0: no limit): a gzip bomb ends here")
+	fs.Int64Var(&o.RestoreLimits.ScratchBytes, "restore-max-scratch-bytes", o.RestoreLimits.ScratchBytes, "the most bytes a restore spools on the scratch disk (<data-dir>/scratch) for its second pass (0: no limit)")
+	fs.DurationVar(&o.RestoreLimits.Duration, "restore-timeout", o.RestoreLimits.Duration, "the longest a restore may run before it fails (0: no limit)")
 	fs.IntVar(&o.RestoreItemWorkers, "restore-item-workers", o.RestoreItemWorkers, "how many items of one resource a restore writes at once, all under --client-qps (resources are still restored one after the other, in Velero's order)")
 	fs.Float32Var(&o.EngineQPS, "engine-qps", o.EngineQPS, "maximum requests per second the server's engines make to its own API, all engines together (kube-controller-manager's --kube-api-qps; the engines' writes mirror every change at scale, see docs/benchmarks.md)")
 	fs.IntVar(&o.EngineBurst, "engine-burst", o.EngineBurst, "maximum burst of requests the server's engines make to its own API (kube-controller-manager's --kube-api-burst)")
@@ -291,6 +298,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ClientQPS <= 0 || o.ClientBurst < 1 || o.ClientPageSize < 1 {
 		errs = append(errs, fmt.Errorf("--client-qps (%v), --client-burst (%d) and --client-page-size (%d) must be positive", o.ClientQPS, o.ClientBurst, o.ClientPageSize))
+	}
+	if l := o.RestoreLimits; l.Items < 0 || l.Bytes < 0 || l.ScratchBytes < 0 || l.Duration < 0 {
+		errs = append(errs, errors.New("--restore-max-items, --restore-max-bytes, --restore-max-scratch-bytes and --restore-timeout must not be negative"))
 	}
 	if o.RestoreItemWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--restore-item-workers must be at least 1, not %d", o.RestoreItemWorkers))
@@ -474,7 +484,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Scheme: scheme, Codecs: codecs, Backend: backend, Etcd: etcd, WatchCache: o.WatchCache, GarbageCollection: o.Mode == ModeAggregated,
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DownloadSigningKeyFile: o.downloadSigningKeyFile(), DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
-		RestoreItemWorkers: o.RestoreItemWorkers, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
+		RestoreItemWorkers: o.RestoreItemWorkers, RestoreLimits: o.RestoreLimits, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
 		RBAC: rbac,

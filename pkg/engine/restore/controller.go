@@ -132,10 +132,35 @@ type Config struct {
 	// once (default DefaultItemWorkers); the client's rate limit holds
 	// for them together.
 	ItemWorkers int
+	// Limits bound each restore (zero fields: no bound).
+	Limits Limits
 }
 
 // DefaultItemWorkers is Config.ItemWorkers's default.
 const DefaultItemWorkers = 8
+
+// Limits bound what one restore may cost: a backup's tarball is input from
+// a bucket, which others than the server may write (a tenant's own
+// location). A restore past one of them fails with the limit in its
+// reason, and the queue goes on.
+type Limits struct {
+	// Items is the most items the tarball may hold.
+	Items int64
+	// Bytes is the most bytes the tarball may hold, uncompressed.
+	Bytes int64
+	// ScratchBytes is the most bytes spooled on the scratch disk.
+	ScratchBytes int64
+	// Duration is the longest a restore may run.
+	Duration time.Duration
+}
+
+// DefaultLimits are the limits of a restore unless the server is told
+// otherwise (--restore-max-items, --restore-max-bytes,
+// --restore-max-scratch-bytes, --restore-timeout).
+var DefaultLimits = Limits{Items: 1_000_000, Bytes: 64 << 30, ScratchBytes: 16 << 30, Duration: 24 * time.Hour}
+
+// errLimit is the error of a restore past one of its Limits.
+var errLimit = errors.New("the restore is past its limit")
 
 // Controller is the restore engine.
 type Controller struct {
@@ -449,12 +474,23 @@ func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *veler
 	run.store, run.layout = store, layout
 	done := make(chan struct{})
 	go run.reportProgress(ctx, done)
-	err = run.restore(ctx)
+	restoreCtx, cancel := ctx, context.CancelFunc(func() {})
+	if d := c.cfg.Limits.Duration; d > 0 {
+		restoreCtx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("%w: it ran longer than %s (--restore-timeout)", errLimit, d))
+	}
+	err = run.restore(restoreCtx)
+	if cause := context.Cause(restoreCtx); ctx.Err() == nil && errors.Is(cause, errLimit) {
+		err = cause
+	}
+	cancel()
 	close(done)
 	switch {
 	case ctx.Err() != nil:
 		logger.Info("Server stopping: the restore will be failed at the next start")
 	case err != nil:
+		if errors.Is(err, errLimit) {
+			log.Error("", items.ScopeVelero, err.Error())
+		}
 		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
 	default:
 		phase := velerov1.RestorePhaseCompleted
@@ -484,7 +520,21 @@ func (run *restoreRun) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pending.maxBytes = c.cfg.Limits.ScratchBytes
 	defer pending.close()
+	// What the restore can never take is not spooled: items of namespaces
+	// it does not restore, cluster-scoped items when it takes none.
+	nsFilter, err := items.NewFilter(&velerov1.BackupSpec{IncludedNamespaces: r.Spec.IncludedNamespaces, ExcludedNamespaces: r.Spec.ExcludedNamespaces}, nil)
+	if err != nil {
+		return err
+	}
+	noClusterItems := r.Spec.IncludeClusterResources != nil && !*r.Spec.IncludeClusterResources
+	spooled := func(it *archive.Item) bool {
+		if it.Namespace == "" {
+			return !noClusterItems
+		}
+		return nsFilter.IncludesNamespace(it.Namespace)
+	}
 	var resources []items.Resource
 	for pass := 0; pass < 2; pass++ {
 		if pass == 1 {
@@ -534,8 +584,11 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		if pass == 0 {
 			// One read of the tarball: namespaces and CRDs restored, the
 			// rest spooled for the second pass.
-			err = c.readTarball(ctx, store, tarKey, func(it *archive.Item) error {
+			err = c.readTarball(ctx, store, tarKey, log, func(it *archive.Item) error {
 				if !restoredFirst[it.GroupResource] {
+					if !spooled(it) {
+						return nil
+					}
 					if err := pending.add(it); err != nil {
 						return err
 					}
@@ -560,7 +613,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 func ptrTrue() *bool { t := true; return &t }
 
 // readTarball calls fn for each preferred-version item of the tarball.
-func (c *Controller) readTarball(ctx context.Context, store objectstore.Store, key string, fn func(*archive.Item) error) error {
+func (c *Controller) readTarball(ctx context.Context, store objectstore.Store, key string, log *items.Log, fn func(*archive.Item) error) error {
 	rc, err := store.Get(ctx, key)
 	if err != nil {
 		return fmt.Errorf("opening the backup tarball: %w", err)
@@ -571,13 +624,29 @@ func (c *Controller) readTarball(ctx context.Context, store objectstore.Store, k
 		return fmt.Errorf("reading the backup tarball: %w", err)
 	}
 	defer ar.Close()
+	limits := c.cfg.Limits
+	if limits.Items > 0 {
+		// Each item has a copy per version, and a tarball some metadata.
+		ar.Limits.Entries = 8*limits.Items + 1024
+	}
+	ar.Limits.Bytes = limits.Bytes
+	ar.Skipped = func(name, why string) {
+		log.Warning("", items.ScopeVelero, fmt.Sprintf("backup tarball entry %q skipped: %s", name, why))
+	}
+	var n int64
 	for {
 		it, err := ar.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
+		if errors.Is(err, archive.ErrLimit) {
+			return fmt.Errorf("%w: reading the backup tarball: %v (--restore-max-items, --restore-max-bytes)", errLimit, err)
+		}
 		if err != nil {
 			return fmt.Errorf("reading the backup tarball: %w", err)
+		}
+		if n++; limits.Items > 0 && n > limits.Items {
+			return fmt.Errorf("%w: the backup tarball holds more than %d items (--restore-max-items)", errLimit, limits.Items)
 		}
 		if !it.Preferred {
 			continue
@@ -643,6 +712,19 @@ func (rd *restorer) selected(it *archive.Item) bool {
 		// Not served (yet): counted, and reported when restored.
 		return rd.filter.IncludesNamespace(it.Namespace) || it.Namespace == ""
 	}
+	if res.Namespaced != (it.Namespace != "") {
+		// Where the tarball put it says another scope than the target
+		// serves: a namespaced item claimed cluster-wide, or the reverse.
+		if !rd.counting {
+			scope := ""
+			if it.Namespace == "" {
+				scope = items.ScopeCluster
+			}
+			rd.log.Warning(it.Namespace, scope, fmt.Sprintf("%s %s is filed in the backup as %s, but the target serves it %s: not restored",
+				it.GroupResource, qualified(it.Namespace, it.Name), scopeWord(it.Namespace != ""), scopeWord(res.Namespaced)))
+		}
+		return false
+	}
 	if !rd.filter.IncludesResource(res) {
 		return false
 	}
@@ -661,6 +743,13 @@ func (rd *restorer) selected(it *archive.Item) bool {
 		return true // reported when restored
 	}
 	return rd.filter.IncludesItem(obj.Metadata.Labels)
+}
+
+func scopeWord(namespaced bool) string {
+	if namespaced {
+		return "namespaced"
+	}
+	return "cluster-scoped"
 }
 
 func (rd *restorer) mapNamespace(ns string) string { return restoreaction.MapNamespace(rd.r, ns) }

@@ -99,6 +99,8 @@ type spool struct {
 	dir   string
 	n     int
 	items map[string][]spooled
+	// bytes are the bytes spooled, maxBytes their bound (0: none).
+	bytes, maxBytes int64
 }
 
 type spooled struct {
@@ -115,6 +117,9 @@ func newSpool(scratch string) (*spool, error) {
 }
 
 func (s *spool) add(it *archive.Item) error {
+	if s.bytes += int64(len(it.Data)); s.maxBytes > 0 && s.bytes > s.maxBytes {
+		return fmt.Errorf("%w: its items need more than %d bytes of scratch space (--restore-max-scratch-bytes)", errLimit, s.maxBytes)
+	}
 	path := filepath.Join(s.dir, strconv.Itoa(s.n))
 	s.n++
 	if err := os.WriteFile(path, it.Data, 0o600); err != nil {
