@@ -66,7 +66,8 @@ UPSTREAM_RBAC_TESTS := k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac k8s.io/
 # Every test: formatting, vet, generated code, then unit, conformance, crash
 # and integration tests against the real binaries, the server's integration
 # suite again on etcd3 (a real etcd per server), the crash-point matrix
-# (its summary line printed), the imported RBAC packages' tests, 30 s of fuzzing request bodies, then the
+# (its summary line printed), the imported RBAC packages' tests, 30 s of fuzzing request bodies and 10 s of
+# the names that become paths, then the
 # storage tests again under the race detector.
 test: fmt-check vet verify-codegen build tools
 	bash hack/start-libvirt.sh
@@ -76,6 +77,7 @@ test: fmt-check vet verify-codegen build tools
 		grep -a -E '^(ok|FAIL|panic:|points [0-9]+|--- FAIL|    [a-z_]+_test.go:[0-9]+: )'
 	$(GO) test -count=1 $(UPSTREAM_RBAC_TESTS)
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzRequestBodies -fuzztime 30s ./pkg/registry
+	$(GO) test -count=1 -run '^$$' -fuzz FuzzNames -fuzztime 10s ./pkg/rootdir
 	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
 
 # The fast tier, for the edit-test loop: the package tests in short mode,

@@ -73,8 +73,8 @@ type attack struct {
 
 // TenantAttacks runs tenant A against tenant B and the admin: every row
 // must be refused (403, 404 or 422) and change nothing the admin can
-// read; then A's own paths must work. It prints "N attempts, N refused,
-// 0 leaked".
+// read; then A's own paths must work. It prints "N attacks, N refused or
+// harmless, 0 leaked".
 func TenantAttacks(t *testing.T, target TenantTarget) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -519,7 +519,7 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 			t.Errorf("made by an attack: %s %s", k, v)
 		}
 	}
-	t.Logf("%d attempts, %d refused, %d leaked", len(attacks), refused, leaked)
+	t.Logf("%d attacks, %d refused or harmless, %d leaked", len(attacks), refused, leaked)
 
 	// A's own paths work.
 	own := []attack{
