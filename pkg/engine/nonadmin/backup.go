@@ -328,6 +328,11 @@ func (c *BackupController) createBackup(ctx context.Context, nab *oadpv1alpha1.N
 		},
 		Spec: *spec,
 	}
+	// Who made it: an admin's restore of the backup runs with that user's
+	// rights (the restore engine).
+	if who := nab.Annotations[oadpv1alpha1.CreatedByAnnotation]; who != "" {
+		b.Annotations[oadpv1alpha1.CreatedByAnnotation] = who
+	}
 	created, err := c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Create(ctx, b, metav1.CreateOptions{FieldManager: c.status.Engine})
 	if apierrors.IsAlreadyExists(err) {
 		// Made before a restart: it must be this one's.

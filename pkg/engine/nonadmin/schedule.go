@@ -278,11 +278,16 @@ func (c *ScheduleController) ensureSchedule(ctx context.Context, s *oadpv1alpha1
 	}
 	id := s.Status.VeleroSchedule.NACUUID
 	if vs == nil {
+		annotations := map[string]string{oadpv1alpha1.NasOriginNamespaceAnnotation: s.Namespace, oadpv1alpha1.NasOriginNameAnnotation: s.Name}
+		// Who made it: the schedule's backups carry its annotations.
+		if who := s.Annotations[oadpv1alpha1.CreatedByAnnotation]; who != "" {
+			annotations[oadpv1alpha1.CreatedByAnnotation] = who
+		}
 		made, err := client.Create(ctx, &velerov1.Schedule{
 			ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: c.cfg.AdminNamespace,
 				Labels: map[string]string{oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
 					oadpv1alpha1.NasOriginNACUUIDLabel: id},
-				Annotations: map[string]string{oadpv1alpha1.NasOriginNamespaceAnnotation: s.Namespace, oadpv1alpha1.NasOriginNameAnnotation: s.Name}},
+				Annotations: annotations},
 			Spec: want,
 		}, metav1.CreateOptions{FieldManager: c.status.Engine})
 		if err != nil {

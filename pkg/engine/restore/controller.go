@@ -461,6 +461,10 @@ func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *veler
 		return
 	}
 	log.Info("Restore started", "backup", backup.Name)
+	if reason := run.asTenant(); reason != "" {
+		run.finish(ctx, velerov1.RestorePhaseFailed, reason)
+		return
+	}
 	bsl, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation)
 	if err != nil {
 		run.finish(ctx, velerov1.RestorePhaseFailed, fmt.Sprintf("storage location %q: %v", backup.Spec.StorageLocation, err))
@@ -488,9 +492,6 @@ func (c *Controller) run(ctx context.Context, r *velerov1.Restore, backup *veler
 	case ctx.Err() != nil:
 		logger.Info("Server stopping: the restore will be failed at the next start")
 	case err != nil:
-		if errors.Is(err, errLimit) {
-			log.Error("", items.ScopeVelero, err.Error())
-		}
 		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
 	default:
 		phase := velerov1.RestorePhaseCompleted

@@ -917,3 +917,78 @@ func httpClient(t *testing.T, kubeconfig string) *http.Client {
 	}
 	return c
 }
+
+// TestAdminRestoreOfTenantBackup: a backup made for a tenant holds what the
+// tenant controls, so an admin's restore of it runs as the tenant would:
+// its namespace only, no cluster-scoped items, with the rights of the user
+// who made it (recorded at admission); mapped elsewhere, it writes nothing
+// there. The annotation backstop.io/restore-with-full-rights=true restores
+// it with the server's rights, and the log warns of it; a tenant's backup
+// that records no user who made it is not restored without it.
+func TestAdminRestoreOfTenantBackup(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	createTracker(t, s, "tenant-a", "t1", nil)
+	makeNAB := func(client versioned.Interface, name string) string {
+		t.Helper()
+		if _, err := client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return waitNAB(t, s, "tenant-a", name, "its backup to finish", veleroBackupDone).Status.VeleroBackup.Name
+	}
+	byAlice := makeNAB(alice.client, "by-alice")
+	byServer := makeNAB(s.EngineClientset(), "by-server")
+	b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, byAlice, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as, _, err := restoreas.Of(map[string]string{restoreas.Annotation: b.Annotations[oadpv1alpha1.CreatedByAnnotation]}); err != nil || as.Username != "alice" {
+		t.Fatalf("the backup records its maker as %q (%v), want alice", b.Annotations[oadpv1alpha1.CreatedByAnnotation], err)
+	}
+	restore := func(name, backup string, fullRights bool) *velerov1.Restore {
+		t.Helper()
+		r := &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: velerov1.RestoreSpec{BackupName: backup, NamespaceMapping: map[string]string{"tenant-a": "elsewhere-" + name}}}
+		if fullRights {
+			r.Annotations = map[string]string{oadpv1alpha1.FullRightsAnnotation: "true"}
+		}
+		if _, err := s.Clientset.VeleroV1().Restores(ns).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return waitRestore(t, s, name)
+	}
+	tracker := func(namespace string) error {
+		_, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(namespace).Get(ctx, "t1", metav1.GetOptions{})
+		return err
+	}
+
+	t.Run("as the tenant", func(t *testing.T) {
+		r := restore("as-tenant", byAlice, false)
+		if err := tracker("elsewhere-as-tenant"); !apierrors.IsNotFound(err) {
+			t.Errorf("the tenant's backup restored into another namespace: %v (restore %s %q)", err, r.Status.Phase, r.Status.FailureReason)
+		}
+		if logs := restoreLogs(t, s, "as-tenant"); !strings.Contains(logs, "as the tenant would") || !strings.Contains(logs, "alice") {
+			t.Errorf("the restore log does not say it ran as alice:\n%s", logs)
+		}
+	})
+	t.Run("with full rights", func(t *testing.T) {
+		r := restore("full-rights", byAlice, true)
+		if err := tracker("elsewhere-full-rights"); err != nil {
+			t.Errorf("restored with full rights: %v (restore %s %q)", err, r.Status.Phase, r.Status.FailureReason)
+		}
+		if logs := restoreLogs(t, s, "full-rights"); !strings.Contains(logs, "full rights") {
+			t.Errorf("the restore log does not warn of full rights:\n%s", logs)
+		}
+	})
+	t.Run("no maker recorded", func(t *testing.T) {
+		r := restore("no-maker", byServer, false)
+		if r.Status.Phase != velerov1.RestorePhaseFailed || !strings.Contains(r.Status.FailureReason, "records no user") {
+			t.Errorf("restore of a tenant backup without a maker: %s %q, want Failed", r.Status.Phase, r.Status.FailureReason)
+		}
+		if err := tracker("elsewhere-no-maker"); !apierrors.IsNotFound(err) {
+			t.Errorf("restored: %v", err)
+		}
+	})
+}

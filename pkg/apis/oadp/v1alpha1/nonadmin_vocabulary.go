@@ -205,11 +205,21 @@ const (
 	RecentScheduledBackups = 5
 )
 
-// CreatedByAnnotation, on a NonAdminRestore, is who created it
-// (restoreas.User JSON), recorded by the server at admission over
-// whatever the request said, and kept on every update: its Velero Restore
-// restores with that user's rights (restoreas.Annotation).
+// CreatedByAnnotation, on a NonAdminRestore, NonAdminBackup or
+// NonAdminSchedule, is who created it (restoreas.User JSON), recorded by
+// the server at admission over whatever the request said, and kept on
+// every update: a NonAdminRestore's Velero Restore restores with that
+// user's rights (restoreas.Annotation); the Backups (and Schedules) made
+// for the others carry it, and an admin's restore of such a Backup runs
+// with that user's rights too (FullRightsAnnotation says otherwise).
 const CreatedByAnnotation = "backstop.io/created-by"
+
+// FullRightsAnnotation, set to "true" on a Restore, lets an admin's restore
+// of a backup whose contents a tenant controls (made for a NonAdminBackup
+// or NonAdminSchedule, or on a tenant's storage location) run with the
+// server's rights, everywhere its spec says, instead of as the tenant
+// would: a warning in the restore's log says so.
+const FullRightsAnnotation = "backstop.io/restore-with-full-rights"
 
 // SyncedNameAnnotation is the name a backup's NonAdminBackup had where the
 // backup was made, read from a tenant's storage location by the backup

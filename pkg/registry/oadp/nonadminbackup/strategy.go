@@ -19,6 +19,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/creator"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
@@ -53,6 +54,20 @@ func (p PolicyFunc) Policy(ctx context.Context) (*oadpvalidation.Policy, field.E
 		return nil, field.ErrorList{field.InternalError(field.NewPath("spec"), fmt.Errorf("reading the non-admin policy: %w", err))}
 	}
 	return policy, nil
+}
+
+// PrepareForCreate records who creates the NonAdminBackup (package creator): the
+// backups it makes carry the record, and an admin's restore of one runs
+// with that user's rights.
+func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.Strategy.PrepareForCreate(ctx, obj)
+	creator.Record(ctx, obj)
+}
+
+// PrepareForUpdate keeps the record of who created it.
+func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.Strategy.PrepareForUpdate(ctx, obj, old)
+	creator.Keep(obj, old)
 }
 
 // Validate checks the metadata and the spec: the tenant rules, and a

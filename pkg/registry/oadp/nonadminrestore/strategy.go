@@ -18,7 +18,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
-	"github.com/backstop-io/backstop/pkg/apis/restoreas"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/creator"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
@@ -40,44 +40,19 @@ func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter, policy nonadminbac
 	return Strategy{Strategy: s, nabs: nabs, policy: policy}
 }
 
-// PrepareForCreate records who creates the NonAdminRestore (its restore
-// writes with that user's rights), over whatever the request said: the
-// user's name, UID, groups but system:masters, and extras (a scoped
-// token's restore stays scoped). The server's own requests record no one,
-// and a NonAdminRestore without a creator restores nothing (the tenants'
+// PrepareForCreate records who creates the NonAdminRestore (package
+// creator): its restore writes with that user's rights, and one made by
+// the server itself records no one and restores nothing (the tenants'
 // engine fails it closed).
 func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	s.Strategy.PrepareForCreate(ctx, obj)
-	o := obj.(*oadp.NonAdminRestore)
-	delete(o.Annotations, oadpv1alpha1.CreatedByAnnotation)
-	u, ok := genericrequest.UserFrom(ctx)
-	if !ok || resource.FromEngine(ctx) {
-		return
-	}
-	as, ok := restoreas.For(u.GetName(), u.GetUID(), u.GetGroups(), u.GetExtra())
-	if !ok {
-		return
-	}
-	if o.Annotations == nil {
-		o.Annotations = map[string]string{}
-	}
-	o.Annotations[oadpv1alpha1.CreatedByAnnotation] = as.String()
+	creator.Record(ctx, obj)
 }
 
 // PrepareForUpdate keeps the record of who created it.
 func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	s.Strategy.PrepareForUpdate(ctx, obj, old)
-	o := obj.(*oadp.NonAdminRestore)
-	was, ok := old.(*oadp.NonAdminRestore).Annotations[oadpv1alpha1.CreatedByAnnotation]
-	switch {
-	case ok:
-		if o.Annotations == nil {
-			o.Annotations = map[string]string{}
-		}
-		o.Annotations[oadpv1alpha1.CreatedByAnnotation] = was
-	default:
-		delete(o.Annotations, oadpv1alpha1.CreatedByAnnotation)
-	}
+	creator.Keep(obj, old)
 }
 
 // Validate checks the metadata and the spec: the tenant rules, and a

@@ -15,6 +15,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/creator"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
@@ -34,6 +35,20 @@ func NewStrategy(typer runtime.ObjectTyper, policy nonadminbackup.PolicyFunc, lo
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminScheduleFinalizer}
 	return Strategy{Strategy: s, policy: policy, locations: locations}
+}
+
+// PrepareForCreate records who creates the NonAdminSchedule (package creator): the
+// backups it makes carry the record, and an admin's restore of one runs
+// with that user's rights.
+func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.Strategy.PrepareForCreate(ctx, obj)
+	creator.Record(ctx, obj)
+}
+
+// PrepareForUpdate keeps the record of who created it.
+func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.Strategy.PrepareForUpdate(ctx, obj, old)
+	creator.Keep(obj, old)
 }
 
 // Validate checks a new schedule.
