@@ -131,6 +131,9 @@ type ExtraConfig struct {
 	RestoreItemWorkers int
 	// RestoreLimits bound each restore.
 	RestoreLimits restoreengine.Limits
+	// BackupSyncMaxPerPass is the most Backups one sync pass over a
+	// location makes.
+	BackupSyncMaxPerPass int
 	// EngineQPS and EngineBurst bound the engines' requests to this
 	// server (0: the loopback client's own limits).
 	EngineQPS   float32

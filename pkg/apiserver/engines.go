@@ -335,7 +335,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 		add(ControllerBackupSync, 1, func() (func(context.Context, int), error) {
 			e, err := backupsync.New(backupsync.Config{Client: client, Backups: velero.Backups(), Locations: velero.BackupStorageLocations(),
 				Requests: velero.DeleteBackupRequests(), Opener: opener, Period: c.extra.BackupSyncPeriod,
-				TenantPeriod: nonadmin.BackupSyncPeriod(admin.DataProtectionApplications().Lister(), c.extra.Namespace)})
+				TenantPeriod: nonadmin.BackupSyncPeriod(admin.DataProtectionApplications().Lister(), c.extra.Namespace), MaxPerPass: c.extra.BackupSyncMaxPerPass})
 			return runOf(e, err)
 		}),
 		add(ControllerBackupDeletion, 2, func() (func(context.Context, int), error) {

@@ -113,6 +113,37 @@ type NonAdmin struct {
 	// +optional
 	// +listType=atomic
 	AllowedLocationEndpoints []string `json:"allowedLocationEndpoints,omitempty"`
+
+	// tenantLimits (Backstop): what one tenant may ask of the server, so
+	// that no tenant floods it; unset fields take Backstop's defaults.
+	// +optional
+	TenantLimits *TenantLimits `json:"tenantLimits,omitempty"`
+}
+
+// TenantLimits bound what each tenant namespace may ask of the server.
+type TenantLimits struct {
+	// minValidationFrequency: the shortest spec.validationFrequency a
+	// tenant's storage location may ask for (default 1m; 0 asks for the
+	// location's default; 0 here: no minimum).
+	// +optional
+	MinValidationFrequency *metav1.Duration `json:"minValidationFrequency,omitempty"`
+	// minScheduleInterval: the shortest time between two runs of a
+	// tenant's schedule (default 15m; 0: no minimum).
+	// +optional
+	MinScheduleInterval *metav1.Duration `json:"minScheduleInterval,omitempty"`
+	// maxBackupsPerNamespace: the most NonAdminBackups a namespace may
+	// hold (default 1000; 0: no limit). Those a schedule makes count, but
+	// are always made: minScheduleInterval and their TTL bound them.
+	// +optional
+	MaxBackupsPerNamespace *int32 `json:"maxBackupsPerNamespace,omitempty"`
+	// maxRestoresPerNamespace: the most NonAdminRestores a namespace may
+	// hold (default 100; 0: no limit).
+	// +optional
+	MaxRestoresPerNamespace *int32 `json:"maxRestoresPerNamespace,omitempty"`
+	// maxSchedulesPerNamespace: the most NonAdminSchedules a namespace
+	// may hold (default 10; 0: no limit).
+	// +optional
+	MaxSchedulesPerNamespace *int32 `json:"maxSchedulesPerNamespace,omitempty"`
 }
 
 // EnforceBackupStorageLocationSpec is what the admin may enforce on

@@ -40,6 +40,7 @@ import (
 
 	"github.com/backstop-io/backstop/artifacts"
 	"github.com/backstop-io/backstop/pkg/apiserver"
+	"github.com/backstop-io/backstop/pkg/engine/backupsync"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	backstopopenapi "github.com/backstop-io/backstop/pkg/generated/openapi"
@@ -104,6 +105,9 @@ type Options struct {
 	RestoreItemWorkers int
 	// RestoreLimits bound each restore.
 	RestoreLimits restore.Limits
+	// BackupSyncMaxPerPass is the most Backups one sync pass over a
+	// location makes.
+	BackupSyncMaxPerPass int
 	// EngineQPS and EngineBurst bound the requests the server's engines
 	// make to its own API.
 	EngineQPS   float32
@@ -166,6 +170,7 @@ func NewOptions() *Options {
 		ClientBurst:                100,
 		RestoreItemWorkers:         restore.DefaultItemWorkers,
 		RestoreLimits:              restore.DefaultLimits,
+		BackupSyncMaxPerPass:       backupsync.DefaultMaxPerPass,
 		EngineQPS:                  1000,
 		EngineBurst:                2000,
 		ClientPageSize:             500,
@@ -219,6 +224,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster, or a restore to the target (Velero's --client-qps, same default)")
 	fs.IntVar(&o.ClientBurst, "client-burst", o.ClientBurst, "maximum burst of requests a backup makes to the source cluster, or a restore to the target (Velero's --client-burst, same default)")
+	fs.IntVar(&o.BackupSyncMaxPerPass, "backup-sync-max-per-pass", o.BackupSyncMaxPerPass, "the most Backups one sync pass over a storage location makes from what it finds there; the rest wait for the next passes")
 	fs.Int64Var(&o.RestoreLimits.Items, "restore-max-items", o.RestoreLimits.Items, "the most items a backup's tarball may hold for a restore of it (0: no limit); past it the restore fails and the queue goes on")
 	fs.Int64Var(&o.RestoreLimits.Bytes, "restore-max-bytes", o.RestoreLimits.Bytes, "the most bytes, uncompressed, a backup's tarball may hold for a restore of it (0: no limit): a gzip bomb ends here")
 	fs.Int64Var(&o.RestoreLimits.ScratchBytes, "restore-max-scratch-bytes", o.RestoreLimits.ScratchBytes, "the most bytes a restore spools on the scratch disk (<data-dir>/scratch) for its second pass (0: no limit)")
@@ -301,6 +307,9 @@ func (o *Options) Validate() error {
 	}
 	if l := o.RestoreLimits; l.Items < 0 || l.Bytes < 0 || l.ScratchBytes < 0 || l.Duration < 0 {
 		errs = append(errs, errors.New("--restore-max-items, --restore-max-bytes, --restore-max-scratch-bytes and --restore-timeout must not be negative"))
+	}
+	if o.BackupSyncMaxPerPass < 1 {
+		errs = append(errs, fmt.Errorf("--backup-sync-max-per-pass must be at least 1, not %d", o.BackupSyncMaxPerPass))
 	}
 	if o.RestoreItemWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--restore-item-workers must be at least 1, not %d", o.RestoreItemWorkers))
@@ -484,7 +493,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Scheme: scheme, Codecs: codecs, Backend: backend, Etcd: etcd, WatchCache: o.WatchCache, GarbageCollection: o.Mode == ModeAggregated,
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DownloadSigningKeyFile: o.downloadSigningKeyFile(), DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
-		RestoreItemWorkers: o.RestoreItemWorkers, RestoreLimits: o.RestoreLimits, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
+		RestoreItemWorkers: o.RestoreItemWorkers, RestoreLimits: o.RestoreLimits, BackupSyncMaxPerPass: o.BackupSyncMaxPerPass, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
 		RBAC: rbac,

@@ -69,7 +69,14 @@ type Config struct {
 	// TenantPeriod reads the time between two syncs of a tenant's
 	// location (0: not synced; nil: tenants' locations are not synced).
 	TenantPeriod func() time.Duration
+	// MaxPerPass is the most Backups one pass over a location makes
+	// (default DefaultMaxPerPass): a bucket holding many, or one a tenant
+	// filled, is taken a pass at a time.
+	MaxPerPass int
 }
+
+// DefaultMaxPerPass is Config.MaxPerPass's default.
+const DefaultMaxPerPass = 500
 
 // Controller is the backup sync engine.
 type Controller struct {
@@ -142,13 +149,25 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return nil
 	}
 	found := sets.New(inStore...)
-	for _, name := range inStore {
+	limit := c.cfg.MaxPerPass
+	if limit <= 0 {
+		limit = DefaultMaxPerPass
+	}
+	made := 0
+	for i, name := range inStore {
 		if tenant != "" && !oadpv1alpha1.TenantSyncable(name) {
 			continue
 		}
 		if _, err := c.backups.Backups(bsl.Namespace).Get(name); err == nil || !apierrors.IsNotFound(err) {
 			continue
 		}
+		if made == limit {
+			logger.Info("Sync pass at its limit: the location's other backups wait for the next passes", "limit", limit, "left", len(inStore)-i)
+			break
+		}
+		// Each attempt counts: a bucket full of broken metadata costs a
+		// pass no more than one full of backups.
+		made++
 		if err := c.create(ctx, bsl, tenant, store, layout, name); err != nil {
 			logger.Error(err, "Syncing a backup from the location", "backup", name)
 		}

@@ -136,7 +136,7 @@ func policyName(p *oadpvalidation.Policy) string {
 
 // actedOnNonAdmin are the spec.nonAdmin fields Backstop acts on.
 var actedOnNonAdmin = map[string]bool{"enable": true, "enforceBackupSpec": true, "enforceRestoreSpec": true, "enforceBSLSpec": true, "requireApprovalForBSL": true,
-	"garbageCollectionPeriod": true, "backupSyncPeriod": true, "allowedLocationEndpoints": true}
+	"garbageCollectionPeriod": true, "backupSyncPeriod": true, "allowedLocationEndpoints": true, "tenantLimits": true}
 
 // NotActedOn lists the fields of spec that are set and that Backstop keeps
 // without acting on them: the operator's deployment settings, and the

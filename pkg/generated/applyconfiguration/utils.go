@@ -120,6 +120,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationoadpv1alpha1.QueueInfoApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("SourceNonAdminBSL"):
 		return &applyconfigurationoadpv1alpha1.SourceNonAdminBSLApplyConfiguration{}
+	case oadpv1alpha1.SchemeGroupVersion.WithKind("TenantLimits"):
+		return &applyconfigurationoadpv1alpha1.TenantLimitsApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroBackup"):
 		return &applyconfigurationoadpv1alpha1.VeleroBackupApplyConfiguration{}
 	case oadpv1alpha1.SchemeGroupVersion.WithKind("VeleroBackupStorageLocation"):

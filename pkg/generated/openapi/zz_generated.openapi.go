@@ -92,6 +92,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		oadpv1alpha1.NonAdminScheduledBackup{}.OpenAPIModelName():                    schema_pkg_apis_oadp_v1alpha1_NonAdminScheduledBackup(ref),
 		oadpv1alpha1.QueueInfo{}.OpenAPIModelName():                                  schema_pkg_apis_oadp_v1alpha1_QueueInfo(ref),
 		oadpv1alpha1.SourceNonAdminBSL{}.OpenAPIModelName():                          schema_pkg_apis_oadp_v1alpha1_SourceNonAdminBSL(ref),
+		oadpv1alpha1.TenantLimits{}.OpenAPIModelName():                               schema_pkg_apis_oadp_v1alpha1_TenantLimits(ref),
 		oadpv1alpha1.VeleroBackup{}.OpenAPIModelName():                               schema_pkg_apis_oadp_v1alpha1_VeleroBackup(ref),
 		oadpv1alpha1.VeleroBackupStorageLocation{}.OpenAPIModelName():                schema_pkg_apis_oadp_v1alpha1_VeleroBackupStorageLocation(ref),
 		oadpv1alpha1.VeleroDeleteBackupRequest{}.OpenAPIModelName():                  schema_pkg_apis_oadp_v1alpha1_VeleroDeleteBackupRequest(ref),
@@ -1817,11 +1818,17 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdmin(ref common.ReferenceCallback) common
 							},
 						},
 					},
+					"tenantLimits": {
+						SchemaProps: spec.SchemaProps{
+							Description: "tenantLimits (Backstop): what one tenant may ask of the server, so that no tenant floods it; unset fields take Backstop's defaults.",
+							Ref:         ref(oadpv1alpha1.TenantLimits{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			oadpv1alpha1.EnforceBackupStorageLocationSpec{}.OpenAPIModelName(), v1.BackupSpec{}.OpenAPIModelName(), v1.RestoreSpec{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+			oadpv1alpha1.EnforceBackupStorageLocationSpec{}.OpenAPIModelName(), oadpv1alpha1.TenantLimits{}.OpenAPIModelName(), v1.BackupSpec{}.OpenAPIModelName(), v1.RestoreSpec{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -2991,6 +2998,54 @@ func schema_pkg_apis_oadp_v1alpha1_SourceNonAdminBSL(ref common.ReferenceCallbac
 		},
 		Dependencies: []string{
 			v1.BackupStorageLocationSpec{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_oadp_v1alpha1_TenantLimits(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TenantLimits bound what each tenant namespace may ask of the server.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"minValidationFrequency": {
+						SchemaProps: spec.SchemaProps{
+							Description: "minValidationFrequency: the shortest spec.validationFrequency a tenant's storage location may ask for (default 1m; 0 asks for the location's default; 0 here: no minimum).",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"minScheduleInterval": {
+						SchemaProps: spec.SchemaProps{
+							Description: "minScheduleInterval: the shortest time between two runs of a tenant's schedule (default 15m; 0: no minimum).",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"maxBackupsPerNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxBackupsPerNamespace: the most NonAdminBackups a namespace may hold (default 1000; 0: no limit). Those a schedule makes count, but are always made: minScheduleInterval and their TTL bound them.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"maxRestoresPerNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxRestoresPerNamespace: the most NonAdminRestores a namespace may hold (default 100; 0: no limit).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"maxSchedulesPerNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxSchedulesPerNamespace: the most NonAdminSchedules a namespace may hold (default 10; 0: no limit).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/archive/archivetest"
@@ -133,4 +135,53 @@ func TestRestoreHostileTarballs(t *testing.T) {
 		}
 	}
 	conformance.CompareSums(t, filesBefore, after)
+}
+
+// TestBackupSyncBoundedPerPass: a location holding more backups than
+// --backup-sync-max-per-pass (a bucket a tenant filled) is taken a pass at a
+// time: the first pass makes that many Backups and says the rest wait.
+func TestBackupSyncBoundedPerPass(t *testing.T) {
+	first := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	createTracker(t, first, "app", "t1", nil)
+	createBackup(t, first, "seed", "app")
+	if b := waitBackup(t, first, "seed", "finished", finished); b.Status.Phase != velerov1.BackupPhaseCompleted {
+		t.Fatalf("backup seed: %s", b.Status.Phase)
+	}
+	bucket := filepath.Join(first.DataDir, "backups")
+	seed, err := os.ReadFile(filepath.Join(bucket, "backups", "seed", "velero-backup.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		name := fmt.Sprintf("copy-%d", i)
+		if err := os.MkdirAll(filepath.Join(bucket, "backups", name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data := strings.Replace(string(seed), `"name":"seed"`, fmt.Sprintf(`"name":%q`, name), 1)
+		if err := os.WriteFile(filepath.Join(bucket, "backups", name, "velero-backup.json"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := framework.Start(t, framework.Options{Args: []string{"--backup-sync-period=1h", "--backup-sync-max-per-pass=2"}})
+	if _, err := second.Clientset.VeleroV1().BackupStorageLocations(ns).Create(ctx, &velerov1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: ns},
+		Spec: velerov1.BackupStorageLocationSpec{Provider: "filesystem", AccessMode: velerov1.BackupStorageLocationAccessModeReadOnly,
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: bucket}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		log, err := os.ReadFile(filepath.Join(second.DataDir, "server.log"))
+		return err == nil && strings.Contains(string(log), "Sync pass at its limit"), nil
+	}); err != nil {
+		t.Fatal("the sync pass never reached its limit")
+	}
+	list, err := second.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{LabelSelector: velerov1.StorageLocationLabel + "=first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Errorf("the first pass made %d Backups of the 6 the location holds, want 2", len(list.Items))
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+	utilptr "k8s.io/utils/ptr"
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/restoreas"
@@ -989,6 +990,67 @@ func TestAdminRestoreOfTenantBackup(t *testing.T) {
 		}
 		if err := tracker("elsewhere-no-maker"); !apierrors.IsNotFound(err) {
 			t.Errorf("restored: %v", err)
+		}
+	})
+}
+
+// TestTenantLimits: what one tenant may ask of the server is bounded, by
+// default and by the DataProtectionApplication's spec.nonAdmin.tenantLimits:
+// a schedule running more often than minScheduleInterval, a location
+// validated more often than minValidationFrequency, one NonAdminBackup,
+// NonAdminRestore or NonAdminSchedule past the namespace's maximum are
+// refused at admission (422) with the field path and the limit.
+func TestTenantLimits(t *testing.T) {
+	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=backup"}})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	oadp := alice.client.OadpV1alpha1()
+	schedule := func(name, cron string) error {
+		_, err := oadp.NonAdminSchedules("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminSchedule{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: cron, Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{}}}}, metav1.CreateOptions{})
+		return err
+	}
+	backup := func(name string) error {
+		_, err := oadp.NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{})
+		return err
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		if err := schedule("every-5m", "*/5 * * * *"); !invalidAt(err, "spec.schedule", "minScheduleInterval") {
+			t.Errorf("a schedule every 5 minutes: %v, want 422 at spec.schedule", err)
+		}
+		_, err := oadp.NonAdminBackupStorageLocations("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "busy"},
+			Spec: oadpv1alpha1.NonAdminBackupStorageLocationSpec{BackupStorageLocationSpec: &velerov1.BackupStorageLocationSpec{Provider: "aws",
+				StorageType:         velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "b"}},
+				Credential:          &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"},
+				ValidationFrequency: &metav1.Duration{Duration: time.Second}}}}, metav1.CreateOptions{})
+		if !invalidAt(err, "spec.backupStorageLocationSpec.validationFrequency", "minValidationFrequency") {
+			t.Errorf("a location validated every second: %v, want 422 at its validationFrequency", err)
+		}
+	})
+	t.Run("the admin's limits", func(t *testing.T) {
+		if _, err := s.Clientset.OadpV1alpha1().DataProtectionApplications(ns).Create(ctx, &oadpv1alpha1.DataProtectionApplication{ObjectMeta: metav1.ObjectMeta{Name: "dpa"},
+			Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{TenantLimits: &oadpv1alpha1.TenantLimits{
+				MinScheduleInterval: &metav1.Duration{Duration: 2 * time.Hour}, MaxBackupsPerNamespace: utilptr.To[int32](2), MaxSchedulesPerNamespace: utilptr.To[int32](1)}}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := schedule("hourly", "@hourly"); !invalidAt(err, "spec.schedule", "2h0m0s") {
+			t.Errorf("an hourly schedule under a 2h minimum: %v, want 422", err)
+		}
+		if err := schedule("daily", "@daily"); err != nil {
+			t.Fatalf("a daily schedule: %v", err)
+		}
+		if err := schedule("daily-2", "@daily"); !invalidAt(err, "metadata.namespace", "holds 1 NonAdminSchedules") {
+			t.Errorf("a second schedule past maxSchedulesPerNamespace 1: %v, want 422 at metadata.namespace", err)
+		}
+		for _, name := range []string{"b1", "b2"} {
+			if err := backup(name); err != nil {
+				t.Fatalf("backup %s: %v", name, err)
+			}
+		}
+		if err := backup("b3"); !invalidAt(err, "metadata.namespace", "holds 2 NonAdminBackups") {
+			t.Errorf("a third backup past maxBackupsPerNamespace 2: %v, want 422 at metadata.namespace", err)
 		}
 	})
 }

@@ -212,6 +212,11 @@ func (in SourceNonAdminBSL) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TenantLimits) OpenAPIModelName() string {
+	return "io.openshift.oadp.v1alpha1.TenantLimits"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VeleroBackup) OpenAPIModelName() string {
 	return "io.openshift.oadp.v1alpha1.VeleroBackup"
 }

@@ -65,6 +65,13 @@ func ValidateNonAdminBSLSpec(spec *oadp.NonAdminBackupStorageLocationSpec, p *Po
 	case c.Key == "":
 		errs = append(errs, field.Required(path.Child("credential", "key"), "the key of the Secret holding the credentials is required"))
 	}
+	if s.ValidationFrequency != nil {
+		dpa := ""
+		if p != nil {
+			dpa = p.DPA
+		}
+		errs = append(errs, ValidateValidationFrequency(s.ValidationFrequency.Duration, p.Limits(), path.Child("validationFrequency"), dpa)...)
+	}
 	if limit := p.syncPeriod(); s.BackupSyncPeriod != nil && limit > 0 && s.BackupSyncPeriod.Duration >= limit {
 		errs = append(errs, field.Invalid(path.Child("backupSyncPeriod"), s.BackupSyncPeriod.Duration.String(),
 			fmt.Sprintf("must be shorter than the non-admin backupSyncPeriod (%s)", limit)))

@@ -198,7 +198,7 @@ func ValidateNonAdminPolicy(na *oadp.NonAdmin, path *field.Path) field.ErrorList
 	if na == nil {
 		return nil
 	}
-	var errs field.ErrorList
+	errs := validateTenantLimits(na.TenantLimits, path.Child("tenantLimits"))
 	for i, e := range na.AllowedLocationEndpoints {
 		_, prefixErr := netip.ParsePrefix(e)
 		_, addrErr := netip.ParseAddr(e)

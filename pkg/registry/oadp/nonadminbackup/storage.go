@@ -67,6 +67,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backu
 	if err != nil {
 		return nil, err
 	}
+	strategy.count.Lister = main
 	decorated := &resource.DecoratedREST{REST: main, Fill: fill}
 	return &Storage{
 		NonAdminBackup: decorated,

@@ -32,6 +32,8 @@ type Strategy struct {
 	policy PolicyFunc
 	// locations reads the NonAdminBackupStorageLocations a backup may name.
 	locations rest.Getter
+	// count counts a namespace's NonAdminBackups (tenantLimits).
+	count *resource.Counter
 }
 
 // NewStrategy returns the NonAdminBackup strategy; policy (nil: none)
@@ -41,7 +43,7 @@ type Strategy struct {
 func NewStrategy(typer runtime.ObjectTyper, policy PolicyFunc, locations rest.Getter) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupFinalizer}
-	return Strategy{Strategy: s, policy: policy, locations: locations}
+	return Strategy{Strategy: s, policy: policy, locations: locations, count: &resource.Counter{}}
 }
 
 // Policy is the policy in effect (nil: none).
@@ -82,7 +84,25 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	if o.Spec.BackupSpec != nil && o.Spec.BackupSpec.StorageLocation != "" {
 		errs = append(errs, ValidateLocation(ctx, s.locations, o.Namespace, o.Spec.BackupSpec.StorageLocation, field.NewPath("spec", "backupSpec", "storageLocation"))...)
 	}
-	return errs
+	return append(errs, CheckCount(ctx, s.count, "NonAdminBackup", o.Namespace, policy, policy.Limits().MaxBackupsPerNamespace)...)
+}
+
+// CheckCount refuses a tenant's object of kind past the policy's limit
+// for its namespace (max); the server's own (a schedule's run, a synced
+// backup) are always made.
+func CheckCount(ctx context.Context, count *resource.Counter, kind, namespace string, policy *oadpvalidation.Policy, max int) field.ErrorList {
+	if resource.FromEngine(ctx) || max <= 0 {
+		return nil
+	}
+	n, err := count.Count(ctx, namespace)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("metadata", "namespace"), err)}
+	}
+	dpa := ""
+	if policy != nil {
+		dpa = policy.DPA
+	}
+	return oadpvalidation.CheckCount(kind, n, max, field.NewPath("metadata", "namespace"), dpa)
 }
 
 // ValidateLocation: a backup's storage location (at p) must be a

@@ -25,6 +25,8 @@ type Strategy struct {
 	resource.Strategy
 	policy    nonadminbackup.PolicyFunc
 	locations rest.Getter
+	// count counts a namespace's NonAdminSchedules (tenantLimits).
+	count *resource.Counter
 }
 
 // NewStrategy returns the strategy; policy (nil: none) reads the admin's
@@ -34,7 +36,7 @@ type Strategy struct {
 func NewStrategy(typer runtime.ObjectTyper, policy nonadminbackup.PolicyFunc, locations rest.Getter) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminScheduleFinalizer}
-	return Strategy{Strategy: s, policy: policy, locations: locations}
+	return Strategy{Strategy: s, policy: policy, locations: locations, count: &resource.Counter{}}
 }
 
 // PrepareForCreate records who creates the NonAdminSchedule (package creator): the
@@ -53,7 +55,10 @@ func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
 
 // Validate checks a new schedule.
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	return append(s.Strategy.Validate(ctx, obj), s.validateSpec(ctx, obj.(*oadp.NonAdminSchedule))...)
+	o := obj.(*oadp.NonAdminSchedule)
+	errs := append(s.Strategy.Validate(ctx, obj), s.validateSpec(ctx, o)...)
+	policy, _ := s.policy.Policy(ctx)
+	return append(errs, nonadminbackup.CheckCount(ctx, s.count, "NonAdminSchedule", o.Namespace, policy, policy.Limits().MaxSchedulesPerNamespace)...)
 }
 
 // ValidateUpdate checks a changed schedule: its spec again when it
@@ -73,6 +78,11 @@ func (s Strategy) validateSpec(ctx context.Context, o *oadp.NonAdminSchedule) fi
 	errs = append(errs, perrs...)
 	path := field.NewPath("spec", "template", "backupSpec")
 	errs = append(errs, oadpvalidation.ValidateBackupPolicy(o.Spec.Template.BackupSpec, policy, path)...)
+	dpa := ""
+	if policy != nil {
+		dpa = policy.DPA
+	}
+	errs = append(errs, oadpvalidation.ValidateScheduleInterval(o.Spec.Schedule, policy.Limits(), field.NewPath("spec", "schedule"), dpa)...)
 	if b := o.Spec.Template.BackupSpec; b != nil && b.StorageLocation != "" {
 		errs = append(errs, nonadminbackup.ValidateLocation(ctx, s.locations, o.Namespace, b.StorageLocation, path.Child("storageLocation"))...)
 	}
@@ -114,7 +124,7 @@ var Table = resource.NewTableConvertor(
 // NewREST returns the storage of schedules and their status.
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, policy nonadminbackup.PolicyFunc, locations rest.Getter) (*resource.REST, *resource.StatusREST, error) {
 	strategy := NewStrategy(scheme, policy, locations)
-	return resource.NewStore(optsGetter, resource.Definition{
+	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadminschedules"),
 		Singular:       oadp.Resource("nonadminschedule"),
 		NewFunc:        func() runtime.Object { return &oadp.NonAdminSchedule{} },
@@ -125,4 +135,9 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, polic
 		ShortNames:     []string{"nas"},
 		Categories:     []string{"oadp"},
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	strategy.count.Lister = main
+	return main, status, nil
 }

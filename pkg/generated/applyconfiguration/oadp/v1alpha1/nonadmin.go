@@ -56,6 +56,9 @@ type NonAdminApplyConfiguration struct {
 	// name is matched against the s3Url's host; an address or CIDR
 	// against the address connected to.
 	AllowedLocationEndpoints []string `json:"allowedLocationEndpoints,omitempty"`
+	// tenantLimits (Backstop): what one tenant may ask of the server, so
+	// that no tenant floods it; unset fields take Backstop's defaults.
+	TenantLimits *TenantLimitsApplyConfiguration `json:"tenantLimits,omitempty"`
 }
 
 // NonAdminApplyConfiguration constructs a declarative configuration of the NonAdmin type for use with
@@ -127,5 +130,13 @@ func (b *NonAdminApplyConfiguration) WithAllowedLocationEndpoints(values ...stri
 	for i := range values {
 		b.AllowedLocationEndpoints = append(b.AllowedLocationEndpoints, values[i])
 	}
+	return b
+}
+
+// WithTenantLimits sets the TenantLimits field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TenantLimits field is set to the value of the last call.
+func (b *NonAdminApplyConfiguration) WithTenantLimits(value *TenantLimitsApplyConfiguration) *NonAdminApplyConfiguration {
+	b.TenantLimits = value
 	return b
 }
