@@ -686,26 +686,26 @@ type restorer struct {
 	nsMu sync.Mutex
 }
 
+// skipResource logs, once per restore, that the items of a resource are
+// skipped and why.
+func (rd *restorer) skipResource(groupResource, why string) {
+	rd.mu.Lock()
+	first := !rd.skipped[groupResource] && !rd.counting
+	rd.skipped[groupResource] = true
+	rd.mu.Unlock()
+	if first {
+		rd.log.Info(why, "resource", groupResource)
+	}
+}
+
 // selected reports whether the restore takes an item (before any write).
 func (rd *restorer) selected(it *archive.Item) bool {
 	if nonRestorable[it.GroupResource] {
-		rd.mu.Lock()
-		first := !rd.skipped[it.GroupResource] && !rd.counting
-		rd.skipped[it.GroupResource] = true
-		rd.mu.Unlock()
-		if first {
-			rd.log.Info("Skipping a resource that is never restored", "resource", it.GroupResource)
-		}
+		rd.skipResource(it.GroupResource, "Skipping a resource that is never restored")
 		return false
 	}
 	if rd.as != "" && tenantKind(it.GroupResource) {
-		rd.mu.Lock()
-		first := !rd.skipped[it.GroupResource] && !rd.counting
-		rd.skipped[it.GroupResource] = true
-		rd.mu.Unlock()
-		if first {
-			rd.log.Info("Skipping a resource a restore for a user never restores: the tenants' own objects are made by the server, not restored", "resource", it.GroupResource)
-		}
+		rd.skipResource(it.GroupResource, "Skipping a resource a restore for a user never restores: the tenants' own objects are made by the server, not restored")
 		return false
 	}
 	res, ok := rd.byGR[it.GroupResource]

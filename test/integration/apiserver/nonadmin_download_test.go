@@ -118,11 +118,7 @@ func TestNonAdminLinksRevoked(t *testing.T) {
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
-	if _, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab1"},
-		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitNAB(t, s, "tenant-a", "nab1", "its backup to finish", veleroBackupDone)
+	finishedNAB(t, s, alice.client, "tenant-a", "nab1")
 	anonymous := conformance.LinkClient(ctx, t, s.Clientset, ns)
 	for _, kind := range []velerov1.DownloadTargetKind{velerov1.DownloadTargetKindBackupLog, velerov1.DownloadTargetKindBackupContents} {
 		t.Run(string(kind), func(t *testing.T) {

@@ -69,6 +69,17 @@ func newUser(t *testing.T, s *framework.Server, user, namespace, clusterRole str
 	return tenant{name: user, namespace: namespace, kubeconfig: kubeconfig, client: client}
 }
 
+// finishedNAB creates a NonAdminBackup of namespace with client and waits
+// until its backup has finished; it returns the Velero backup's name.
+func finishedNAB(t *testing.T, s *framework.Server, client versioned.Interface, namespace, name string) string {
+	t.Helper()
+	if _, err := client.OadpV1alpha1().NonAdminBackups(namespace).Create(context.Background(), &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating NonAdminBackup %s/%s: %v", namespace, name, err)
+	}
+	return waitNAB(t, s, namespace, name, "its backup to finish", veleroBackupDone).Status.VeleroBackup.Name
+}
+
 // waitNAB polls the NonAdminBackup as the admin until ok holds.
 func waitNAB(t *testing.T, s *framework.Server, namespace, name, what string, ok func(*oadpv1alpha1.NonAdminBackup) bool) *oadpv1alpha1.NonAdminBackup {
 	t.Helper()
@@ -829,11 +840,7 @@ func TestNonAdminRestoreRights(t *testing.T) {
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
-	if _, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab1"},
-		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitNAB(t, s, "tenant-a", "nab1", "its backup done", veleroBackupDone)
+	finishedNAB(t, s, alice.client, "tenant-a", "nab1")
 	narOf := func(name string) *oadpv1alpha1.NonAdminRestore {
 		return &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Annotations: map[string]string{oadpv1alpha1.CreatedByAnnotation: `{"username":"system:apiserver","groups":["system:masters"]}`}},
@@ -931,16 +938,8 @@ func TestAdminRestoreOfTenantBackup(t *testing.T) {
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
 	createTracker(t, s, "tenant-a", "t1", nil)
-	makeNAB := func(client versioned.Interface, name string) string {
-		t.Helper()
-		if _, err := client.OadpV1alpha1().NonAdminBackups("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		return waitNAB(t, s, "tenant-a", name, "its backup to finish", veleroBackupDone).Status.VeleroBackup.Name
-	}
-	byAlice := makeNAB(alice.client, "by-alice")
-	byServer := makeNAB(s.EngineClientset(), "by-server")
+	byAlice := finishedNAB(t, s, alice.client, "tenant-a", "by-alice")
+	byServer := finishedNAB(t, s, s.EngineClientset(), "tenant-a", "by-server")
 	b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, byAlice, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
