@@ -125,3 +125,26 @@ func TestBlockers(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantsQueueFairly: a tenant's backups all take its own namespace
+// (admission refuses any other), so they overlap one another and run one
+// at a time; a tenant with a thousand queued never takes more than one
+// slot, and another tenant's backup, or the admin's, behind them starts as
+// soon as a slot is free.
+func TestTenantsQueueFairly(t *testing.T) {
+	var flood []Entry
+	for i := range 1000 {
+		flood = append(flood, e(fmt.Sprintf("a-%d", i), "tenant-a"))
+	}
+	queued := append(append([]Entry{}, flood...), e("b-1", "tenant-b"), e("admin-1", "shop"))
+	t.Run("nothing running", func(t *testing.T) {
+		if got, want := Runnable(in, nil, queued, 3), []string{"a-0", "b-1", "admin-1"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("Runnable = %v, want %v", got, want)
+		}
+	})
+	t.Run("the flooding tenant's first runs", func(t *testing.T) {
+		if got, want := Runnable(in, []Entry{e("a-0", "tenant-a")}, append(queued[1:1000:1000], queued[1000:]...), 2), []string{"b-1"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("Runnable = %v, want %v", got, want)
+		}
+	})
+}
