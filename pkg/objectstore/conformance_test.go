@@ -62,7 +62,8 @@ func testStore(t *testing.T, store Store, big int) {
 	if err := store.Put(ctx, "backups/nometa/nometa.tar.gz", strings.NewReader("x")); err != nil {
 		t.Fatal(err)
 	}
-	if names, err := NewLayout("").BackupNames(ctx, store); err != nil || !reflect.DeepEqual(names, []string{"b1", "b10"}) {
+	var names []string
+	if err := NewLayout("").WalkBackupNames(ctx, store, func(n string) error { names = append(names, n); return nil }); err != nil || !reflect.DeepEqual(names, []string{"b1", "b10"}) {
 		t.Errorf("backup names = %v (%v), want [b1 b10]", names, err)
 	}
 	if err := store.Delete(ctx, "backups/b1/b1-logs.gz"); err != nil {

@@ -106,13 +106,26 @@ func (f *Filesystem) Delete(_ context.Context, key string) error {
 }
 
 // List walks the directory under prefix.
-func (f *Filesystem) List(_ context.Context, prefix string) ([]string, error) {
+func (f *Filesystem) List(ctx context.Context, prefix string) ([]string, error) {
 	var keys []string
+	if err := f.Walk(ctx, prefix, func(key string) error { keys = append(keys, key); return nil }); err != nil {
+		return nil, err
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// Walk calls fn with the keys under prefix, in lexical order (the
+// temporary files of Puts left out).
+func (f *Filesystem) Walk(ctx context.Context, prefix string, fn func(key string) error) error {
 	err := filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if d.IsDir() || strings.HasPrefix(d.Name(), ".put-") {
@@ -123,15 +136,14 @@ func (f *Filesystem) List(_ context.Context, prefix string) ([]string, error) {
 			return err
 		}
 		if key := filepath.ToSlash(rel); strings.HasPrefix(key, prefix) {
-			keys = append(keys, key)
+			return fn(key)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", prefix, err)
+		return fmt.Errorf("listing %s: %w", prefix, err)
 	}
-	sort.Strings(keys)
-	return keys, nil
+	return nil
 }
 
 // removeIncomplete removes the temporary files of Puts a crash

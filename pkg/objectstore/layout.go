@@ -30,22 +30,18 @@ func (l Layout) BackupDir(backup string) string { return l.prefix + "backups/" +
 // RestoreDir is the directory of a restore's objects ("restores/<name>/").
 func (l Layout) RestoreDir(restore string) string { return l.prefix + "restores/" + restore + "/" }
 
-// BackupNames lists the backups a store holds: those with a
-// velero-backup.json, as Velero's backup sync reads a bucket.
-func (l Layout) BackupNames(ctx context.Context, store Store) ([]string, error) {
-	keys, err := store.List(ctx, l.prefix+"backups/")
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, k := range keys {
-		rest := strings.TrimPrefix(k, l.prefix+"backups/")
+// WalkBackupNames calls fn with the name of each backup of the location
+// (a velero-backup.json under backups/), as the store lists them, holding
+// none of them. An error from fn ends the walk and is returned.
+func (l Layout) WalkBackupNames(ctx context.Context, store Store, fn func(name string) error) error {
+	return store.Walk(ctx, l.prefix+"backups/", func(key string) error {
+		rest := strings.TrimPrefix(key, l.prefix+"backups/")
 		name, file, ok := strings.Cut(rest, "/")
 		if ok && file == "velero-backup.json" && name != "" {
-			names = append(names, name)
+			return fn(name)
 		}
-	}
-	return names, nil
+		return nil
+	})
 }
 
 // BackupMetadataKey is the backup object as JSON (velero-backup.json).

@@ -223,14 +223,27 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 // List returns the keys under prefix.
 func (s *S3) List(ctx context.Context, prefix string) ([]string, error) {
 	var keys []string
-	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if obj.Err != nil {
-			return nil, fmt.Errorf("s3: listing %s: %w", prefix, obj.Err)
-		}
-		keys = append(keys, obj.Key)
+	if err := s.Walk(ctx, prefix, func(key string) error { keys = append(keys, key); return nil }); err != nil {
+		return nil, err
 	}
 	sort.Strings(keys)
 	return keys, nil
+}
+
+// Walk calls fn with the keys under prefix as the bucket lists them, page
+// by page (S3 lists at most 1,000 keys a request).
+func (s *S3) Walk(ctx context.Context, prefix string, fn func(key string) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a walk ended early stops the listing
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return fmt.Errorf("s3: listing %s: %w", prefix, obj.Err)
+		}
+		if err := fn(obj.Key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Probe checks that the bucket exists and can be listed (no write: a

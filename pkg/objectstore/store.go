@@ -30,6 +30,10 @@ type Store interface {
 	Delete(ctx context.Context, key string) error
 	// List returns the keys under prefix, sorted.
 	List(ctx context.Context, prefix string) ([]string, error)
+	// Walk calls fn with each key under prefix, as the store lists them,
+	// holding none of them: memory stays flat in the bucket's size. An
+	// error from fn ends the walk and is returned.
+	Walk(ctx context.Context, prefix string, fn func(key string) error) error
 	// Probe checks that the store can be written and read now.
 	Probe(ctx context.Context) error
 }

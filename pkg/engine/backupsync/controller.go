@@ -143,27 +143,23 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		logger.Error(err, "Opening the location to sync backups")
 		return nil
 	}
-	inStore, err := layout.BackupNames(ctx, store)
-	if err != nil {
-		logger.Error(err, "Listing the backups of the location")
-		return nil
-	}
-	found := sets.New(inStore...)
+	// The bucket is walked, not read whole: memory stays flat in its
+	// size, and a pass makes at most limit Backups.
 	limit := c.cfg.MaxPerPass
 	if limit <= 0 {
 		limit = DefaultMaxPerPass
 	}
 	made := 0
-	for i, name := range inStore {
+	errAtLimit := errors.New("at the limit")
+	err = layout.WalkBackupNames(ctx, store, func(name string) error {
 		if tenant != "" && !oadpv1alpha1.TenantSyncable(name) {
-			continue
+			return nil
 		}
 		if _, err := c.backups.Backups(bsl.Namespace).Get(name); err == nil || !apierrors.IsNotFound(err) {
-			continue
+			return nil
 		}
 		if made == limit {
-			logger.Info("Sync pass at its limit: the location's other backups wait for the next passes", "limit", limit, "left", len(inStore)-i)
-			break
+			return errAtLimit
 		}
 		// Each attempt counts: a bucket full of broken metadata costs a
 		// pass no more than one full of backups.
@@ -171,8 +167,16 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		if err := c.create(ctx, bsl, tenant, store, layout, name); err != nil {
 			logger.Error(err, "Syncing a backup from the location", "backup", name)
 		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errAtLimit):
+		logger.Info("Sync pass at its limit: the location's other backups wait for the next passes", "limit", limit)
+	case err != nil:
+		logger.Error(err, "Listing the backups of the location")
+		return nil
 	}
-	return c.deleteOrphans(ctx, bsl, found)
+	return c.deleteOrphans(ctx, bsl, store, layout)
 }
 
 // tenantWait is how long a tenant's location waits before it is read
@@ -251,7 +255,7 @@ func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLoca
 
 // deleteOrphans deletes the Completed Backups of a location whose files
 // are no longer in it, as Velero's backup sync does.
-func (c *Controller) deleteOrphans(ctx context.Context, bsl *velerov1.BackupStorageLocation, found sets.Set[string]) error {
+func (c *Controller) deleteOrphans(ctx context.Context, bsl *velerov1.BackupStorageLocation, store objectstore.Store, layout objectstore.Layout) error {
 	all, err := c.backups.Backups(bsl.Namespace).List(labels.SelectorFromSet(labels.Set{velerov1.StorageLocationLabel: bsl.Name}))
 	if err != nil {
 		return err
@@ -267,9 +271,18 @@ func (c *Controller) deleteOrphans(ctx context.Context, bsl *velerov1.BackupStor
 		}
 	}
 	for _, b := range all {
-		if b.Status.Phase != velerov1.BackupPhaseCompleted || b.Spec.StorageLocation != bsl.Name || found.Has(b.Name) ||
+		if b.Status.Phase != velerov1.BackupPhaseCompleted || b.Spec.StorageLocation != bsl.Name ||
 			b.DeletionTimestamp != nil || beingDeleted.Has(b.Name) {
 			continue
+		}
+		// Asked of the bucket Backup by Backup: what the server holds is
+		// bounded, what a bucket holds is not.
+		switch rc, err := store.Get(ctx, layout.BackupMetadataKey(b.Name)); {
+		case err == nil:
+			_ = rc.Close()
+			continue
+		case !errors.Is(err, objectstore.ErrNotFound):
+			return fmt.Errorf("looking for backup %s in location %s: %w", b.Name, bsl.Name, err)
 		}
 		err := reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Backups(b.Namespace).Delete, b.Name, b.UID)
 		if err != nil {
