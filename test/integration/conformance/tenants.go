@@ -10,11 +10,13 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -519,7 +521,19 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 			t.Errorf("made by an attack: %s %s", k, v)
 		}
 	}
-	t.Logf("%d attacks, %d refused or harmless, %d leaked", len(attacks), refused, leaked)
+	total := len(attacks)
+	if target.Core {
+		// Accepted, and harmless: a location of A's on the server's
+		// loopback (where tenants have Secrets, and so locations the
+		// server opens) is made and never reaches the listener.
+		total++
+		if loopbackLocation(ctx, t, target) {
+			refused++
+		} else {
+			leaked++
+		}
+	}
+	t.Logf("%d attacks, %d refused or harmless, %d leaked", total, refused, leaked)
 
 	// A's own paths work.
 	own := []attack{
@@ -868,4 +882,58 @@ func Status(ctx context.Context, t *testing.T, c *http.Client, link string) int 
 		t.Logf("GET %s: %d %s", link, resp.StatusCode, body)
 	}
 	return resp.StatusCode
+}
+
+// loopbackLocation: tenant A's storage location pointing at a listener on
+// the server's loopback, with a credential Secret of A's, is approved and
+// made, the server opens it, and no request reaches the listener: the
+// location ends Unavailable saying why. It reports whether that held, and
+// removes the location.
+func loopbackLocation(ctx context.Context, t *testing.T, target TenantTarget) bool {
+	t.Helper()
+	a := target.A
+	var requests atomic.Int64
+	listener := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer listener.Close()
+	creds := "[default]\naws_access_key_id = a\naws_secret_access_key = b\n"
+	if _, err := a.Kube.CoreV1().Secrets(a.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "loopback-creds"},
+		Data: map[string][]byte{"cloud": []byte(creds)}}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("A's Secret: %v", err)
+		return false
+	}
+	defer func() { _ = a.Kube.CoreV1().Secrets(a.Namespace).Delete(ctx, "loopback-creds", metav1.DeleteOptions{}) }()
+	locations := a.Client.OadpV1alpha1().NonAdminBackupStorageLocations(a.Namespace)
+	l := tenantLocation("loopback", "aws", func(s *velerov1.BackupStorageLocationSpec) {
+		s.Config["s3Url"], s.Config["s3ForcePathStyle"] = listener.URL, "true"
+		s.Credential.Name = "loopback-creds"
+	})
+	if _, err := locations.Create(ctx, l, metav1.CreateOptions{}); err != nil {
+		t.Errorf("A's location on the server's loopback: %v", err)
+		return false
+	}
+	defer func() { _ = locations.Delete(ctx, "loopback", metav1.DeleteOptions{}) }()
+	var phase velerov1.BackupStorageLocationPhase
+	var message string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := target.Admin.OadpV1alpha1().NonAdminBackupStorageLocations(a.Namespace).Get(ctx, "loopback", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if v := got.Status.VeleroBackupStorageLocation; v != nil && v.Status != nil {
+			phase, message = v.Status.Phase, v.Status.Message
+		}
+		return phase == velerov1.BackupStorageLocationPhaseUnavailable, nil
+	}); err != nil {
+		t.Errorf("A's location on the server's loopback never ended Unavailable: %v (phase %q %q)", err, phase, message)
+		return false
+	}
+	if n := requests.Load(); n > 0 {
+		t.Errorf("A's location on the server's loopback reached it: %d requests", n)
+		return false
+	}
+	t.Logf("harmless  A's storage location on the server's loopback: Unavailable, %q, 0 requests reached it", message)
+	return true
 }
