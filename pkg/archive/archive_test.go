@@ -88,7 +88,7 @@ func TestReaderRefusesGarbage(t *testing.T) {
 // is skipped with a reason or ends the read at its limit; the items beside
 // it are still read.
 func TestReaderHostileTarballs(t *testing.T) {
-	good := archivetest.Item("configmaps", "team-a", "ok", []byte(`{}`))
+	good := archivetest.Item("configmaps", "v1", "team-a", "ok", []byte(`{}`))
 	for _, c := range []struct {
 		name    string
 		entries []archivetest.Entry

@@ -24,14 +24,15 @@ type Entry struct {
 	Linkname string
 }
 
-// Item is the regular file of an item: resources/<gr>/v1alpha1-preferredversion/...
-// (namespace "" for a cluster-scoped one).
-func Item(groupResource, namespace, name string, data []byte) Entry {
+// Item is the regular file of an item, its preferred version's copy:
+// resources/<gr>/<version>-preferredversion/... (namespace "" for a
+// cluster-scoped one).
+func Item(groupResource, version, namespace, name string, data []byte) Entry {
 	scope := "cluster"
 	if namespace != "" {
 		scope = "namespaces/" + namespace
 	}
-	return Entry{Name: "resources/" + groupResource + "/v1alpha1-preferredversion/" + scope + "/" + name + ".json", Data: data}
+	return Entry{Name: "resources/" + groupResource + "/" + version + "-preferredversion/" + scope + "/" + name + ".json", Data: data}
 }
 
 // Build returns the gzipped tarball of entries.

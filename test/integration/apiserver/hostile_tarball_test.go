@@ -74,19 +74,19 @@ func TestRestoreHostileTarballs(t *testing.T) {
 	t.Run("too many items", func(t *testing.T) {
 		var entries []archivetest.Entry
 		for i := range 60 {
-			entries = append(entries, archivetest.Item(trackers, "hostile", fmt.Sprintf("t%d", i), trackerItem("hostile", fmt.Sprintf("t%d", i), 0)))
+			entries = append(entries, archivetest.Item(trackers, "v1alpha1", "hostile", fmt.Sprintf("t%d", i), trackerItem("hostile", fmt.Sprintf("t%d", i), 0)))
 		}
 		failedWith(t, restoreCrafted(t, entries), "--restore-max-items")
 	})
 	t.Run("too much scratch space", func(t *testing.T) {
 		var entries []archivetest.Entry
 		for i := range 4 {
-			entries = append(entries, archivetest.Item(trackers, "hostile", fmt.Sprintf("big%d", i), trackerItem("hostile", fmt.Sprintf("big%d", i), 400<<10)))
+			entries = append(entries, archivetest.Item(trackers, "v1alpha1", "hostile", fmt.Sprintf("big%d", i), trackerItem("hostile", fmt.Sprintf("big%d", i), 400<<10)))
 		}
 		failedWith(t, restoreCrafted(t, entries), "--restore-max-scratch-bytes")
 	})
 	t.Run("entries out of place", func(t *testing.T) {
-		good := archivetest.Item(trackers, "hostile", "good", trackerItem("hostile", "good", 0))
+		good := archivetest.Item(trackers, "v1alpha1", "hostile", "good", trackerItem("hostile", "good", 0))
 		dup := good
 		dup.Data = trackerItem("hostile", "good", 10)
 		r := restoreCrafted(t, []archivetest.Entry{
@@ -96,11 +96,11 @@ func TestRestoreHostileTarballs(t *testing.T) {
 			{Name: "resources/" + trackers + "/v1alpha1-preferredversion/namespaces/hostile/link.json", Type: tar.TypeSymlink, Linkname: "/etc/shadow"},
 			// The JSON claims another namespace and name than the path:
 			// the path decides.
-			archivetest.Item(trackers, "hostile", "renamed", trackerItem("elsewhere", "evil", 0)),
+			archivetest.Item(trackers, "v1alpha1", "hostile", "renamed", trackerItem("elsewhere", "evil", 0)),
 			// A namespaced kind filed as cluster-scoped.
-			archivetest.Item(trackers, "", "clusterwide", trackerItem("", "clusterwide", 0)),
+			archivetest.Item(trackers, "v1alpha1", "", "clusterwide", trackerItem("", "clusterwide", 0)),
 			// A namespace the restore does not take.
-			archivetest.Item(trackers, "elsewhere", "other", trackerItem("elsewhere", "other", 0)),
+			archivetest.Item(trackers, "v1alpha1", "elsewhere", "other", trackerItem("elsewhere", "other", 0)),
 		})
 		if r.Status.Phase != velerov1.RestorePhaseCompleted {
 			t.Fatalf("restore %s: %s %q (errors %d)", r.Name, r.Status.Phase, r.Status.FailureReason, r.Status.Errors)

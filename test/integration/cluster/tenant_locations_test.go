@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"archive/tar"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -23,6 +24,7 @@ import (
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/archive/archivetest"
 	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -331,6 +333,65 @@ func TestTenantStorageLocations(t *testing.T) {
 		}
 		return true, nil
 	})
+	// A hostile tarball in the tenant's bucket: a backup planted under a
+	// name the server gives tenants' backups, its tarball replaced by one
+	// the tenant wrote. Its restore (as the tenant) writes only the item
+	// of its namespace; entries that would leave their place are skipped,
+	// an item of another namespace, a cluster-wide binding to
+	// cluster-admin and a Namespace item claiming another name change
+	// nothing.
+	hostile := oadpv1alpha1.NewNACUUID(ns, "hostile")
+	plantBackup(t, backupsDir, made, hostile, func(b *velerov1.Backup) {
+		b.Annotations = map[string]string{oadpv1alpha1.NabOriginNameAnnotation: "hostile"}
+	})
+	configMap := func(namespace, name string) []byte {
+		return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":%q},"data":{"k":"v"}}`, name, namespace)
+	}
+	tarball := archivetest.Build(t,
+		archivetest.Item("configmaps", "v1", ns, "from-hostile", configMap(ns, "from-hostile")),
+		archivetest.Item("configmaps", "v1", bob.Namespace, "evil", configMap(bob.Namespace, "evil")),
+		archivetest.Entry{Name: "resources/configmaps/v1-preferredversion/namespaces/../../../x.json", Data: configMap(ns, "dotdot")},
+		archivetest.Entry{Name: "resources/configmaps/v1-preferredversion/namespaces/" + ns + "/link.json", Type: tar.TypeSymlink, Linkname: "/etc/shadow"},
+		archivetest.Item("clusterrolebindings.rbac.authorization.k8s.io", "v1", "", "pwn", []byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"pwn"},`+
+			`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"alice"}]}`)),
+		archivetest.Item("namespaces", "v1", "", ns, []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system","labels":{"pwned":"yes"}}}`)),
+	)
+	if err := os.WriteFile(filepath.Join(backupsDir, hostile, hostile+".tar.gz"), tarball, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the hostile backup synced", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := oadp.NonAdminBackups(ns).Get(ctx, "hostile", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && n.Status.VeleroBackup.Status != nil, err
+	})
+	if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-hostile"},
+		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "hostile"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the restore of the hostile backup", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-hostile", metav1.GetOptions{})
+		return err == nil && nar.Status.VeleroRestore != nil && nar.Status.VeleroRestore.Status != nil && nar.Status.VeleroRestore.Status.Phase.Terminal(), err
+	})
+	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "from-hostile", metav1.GetOptions{}); err != nil {
+		nar, _ := oadp.NonAdminRestores(ns).Get(ctx, "from-hostile", metav1.GetOptions{})
+		logs, _ := c.Backstop.VeleroV1().RESTClient().Get().Namespace(adminNamespace).Resource("restores").Name(nar.Status.VeleroRestore.Name).SubResource("logs").DoRaw(ctx)
+		t.Errorf("the hostile backup's item of the tenant's namespace: %v; the restore's log:\n%s", err, logs)
+	}
+	if _, err := c.Kube.CoreV1().ConfigMaps(bob.Namespace).Get(ctx, "evil", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an item of another tenant's namespace restored from a tenant's bucket: %v", err)
+	}
+	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "dotdot", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an entry with .. restored: %v", err)
+	}
+	if _, err := c.Kube.RbacV1().ClusterRoleBindings().Get(ctx, "pwn", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a ClusterRoleBinding restored from a tenant's bucket: %v", err)
+	}
+	if ks, err := c.Kube.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil || ks.Labels["pwned"] != "" {
+		t.Errorf("kube-system changed by a tenant's restore: %v %v", ks.Labels, err)
+	}
+
 	// Its files gone from the bucket, its Backup goes, as Velero's sync does.
 	if err := os.RemoveAll(filepath.Join(backupsDir, planted)); err != nil {
 		t.Fatal(err)
