@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/backstop-io/backstop/pkg/rootdir"
 	"github.com/backstop-io/backstop/pkg/virt"
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
 )
@@ -153,7 +154,13 @@ func intoNewDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest,
 		if err = os.MkdirAll(dir, 0o755); err != nil {
 			return res, fmt.Errorf("the directory of the restored disks: %w", err)
 		}
-		image := filepath.Join(dir, req.Domain+"-"+d.Name+".qcow2")
+		// The disk's name comes from the backup's manifest, in a volume
+		// others may write: one file name, or nothing is written.
+		file := req.Domain + "-" + d.Name + ".qcow2"
+		if err = rootdir.Name(file); err != nil {
+			return res, fmt.Errorf("disk %q of domain %s cannot name an image: %w", d.Name, req.Domain, err)
+		}
+		image := filepath.Join(dir, file)
 		if _, statErr := os.Stat(image); statErr == nil {
 			err = fmt.Errorf("domain %s does not exist but its disk image %s does: it is not overwritten", req.Domain, image)
 			return res, err

@@ -162,6 +162,18 @@ func ValidateBackupStorageLocationSpec(spec *velero.BackupStorageLocationSpec, f
 	if os.Bucket == "" {
 		errs = append(errs, field.Required(osPath.Child("bucket"), "a bucket (or, for the filesystem provider, a directory) is required"))
 	}
+	// The prefix names keys (and, for the filesystem provider, directories)
+	// under the bucket: relative, without "." or ".." elements, no NUL or
+	// backslash.
+	if p := os.Prefix; p != "" {
+		bad := strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\x00\\")
+		for _, e := range strings.Split(strings.Trim(p, "/"), "/") {
+			bad = bad || e == "." || e == ".." || e == ""
+		}
+		if bad {
+			errs = append(errs, field.Invalid(osPath.Child("prefix"), p, `a relative path of names: no leading "/", no "." or ".." or empty elements, no NUL or backslash`))
+		}
+	}
 	if len(os.CACert) > 0 && os.CACertRef != nil {
 		errs = append(errs, field.Forbidden(osPath.Child("caCertRef"), "cannot specify both caCert and caCertRef"))
 	}
@@ -203,6 +215,11 @@ func ValidateDownloadRequestSpec(spec *velero.DownloadRequestSpec, fldPath *fiel
 	}
 	if spec.Target.Name == "" {
 		errs = append(errs, field.Required(t.Child("name"), "the name of the backup or restore is required"))
+	} else {
+		// It names files of the location: the name of a Backup or Restore.
+		for _, msg := range validation.IsDNS1123Subdomain(spec.Target.Name) {
+			errs = append(errs, field.Invalid(t.Child("name"), spec.Target.Name, "the name of a backup or restore: "+msg))
+		}
 	}
 	return errs
 }

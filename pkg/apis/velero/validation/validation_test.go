@@ -132,6 +132,14 @@ func TestValidateBackupStorageLocationSpec(t *testing.T) {
 			[]string{"spec.objectStorage.bucket"}},
 		{"two CA sources", velero.BackupStorageLocationSpec{Provider: "aws", StorageType: velero.StorageType{ObjectStorage: &velero.ObjectStorageLocation{
 			Bucket: "b", CACert: []byte("x"), CACertRef: &corev1.SecretKeySelector{Key: "ca"}}}}, []string{"spec.objectStorage.caCertRef"}},
+		{"a prefix of names", prefixed("team-a/apps/"), nil},
+	}
+	for _, p := range []string{"..", "../..", "a/../../..", "/etc", "a//b", "./a", "a\x00b", `a\..\b`} {
+		cases = append(cases, struct {
+			name string
+			spec velero.BackupStorageLocationSpec
+			want []string
+		}{"prefix " + p, prefixed(p), []string{"spec.objectStorage.prefix"}})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,5 +148,18 @@ func TestValidateBackupStorageLocationSpec(t *testing.T) {
 				t.Errorf("errors at %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+func prefixed(prefix string) velero.BackupStorageLocationSpec {
+	return velero.BackupStorageLocationSpec{Provider: "aws", StorageType: velero.StorageType{ObjectStorage: &velero.ObjectStorageLocation{Bucket: "b", Prefix: prefix}}}
+}
+
+func TestDownloadTargetNames(t *testing.T) {
+	for name, ok := range map[string]bool{"b1": true, "nightly-20260101": true, "../b1": false, "a/b": false, "..": false, "b\x00": false} {
+		errs := ValidateDownloadRequestSpec(&velero.DownloadRequestSpec{Target: velero.DownloadTarget{Kind: velero.DownloadTargetKindBackupLog, Name: name}}, field.NewPath("spec"))
+		if ok != (len(errs) == 0) {
+			t.Errorf("target name %q: %v", name, errs)
+		}
 	}
 }
