@@ -167,6 +167,9 @@ func (c *Conn) EnableCBT(domain, stateDir string) (CBTState, error) {
 		if format != "raw" || target == "" {
 			return nil
 		}
+		if err := rootdir.Name(target + ".qcow2"); err != nil {
+			return fmt.Errorf("disk target %q cannot name an overlay: %w", target, err)
+		}
 		overlay := filepath.Join(dir, target+".qcow2")
 		if _, err := os.Stat(overlay); err == nil && !inUse[overlay] {
 			if !stale {
