@@ -413,9 +413,10 @@ func usesOverlays(d *libvirtxml.Domain, stateDir, domain string) bool {
 	return false
 }
 
+// isOverlayOf compares names only (no file system access: it runs for
+// every disk at every status read).
 func isOverlayOf(stateDir, domain, path string) bool {
-	dir, err := OverlayDir(stateDir, domain)
-	return err == nil && filepath.Dir(path) == dir
+	return rootdir.Name(domain) == nil && filepath.Dir(path) == filepath.Join(stateDir, domain)
 }
 
 func (c *Conn) define(desc string) error {
