@@ -16,6 +16,6 @@ cd "${root}"
 make build >/dev/null
 mkdir -p _output
 
-BACKSTOP_BIN_DIR="${root}/_output/bin" go test ./test/backupbench -run '^$' -bench . -benchtime=1x \
+BACKSTOP_BIN_DIR="${root}/_output/bin" go test -tags=libvirt_dlopen,bench ./test/backupbench -run '^$' -bench . -benchtime=1x \
   -count="${COUNT:-1}" -timeout=60m -backupbench.objects="${OBJECTS:-10000,100000}" "$@" 2>&1 |
   grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-backup.txt

@@ -14,6 +14,6 @@ cd "${root}"
 make build >/dev/null
 mkdir -p _output
 
-BACKSTOP_BIN_DIR="${root}/_output/bin" go test ./test/nonadminbench -run '^$' -bench . -benchtime=1x -count=1 -timeout=90m \
+BACKSTOP_BIN_DIR="${root}/_output/bin" go test -tags=libvirt_dlopen,bench ./test/nonadminbench -run '^$' -bench . -benchtime=1x -count=1 -timeout=90m \
   -nonadminbench.tenants="${TENANTS:-1000}" -nonadminbench.nabs="${NABS:-10}" "$@" 2>&1 |
   grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-nonadmin.txt

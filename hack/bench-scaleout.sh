@@ -17,6 +17,6 @@ cd "${root}"
 make build tools >/dev/null
 mkdir -p _output
 
-BACKSTOP_BIN_DIR="${root}/_output/bin" go test ./test/scaleoutbench -run '^$' -bench . -benchtime=1x -count=1 -timeout=60m \
+BACKSTOP_BIN_DIR="${root}/_output/bin" go test -tags=libvirt_dlopen,bench ./test/scaleoutbench -run '^$' -bench . -benchtime=1x -count=1 -timeout=60m \
   -scaleoutbench.objects="${OBJECTS:-10000}" -scaleoutbench.watchers="${WATCHERS:-100}" -scaleoutbench.trials="${TRIALS:-10}" "$@" 2>&1 |
   grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-scaleout.txt

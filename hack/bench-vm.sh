@@ -14,5 +14,5 @@ cd "${root}"
 bash hack/install-libvirt.sh
 bash hack/start-libvirt.sh
 mkdir -p _output
-GOFLAGS=-tags=libvirt_dlopen go test ./test/vmbench -run '^$' -bench . -benchtime="${BENCHTIME:-3x}" -count=1 -timeout=60m "$@" 2>&1 |
+GOFLAGS=-tags=libvirt_dlopen,bench go test ./test/vmbench -run '^$' -bench . -benchtime="${BENCHTIME:-3x}" -count=1 -timeout=60m "$@" 2>&1 |
   tee _output/bench-vm.txt

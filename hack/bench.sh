@@ -29,7 +29,7 @@ mkdir -p _output
 : >_output/bench.txt
 for run in $(seq "${RUNS:-3}"); do
   echo "== run ${run} of ${RUNS:-3}"
-  go test ./test/storagebench -run '^$' -bench "${BENCH:-.}" \
+  go test -tags=libvirt_dlopen,bench ./test/storagebench -run '^$' -bench "${BENCH:-.}" \
     -benchtime="${BENCHTIME:-2s}" -count=1 -timeout=60m "$@" 2>&1 | tee -a _output/bench.txt
 done
 

@@ -32,8 +32,8 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	apischeme "github.com/backstop-io/backstop/pkg/apis/scheme"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
-	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/dataprotectionapplication"
@@ -186,7 +186,7 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 //
 //	go test ./pkg/registry -run '^$' -fuzz FuzzRequestBodies -fuzztime 10m
 func FuzzRequestBodies(f *testing.F) {
-	scheme := apiserver.NewScheme()
+	scheme := apischeme.New()
 	decoder := serializer.NewCodecFactory(scheme).UniversalDecoder()
 	kinds := everyKind(scheme)
 	var order []kindRules
@@ -235,7 +235,7 @@ func FuzzRequestBodies(f *testing.F) {
 // TestEveryKindFuzzed: the fuzz target covers every kind the scheme
 // serves.
 func TestEveryKindFuzzed(t *testing.T) {
-	scheme := apiserver.NewScheme()
+	scheme := apischeme.New()
 	kinds := everyKind(scheme)
 	decoder := serializer.NewCodecFactory(scheme).UniversalDecoder()
 	for typ, k := range kinds {

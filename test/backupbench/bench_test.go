@@ -1,3 +1,5 @@
+//go:build bench
+
 // Package backupbench measures backups of many small objects through the
 // real server (test/integration/framework): items per second and the
 // backing-up server's memory while it backs up 10,000 and 100,000 objects

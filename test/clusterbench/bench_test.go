@@ -1,3 +1,5 @@
+//go:build bench
+
 // Package clusterbench measures backups and restores of a real cluster:
 // Backstop in aggregated mode behind kube-apiserver and etcd
 // (framework.StartCluster), backing up 10,000 and 100,000 ConfigMaps and

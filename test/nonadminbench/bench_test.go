@@ -1,3 +1,5 @@
+//go:build bench
+
 // Package nonadminbench measures the tenants' engine through the real
 // server (test/integration/framework) at 1,000 tenants × 10
 // NonAdminBackups: how long 10,000 NonAdminBackups created concurrently

@@ -1,3 +1,5 @@
+//go:build bench
+
 // Package scaleoutbench measures the API served by several replicas on
 // etcd3 beside one server on Pebble, in one run, through HTTP with
 // client-go: creates of Backups (16 clients spread over the replicas), a

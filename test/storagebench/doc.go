@@ -1,3 +1,5 @@
+//go:build bench
+
 // Package storagebench benchmarks the Pebble storage backend
 // (github.com/backstop-io/backstop/pkg/storage/pebble) side by side with
 // k8s.io/apiserver's etcd3 backend talking to a real etcd server.

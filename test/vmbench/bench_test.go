@@ -1,3 +1,5 @@
+//go:build bench
+
 // Package vmbench measures VM disk backups on a real libvirt daemon and
 // QEMU (pkg/virt), side by side with the reference in the same run:
 //

@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
@@ -39,6 +40,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/backstop-io/backstop/artifacts"
+	apischeme "github.com/backstop-io/backstop/pkg/apis/scheme"
 	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
@@ -391,8 +393,8 @@ func (o *Options) Run(ctx context.Context) error {
 		}()
 	}
 
-	scheme := apiserver.NewScheme()
-	codecs := apiserver.NewCodecs(scheme)
+	scheme := apischeme.New()
+	codecs := serializer.NewCodecFactory(scheme)
 	cfg := genericapiserver.NewRecommendedConfig(codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	cfg.FeatureGate = utilfeature.DefaultFeatureGate

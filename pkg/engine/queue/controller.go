@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -88,10 +87,7 @@ func (c *Controller) entry(b *velerov1.Backup) Entry {
 }
 
 func sequence(b *velerov1.Backup) int64 {
-	n, err := strconv.ParseInt(b.Annotations[velerov1.QueueSequenceAnnotation], 10, 64)
-	if err != nil {
-		return 0
-	}
+	n, _ := velerov1.QueueSequence(b)
 	return n
 }
 

@@ -61,7 +61,6 @@ import (
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
-	"github.com/backstop-io/backstop/pkg/registry/queueindex"
 	"github.com/backstop-io/backstop/pkg/virt"
 )
 
@@ -294,7 +293,7 @@ func (c *Controller) firstWaiting(namespace string) *velerov1.Restore {
 		if (r.Status.Phase != "" && r.Status.Phase != velerov1.RestorePhaseNew) || r.DeletionTimestamp != nil {
 			continue
 		}
-		seq, _ := queueindex.Sequence(r)
+		seq, _ := velerov1.QueueSequence(r)
 		if first == nil || seq < firstSeq || (seq == firstSeq && r.Name < first.Name) {
 			first, firstSeq = r, seq
 		}

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"strconv"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -8,7 +9,6 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
-	"github.com/backstop-io/backstop/pkg/registry/queueindex"
 )
 
 // TestFirstWaiting: the restore that runs next is the waiting one the
@@ -17,7 +17,7 @@ func TestFirstWaiting(t *testing.T) {
 	restore := func(name string, seq int64, phase velerov1.RestorePhase, deleted bool) *velerov1.Restore {
 		r := &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "admin"}, Status: velerov1.RestoreStatus{Phase: phase}}
 		if seq > 0 {
-			queueindex.SetSequence(r, seq)
+			r.Annotations = map[string]string{velerov1.QueueSequenceAnnotation: strconv.FormatInt(seq, 10)}
 		}
 		if deleted {
 			r.DeletionTimestamp = &metav1.Time{}

@@ -70,16 +70,6 @@ func New[T metav1.Object](namespace string, waiting func(T) bool) *Index[T] {
 	return &Index[T]{namespace: namespace, waiting: waiting, now: time.Now, seqOf: map[string]int64{}, next: 1}
 }
 
-// Sequence is an object's sequence, if it has one.
-func Sequence(o metav1.Object) (int64, bool) {
-	s, ok := o.GetAnnotations()[velerov1.QueueSequenceAnnotation]
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
-}
-
 // SetSequence records seq on o.
 func SetSequence(o metav1.Object, seq int64) {
 	a := o.GetAnnotations()
@@ -161,7 +151,7 @@ func (x *Index[T]) observe(obj any) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.forgetLocked(o.GetName())
-	seq, ok := Sequence(o)
+	seq, ok := velerov1.QueueSequence(o)
 	if ok && seq >= x.next {
 		x.next = seq + 1
 	}
@@ -219,7 +209,7 @@ func (x *Index[T]) PositionOf(o T) int {
 	if o.GetNamespace() != x.namespace || !x.waiting(o) {
 		return 0
 	}
-	seq, ok := Sequence(o)
+	seq, ok := velerov1.QueueSequence(o)
 	if !ok {
 		return 0
 	}

@@ -271,6 +271,7 @@ var slowSource = []string{"--client-page-size=1", "--client-qps=2", "--client-bu
 // the seed's reason after FinalizingCancelled. Deleting a running backup
 // stops it and removes its data.
 func TestCancelRunningBackup(t *testing.T) {
+	framework.StorageIndependent(t, "cancelling a running backup (the backup engine and the object store)")
 	s := framework.Start(t, framework.Options{Args: slowSource})
 	ctx := context.Background()
 	const items = 40
@@ -400,6 +401,7 @@ func TestBackupInterruptedByRestart(t *testing.T) {
 // on loopback) lands in the bucket under the location's prefix in Velero's
 // layout, and its log is read back from there.
 func TestBackupToS3(t *testing.T) {
+	framework.StorageIndependent(t, "backups to an S3 location (the object store client)")
 	srv := framework.StartS3(t)
 	srv.MakeBucket(t, "velero")
 	s := framework.Start(t, framework.Options{})

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/virt/virttest"
 
 	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -111,4 +113,14 @@ var withoutBackupEngine = []string{"--disable-controllers=backup,backup-sync"}
 // message contains detail.
 func invalidAt(err error, field, detail string) bool {
 	return conformance.InvalidAt(err, field, detail)
+}
+
+func TestMain(m *testing.M) { os.Exit(framework.Main(m)) }
+
+// vmVolumeRoot is the volume root of a test of VM disk backups, which run
+// on Pebble only (framework.StorageIndependent).
+func vmVolumeRoot(t *testing.T) string {
+	t.Helper()
+	framework.StorageIndependent(t, "VM disk backups (libvirt, QEMU and the volumes)")
+	return virttest.Dir(t)
 }

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -495,10 +496,17 @@ func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
 	q2 := createNAB("q2")
 	waitQueue(t, s, map[string]string{q1: "Queued/1", "admin2": "Queued/2", q2: "Queued/3"})
 	waitPositions(map[string]int{"q1": 1, "q2": 3})
-	// q2 as it stays while queued: its Backup's Queued phase mirrored (its
-	// engine writes it once more after Created).
-	before := waitNAB(t, s, "tenant-a", "q2", "its backup's Queued phase mirrored", func(n *oadpv1alpha1.NonAdminBackup) bool {
-		return n.Status.VeleroBackup.Status.Phase == velerov1.BackupPhaseQueued
+	// q2 as it stays while queued: its Backup's status mirrored as the
+	// Backup has it now (its engine writes it once more after Created, and
+	// again for each change of the Backup's status until it is Queued).
+	before := waitNAB(t, s, "tenant-a", "q2", "its backup's Queued status mirrored", func(n *oadpv1alpha1.NonAdminBackup) bool {
+		b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, q2, metav1.GetOptions{})
+		if err != nil || b.Status.Phase != velerov1.BackupPhaseQueued {
+			return false
+		}
+		mirrored := n.Status.VeleroBackup.Status.DeepCopy()
+		mirrored.QueuePosition, b.Status.QueuePosition = 0, 0
+		return equality.Semantic.DeepEqual(*mirrored, b.Status)
 	})
 	if before.Status.VeleroBackup.Status.QueuePosition != 3 {
 		t.Errorf("q2 status.veleroBackup.status.queuePosition = %d, want 3", before.Status.VeleroBackup.Status.QueuePosition)
@@ -671,6 +679,7 @@ func TestNonAdminRestoreQueue(t *testing.T) {
 // standalone server, tenants authenticated by client certificates and
 // authorized by the server's own RBAC.
 func TestTenantAttackMatrix(t *testing.T) {
+	framework.StorageIndependent(t, "tenant isolation (admission, authorization, the engines' mirrors and the data directory)")
 	s := framework.Start(t, framework.Options{})
 	alice := newTenant(t, s, "alice", "tenant-a")
 	bob := newTenant(t, s, "bob", "tenant-b")

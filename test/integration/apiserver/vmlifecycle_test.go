@@ -37,7 +37,7 @@ import (
 // restored to when it was taken, and the series' next backup after the
 // newest was deleted is full and says why.
 func TestVMBackupsLeaveWithTheirBackups(t *testing.T) {
-	root := virttest.Dir(t)
+	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()
 	const vmNS = "life"
@@ -183,7 +183,7 @@ func TestVMBackupsLeaveWithTheirBackups(t *testing.T) {
 // backup is gone, and with it the VM's changed block tracking (its
 // checkpoints and their bitmaps).
 func TestScheduleRetention(t *testing.T) {
-	root := virttest.Dir(t)
+	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()
 	const vmNS = "keep"
@@ -304,7 +304,7 @@ func TestScheduleRetention(t *testing.T) {
 // incremental since it, and both chains restore the disks they were taken
 // of, bit for bit.
 func TestStoppedVMBackup(t *testing.T) {
-	root := virttest.Dir(t)
+	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
 	ctx := context.Background()
 	const vmNS = "stopped"
@@ -415,7 +415,7 @@ func restoredVDA(t *testing.T, volume string, backups ...string) string {
 // chain restores (sha256); a restored VM's next backup is full, its
 // checkpoints dropped with the data they tracked.
 func TestVMRestoreThroughVelero(t *testing.T) {
-	root := virttest.Dir(t)
+	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()
 	const vmNS, mappedNS = "farm", "farm2"
@@ -566,7 +566,7 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 // restores bit-identically to what it restored to when taken, and the
 // volume holds the remaining backups' directories only.
 func TestVMChainOfTenThroughVelero(t *testing.T) {
-	root := virttest.Dir(t)
+	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()
 	const vmNS = "ten"

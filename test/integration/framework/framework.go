@@ -10,6 +10,8 @@ package framework
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -55,7 +57,8 @@ type Server struct {
 	engineOnce sync.Once
 	engine     versioned.Interface
 
-	// Etcd is the server's etcd when the tests run on etcd3 (StorageEnv).
+	// Etcd is the server's etcd when the tests run on etcd3 (StorageEnv):
+	// the one the test binary's servers share, each under its own prefix.
 	Etcd *Etcd
 }
 
@@ -83,8 +86,8 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	s := &Server{t: t, DataDir: dataDir, Port: freePort(t), args: opts.Args, env: opts.Env}
 	if Storage() == "etcd3" && !slices.ContainsFunc(opts.Args, func(a string) bool { return strings.HasPrefix(a, "--storage-backend") }) {
-		s.Etcd = etcdOf(t, dataDir)
-		s.storageArgs = []string{"--storage-backend=etcd3", "--etcd-servers=" + s.Etcd.Endpoints()}
+		s.Etcd = sharedEtcd(t)
+		s.storageArgs = []string{"--storage-backend=etcd3", "--etcd-servers=" + s.Etcd.Endpoints(), "--etcd-prefix=" + storagePrefix(dataDir)}
 	}
 	s.start()
 	t.Cleanup(func() {
@@ -96,29 +99,12 @@ func Start(t testing.TB, opts Options) *Server {
 	return s
 }
 
-var (
-	etcdMu     sync.Mutex
-	etcdByData = map[string]*Etcd{}
-)
-
-// etcdOf is the etcd of the servers on dataDir: one, started by the first
-// of them, so that a server started again on the same directory finds its
-// objects.
-func etcdOf(t testing.TB, dataDir string) *Etcd {
-	t.Helper()
-	etcdMu.Lock()
-	defer etcdMu.Unlock()
-	if e, ok := etcdByData[dataDir]; ok {
-		return e
-	}
-	e := StartEtcd(t, 1)
-	etcdByData[dataDir] = e
-	t.Cleanup(func() {
-		etcdMu.Lock()
-		defer etcdMu.Unlock()
-		delete(etcdByData, dataDir)
-	})
-	return e
+// storagePrefix is the etcd prefix of the servers on dataDir: one per
+// directory, so that servers share one etcd without seeing each other's
+// objects, and a server started again on its directory finds its own.
+func storagePrefix(dataDir string) string {
+	sum := sha256.Sum256([]byte(dataDir))
+	return "/backstop-" + hex.EncodeToString(sum[:8])
 }
 
 // URL is the server's address.
@@ -351,12 +337,21 @@ func (s *Server) IssueKubeconfig(user string, groups ...string) string {
 
 func freePort(t testing.TB) int {
 	t.Helper()
+	port, err := pickPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// pickPort is a loopback port free at the time of the call.
+func pickPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+		return 0, fmt.Errorf("finding a free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 var (
@@ -385,44 +380,53 @@ var binaryScripts = map[string]string{
 // else built once per test process into a temporary directory.
 func Binary(t testing.TB, name string) string {
 	t.Helper()
+	p, err := binaryPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// binaryPath is Binary without a test.
+func binaryPath(name string) (string, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if p, ok := binaries[name]; ok {
-		return p
+		return p, nil
 	}
 	if dir := os.Getenv("BACKSTOP_BIN_DIR"); dir != "" {
 		p := filepath.Join(dir, name)
 		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("BACKSTOP_BIN_DIR is set but %s is missing: %v", p, err)
+			return "", fmt.Errorf("BACKSTOP_BIN_DIR is set but %s is missing: %w", p, err)
 		}
 		binaries[name] = p
-		return p
+		return p, nil
 	}
 	root, err := moduleRoot()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	if script, ok := binaryScripts[name]; ok {
 		cmd := exec.Command("bash", script)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("installing %s: %v\n%s", name, err, b)
+			return "", fmt.Errorf("installing %s: %w\n%s", name, err, b)
 		}
 		binaries[name] = filepath.Join(root, "_output", "bin", name)
-		return binaries[name]
+		return binaries[name], nil
 	}
 	pkg, ok := binaryPackages[name]
 	if !ok {
-		t.Fatalf("no binary %q: set BACKSTOP_BIN_DIR to a directory holding it (make test does)", name)
+		return "", fmt.Errorf("no binary %q: set BACKSTOP_BIN_DIR to a directory holding it (make test does)", name)
 	}
 	out := filepath.Join(os.TempDir(), fmt.Sprintf("backstop-test-bin-%d", os.Getpid()), name)
 	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", name, err, b)
+		return "", fmt.Errorf("building %s: %w\n%s", name, err, b)
 	}
 	binaries[name] = out
-	return out
+	return out, nil
 }
 
 func moduleRoot() (string, error) {

@@ -1,6 +1,12 @@
 package v1
 
-import "github.com/backstop-io/backstop/pkg/apis/lifecycle"
+import (
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/backstop-io/backstop/pkg/apis/lifecycle"
+)
 
 // The lives of Backups, Restores, DeleteBackupRequests and Schedules: their
 // words (phases grouped as pending, running, terminal; the reasons and
@@ -186,4 +192,15 @@ var ScheduleLifecycle = lifecycle.Table[SchedulePhase]{
 		{From: lifecycle.From[SchedulePhase]("", SchedulePhaseNew, SchedulePhaseEnabled), To: SchedulePhaseFailedValidation, By: EngineSchedule,
 			When: "its cron expression does not parse (the API refuses such specs; stored ones may predate a rule)"},
 	},
+}
+
+// QueueSequence is o's place in its queue (QueueSequenceAnnotation), and
+// whether it has a valid one.
+func QueueSequence(o metav1.Object) (int64, bool) {
+	s, ok := o.GetAnnotations()[QueueSequenceAnnotation]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
