@@ -32,13 +32,10 @@ build:
 # libvirt daemon and QEMU the VM backup tests drive (Debian packages, as root);
 # the small Linux guest with QEMU's guest agent the quiesce tests boot
 # (hack/build-guest.sh: Debian's cloud kernel, busybox, qemu-ga).
+# (hack/install-tools.sh runs these scripts, the Debian packages' while the
+# Go tools build).
 tools: setup
-	bash hack/install-etcd.sh
-	bash hack/install-kube.sh
-	bash hack/install-velero.sh
-	bash hack/install-versitygw.sh
-	bash hack/install-libvirt.sh
-	bash hack/build-guest.sh
+	bash hack/install-tools.sh
 
 # Standalone server on https://127.0.0.1:8443, data under ./data; then
 #   kubectl --kubeconfig data/admin.kubeconfig get backups -A

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and kube-controller-manager into _output/bin from the
-# Go module proxy, for the aggregated-mode tests (test/integration/cluster):
-# Backstop served through a real control plane.
+# Builds kube-apiserver and kube-controller-manager into _output/bin, for the
+# aggregated-mode tests (test/integration/cluster): Backstop served through a
+# real control plane.
 #
 # The version is the Kubernetes release matching go.mod's k8s.io/apiserver
-# (v0.37.2 -> k8s.io/kubernetes v1.37.2). k8s.io/kubernetes cannot be built
-# with `go install`: its go.mod points every k8s.io staging module at
-# ./staging. The build runs in a throw-away module that requires it and
-# replaces each staging module with the published one of the same release.
-# Nothing is vendored or committed. A cold build takes about 5 minutes on 2
-# cores; it is skipped when both binaries already report the version.
+# (v0.37.2 -> k8s.io/kubernetes v1.37.2), which go.mod requires already
+# (kube's RBAC is a library of the server). They are built inside this
+# module (hack/tools.go pins their packages), with its build flags: they
+# share the module's versions and reuse the packages the server's build
+# compiled (about 1,500 of their 2,450), so a cold build costs a fraction
+# of a separate one. Nothing is vendored or committed. It is skipped when
+# both binaries already report the version.
 #
-# Override the version with KUBE_VERSION=v1.x.y.
+# KUBE_VERSION=v1.x.y builds another release instead, in a throw-away
+# module that requires it and replaces each staging module with the
+# published one of that release (k8s.io/kubernetes cannot be built with
+# `go install`: its go.mod points every k8s.io staging module at ./staging).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +23,8 @@ cd "${root}"
 export PATH=/usr/local/go/bin:$PATH
 
 apiserver_version="$(go list -m -f '{{.Version}}' k8s.io/apiserver)"
-version="${KUBE_VERSION:-v1.${apiserver_version#v0.}}"
+module_version="v1.${apiserver_version#v0.}"
+version="${KUBE_VERSION:-${module_version}}"
 bin_dir="${root}/_output/bin"
 binaries=(kube-apiserver kube-controller-manager)
 
@@ -35,27 +40,35 @@ if ${have_all}; then
   exit 0
 fi
 
-work="$(mktemp -d)"
-trap 'rm -rf "${work}"' EXIT
-(
-  cd "${work}"
-  export GOFLAGS=-mod=mod GOWORK=off
-  printf 'module kube-build\n\ngo 1.26\n\nrequire k8s.io/kubernetes %s\n' "${version}" >go.mod
-  printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n)\n' >tools.go
-  gomod="$(go mod download -json "k8s.io/kubernetes@${version}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-  staging_version="v0.${version#v1.}"
-  grep -E '^\s+k8s.io/\S+ => ./staging/' "${gomod}" |
-    awk -v v="${staging_version}" '{print "-replace=" $1 "=" $1 "@" v}' | xargs go mod edit
-  go mod tidy
-  mkdir -p "${bin_dir}"
-  # The version the binaries report (kube-apiserver --version), as a
-  # release build stamps it.
-  ldflags="-X k8s.io/component-base/version.gitVersion=${version} -X k8s.io/component-base/version.gitMajor=1"
-  ldflags+=" -X k8s.io/component-base/version.gitMinor=$(echo "${version}" | cut -d. -f2)"
+# The version the binaries report (kube-apiserver --version), as a
+# release build stamps it.
+ldflags="-X k8s.io/component-base/version.gitVersion=${version} -X k8s.io/component-base/version.gitMajor=1"
+ldflags+=" -X k8s.io/component-base/version.gitMinor=$(echo "${version}" | cut -d. -f2)"
+mkdir -p "${bin_dir}"
+if [[ "${version}" == "${module_version}" && "$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" == "${version}" ]]; then
+  echo "install-kube: building ${binaries[*]} ${version} in this module"
   for b in "${binaries[@]}"; do
-    CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${bin_dir}/${b}.tmp" "k8s.io/kubernetes/cmd/${b}"
+    go build -ldflags "${ldflags}" -o "${bin_dir}/${b}.tmp" "k8s.io/kubernetes/cmd/${b}"
   done
-)
+else
+  echo "install-kube: building ${binaries[*]} ${version} in a throw-away module (go.mod has ${module_version})"
+  work="$(mktemp -d)"
+  trap 'rm -rf "${work}"' EXIT
+  (
+    cd "${work}"
+    export GOFLAGS=-mod=mod GOWORK=off
+    printf 'module kube-build\n\ngo 1.26\n\nrequire k8s.io/kubernetes %s\n' "${version}" >go.mod
+    printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n)\n' >tools.go
+    gomod="$(go mod download -json "k8s.io/kubernetes@${version}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+    staging_version="v0.${version#v1.}"
+    grep -E '^\s+k8s.io/\S+ => ./staging/' "${gomod}" |
+      awk -v v="${staging_version}" '{print "-replace=" $1 "=" $1 "@" v}' | xargs go mod edit
+    go mod tidy
+    for b in "${binaries[@]}"; do
+      CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${bin_dir}/${b}.tmp" "k8s.io/kubernetes/cmd/${b}"
+    done
+  )
+fi
 for b in "${binaries[@]}"; do
   mv -f "${bin_dir}/${b}.tmp" "${bin_dir}/${b}"
   echo "install-kube: built $("${bin_dir}/${b}" --version) at ${bin_dir}/${b}"

@@ -16,8 +16,16 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package tools pins the code generators hack/update-codegen.sh runs, so
-// go.mod records their version.
+// Package tools pins what the build runs besides the module's own
+// packages, so go.mod records their versions: the code generators
+// hack/update-codegen.sh runs, and kube-apiserver and
+// kube-controller-manager, which hack/install-kube.sh builds inside this
+// module for the aggregated-mode tests (they then share the module's
+// versions and its compiled packages).
 package tools
 
-import _ "k8s.io/code-generator"
+import (
+	_ "k8s.io/code-generator"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)
