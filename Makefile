@@ -66,7 +66,8 @@ UPSTREAM_RBAC_TESTS := k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac k8s.io/
 # tests the storage backend cannot change, framework.StorageIndependent,
 # say so and skip there), the crash-point matrix
 # (its summary line printed), the imported RBAC packages' tests, 30 s of fuzzing request bodies and 10 s of
-# the names that become paths, then the
+# the names that become paths (their corpora are committed under
+# testdata/fuzz: the main pass runs every entry as a test), then the
 # storage tests again under the race detector.
 test: fmt-check vet verify-codegen build tools
 	bash hack/start-libvirt.sh
