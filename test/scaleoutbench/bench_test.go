@@ -53,7 +53,7 @@ const ns = "backstop-system"
 var electionArgs = []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"}
 
 // engineless turns every engine off.
-var engineless = "--disable-controllers=" + strings.Join(apiserver.Controllers, ",")
+var engineless = "--disable-controllers=" + strings.Join(apiserver.EngineNames(), ",")
 
 // clientOf is a client of s without client-side rate limits.
 func clientOf(b *testing.B, s *framework.Server) versioned.Interface {

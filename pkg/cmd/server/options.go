@@ -235,7 +235,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.EngineQPS, "engine-qps", o.EngineQPS, "maximum requests per second the server's engines make to its own API, all engines together (kube-controller-manager's --kube-api-qps; the engines' writes mirror every change at scale, see docs/benchmarks.md)")
 	fs.IntVar(&o.EngineBurst, "engine-burst", o.EngineBurst, "maximum burst of requests the server's engines make to its own API (kube-controller-manager's --kube-api-burst)")
 	fs.IntVar(&o.ClientPageSize, "client-page-size", o.ClientPageSize, "items per list request to the source cluster")
-	fs.StringSliceVar(&o.DisableControllers, "disable-controllers", o.DisableControllers, fmt.Sprintf("engines not to run (as Velero's --disable-controllers), from: %s", strings.Join(apiserver.Controllers, ", ")))
+	fs.StringSliceVar(&o.DisableControllers, "disable-controllers", o.DisableControllers, fmt.Sprintf("engines not to run (as Velero's --disable-controllers), from: %s", strings.Join(apiserver.EngineNames(), ", ")))
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "serve watches and lists from the watch cache in front of the storage")
 	o.SecureServing.AddFlags(fs)
 	o.Audit.AddFlags(fs)
@@ -320,8 +320,8 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--engine-qps (%v) and --engine-burst (%d) must be positive", o.EngineQPS, o.EngineBurst))
 	}
 	for _, c := range o.DisableControllers {
-		if !slices.Contains(apiserver.Controllers, c) {
-			errs = append(errs, fmt.Errorf("--disable-controllers: unknown controller %q (known: %s)", c, strings.Join(apiserver.Controllers, ", ")))
+		if !slices.Contains(apiserver.EngineNames(), c) {
+			errs = append(errs, fmt.Errorf("--disable-controllers: unknown controller %q (known: %s)", c, strings.Join(apiserver.EngineNames(), ", ")))
 		}
 	}
 	switch o.StorageBackend {

@@ -74,8 +74,6 @@ type BackupController struct {
 	status    status.Writer
 	// orphans deletes Velero Backups whose NonAdminBackup is gone.
 	orphans *orphans
-	// policy writes the DPAs' statuses.
-	policy *PolicyController
 }
 
 // NewBackupController returns the engine.
@@ -114,14 +112,10 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 		return nil, err
 	}
 	c.WaitFor(cfg.VeleroLocations.Informer())
-	policy, err := NewPolicyController(cfg.Client, cfg.AdminNamespace, cfg.DPAs)
-	if err != nil {
-		return nil, err
-	}
-	c.policy = policy
 
 	// A NonAdminBackup gone (its finalizer removed by hand) leaves its
 	// Backup behind.
+	var err error
 	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminBackup, cfg.AdminNamespace, cfg.NonAdminBackups.Informer(),
 		func(nab *oadpv1alpha1.NonAdminBackup) string {
 			if nab.Status.VeleroBackup == nil {
@@ -156,7 +150,6 @@ func (c *BackupController) Orphans() Resyncer { return c.orphans }
 // Run processes NonAdminBackups and orphaned Backups until ctx is done.
 func (c *BackupController) Run(ctx context.Context, workers int) {
 	go c.orphans.Run(ctx, 1)
-	go c.policy.Run(ctx, 1)
 	c.Loop.Run(ctx, workers)
 }
 

@@ -90,8 +90,9 @@ type GCConfig struct {
 	AdminNamespace string
 	// DPAs of the admin namespace hold the admin's policy.
 	DPAs oadpinformers.DataProtectionApplicationInformer
-	// Orphans are the engines' orphan loops.
-	Orphans []Resyncer
+	// Orphans are the engines' orphan loops, read at each pass (the
+	// engines that have one are built beside this one, in any order).
+	Orphans func() []Resyncer
 	Clock   clock.Clock
 }
 
@@ -146,7 +147,7 @@ func (c *GCController) Run(ctx context.Context, _ int) {
 			wait = last.Add(period).Sub(c.cfg.Clock.Now())
 			if wait <= 0 {
 				n := 0
-				for _, o := range c.cfg.Orphans {
+				for _, o := range c.cfg.Orphans() {
 					n += o.Resync(ctx)
 				}
 				last = c.cfg.Clock.Now()

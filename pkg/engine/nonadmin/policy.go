@@ -63,9 +63,10 @@ func AllowedLocationEndpoints(dpas oadplisters.DataProtectionApplicationLister, 
 	}
 }
 
-// PolicyController writes each DataProtectionApplication's status: whether
-// its nonAdmin policy is the one in effect, and which of the fields set
-// Backstop keeps without acting on them.
+// PolicyController (engine oadpv1alpha1.EngineNonAdminPolicy) writes each
+// DataProtectionApplication's status: whether its nonAdmin policy is the
+// one in effect, and which of the fields set Backstop keeps without acting
+// on them.
 type PolicyController struct {
 	*reconcile.Loop
 	client    versioned.Interface
@@ -76,8 +77,8 @@ type PolicyController struct {
 
 // NewPolicyController returns the loop over the admin namespace's DPAs.
 func NewPolicyController(client versioned.Interface, namespace string, dpas oadpinformers.DataProtectionApplicationInformer) (*PolicyController, error) {
-	c := &PolicyController{client: client, namespace: namespace, dpas: dpas.Lister(), status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminBackup}}
-	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup+"-policy", c.sync)
+	c := &PolicyController{client: client, namespace: namespace, dpas: dpas.Lister(), status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminPolicy}}
+	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminPolicy, c.sync)
 	// Any DPA's change may change which one is in effect: all are synced.
 	if err := c.WatchMapped(dpas.Informer(), func(any) []cache.ObjectName {
 		all, err := c.dpas.DataProtectionApplications(namespace).List(labels.Everything())

@@ -13,6 +13,9 @@ import "github.com/backstop-io/backstop/pkg/apis/lifecycle"
 const (
 	EngineNonAdminBackup  = "nonadmin-backup"
 	EngineNonAdminRestore = "nonadmin-restore"
+	// EngineNonAdminPolicy writes DataProtectionApplications' status:
+	// which one's spec.nonAdmin is the policy in effect.
+	EngineNonAdminPolicy = "nonadmin-policy"
 )
 
 // nonAdminLifecycle is the table of a non-admin kind whose engine is by.

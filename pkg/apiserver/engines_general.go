@@ -1,0 +1,169 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/backstop-io/backstop/pkg/apis/restoreas"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/backup"
+	"github.com/backstop-io/backstop/pkg/engine/backupsync"
+	"github.com/backstop-io/backstop/pkg/engine/deletion"
+	"github.com/backstop-io/backstop/pkg/engine/download"
+	"github.com/backstop-io/backstop/pkg/engine/gc"
+	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/engine/location"
+	"github.com/backstop-io/backstop/pkg/engine/nonadmin"
+	"github.com/backstop-io/backstop/pkg/engine/queue"
+	"github.com/backstop-io/backstop/pkg/engine/restore"
+	"github.com/backstop-io/backstop/pkg/engine/schedule"
+	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
+	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	"github.com/backstop-io/backstop/pkg/version"
+)
+
+// generalEngines are the Velero engines of the admin namespace (Velero's
+// names where Velero has the controller).
+func generalEngines() []engineDescriptor {
+	return []engineDescriptor{
+		{name: serverstatus.Name, part: generalPart, workers: 1, new: newServerStatusEngine},
+		{name: download.Name, part: generalPart, workers: 2, new: newDownloadEngine},
+		{name: location.Name, part: generalPart, workers: 1, new: newLocationEngine},
+		{name: velerov1.EngineBackupQueue, part: generalPart, workers: 1, new: newQueueEngine},
+		{name: velerov1.EngineBackup, part: generalPart, workers: 1, new: newBackupEngine},
+		{name: velerov1.EngineRestore, part: generalPart, workers: 1, new: newRestoreEngine},
+		{name: velerov1.EngineSchedule, part: generalPart, workers: 1, new: newScheduleEngine},
+		{name: velerov1.EngineBackupSync, part: generalPart, workers: 1, new: newBackupSyncEngine},
+		{name: velerov1.EngineBackupDeletion, part: generalPart, workers: 2, new: newDeletionEngine},
+		{name: gc.Name, part: generalPart, workers: 1, new: newGCEngine},
+	}
+}
+
+func newServerStatusEngine(e *engineContext) (engine, error) {
+	return serverstatus.New(e.client, e.velero.ServerStatusRequests(), clock.RealClock{}, version.Version, nil)
+}
+
+func newDownloadEngine(e *engineContext) (engine, error) {
+	return download.New(e.client, download.Informers{
+		Requests: e.velero.DownloadRequests(), Backups: e.velero.Backups(), Restores: e.velero.Restores(),
+	}, download.Links{Signer: e.process.signer, BaseURL: e.extra.ExternalURL, ThroughAggregator: e.extra.HostCluster != nil,
+		// Backups hold Secrets when the source is a cluster; this server
+		// itself (the default source standalone) serves none.
+		SecretsInBackups: e.extra.Source != nil}, clock.RealClock{})
+}
+
+func newLocationEngine(e *engineContext) (engine, error) {
+	return location.New(e.client, e.velero.BackupStorageLocations(), e.opener, clock.RealClock{})
+}
+
+func newQueueEngine(e *engineContext) (engine, error) {
+	return queue.New(e.client, e.velero.Backups(), e.extra.Namespace, e.extra.ConcurrentBackups, e.observers...)
+}
+
+func newBackupEngine(e *engineContext) (engine, error) {
+	source, err := e.source(e.loopback)
+	if err != nil {
+		return nil, err
+	}
+	return backup.New(backup.Config{Client: e.client, Backups: e.velero.Backups(), Locations: e.velero.BackupStorageLocations(),
+		Source: source, Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch,
+		Actions:                []backup.ItemAction{vmoperation.Action{Client: e.client, Virt: e.process.libvirt, VolumeRoot: e.volumes}},
+		OperationSyncFrequency: e.extra.ItemOperationSyncFrequency, Observers: e.observers, Crash: e.crash})
+}
+
+func newRestoreEngine(e *engineContext) (engine, error) {
+	target, err := e.source(e.loopback)
+	if err != nil {
+		return nil, err
+	}
+	return restore.New(restore.Config{Client: e.client, Restores: e.velero.Restores(), Backups: e.velero.Backups(),
+		Locations: e.velero.BackupStorageLocations(), Target: target, TargetAs: e.targetAs(e.loopback),
+		Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch, Observers: e.observers, Crash: e.crash,
+		Virt: e.process.libvirt, VolumeRoot: e.volumes, VMLocks: e.process.vmLocks, ItemWorkers: e.extra.RestoreItemWorkers, Limits: e.extra.RestoreLimits})
+}
+
+func newScheduleEngine(e *engineContext) (engine, error) {
+	return schedule.New(schedule.Config{Client: e.client, Schedules: e.velero.Schedules(), Backups: e.velero.Backups(), Clock: clock.RealClock{}, Observers: e.observers})
+}
+
+func newBackupSyncEngine(e *engineContext) (engine, error) {
+	return backupsync.New(backupsync.Config{Client: e.client, Backups: e.velero.Backups(), Locations: e.velero.BackupStorageLocations(),
+		Requests: e.velero.DeleteBackupRequests(), Opener: e.opener, Period: e.extra.BackupSyncPeriod,
+		TenantPeriod: nonadmin.BackupSyncPeriod(e.admin.DataProtectionApplications().Lister(), e.extra.Namespace), MaxPerPass: e.extra.BackupSyncMaxPerPass})
+}
+
+func newDeletionEngine(e *engineContext) (engine, error) {
+	return deletion.New(e.client, deletion.Informers{
+		Requests: e.velero.DeleteBackupRequests(), Backups: e.velero.Backups(), Restores: e.velero.Restores(),
+		Locations: e.velero.BackupStorageLocations(),
+	}, e.opener, clock.RealClock{}, e.crash, e.observers...)
+}
+
+func newGCEngine(e *engineContext) (engine, error) {
+	return gc.New(e.client, gc.Informers{
+		Backups: e.velero.Backups(), Requests: e.velero.DeleteBackupRequests(), Locations: e.velero.BackupStorageLocations(),
+		Schedules: e.velero.Schedules(), Trackers: e.kubevirt.VirtualMachineBackupTrackers(), AdminNamespace: e.extra.Namespace,
+	}, clock.RealClock{})
+}
+
+// ensureDefaultLocation makes the default storage location under the data
+// directory, at the first start.
+func (c CompletedConfig) ensureDefaultLocation(ctx context.Context, client versioned.Interface) error {
+	if c.extra.DataDir == "" {
+		return nil
+	}
+	if err := location.EnsureDefault(ctx, client, c.extra.Namespace, c.extra.DataDir); err != nil {
+		return fmt.Errorf("the default storage location: %w", err)
+	}
+	return nil
+}
+
+// sourceConfig is the client configuration of the cluster backups read
+// and restores write: --source-kubeconfig, the host cluster (aggregated),
+// or this server (standalone), with the backup client's rate limits.
+func (c CompletedConfig) sourceConfig(loopback *restclient.Config) *restclient.Config {
+	cfg := c.extra.Source
+	if cfg == nil {
+		cfg = loopback
+	}
+	cfg = restclient.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = c.extra.ClientQPS, c.extra.ClientBurst
+	cfg.UserAgent = "backstop-backup/" + version.Version
+	return cfg
+}
+
+// targetAs is the cluster restores write, acting as a user (Kubernetes
+// impersonation): a tenant's restore writes with the tenant's rights.
+func (c CompletedConfig) targetAs(loopback *restclient.Config) func(restoreas.User) (dynamic.Interface, error) {
+	return func(as restoreas.User) (dynamic.Interface, error) {
+		cfg := c.sourceConfig(loopback)
+		cfg.Impersonate = restclient.ImpersonationConfig{UserName: as.Username, UID: as.UID, Groups: as.Groups, Extra: as.Extra}
+		return dynamic.NewForConfig(cfg)
+	}
+}
+
+// source is the cluster backups read: --source-kubeconfig, the host
+// cluster (aggregated), or this server (standalone), with the backup
+// client's rate limits.
+func (c CompletedConfig) source(loopback *restclient.Config) (items.Source, error) {
+	cfg := c.sourceConfig(loopback)
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return items.Source{}, fmt.Errorf("source discovery client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return items.Source{}, fmt.Errorf("source client: %w", err)
+	}
+	raw, err := items.NewRawClient(cfg)
+	if err != nil {
+		return items.Source{}, fmt.Errorf("source list client: %w", err)
+	}
+	return items.Source{Discovery: disc, Dynamic: dyn, Raw: raw, PageSize: c.extra.ClientPageSize}, nil
+}
