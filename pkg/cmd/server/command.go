@@ -37,9 +37,7 @@ certificate under --data-dir on first start and writes admin.kubeconfig there.`,
 			if err := logsapi.ValidateAndApply(logging, utilfeature.DefaultFeatureGate); err != nil {
 				return err
 			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
+			// Run validates the flags first (Options.Config).
 			return o.Run(c.Context())
 		},
 	}

@@ -20,36 +20,20 @@ import (
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apiserver/pkg/endpoints/openapi"
-	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
-	"k8s.io/apiserver/pkg/util/compatibility"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
-	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
-	"github.com/backstop-io/backstop/artifacts"
-	apischeme "github.com/backstop-io/backstop/pkg/apis/scheme"
 	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
 	"github.com/backstop-io/backstop/pkg/engine/restore"
-	backstopopenapi "github.com/backstop-io/backstop/pkg/generated/openapi"
 	"github.com/backstop-io/backstop/pkg/objectstore"
-	"github.com/backstop-io/backstop/pkg/standalone/authz"
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
-	"github.com/backstop-io/backstop/pkg/storage/pebble"
 )
 
 // Runtime modes.
@@ -355,223 +339,6 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.CoreAPI.Validate()...)
 	}
 	return errors.Join(errs...)
-}
-
-// clusterCA is the CA certificate (PEM) a client config verifies its
-// server with, or nil when it trusts the system's roots.
-func clusterCA(cfg *rest.Config) ([]byte, error) {
-	c := rest.CopyConfig(cfg)
-	if err := rest.LoadTLSFiles(c); err != nil {
-		return nil, fmt.Errorf("reading the host cluster's CA: %w", err)
-	}
-	return c.TLSClientConfig.CAData, nil
-}
-
-// AdminKubeconfigPath is where a standalone server writes the kubeconfig of
-// its administrator.
-func AdminKubeconfigPath(dataDir string) string { return filepath.Join(dataDir, "admin.kubeconfig") }
-
-// Run starts the server and blocks until ctx is done.
-func (o *Options) Run(ctx context.Context) error {
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return fmt.Errorf("creating the data directory: %w", err)
-	}
-	var backend *pebble.Backend
-	if o.StorageBackend == apiserver.StoragePebble {
-		var err error
-		if backend, err = pebble.NewBackend(pebble.BackendOptions{
-			Dir:                filepath.Join(o.DataDir, "pebble"),
-			CompactionInterval: o.CompactionInterval,
-			WatchCache:         o.WatchCache,
-		}); err != nil {
-			return fmt.Errorf("opening the storage in %s: %w", o.DataDir, err)
-		}
-		defer func() {
-			if err := backend.Close(); err != nil {
-				klog.ErrorS(err, "Closing the storage")
-			}
-		}()
-	}
-
-	scheme := apischeme.New()
-	codecs := serializer.NewCodecFactory(scheme)
-	cfg := genericapiserver.NewRecommendedConfig(codecs)
-	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
-	cfg.FeatureGate = utilfeature.DefaultFeatureGate
-	namer := openapi.NewDefinitionNamer(scheme)
-	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(backstopopenapi.GetOpenAPIDefinitions, namer)
-	cfg.OpenAPIConfig.Info.Title = "Backstop"
-	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(backstopopenapi.GetOpenAPIDefinitions, namer)
-	cfg.OpenAPIV3Config.Info.Title = "Backstop"
-
-	identity, unlock, err := replicaIdentity(o.DataDir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	var etcd *storagebackend.Config
-	if backend == nil {
-		// etcd's health and readiness checks, encryption at rest if
-		// configured; the REST options are Backstop's (apiserver.Config).
-		o.Etcd.StorageConfig.Type = storagebackend.StorageTypeETCD3
-		o.Etcd.EnableWatchCache = o.WatchCache
-		if err := o.Etcd.ApplyTo(&cfg.Config); err != nil {
-			return fmt.Errorf("configuring etcd: %w", err)
-		}
-		etcd = &o.Etcd.StorageConfig
-	}
-	var ca *pki.CA
-	if o.Mode == ModeStandalone {
-		if ca, err = o.standaloneServing(); err != nil {
-			return err
-		}
-		// Priority and fairness needs a kube-apiserver's flowcontrol API.
-		o.Features.EnablePriorityAndFairness = false
-	} else if err := o.aggregatedServing(); err != nil {
-		return err
-	}
-	if o.SecureServing.BindPort == 0 && o.SecureServing.Listener == nil {
-		// Port 0: pick a free port now, so the kubeconfig can name it.
-		addr := net.JoinHostPort(o.SecureServing.BindAddress.String(), "0")
-		if o.SecureServing.Listener, o.SecureServing.BindPort, err = genericoptions.CreateListener("tcp", addr, net.ListenConfig{}); err != nil {
-			return fmt.Errorf("listening on %s: %w", addr, err)
-		}
-	}
-	if err := o.SecureServing.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
-		return fmt.Errorf("configuring serving: %w", err)
-	}
-	if err := o.Audit.ApplyTo(&cfg.Config); err != nil {
-		return fmt.Errorf("configuring audit: %w", err)
-	}
-	var kubeClient kubernetes.Interface
-	if o.Mode == ModeAggregated {
-		if err := o.CoreAPI.ApplyTo(cfg); err != nil {
-			return fmt.Errorf("configuring the host cluster client: %w", err)
-		}
-		if kubeClient, err = kubernetes.NewForConfig(cfg.ClientConfig); err != nil {
-			return fmt.Errorf("host cluster client: %w", err)
-		}
-	}
-	if err := o.Features.ApplyTo(&cfg.Config, kubeClient, cfg.SharedInformerFactory); err != nil {
-		return fmt.Errorf("configuring features: %w", err)
-	}
-	var rbac *authz.RBAC
-	switch o.Mode {
-	case ModeStandalone:
-		clientCA, err := dynamiccertificates.NewStaticCAContent("backstop-ca", ca.CertPEM)
-		if err != nil {
-			return fmt.Errorf("loading the client CA: %w", err)
-		}
-		cfg.SecureServing.ClientCA = clientCA
-		cfg.Authentication.Authenticator = apiserver.StandaloneAuthenticator(clientCA)
-		served := sets.New[string]()
-		for _, gv := range scheme.PrioritizedVersionsAllGroups() {
-			served.Insert(gv.Group)
-		}
-		// The core group holds only the meta types here: no pods, secrets, ...
-		served.Delete("")
-		policy, err := authz.DefaultPolicy(artifacts.ClusterRoles, served)
-		if err != nil {
-			return fmt.Errorf("building the bootstrap RBAC policy: %w", err)
-		}
-		if rbac, err = authz.New(cfg.LoopbackClientConfig, policy); err != nil {
-			return err
-		}
-		if cfg.Authorization.Authorizer, err = apiserver.StandaloneAuthorizer(rbac.Authorizer); err != nil {
-			return fmt.Errorf("building the authorizer: %w", err)
-		}
-	case ModeAggregated:
-		// Download links carry their own signature; the caller has no credentials.
-		o.Authorization.AlwaysAllowPaths = append(o.Authorization.AlwaysAllowPaths, apiserver.PublicPaths()...)
-		if err := o.Authentication.ApplyTo(&cfg.Authentication, cfg.SecureServing, cfg.OpenAPIConfig); err != nil {
-			return fmt.Errorf("configuring delegated authentication: %w", err)
-		}
-		if err := o.Authorization.ApplyTo(&cfg.Authorization); err != nil {
-			return fmt.Errorf("configuring delegated authorization: %w", err)
-		}
-	}
-
-	extra := apiserver.ExtraConfig{
-		Scheme: scheme, Codecs: codecs, Backend: backend, Etcd: etcd, WatchCache: o.WatchCache, GarbageCollection: o.Mode == ModeAggregated,
-		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DownloadSigningKeyFile: o.downloadSigningKeyFile(), DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
-		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
-		RestoreItemWorkers: o.RestoreItemWorkers, RestoreLimits: o.RestoreLimits, BackupSyncMaxPerPass: o.BackupSyncMaxPerPass, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
-		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
-		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
-		RBAC: rbac,
-	}
-	if le := o.LeaderElection; le.LeaderElect {
-		extra.Election = &apiserver.Election{Name: le.ResourceName, Identity: identity, VMHost: o.VMHost,
-			LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
-			Metrics: leader.NewMetrics(legacyregistry.MustRegister)}
-		if kubeClient != nil {
-			// Aggregated: the Lease is the host cluster's, reached by the
-			// elector through a client of its own (renewals never wait
-			// behind the fence's reads) and by the fence at the engines'
-			// rate (one read per engine write).
-			elector, err := kubernetes.NewForConfig(cfg.ClientConfig)
-			if err != nil {
-				return fmt.Errorf("lease client: %w", err)
-			}
-			fenceConfig := rest.CopyConfig(cfg.ClientConfig)
-			fenceConfig.QPS, fenceConfig.Burst = o.EngineQPS, o.EngineBurst
-			fence, err := kubernetes.NewForConfig(fenceConfig)
-			if err != nil {
-				return fmt.Errorf("lease client: %w", err)
-			}
-			extra.Election.Leases, extra.Election.Fence = elector.CoordinationV1(), fence.CoordinationV1()
-		}
-	}
-	if extra.Opener.TenantDenied, err = o.tenantDenied(); err != nil {
-		return err
-	}
-	if kubeClient != nil {
-		// Aggregated: storage locations' Secrets are the host cluster's, and
-		// transitions are Events there.
-		extra.Opener.Secrets = secretReader(kubeClient)
-		extra.Events = kubeClient.CoreV1()
-		extra.Secrets = kubeClient.CoreV1()
-		extra.HostCluster = rest.CopyConfig(cfg.ClientConfig)
-	}
-	switch {
-	case o.SourceKubeconfig != "":
-		if extra.Source, err = clientcmd.BuildConfigFromFlags("", o.SourceKubeconfig); err != nil {
-			return fmt.Errorf("loading --source-kubeconfig: %w", err)
-		}
-	case o.Mode == ModeAggregated:
-		extra.Source = rest.CopyConfig(cfg.ClientConfig)
-	}
-	if ca != nil {
-		extra.ServingCA, extra.LinkCA = ca.CertPEM, ca.CertPEM
-		if extra.ExternalURL == "" {
-			extra.ExternalURL = o.serverURL()
-		}
-	} else {
-		// Aggregated: the self-signed serving certificate is its own CA.
-		if extra.ServingCA, err = os.ReadFile(o.SecureServing.ServerCert.CertKey.CertFile); err != nil {
-			return fmt.Errorf("reading the serving certificate: %w", err)
-		}
-		// Download links go through kube-apiserver, verified with its CA.
-		if extra.LinkCA, err = clusterCA(cfg.ClientConfig); err != nil {
-			return err
-		}
-		if extra.ExternalURL == "" {
-			extra.ExternalURL = cfg.ClientConfig.Host
-		}
-	}
-	config := &apiserver.Config{GenericConfig: cfg, Extra: extra}
-	server, err := config.Complete().New()
-	if err != nil {
-		return err
-	}
-	if ca != nil {
-		path, err := pki.WriteAdminKubeconfig(o.DataDir, ca, o.serverURL())
-		if err != nil {
-			return fmt.Errorf("writing the admin kubeconfig: %w", err)
-		}
-		klog.InfoS("Standalone server", "url", o.serverURL(), "kubeconfig", path)
-	}
-	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
 }
 
 // standaloneServing makes sure the CA and serving certificate exist under

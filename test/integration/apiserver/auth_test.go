@@ -91,7 +91,7 @@ func TestKubeconfigWithoutCA(t *testing.T) {
 // TestSecondServerOnSameDataDir: the second process is refused at start
 // with a clear message and the first keeps serving.
 func TestSecondServerOnSameDataDir(t *testing.T) {
-	// Pebble's lock on its directory, whatever the suite runs on.
+	// The data directory's lock, taken before the storage is opened.
 	s := framework.Start(t, framework.Options{Args: []string{"--storage-backend=pebble"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

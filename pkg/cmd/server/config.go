@@ -1,0 +1,71 @@
+package server
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/sets"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+
+	apischeme "github.com/backstop-io/backstop/pkg/apis/scheme"
+	"github.com/backstop-io/backstop/pkg/apiserver"
+	"github.com/backstop-io/backstop/pkg/storage/pebble"
+)
+
+// Config is the server the flags describe, resolved without touching the
+// machine: every default applied and every path named, but no file, port,
+// database or cluster opened (Options → Config → Run, as sample-apiserver
+// wires itself). Run does those and completes it.
+type Config struct {
+	Mode    string
+	DataDir string
+	// Pebble opens the embedded database (--storage-backend=pebble); nil
+	// on etcd3.
+	Pebble *pebble.BackendOptions
+	// Etcd are the etcd options (--storage-backend=etcd3); nil on pebble.
+	Etcd *genericoptions.EtcdOptions
+	// Extra is the API's and the engines' settings; Run adds what it opens
+	// (the storage, the clients of the host cluster, the RBAC, the CAs,
+	// and to the engines' leader election the replica's identity, the
+	// Lease clients and the metrics).
+	Extra apiserver.ExtraConfig
+	// SourceKubeconfig is the cluster backups read and restores write when
+	// it is neither this server (standalone) nor the host cluster.
+	SourceKubeconfig string
+}
+
+// Config validates the flags and resolves them.
+func (o *Options) Config() (*Config, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	tenantDenied, err := o.tenantDenied()
+	if err != nil {
+		return nil, err
+	}
+	scheme := apischeme.New()
+	c := &Config{Mode: o.Mode, DataDir: o.DataDir, SourceKubeconfig: o.SourceKubeconfig}
+	switch o.StorageBackend {
+	case apiserver.StoragePebble:
+		c.Pebble = &pebble.BackendOptions{Dir: filepath.Join(o.DataDir, "pebble"), CompactionInterval: o.CompactionInterval, WatchCache: o.WatchCache}
+	case apiserver.StorageEtcd3:
+		c.Etcd = o.Etcd
+	default:
+		return nil, fmt.Errorf("--storage-backend %q", o.StorageBackend)
+	}
+	c.Extra = apiserver.ExtraConfig{
+		Scheme: scheme, Codecs: serializer.NewCodecFactory(scheme), WatchCache: o.WatchCache, GarbageCollection: o.Mode == ModeAggregated,
+		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DownloadSigningKeyFile: o.downloadSigningKeyFile(), DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
+		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
+		RestoreItemWorkers: o.RestoreItemWorkers, RestoreLimits: o.RestoreLimits, BackupSyncMaxPerPass: o.BackupSyncMaxPerPass, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
+		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
+		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
+	}
+	c.Extra.Opener.TenantDenied = tenantDenied
+	if le := o.LeaderElection; le.LeaderElect {
+		c.Extra.Election = &apiserver.Election{Name: le.ResourceName, VMHost: o.VMHost,
+			LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration}
+	}
+	return c, nil
+}
