@@ -385,3 +385,101 @@ func TestRestoreIntoSecondServer(t *testing.T) {
 		t.Errorf("the second server kept backup full after the first deleted it")
 	}
 }
+
+// TestDeleteRunningRestore: deleting a running restore stops it, without
+// waiting for the items it has not written yet: it ends Failed with
+// velerov1.RestoreDeletedReason, its finalizer goes, and the next restore
+// runs.
+func TestDeleteRunningRestore(t *testing.T) {
+	const namespace, trackers = "many", 20
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	picked := map[string]string{"pick": "yes"} // the first three: what the second restore takes
+	for i := range trackers {
+		labels := map[string]string(nil)
+		if i < 3 {
+			labels = picked
+		}
+		createTracker(t, s, namespace, fmt.Sprintf("t%02d", i), labels)
+	}
+	createBackup(t, s, "b1", namespace)
+	if b := waitBackup(t, s, "b1", "finished", finished); b.Status.Phase != velerov1.BackupPhaseCompleted {
+		t.Fatalf("backup b1: %s %q", b.Status.Phase, b.Status.FailureReason)
+	}
+	trackerClient := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(namespace)
+	if err := trackerClient.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	restored := func() int {
+		list, err := trackerClient.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	if n := restored(); n != 0 {
+		t.Fatalf("%d trackers left after deleting them all", n)
+	}
+	// Restores now write one item a second: a run takes tens of seconds.
+	s.RestartWith([]string{"--client-qps=1", "--client-burst=1", "--restore-item-workers=1"})
+	restores := s.Clientset.VeleroV1().Restores(ns)
+	w, err := restores.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := restores.Create(ctx, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: ns},
+		Spec: velerov1.RestoreSpec{BackupName: "b1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("deleted while it runs", func(t *testing.T) {
+		deadline := time.After(2 * time.Minute)
+		var failedBy string
+		deleted := false
+		for !deleted {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatal("the watch of r1 ended")
+				}
+				r, _ := ev.Object.(*velerov1.Restore)
+				switch {
+				case r == nil:
+					t.Fatalf("watch event %s: %v", ev.Type, ev.Object)
+				case ev.Type == "DELETED":
+					deleted = true
+				case r.Status.Phase == velerov1.RestorePhaseFailed:
+					failedBy = r.Status.FailureReason
+				case r.Status.Phase == velerov1.RestorePhaseInProgress && r.DeletionTimestamp == nil &&
+					r.Status.Progress != nil && r.Status.Progress.ItemsRestored > 0:
+					if err := restores.Delete(ctx, "r1", metav1.DeleteOptions{}); err != nil {
+						t.Fatalf("deleting r1: %v", err)
+					}
+				case r.Status.Phase.Terminal():
+					t.Fatalf("r1 ended %s (%q) before it could be deleted while running", r.Status.Phase, r.Status.FailureReason)
+				}
+			case <-deadline:
+				t.Fatal("r1 was not deleted within 2 minutes")
+			}
+		}
+		if failedBy != velerov1.RestoreDeletedReason {
+			t.Errorf("r1 ended with failure reason %q, want %q", failedBy, velerov1.RestoreDeletedReason)
+		}
+		// Gone before its run could have written every item.
+		if n := restored(); n == 0 || n >= trackers {
+			t.Errorf("%d of %d trackers restored when r1 was gone: want some, not all", n, trackers)
+		}
+	})
+
+	t.Run("the next restore runs", func(t *testing.T) {
+		r := createRestore(t, s, "r2", velerov1.RestoreSpec{BackupName: "b1", LabelSelector: &metav1.LabelSelector{MatchLabels: picked}})
+		if r.Status.Phase != velerov1.RestorePhaseCompleted {
+			t.Fatalf("r2: %s %q", r.Status.Phase, r.Status.FailureReason)
+		}
+		list, err := trackerClient.List(ctx, metav1.ListOptions{LabelSelector: "pick=yes"})
+		if err != nil || len(list.Items) != 3 {
+			t.Errorf("trackers labelled pick=yes after r2: %d, %v; want 3", len(list.Items), err)
+		}
+	})
+}

@@ -137,6 +137,10 @@ func (p BackupPhase) Restorable() bool {
 // was running when it stopped.
 const RestoreRestartedReason = "the server stopped while the restore was in progress"
 
+// RestoreDeletedReason is status.failureReason of a restore deleted while
+// it ran: the run stops, and what it wrote stays.
+const RestoreDeletedReason = "the restore was deleted while it ran; it stopped, and the items it had written stay"
+
 // RestoreLifecycle is the life of a Restore. Velero's phases
 // WaitingForPluginOperations* and Finalizing* are not entered: the one kind
 // of restore item operation, a VM's disks restored from its chain, runs
@@ -158,7 +162,7 @@ var RestoreLifecycle = lifecycle.Table[RestorePhase]{
 		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhasePartiallyFailed, By: EngineRestore,
 			When: "some items or VMs' disks could not be restored"},
 		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhaseFailed, By: EngineRestore,
-			When: "the tarball could not be read, or the server stopped while it ran"},
+			When: "the tarball could not be read, a limit was passed, it was deleted, or the server stopped while it ran"},
 	},
 }
 

@@ -1,0 +1,322 @@
+package restore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/archive"
+	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/engine/restoreaction"
+)
+
+// nonRestorable are never restored: Velero's list, and the request
+// objects whose restore would act again (delete a backup, ...).
+var nonRestorable = map[string]bool{
+	"nodes": true, "events": true, "events.events.k8s.io": true,
+	"backups.velero.io": true, "restores.velero.io": true, "resticrepositories.velero.io": true,
+	"csinodes.storage.k8s.io": true, "volumeattachments.storage.k8s.io": true, "backuprepositories.velero.io": true,
+	"deletebackuprequests.velero.io": true, "downloadrequests.velero.io": true, "serverstatusrequests.velero.io": true,
+}
+
+// tenantKind reports whether a resource is one of the tenants' kinds
+// (oadp.openshift.io): a restore for a user never restores them, whatever
+// the backup holds: a NonAdminBackup or storage location restored by a
+// tenant would be one it made without admission's record of who made it.
+func tenantKind(groupResource string) bool {
+	_, group, _ := strings.Cut(groupResource, ".")
+	return group == oadpv1alpha1.GroupName
+}
+
+// restoredFirst are restored in a first pass, before what lives in them
+// or is defined by them.
+var restoredFirst = map[string]bool{"namespaces": true, crdGroupResource: true}
+
+// skipResource logs, once per restore, that the items of a resource are
+// skipped and why.
+func (run *restoreRun) skipResource(groupResource, why string) {
+	run.mu.Lock()
+	first := !run.pass.skipped[groupResource] && !run.pass.counting
+	run.pass.skipped[groupResource] = true
+	run.mu.Unlock()
+	if first {
+		run.log.Info(why, "resource", groupResource)
+	}
+}
+
+// selected reports whether the restore takes an item (before any write).
+func (run *restoreRun) selected(it *archive.Item) bool {
+	if nonRestorable[it.GroupResource] {
+		run.skipResource(it.GroupResource, "Skipping a resource that is never restored")
+		return false
+	}
+	if run.as != "" && tenantKind(it.GroupResource) {
+		run.skipResource(it.GroupResource, "Skipping a resource a restore for a user never restores: the tenants' own objects are made by the server, not restored")
+		return false
+	}
+	res, ok := run.pass.byGR[it.GroupResource]
+	if !ok {
+		// Not served (yet): counted, and reported when restored.
+		return run.pass.filter.IncludesNamespace(it.Namespace) || it.Namespace == ""
+	}
+	if res.Namespaced != (it.Namespace != "") {
+		// Where the tarball put it says another scope than the target
+		// serves: a namespaced item claimed cluster-wide, or the reverse.
+		if !run.pass.counting {
+			scope := ""
+			if it.Namespace == "" {
+				scope = items.ScopeCluster
+			}
+			run.log.Warning(it.Namespace, scope, fmt.Sprintf("%s %s is filed in the backup as %s, but the target serves it %s: not restored",
+				it.GroupResource, qualified(it.Namespace, it.Name), scopeWord(it.Namespace != ""), scopeWord(res.Namespaced)))
+		}
+		return false
+	}
+	if !run.pass.filter.IncludesResource(res) {
+		return false
+	}
+	if res.Namespaced && !run.pass.filter.IncludesNamespace(it.Namespace) {
+		return false
+	}
+	if items.IsNamespaces(res) && !run.pass.filter.IncludesNamespace(it.Name) {
+		return false
+	}
+	var obj struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(it.Data, &obj); err != nil {
+		return true // reported when restored
+	}
+	return run.pass.filter.IncludesItem(obj.Metadata.Labels)
+}
+
+func scopeWord(namespaced bool) string {
+	if namespaced {
+		return "namespaced"
+	}
+	return "cluster-scoped"
+}
+
+func (run *restoreRun) mapNamespace(ns string) string { return restoreaction.MapNamespace(run.r, ns) }
+
+// restoreItem creates one item in the target, or reconciles it with the
+// object already there.
+func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
+	namespace := run.mapNamespace(it.Namespace)
+	scope := ""
+	if it.Namespace == "" {
+		scope = items.ScopeCluster
+	}
+	fail := func(msg string) { run.log.Error(namespace, scope, msg, "resource", it.GroupResource, "name", it.Name) }
+	res, ok := run.pass.byGR[it.GroupResource]
+	if it.GroupResource == vmGroupResource {
+		if !ok {
+			run.log.Item("Skipped", "item", fmt.Sprintf("%s %s", it.GroupResource, qualified(namespace, it.Name)),
+				"reason", "the target serves no VirtualMachines: the VM is its libvirt domain, whose disks are restored from its VM backup")
+			run.count.total.Add(-1)
+			return
+		}
+	}
+	if !ok {
+		fail(fmt.Sprintf("the target cluster serves no %s: %s %s/%s not restored", it.GroupResource, it.GroupResource, it.Namespace, it.Name))
+		return
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(it.Data); err != nil {
+		fail(fmt.Sprintf("decoding %s %s/%s from the backup: %v", it.GroupResource, it.Namespace, it.Name, err))
+		return
+	}
+	// The backed-up version, for the actions that read it (a copy only
+	// where one applies) and the owner references set last.
+	var fromBackup *unstructured.Unstructured
+	if restoreaction.Applies(run.c.cfg.Actions, it.GroupResource) {
+		fromBackup = obj.DeepCopy()
+	}
+	owners := obj.GetOwnerReferences()
+	resetMetadata(obj)
+	if run.pass.statusFilter == nil || !run.pass.statusFilter.IncludesResource(res) {
+		unstructured.RemoveNestedField(obj.Object, "status")
+	}
+	status, hasStatus, _ := unstructured.NestedFieldCopy(obj.Object, "status")
+	// The name is the one the item's path gives, which the filters
+	// decided on, never another its JSON claims.
+	obj.SetName(it.Name)
+	if items.IsNamespaces(res) {
+		obj.SetName(run.mapNamespace(it.Name))
+		if _, err := run.waitNamespaceGone(ctx, obj.GetName()); err != nil {
+			fail(err.Error())
+			return
+		}
+	}
+	if res.Namespaced {
+		obj.SetNamespace(namespace)
+	}
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[BackupNameLabel], l[RestoreNameLabel] = run.backup.Name, run.r.Name
+	obj.SetLabels(l)
+
+	what := fmt.Sprintf("%s %s", it.GroupResource, qualified(obj.GetNamespace(), obj.GetName()))
+	result, err := restoreaction.Run(run.c.cfg.Actions, it.GroupResource, restoreaction.Input{Item: obj, FromBackup: fromBackup, Restore: run.r})
+	if err != nil {
+		fail(fmt.Sprintf("restoring %s: %v", what, err))
+		return
+	}
+	if result.Skip {
+		// Not an item the restore has to write: out of the total.
+		run.log.Item("Skipped", "item", what, "reason", result.Reason)
+		run.count.total.Add(-1)
+		return
+	}
+	if res.Namespaced {
+		if err := run.ensureNamespace(ctx, obj.GetNamespace()); err != nil {
+			fail(fmt.Sprintf("restoring %s: %v", what, err))
+			return
+		}
+	}
+	gvr := schema.GroupVersionResource{Group: res.GVR.Group, Version: it.Version, Resource: res.GVR.Resource}
+	client := run.target.Resource(gvr)
+	var ri = client.Namespace(obj.GetNamespace())
+	if !res.Namespaced {
+		ri = client.Namespace("")
+	}
+	created, err := ri.Create(ctx, obj, metav1.CreateOptions{})
+	if (err == nil || apierrors.IsAlreadyExists(err)) && it.GroupResource == crdGroupResource {
+		run.mu.Lock()
+		run.crds = append(run.crds, obj.GetName())
+		run.mu.Unlock()
+	}
+	switch {
+	case err == nil:
+		run.log.Item("Restored", "item", what)
+		run.addDependent(gvr, obj.GetNamespace(), obj.GetName(), owners)
+		if hasStatus {
+			created.Object["status"] = status
+			if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				run.log.Warning(namespace, scope, fmt.Sprintf("restoring the status of %s: %v", what, err))
+			}
+		}
+	case apierrors.IsAlreadyExists(err):
+		existing, getErr := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if getErr != nil {
+			fail(fmt.Sprintf("%s exists but could not be read: %v", what, getErr))
+			return
+		}
+		if it.GroupResource == "persistentvolumes" {
+			existing = run.freeStaleClaimRef(ctx, ri, existing, obj)
+		}
+		if same(existing, obj) {
+			run.log.Item("Already exists, unchanged", "item", what)
+			break
+		}
+		if run.r.Spec.ExistingResourcePolicy != velerov1.PolicyTypeUpdate {
+			run.log.Warning(namespace, scope, fmt.Sprintf("could not restore, %s already exists. Warning: the in-cluster version is different than the backed-up version", what))
+			return
+		}
+		obj.SetResourceVersion(existing.GetResourceVersion())
+		obj.SetUID(existing.GetUID())
+		if _, err := ri.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+			run.log.Warning(namespace, scope, fmt.Sprintf("existingResourcePolicy update: updating %s: %v", what, err))
+			return
+		}
+		run.log.Item("Updated to the backed-up version (existingResourcePolicy: update)", "item", what)
+		run.addDependent(gvr, obj.GetNamespace(), obj.GetName(), owners)
+	case apierrors.IsForbidden(err) && run.as != "":
+		// A restore for a user writes what that user may write; what it
+		// may not is left out and said, not counted as an error.
+		run.log.Warning(namespace, scope, fmt.Sprintf("not restored: %s may not write %s (the restore writes with its rights)", run.as, what))
+		return
+	default:
+		fail(fmt.Sprintf("restoring %s: %v", what, err))
+		return
+	}
+	run.count.restored.Add(1)
+}
+
+// freeStaleClaimRef: a volume that outlived its claim (the namespace was
+// deleted; reclaim policy Retain) still names the old claim's UID, so the
+// volume controller would never bind it to the restored claim. When the
+// live volume names the claim the restore brings back and that claim does
+// not exist, the old UID is removed from the volume's claim reference, as
+// the restored item has it: the restored claim binds to it again. It
+// returns the volume as it is now.
+func (run *restoreRun) freeStaleClaimRef(ctx context.Context, ri dynamic.ResourceInterface, existing, restored *unstructured.Unstructured) *unstructured.Unstructured {
+	live, _, _ := unstructured.NestedStringMap(existing.Object, "spec", "claimRef")
+	want, _, _ := unstructured.NestedStringMap(restored.Object, "spec", "claimRef")
+	if live["uid"] == "" || live["namespace"] != want["namespace"] || live["name"] != want["name"] {
+		return existing
+	}
+	claims := run.target.Resource(schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"})
+	if _, err := claims.Namespace(live["namespace"]).Get(ctx, live["name"], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return existing
+	}
+	patch := []byte(`{"spec":{"claimRef":{"uid":null,"resourceVersion":null}}}`)
+	freed, err := ri.Patch(ctx, existing.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		run.log.Warning("", items.ScopeCluster, fmt.Sprintf("freeing the claim reference of persistentvolume %s for the restored claim: %v", existing.GetName(), err))
+		return existing
+	}
+	run.log.Info("Volume freed for its restored claim", "persistentvolume", existing.GetName(), "claim", live["namespace"]+"/"+live["name"])
+	return freed
+}
+
+// addDependent records a written item whose backed-up version had owner
+// references refs, for relinkOwners.
+func (run *restoreRun) addDependent(gvr schema.GroupVersionResource, namespace, name string, refs []metav1.OwnerReference) {
+	if len(refs) > 0 {
+		run.mu.Lock()
+		run.dependents = append(run.dependents, dependent{gvr: gvr, namespace: namespace, name: name, refs: refs})
+		run.mu.Unlock()
+	}
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// resetMetadata drops what the target cluster assigns, as Velero does.
+func resetMetadata(obj *unstructured.Unstructured) {
+	for _, f := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+		"deletionGracePeriodSeconds", "selfLink", "managedFields", "ownerReferences", "generateName"} {
+		unstructured.RemoveNestedField(obj.Object, "metadata", f)
+	}
+}
+
+// same reports whether the object in the cluster equals the one to
+// restore, ignoring what the cluster assigns and the restore labels.
+func same(existing, restored *unstructured.Unstructured) bool {
+	a, b := existing.DeepCopy(), restored.DeepCopy()
+	for _, o := range []*unstructured.Unstructured{a, b} {
+		resetMetadata(o)
+		unstructured.RemoveNestedField(o.Object, "status")
+		l := o.GetLabels()
+		delete(l, BackupNameLabel)
+		delete(l, RestoreNameLabel)
+		if len(l) == 0 {
+			l = nil
+		}
+		o.SetLabels(l)
+		if len(o.GetAnnotations()) == 0 {
+			o.SetAnnotations(nil)
+		}
+	}
+	return apiequality.Semantic.DeepEqual(a.Object, b.Object)
+}
