@@ -1,10 +1,12 @@
-// Package layers holds the test that keeps the module's layers apart:
+// Package layers holds the tests of the rules of the house that span
+// packages. TestLayers keeps the module's layers apart:
 // every package of pkg/ and cmd/ belongs to one layer of the table below,
 // and its dependencies (transitive, as `go list -deps` finds them) stay in
 // the layers that layer may use. The table is the architecture's "data
 // flows down" rule written as data: the registry never reaches an engine,
 // an engine never reaches the storage, the storage knows nothing of
-// backups, and only the wiring sees everything.
+// backups, and only the wiring sees everything. TestTestNamesUnique keeps
+// each test's name its own.
 package layers
 
 import (
@@ -12,7 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -157,5 +162,53 @@ func TestLayerOf(t *testing.T) {
 	}
 	if mayUse("registry", "engine") || mayUse("engine", "registry") || mayUse("engine", "storage") || mayUse("storage", "api") {
 		t.Error("the table lets the registry and the engines reach each other, or the storage reach the API types")
+	}
+}
+
+// TestTestNamesUnique: a test's name says which test it is, in `go test`
+// output and in `-run`: no two packages have a test of the same name
+// (TestMain and fuzz targets' seeds aside).
+func TestTestNamesUnique(t *testing.T) {
+	cmd := exec.Command("go", "list", "-e", "-tags=libvirt_dlopen,bench", "-json=ImportPath,Dir,TestGoFiles,XTestGoFiles", "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	decl := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]*)\(`)
+	where := map[string][]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p struct {
+			ImportPath, Dir           string
+			TestGoFiles, XTestGoFiles []string
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list: %v", err)
+		}
+		seen := map[string]bool{}
+		for _, f := range slices.Concat(p.TestGoFiles, p.XTestGoFiles) {
+			src, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range decl.FindAllSubmatch(src, -1) {
+				name := string(m[1])
+				if name != "TestMain" && !seen[name] {
+					seen[name] = true
+					where[name] = append(where[name], strings.TrimPrefix(p.ImportPath, module))
+				}
+			}
+		}
+	}
+	if len(where) < 100 {
+		t.Fatalf("found %d test names; the module has more", len(where))
+	}
+	for name, pkgs := range where {
+		if len(pkgs) > 1 {
+			t.Errorf("%s is a test of %d packages: %v", name, len(pkgs), pkgs)
+		}
 	}
 }

@@ -65,10 +65,10 @@ func tenantOf(t *testing.T, c *framework.Cluster, user, namespace string) confor
 	return conformance.Tenant{Namespace: namespace, Client: client, Kube: kube, HTTP: httpClient}
 }
 
-// TestTenantAttackMatrix runs the tenant attack matrix through
+// TestTenantAttackMatrixAggregated runs the tenant attack matrix through
 // kube-apiserver: tenants authenticated by kube-apiserver, authorized by
 // its RBAC (delegated), Secrets of the admin namespace among the targets.
-func TestTenantAttackMatrix(t *testing.T) {
+func TestTenantAttackMatrixAggregated(t *testing.T) {
 	c := framework.StartCluster(t)
 	conformance.TenantAttacks(t, conformance.TenantTarget{
 		Admin: c.Backstop, AdminKube: c.Kube, AdminNamespace: adminNamespace,

@@ -21,12 +21,12 @@ import (
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
-// TestVeleroCLI: the unmodified velero CLI v1.18 with the cluster admin's
+// TestVeleroCLIAggregated: the unmodified velero CLI v1.18 with the cluster admin's
 // kubeconfig, through kube-apiserver: backups, restores and schedules, and
 // the logs and details it downloads through links that go through
 // kube-apiserver too (what a user outside the cluster reaches), fetched
 // without credentials and trusted by the CA the storage location carries.
-func TestVeleroCLI(t *testing.T) {
+func TestVeleroCLIAggregated(t *testing.T) {
 	c := framework.StartCluster(t)
 	ctx := context.Background()
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {

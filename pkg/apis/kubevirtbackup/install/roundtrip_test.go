@@ -24,10 +24,10 @@ import (
 	kvbackupfuzzer "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/fuzzer"
 )
 
-// TestRoundTripTypes fills internal objects with random values, converts
+// TestRoundTripKubeVirtBackupTypes fills internal objects with random values, converts
 // them to v1alpha1, encodes and decodes them (JSON and YAML) and converts
 // them back, and checks nothing was lost. The group has no protobuf
 // serialization, so the protobuf round trip is not run.
-func TestRoundTripTypes(t *testing.T) {
+func TestRoundTripKubeVirtBackupTypes(t *testing.T) {
 	roundtrip.RoundTripTestForAPIGroup(t, Install, kvbackupfuzzer.Funcs)
 }

@@ -63,7 +63,7 @@ func TestBackupPolicy(t *testing.T) {
 	}
 }
 
-func TestNonAdminPolicy(t *testing.T) {
+func TestValidatePolicy(t *testing.T) {
 	path := field.NewPath("spec", "nonAdmin")
 	cases := []struct {
 		name  string
