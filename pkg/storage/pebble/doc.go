@@ -109,4 +109,15 @@
 // goroutines taking batches in turn, straight into the list's slice; never
 // more items than the page can still take, so a filtered page decodes what
 // the etcd3 backend would.
+//
+// # Files
+//
+// The revisioned store (DB) is split along its seams, as etcd's mvcc is,
+// each file with its tests: mvcc.go (opening, closing, the revision),
+// codec.go (the records' and keys' encodings; codec_test.go), write.go
+// (conditional writes, group commit) and read.go (current and older
+// revisions, the log; mvcc_test.go), compact.go and ttl.go (mvcc_test.go).
+// Above it, store.go is storage.Interface, watcher.go and kvwatch.go the
+// watches, keyindex.go the key index, errors.go the apiserver's errors,
+// backend.go what the server opens.
 package pebble

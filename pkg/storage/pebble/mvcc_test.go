@@ -1,0 +1,121 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+func openDB(t *testing.T) *DB {
+	t.Helper()
+	d, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// valueAt reads key at rev (0: now); "" when it does not exist.
+func valueAt(t *testing.T, d *DB, key string, rev int64) (string, error) {
+	t.Helper()
+	res, err := d.Range(context.Background(), key, "", rangeOptions{rev: rev})
+	if err != nil || len(res.kvs) == 0 {
+		return "", err
+	}
+	return string(res.kvs[0].value), nil
+}
+
+// TestWriteAndRead: conditional writes take one revision each and refuse a
+// stale expectation with the current value; reads at older revisions see
+// the values of then, deletes included.
+func TestWriteAndRead(t *testing.T) {
+	d, ctx := openDB(t), context.Background()
+	created, err := d.write(ctx, "/a", []byte("1"), false, 0)
+	if err != nil || !created.succeeded {
+		t.Fatalf("create: %+v %v", created, err)
+	}
+	if again, err := d.write(ctx, "/a", []byte("x"), false, 0); err != nil || again.succeeded || again.current == nil || again.current.modRev != created.rev {
+		t.Fatalf("second create of /a: %+v %v, want refused with the current value", again, err)
+	}
+	updated, err := d.write(ctx, "/a", []byte("2"), false, created.rev)
+	if err != nil || !updated.succeeded || updated.rev <= created.rev {
+		t.Fatalf("update: %+v %v", updated, err)
+	}
+	if stale, err := d.write(ctx, "/a", []byte("y"), false, created.rev); err != nil || stale.succeeded {
+		t.Fatalf("update expecting an old revision: %+v %v, want refused", stale, err)
+	}
+	deleted, err := d.write(ctx, "/a", nil, true, updated.rev)
+	if err != nil || !deleted.succeeded {
+		t.Fatalf("delete: %+v %v", deleted, err)
+	}
+	for _, tc := range []struct {
+		rev  int64
+		want string
+	}{{created.rev, "1"}, {updated.rev, "2"}, {deleted.rev, ""}, {0, ""}} {
+		if got, err := valueAt(t, d, "/a", tc.rev); err != nil || got != tc.want {
+			t.Errorf("/a at revision %d: %q %v, want %q", tc.rev, got, err, tc.want)
+		}
+	}
+	if d.Rev() != deleted.rev {
+		t.Errorf("Rev() = %d, want the last write's %d", d.Rev(), deleted.rev)
+	}
+}
+
+// TestCompact: the log up to a revision goes; reads before it fail with
+// ErrCompacted, a compaction to the future is refused and one to the past
+// does nothing.
+func TestCompact(t *testing.T) {
+	d, ctx := openDB(t), context.Background()
+	first, err := d.write(ctx, "/a", []byte("1"), false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := d.write(ctx, "/a", []byte("2"), false, first.rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Compact(second.rev); err != nil {
+		t.Fatal(err)
+	}
+	if d.CompactedRev() != second.rev {
+		t.Errorf("CompactedRev() = %d, want %d", d.CompactedRev(), second.rev)
+	}
+	if _, err := valueAt(t, d, "/a", first.rev); !errors.Is(err, ErrCompacted) {
+		t.Errorf("read below the compaction: %v, want ErrCompacted", err)
+	}
+	if got, err := valueAt(t, d, "/a", 0); err != nil || got != "2" {
+		t.Errorf("/a now: %q %v", got, err)
+	}
+	if err := d.Compact(d.Rev() + 100); !errors.Is(err, ErrFutureRev) {
+		t.Errorf("compacting to the future: %v, want ErrFutureRev", err)
+	}
+	if err := d.Compact(first.rev); err != nil || d.CompactedRev() != second.rev {
+		t.Errorf("compacting to the past: %v, compacted %d, want a no-op at %d", err, d.CompactedRev(), second.rev)
+	}
+}
+
+// TestTTL: a key written with a time to live is deleted by the reaper once
+// it expires (a write, in the log like any other).
+func TestTTL(t *testing.T) {
+	d, ctx := openDB(t), context.Background()
+	if _, err := d.writeTTL(ctx, "/lease", []byte("v"), false, 0, time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := valueAt(t, d, "/lease", 0); err != nil || got != "v" {
+		t.Fatalf("/lease before it expires: %q %v", got, err)
+	}
+	before := d.Rev()
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got, err := valueAt(t, d, "/lease", 0)
+		return got == "" && err == nil, err
+	}); err != nil {
+		t.Fatalf("/lease not reaped: %v", err)
+	}
+	if d.Rev() <= before {
+		t.Errorf("the reaper's delete took no revision (%d, then %d)", before, d.Rev())
+	}
+}
