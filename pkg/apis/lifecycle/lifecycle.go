@@ -1,8 +1,9 @@
 // Package lifecycle is the form in which every Backstop resource with a life
-// (Backup, Restore, DeleteBackupRequest, Schedule, VirtualMachineBackup,
-// VirtualMachineBackupTracker) declares it: its phases, which of them are
-// terminal, and a transition table naming every phase change that exists and
-// the engine that makes it.
+// declares it: its phases, which of them are terminal, and a transition
+// table naming every phase change that exists and the engine that makes it.
+// The Velero kinds, the tenants' oadp.openshift.io kinds and the KubeVirt
+// backup kinds have one each (docs/lifecycle.md, generated from them, shows
+// them all).
 //
 // A resource's table lives beside its versioned types (for example
 // pkg/apis/velero/v1/lifecycle.go). The registry's status strategy refuses a
