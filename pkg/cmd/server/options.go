@@ -46,98 +46,55 @@ const (
 	ModeAggregated = "aggregated"
 )
 
-// Options are the flags of backstop-apiserver.
+// Options are the flags of backstop-apiserver, a field per flag or group
+// of flags (AddFlags says what each means; --help prints it). Config
+// resolves them; apiserver.ExtraConfig documents what the server does with
+// each.
 type Options struct {
-	Mode    string
-	DataDir string
-	// Namespace is the admin namespace whose Velero objects the engines process.
-	Namespace string
-	// TenantDeniedNetworks are networks tenants' storage locations never
-	// reach (CIDRs), besides loopback, link-local and the server's own
-	// addresses: the cluster's service network.
-	TenantDeniedNetworks []string
-	// ExternalURL is where clients reach the server (download links point
-	// there); default: the standalone address, or the in-cluster Service.
-	ExternalURL string
-	// DownloadSigningKeyFile holds the key download links are signed with
-	// (default <data-dir>/pki/download-signing.key, created when missing).
+	Mode                   string
+	DataDir                string
+	Namespace              string
+	TenantDeniedNetworks   []string
+	ExternalURL            string
 	DownloadSigningKeyFile string
-	// TLSSANs are extra host names / IPs for the generated serving certificate.
-	TLSSANs []string
-	// StorageBackend is pebble (embedded, under the data directory) or
-	// etcd3 (an etcd cluster every replica shares).
-	StorageBackend string
-	// Etcd are k8s.io/apiserver's etcd options (--etcd-servers, TLS files,
-	// --etcd-prefix, --etcd-compaction-interval, ...), used with etcd3.
-	Etcd *genericoptions.EtcdOptions
-	// CompactionInterval: how often Pebble's history older than one
-	// interval is dropped.
-	CompactionInterval time.Duration
-	// WatchCache serves watches and lists from the apiserver's watch cache.
-	WatchCache bool
-	// ConcurrentBackups bounds the backups ReadyToStart or InProgress at once.
-	ConcurrentBackups int
-	// SourceKubeconfig is the cluster backups read (default: this server
-	// standalone, the host cluster aggregated).
-	SourceKubeconfig string
-	// ClientQPS, ClientBurst and ClientPageSize shape the requests backups
-	// make to the source (Velero's --client-qps, --client-burst,
-	// --client-page-size).
-	ClientQPS      float32
-	ClientBurst    int
-	ClientPageSize int
-	// RestoreItemWorkers is how many items of one resource a restore
-	// writes at once, under --client-qps.
-	RestoreItemWorkers int
-	// RestoreLimits bound each restore.
-	RestoreLimits restore.Limits
-	// BackupSyncMaxPerPass is the most Backups one sync pass over a
-	// location makes.
-	BackupSyncMaxPerPass int
-	// EngineQPS and EngineBurst bound the requests the server's engines
-	// make to its own API.
-	EngineQPS   float32
-	EngineBurst int
-	// DisableControllers names engines not to run.
-	DisableControllers []string
-	// BackupSyncPeriod is how often storage locations are read for
-	// backups this server does not have (Velero's --backup-sync-period).
-	BackupSyncPeriod time.Duration
-	// ScheduleSkipImmediately is spec.skipImmediately of new schedules that
-	// leave it unset (Velero's --schedule-skip-immediately).
-	ScheduleSkipImmediately bool
-	// EngineGroups are groups whose members act as the server's engines.
-	EngineGroups []string
-	// LibvirtURI is the libvirt daemon VM backups run on.
-	LibvirtURI string
-	// VMHost names the host of that libvirt daemon: replicas with the same
-	// VMHost share it and elect one among them to run the VM engines
-	// (default: the host name, lower-cased).
-	VMHost string
-	// VMFullBackupMode is how full VM backups copy: "push" (libvirt's
-	// backup job) or "pull" (NBD export read by qemu-img).
-	VMFullBackupMode string
-	// VolumeRoot holds the volumes VM backups push into:
-	// <VolumeRoot>/<namespace>/<pvcName> (default <data-dir>/volumes).
-	VolumeRoot string
-	// CBTStateDir holds the overlays that give raw VM disks changed block
-	// tracking, one directory per domain (default <volume-root>/.cbt).
-	CBTStateDir string
-	// ItemOperationSyncFrequency is how often backups' async operations
-	// are polled (Velero's --item-operation-sync-frequency).
+	TLSSANs                []string
+	StorageBackend         string
+	// Etcd: k8s.io/apiserver's --etcd-* flags (etcdFlags).
+	Etcd                       *genericoptions.EtcdOptions
+	CompactionInterval         time.Duration
+	WatchCache                 bool
+	ConcurrentBackups          int
+	SourceKubeconfig           string
+	ClientQPS                  float32
+	ClientBurst                int
+	ClientPageSize             int
+	RestoreItemWorkers         int
+	RestoreLimits              restore.Limits
+	BackupSyncMaxPerPass       int
+	EngineQPS                  float32
+	EngineBurst                int
+	DisableControllers         []string
+	BackupSyncPeriod           time.Duration
+	ScheduleSkipImmediately    bool
+	EngineGroups               []string
+	LibvirtURI                 string
+	VMHost                     string
+	VMFullBackupMode           string
+	VolumeRoot                 string
+	CBTStateDir                string
 	ItemOperationSyncFrequency time.Duration
 
-	// LeaderElection runs the engines on one replica at a time, under a
-	// Lease in the admin namespace (kube-controller-manager's flags).
+	// LeaderElection: kube-controller-manager's --leader-elect* flags.
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
 
+	// k8s.io/apiserver's serving, audit, feature, delegated authentication
+	// and authorization and host cluster flags.
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Audit          *genericoptions.AuditOptions
 	Features       *genericoptions.FeatureOptions
 	Authentication *genericoptions.DelegatingAuthenticationOptions
 	Authorization  *genericoptions.DelegatingAuthorizationOptions
-	// CoreAPI is the host cluster's API (aggregated mode only).
-	CoreAPI *genericoptions.CoreAPIOptions
+	CoreAPI        *genericoptions.CoreAPIOptions
 }
 
 // NewOptions returns the defaults: standalone on https://127.0.0.1:8443
