@@ -94,6 +94,9 @@ func (l *Loop) WaitFor(informers ...cache.SharedIndexInformer) {
 // Add syncs key soon.
 func (l *Loop) Add(key cache.ObjectName) { l.queue.Add(key) }
 
+// Len is how many keys wait to be synced.
+func (l *Loop) Len() int { return l.queue.Len() }
+
 // AddAfter syncs key again after d.
 func (l *Loop) AddAfter(key cache.ObjectName, d time.Duration) { l.queue.AddAfter(key, d) }
 

@@ -1,0 +1,150 @@
+package restore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/enginetest"
+)
+
+const adminNS = "backstop-system"
+
+func restoreOf(name string, spec velerov1.RestoreSpec, seq string) *velerov1.Restore {
+	r := &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: adminNS, UID: types.UID("uid-" + name)}, Spec: spec,
+		Status: velerov1.RestoreStatus{Phase: velerov1.RestorePhaseNew}}
+	if seq != "" {
+		r.Annotations = map[string]string{velerov1.QueueSequenceAnnotation: seq}
+	}
+	return r
+}
+
+func backupOf(name string, phase velerov1.BackupPhase, labels map[string]string, created time.Time) *velerov1.Backup {
+	return &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: adminNS, Labels: labels, CreationTimestamp: metav1.NewTime(created)},
+		Spec: velerov1.BackupSpec{StorageLocation: "default"}, Status: velerov1.BackupStatus{Phase: phase}}
+}
+
+func locationOf(phase velerov1.BackupStorageLocationPhase) *velerov1.BackupStorageLocation {
+	return &velerov1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: adminNS},
+		Status: velerov1.BackupStorageLocationStatus{Phase: phase, Message: "bucket gone"}}
+}
+
+func newEngine(t *testing.T, objs ...runtime.Object) (*Controller, *enginetest.World) {
+	t.Helper()
+	w := enginetest.New(t, objs...)
+	v := w.Factory.Velero().V1()
+	c, err := New(Config{Client: w.Client, Restores: v.Restores(), Backups: v.Backups(), Locations: v.BackupStorageLocations(),
+		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
+
+func stored(t *testing.T, w *enginetest.World, name string) *velerov1.Restore {
+	t.Helper()
+	r, err := w.Client.VeleroV1().Restores(adminNS).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestSyncRefuses: a restore that cannot run ends FailedValidation with
+// what keeps it from running, in one status write, and nothing starts.
+func TestSyncRefuses(t *testing.T) {
+	day := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		restore velerov1.RestoreSpec
+		objs    []runtime.Object
+		want    string
+	}{
+		{name: "no backup named", want: "either backupName or scheduleName must be set"},
+		{name: "backup missing", restore: velerov1.RestoreSpec{BackupName: "b"}, want: `backup "b": not found`},
+		{name: "backup running", restore: velerov1.RestoreSpec{BackupName: "b"},
+			objs: []runtime.Object{backupOf("b", velerov1.BackupPhaseInProgress, nil, day), locationOf(velerov1.BackupStorageLocationPhaseAvailable)},
+			want: "is InProgress: only Completed or PartiallyFailed backups can be restored"},
+		{name: "location missing", restore: velerov1.RestoreSpec{BackupName: "b"},
+			objs: []runtime.Object{backupOf("b", velerov1.BackupPhaseCompleted, nil, day)},
+			want: `the storage location "default" of backup "b": not found`},
+		{name: "location unavailable", restore: velerov1.RestoreSpec{BackupName: "b"},
+			objs: []runtime.Object{backupOf("b", velerov1.BackupPhaseCompleted, nil, day), locationOf(velerov1.BackupStorageLocationPhaseUnavailable)},
+			want: "is unavailable: bucket gone"},
+		{name: "schedule without a completed backup", restore: velerov1.RestoreSpec{ScheduleName: "daily"},
+			objs: []runtime.Object{backupOf("daily-1", velerov1.BackupPhaseFailed, map[string]string{ScheduleNameLabel: "daily"}, day)},
+			want: `schedule "daily" has no completed backup to restore from`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, w := newEngine(t, append(tc.objs, restoreOf("r", tc.restore, "1"))...)
+			if err := c.sync(context.Background(), cache.ObjectName{Namespace: adminNS, Name: "r"}); err != nil {
+				t.Fatal(err)
+			}
+			r := stored(t, w, "r")
+			if r.Status.Phase != velerov1.RestorePhaseFailedValidation || len(r.Status.ValidationErrors) != 1 || !strings.Contains(r.Status.ValidationErrors[0], tc.want) {
+				t.Errorf("status %s %v, want FailedValidation saying %q", r.Status.Phase, r.Status.ValidationErrors, tc.want)
+			}
+			if n := len(w.Writes()); n != 1 || c.busy() {
+				t.Errorf("%d writes, running %v; want one status write and nothing started", n, c.busy())
+			}
+		})
+	}
+}
+
+// TestSyncOrder: the restore that goes is the queue's first, whichever
+// restore's event came; none goes while one runs; a deleted restore that
+// runs is stopped, not finished under it.
+func TestSyncOrder(t *testing.T) {
+	ctx := context.Background()
+	t.Run("the queue's first goes", func(t *testing.T) {
+		c, w := newEngine(t, restoreOf("second", velerov1.RestoreSpec{}, "20"), restoreOf("first", velerov1.RestoreSpec{}, "10"))
+		if err := c.sync(ctx, cache.ObjectName{Namespace: adminNS, Name: "second"}); err != nil {
+			t.Fatal(err)
+		}
+		if p := stored(t, w, "first").Status.Phase; p != velerov1.RestorePhaseFailedValidation {
+			t.Errorf("first: %s, want it handled first (FailedValidation: it names no backup)", p)
+		}
+		if p := stored(t, w, "second").Status.Phase; p != velerov1.RestorePhaseNew {
+			t.Errorf("second: %s, want New, its turn next", p)
+		}
+		if c.Len() != 1 {
+			t.Errorf("queue holds %d keys, want second's again", c.Len())
+		}
+	})
+	t.Run("none goes while one runs", func(t *testing.T) {
+		c, w := newEngine(t, restoreOf("waiting", velerov1.RestoreSpec{}, "1"))
+		c.running = &restoreRun{r: restoreOf("other", velerov1.RestoreSpec{}, "")}
+		if err := c.sync(ctx, cache.ObjectName{Namespace: adminNS, Name: "waiting"}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(w.Writes()); n != 0 {
+			t.Errorf("%d writes while a restore runs, want none", n)
+		}
+	})
+	t.Run("a running restore deleted is stopped", func(t *testing.T) {
+		deleted := restoreOf("r", velerov1.RestoreSpec{BackupName: "b"}, "1")
+		deleted.Status.Phase = velerov1.RestorePhaseInProgress
+		deleted.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		deleted.Finalizers = []string{velerov1.RestoreDataFinalizer}
+		c, w := newEngine(t, deleted)
+		var cause error
+		c.running = &restoreRun{r: deleted, cancel: func(err error) { cause = err }}
+		if err := c.sync(ctx, cache.ObjectName{Namespace: adminNS, Name: "r"}); err != nil {
+			t.Fatal(err)
+		}
+		if cause != errDeleted {
+			t.Errorf("the run was cancelled with %v, want errDeleted", cause)
+		}
+		if n := len(w.Writes()); n != 0 {
+			t.Errorf("%d writes: the finalizer went while the restore ran", n)
+		}
+	})
+}
