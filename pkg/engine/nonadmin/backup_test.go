@@ -1,0 +1,137 @@
+package nonadmin
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/enginetest"
+)
+
+const adminNS = "backstop-system"
+
+func newBackupEngine(t *testing.T, objs ...runtime.Object) (*BackupController, *enginetest.World) {
+	t.Helper()
+	w := enginetest.New(t, objs...)
+	v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
+	c, err := NewBackupController(BackupConfig{Client: w.Client, AdminNamespace: adminNS,
+		NonAdminBackups: o.NonAdminBackups(), NonAdminRestores: o.NonAdminRestores(), Backups: v.Backups(), Requests: v.DeleteBackupRequests(),
+		DPAs: o.DataProtectionApplications(), TenantLocations: o.NonAdminBackupStorageLocations(), VeleroLocations: v.BackupStorageLocations(),
+		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
+
+func nab(name string, spec velerov1.BackupSpec) *oadpv1alpha1.NonAdminBackup {
+	return &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: "nab-uid",
+		Finalizers: []string{oadpv1alpha1.NonAdminBackupFinalizer}}, Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &spec}}
+}
+
+// TestNonAdminBackupSync: a tenant's NonAdminBackup becomes one Backup in
+// the admin namespace, of its own namespace only, recorded before it is
+// made so that a restart makes the same one; a spec the tenant rules
+// refuse backs off with the reason; a Backup of its name made for another
+// is not taken.
+func TestNonAdminBackupSync(t *testing.T) {
+	ctx := context.Background()
+	key := cache.ObjectName{Namespace: "team", Name: "n"}
+	read := func(t *testing.T, w *enginetest.World) *oadpv1alpha1.NonAdminBackup {
+		t.Helper()
+		n, err := w.Client.OadpV1alpha1().NonAdminBackups("team").Get(ctx, "n", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("accepted: its Backup made, of its namespace, phase Created", func(t *testing.T) {
+		c, w := newBackupEngine(t, nab("n", velerov1.BackupSpec{}))
+		if err := c.sync(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		n := read(t, w)
+		vb := n.Status.VeleroBackup
+		if n.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated || vb == nil || vb.NACUUID == "" || vb.Namespace != adminNS {
+			t.Fatalf("status %+v", n.Status)
+		}
+		b, err := w.Client.VeleroV1().Backups(adminNS).Get(ctx, vb.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("its Backup: %v", err)
+		}
+		if got := b.Spec.IncludedNamespaces; len(got) != 1 || got[0] != "team" {
+			t.Errorf("the Backup takes namespaces %v, want the tenant's own", got)
+		}
+		if !ownedBackup(n, b) {
+			t.Errorf("the Backup's labels %v and annotations %v do not say it was made for team/n", b.Labels, b.Annotations)
+		}
+	})
+
+	t.Run("another tenant's namespace: backing off with the reason", func(t *testing.T) {
+		c, w := newBackupEngine(t, nab("n", velerov1.BackupSpec{IncludedNamespaces: []string{"other-team"}}))
+		if err := c.sync(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		n := read(t, w)
+		accepted := meta.FindStatusCondition(n.Status.Conditions, string(oadpv1alpha1.NonAdminConditionAccepted))
+		if n.Status.Phase != oadpv1alpha1.NonAdminPhaseBackingOff || accepted == nil || accepted.Status != metav1.ConditionFalse ||
+			accepted.Reason != oadpv1alpha1.ReasonInvalidBackupSpec || !strings.Contains(accepted.Message, "includedNamespaces") {
+			t.Errorf("status %s, Accepted %+v; want BackingOff, refused for its includedNamespaces", n.Status.Phase, accepted)
+		}
+		if list, _ := w.Client.VeleroV1().Backups(adminNS).List(ctx, metav1.ListOptions{}); len(list.Items) != 0 {
+			t.Errorf("%d Backups made for a refused spec", len(list.Items))
+		}
+	})
+
+	t.Run("recorded before a restart: the same Backup, not a second", func(t *testing.T) {
+		recorded := nab("n", velerov1.BackupSpec{})
+		id := oadpv1alpha1.NewNACUUID("team", "n")
+		recorded.Status.VeleroBackup = &oadpv1alpha1.VeleroBackup{NACUUID: id, Name: id, Namespace: adminNS}
+		recorded.Status.Phase = oadpv1alpha1.NonAdminPhaseNew
+		made := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: adminNS,
+			Labels:      map[string]string{oadpv1alpha1.NabOriginNACUUIDLabel: id},
+			Annotations: map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: "team", oadpv1alpha1.NabOriginNameAnnotation: "n"}}}
+		c, w := newBackupEngine(t, recorded, made)
+		if err := c.sync(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		if n := read(t, w); n.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated || n.Status.VeleroBackup.Name != id {
+			t.Errorf("status %+v, want Created with the Backup made before", n.Status)
+		}
+		for _, a := range w.Writes() {
+			if a.GetResource().Resource == "backups" && a.GetVerb() == "create" {
+				t.Error("a second Backup was created")
+			}
+		}
+	})
+
+	t.Run("a Backup of its name made for another: not taken", func(t *testing.T) {
+		recorded := nab("n", velerov1.BackupSpec{})
+		id := oadpv1alpha1.NewNACUUID("team", "n")
+		recorded.Status.VeleroBackup = &oadpv1alpha1.VeleroBackup{NACUUID: id, Name: id, Namespace: adminNS}
+		stranger := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: adminNS,
+			Annotations: map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: "other-team", oadpv1alpha1.NabOriginNameAnnotation: "n"}}}
+		c, w := newBackupEngine(t, recorded, stranger)
+		err := c.sync(ctx, key)
+		if err == nil || !strings.Contains(err.Error(), "was not made for NonAdminBackup team/n") {
+			t.Errorf("sync: %v, want the Backup refused as another's", err)
+		}
+		if n := read(t, w); n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated {
+			t.Error("the NonAdminBackup took another's Backup")
+		}
+		if _, err := w.Client.VeleroV1().Backups(adminNS).Get(ctx, id, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			t.Error("the other's Backup was deleted")
+		}
+	})
+}
