@@ -1,0 +1,101 @@
+package backupsync
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/enginetest"
+	"github.com/backstop-io/backstop/pkg/objectstore"
+)
+
+// TestSyncPass: one pass over a filesystem location makes the Backups it
+// holds and the server has not (finished ones only, at most MaxPerPass),
+// and deletes the Completed Backups whose files are gone, unless a
+// DeleteBackupRequest is deleting them.
+func TestSyncPass(t *testing.T) {
+	const ns = "backstop-system"
+	bucket := t.TempDir()
+	layout := objectstore.NewLayout("")
+	put := func(name string, phase velerov1.BackupPhase) {
+		b := velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "elsewhere"}, Status: velerov1.BackupStatus{Phase: phase}}
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(bucket, filepath.FromSlash(layout.BackupMetadataKey(name)))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"found-1", "found-2", "found-3"} {
+		put(n, velerov1.BackupPhaseCompleted)
+	}
+	put("unfinished", velerov1.BackupPhaseInProgress)
+	put("known", velerov1.BackupPhaseCompleted)
+	location := &velerov1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
+		Spec: velerov1.BackupStorageLocationSpec{Provider: objectstore.ProviderFilesystem,
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: bucket}}},
+		Status: velerov1.BackupStorageLocationStatus{Phase: velerov1.BackupStorageLocationPhaseAvailable}}
+	held := func(name string) *velerov1.Backup {
+		return &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: k8stypes.UID("uid-" + name),
+			Labels: map[string]string{velerov1.StorageLocationLabel: "default"}},
+			Spec: velerov1.BackupSpec{StorageLocation: "default"}, Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted}}
+	}
+	objs := []runtime.Object{location, held("known"), held("files-gone"), held("files-gone-being-deleted"),
+		&velerov1.DeleteBackupRequest{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: ns}, Spec: velerov1.DeleteBackupRequestSpec{BackupName: "files-gone-being-deleted"},
+			Status: velerov1.DeleteBackupRequestStatus{Phase: velerov1.DeleteBackupRequestPhaseInProgress}}}
+	w := enginetest.New(t, objs...)
+	v := w.Factory.Velero().V1()
+	c, err := New(Config{Client: w.Client, Backups: v.Backups(), Locations: v.BackupStorageLocations(), Requests: v.DeleteBackupRequests(),
+		Period: time.Minute, MaxPerPass: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.sync(ctx, cache.ObjectName{Namespace: ns, Name: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := w.Client.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range list.Items {
+		names = append(names, b.Name)
+		if b.Annotations[velerov1.SyncedFromLocationAnnotation] == "default" && (b.Spec.StorageLocation != "default" || b.Namespace != ns) {
+			t.Errorf("synced %s: location %q, namespace %q", b.Name, b.Spec.StorageLocation, b.Namespace)
+		}
+	}
+	sort.Strings(names)
+	// Two of the three found (MaxPerPass), the unfinished one never, the
+	// one whose files went deleted, the one being deleted left to its
+	// request.
+	want := []string{"files-gone-being-deleted", "found-1", "found-2", "known"}
+	if len(names) != len(want) {
+		t.Fatalf("Backups after the pass: %v, want %v", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("Backups after the pass: %v, want %v", names, want)
+		}
+	}
+	if _, err := w.Client.VeleroV1().Backups(ns).Get(ctx, "files-gone", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("files-gone: %v, want deleted", err)
+	}
+}
+
