@@ -1,7 +1,8 @@
 package vmbackup
 
-// One run of a VM backup: the libvirt job, the manifest, the tracker
-// move, and how a run ends.
+// One run of a VM backup, as steps on backupRun: the plan (plan.go), the
+// space, the libvirt job, the manifest, the tracker move, and how a run
+// ends.
 
 import (
 	"context"
@@ -10,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,91 +25,137 @@ import (
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
 )
 
-// execute runs one backup to its end.
+// backupRun is one run of a VM backup, from its plan to its status: each
+// step reads what the ones before it found, and a step that fails says
+// how the run ends (failure).
+type backupRun struct {
+	c      *Controller
+	b      *kv.VirtualMachineBackup
+	conn   virt.Hypervisor
+	src    source
+	volume string
+	domain string
+	logger klog.Logger
+	now    time.Time
+
+	disks []virt.Disk
+	plan  plan
+	// backing are the previous files of an incremental's disks.
+	backing map[string]string
+	// out is the directory the files go to.
+	out string
+	res virt.BackupResult
+	// volumes are the files written, for the status and the tracker.
+	volumes []kv.BackupVolumeInfo
+}
+
+// failure is how a step ends a run: Failed with reason and message, after
+// removing the output directory and the checkpoint when cleanup is set;
+// or nothing at all when the server is stopping (quiet: the backup is
+// failed at the next start).
+type failure struct {
+	reason, message string
+	cleanup         bool
+	quiet           bool
+}
+
+func failed(reason, message string) *failure { return &failure{reason: reason, message: message} }
+
+// execute runs one backup to its end: plan, check, copy, record, move the
+// tracker, then one status write.
 func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBackup, conn virt.Hypervisor, src source, volume string) {
-	logger := klog.FromContext(ctx).WithValues("virtualMachineBackup", klog.KObj(b), "virtualMachine", src.vm)
-	domain := b.Namespace + "_" + src.vm
-	now := c.cfg.Clock.Now()
+	run := &backupRun{c: c, b: b, conn: conn, src: src, volume: volume, domain: b.Namespace + "_" + src.vm, now: c.cfg.Clock.Now(),
+		backing: map[string]string{}}
+	run.logger = klog.FromContext(ctx).WithValues("virtualMachineBackup", klog.KObj(b), "virtualMachine", src.vm)
 	c.setConditions(ctx, b, metav1.Condition{Type: string(kv.ConditionProgressing), Status: metav1.ConditionTrue, Reason: kv.ReasonInitiated,
-		Message: fmt.Sprintf("backing up domain %s", domain)})
-
-	disks, err := conn.Disks(domain)
-	if err != nil {
-		c.fail(ctx, b, kv.ReasonSourceNotFound, fmt.Sprintf("VirtualMachine %s (libvirt domain %s): %v", src.vm, domain, err))
-		return
-	}
-
-	// Full or incremental. Disks without dirty bitmaps (raw, without
-	// changed block tracking) get a full backup and no checkpoint; so does
-	// a VM that is not running (libvirt makes no checkpoint of a stopped
-	// domain): its tracker keeps its checkpoint, and the next backup of
-	// the running VM is incremental since it.
-	backupType, since, fallback, bounded := kv.Full, "", "", ""
-	backing := map[string]string{}
-	untracked := untrackedDisks(disks)
-	active, activeErr := conn.Active(domain)
-	stopped := activeErr == nil && !active
-	if stopped && src.tracker != nil {
-		fallback = fmt.Sprintf("VirtualMachine %s is not running: a full copy of its disks was taken, without a checkpoint (libvirt makes none of a stopped VM); the tracker keeps its checkpoint for the next backup of the running VM", src.vm)
-		logger.Info("Full backup of a stopped VM", "reason", fallback)
-	} else if src.tracker != nil && len(untracked) > 0 {
-		fallback = fmt.Sprintf("disk(s) %s of VirtualMachine %s keep no dirty bitmaps (raw, changed block tracking %s): a full backup without a checkpoint was taken",
-			strings.Join(untracked, ", "), src.vm, cbtState(src.tracker))
-		logger.Info("Full backup without a checkpoint", "reason", fallback)
-	} else if src.tracker != nil && src.tracker.Status != nil && src.tracker.Status.LatestCheckpoint != nil && !b.Spec.ForceFullBackup {
-		cp := src.tracker.Status.LatestCheckpoint
-		if bounded = c.chainFull(b, domain, cp.Name); bounded != "" {
-			logger.Info("Full backup: the chain is as long as it may be", "reason", bounded)
-		} else if fallback = c.prepareIncremental(conn, domain, cp, disks, backing); fallback == "" {
-			backupType, since = kv.Incremental, cp.Name
-		} else {
-			logger.Info("Incremental backup not possible: taking a full one", "reason", fallback)
-			backing = map[string]string{}
-		}
-	}
-
-	// Space.
-	var need uint64
-	if backupType == kv.Incremental {
-		if need, err = conn.CheckpointSize(domain, since); err != nil {
-			c.fail(ctx, b, kv.ReasonFailed, err.Error())
+		Message: fmt.Sprintf("backing up domain %s", run.domain)})
+	for _, step := range []func(context.Context) *failure{
+		run.decide, run.checkSpace, func(context.Context) *failure { return run.copyDisks(ctx, runCtx) }, run.record, run.advanceTracker,
+	} {
+		if f := step(ctx); f != nil {
+			run.end(ctx, f)
 			return
 		}
+	}
+	run.complete(ctx)
+}
+
+// decide reads the facts and plans the backup; an incremental whose
+// checkpoint or previous files do not hold becomes a full one.
+func (run *backupRun) decide(context.Context) *failure {
+	c, b, src := run.c, run.b, run.src
+	disks, err := run.conn.Disks(run.domain)
+	if err != nil {
+		return failed(kv.ReasonSourceNotFound, fmt.Sprintf("VirtualMachine %s (libvirt domain %s): %v", src.vm, run.domain, err))
+	}
+	run.disks = disks
+	active, activeErr := run.conn.Active(run.domain)
+	f := facts{vm: src.vm, tracker: src.tracker, untracked: untrackedDisks(disks), stopped: activeErr == nil && !active,
+		forceFull: b.Spec.ForceFullBackup, fullPull: c.cfg.FullBackupPull, checkpoint: checkpointName(b)}
+	if t := src.tracker; t != nil && t.Status != nil && t.Status.LatestCheckpoint != nil {
+		f.chainBound = c.chainFull(b, run.domain, t.Status.LatestCheckpoint.Name)
+	}
+	run.plan = decide(f)
+	if run.plan.backupType == kv.Incremental {
+		if why := c.prepareIncremental(run.conn, run.domain, src.tracker.Status.LatestCheckpoint, disks, run.backing); why != "" {
+			run.logger.Info("Incremental backup not possible: taking a full one", "reason", why)
+			run.plan, run.backing = run.plan.fullInstead(why, c.cfg.FullBackupPull), map[string]string{}
+		}
+	}
+	switch p := run.plan; {
+	case p.bounded != "":
+		run.logger.Info("Full backup: the chain is as long as it may be", "reason", p.bounded)
+	case p.copy == copyStopped && p.fallback != "":
+		run.logger.Info("Full backup of a stopped VM", "reason", p.fallback)
+	case p.untrackedWithTracker:
+		run.logger.Info("Full backup without a checkpoint", "reason", p.fallback)
+	}
+	return nil
+}
+
+// checkSpace: the volume has room for what the backup writes.
+func (run *backupRun) checkSpace(context.Context) *failure {
+	var need uint64
+	if run.plan.backupType == kv.Incremental {
+		var err error
+		if need, err = run.conn.CheckpointSize(run.domain, run.plan.since); err != nil {
+			return failed(kv.ReasonFailed, err.Error())
+		}
 	} else {
-		for _, d := range disks {
+		for _, d := range run.disks {
 			need += d.Allocation
 		}
 	}
-	if free, err := vmmanifest.FreeBytes(volume); err == nil && need > free {
-		c.fail(ctx, b, kv.ReasonInsufficientSpace, fmt.Sprintf("the backup needs %d bytes but %s has %d bytes free", need, volume, free))
-		return
+	if free, err := vmmanifest.FreeBytes(run.volume); err == nil && need > free {
+		return failed(kv.ReasonInsufficientSpace, fmt.Sprintf("the backup needs %d bytes but %s has %d bytes free", need, run.volume, free))
 	}
+	return nil
+}
 
+// copyDisks writes the disks' files into a new output directory, with
+// runCtx (done when the backup is cancelled or deleted).
+func (run *backupRun) copyDisks(ctx, runCtx context.Context) *failure {
+	c, b, conn := run.c, run.b, run.conn
 	if err := c.removeOutputDir(b); err != nil {
-		c.fail(ctx, b, kv.ReasonFailed, err.Error())
-		return
+		return failed(kv.ReasonFailed, err.Error())
 	}
 	out, err := c.volumes().MkdirAll(0o755, b.Namespace, *b.Spec.PvcName, b.Name)
 	if err != nil {
-		c.fail(ctx, b, kv.ReasonFailed, err.Error())
-		return
+		return failed(kv.ReasonFailed, err.Error())
 	}
-	checkpoint := ""
-	if src.tracker != nil && len(untracked) == 0 && !stopped {
-		checkpoint = checkpointName(b)
-	}
-	var lastProgress time.Time
+	run.out = out
 	backup := conn.PushBackup
-	switch {
-	case stopped:
+	switch run.plan.copy {
+	case copyStopped:
 		backup = conn.CopyStopped
-	case backupType == kv.Full && c.cfg.FullBackupPull:
+	case copyPull:
 		backup = func(ctx context.Context, req virt.BackupRequest, progress func(virt.Progress)) (virt.BackupResult, error) {
 			return conn.FullBackupPull(ctx, req, 0, progress)
 		}
 	}
+	var lastProgress time.Time
 	res, err := backup(runCtx, virt.BackupRequest{
-		Domain: domain, TargetDir: out, Incremental: since, Backing: backing, Checkpoint: checkpoint, Quiesce: !b.Spec.SkipQuiesce,
+		Domain: run.domain, TargetDir: out, Incremental: run.plan.since, Backing: run.backing, Checkpoint: run.plan.checkpoint, Quiesce: !b.Spec.SkipQuiesce,
 		Begun: func() { c.cfg.Crash.Hit(failpoint.VMBackupAfterBegin) },
 	}, func(p virt.Progress) {
 		if time.Since(lastProgress) < time.Second {
@@ -120,112 +166,124 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *kv.VirtualMachineBa
 			st.Progress = &kv.BackupProgress{TotalBytes: int64(p.Total), BytesDone: int64(p.Done)}
 		})
 	})
-	if err != nil {
+	switch {
+	case err == nil:
+		run.res = res
+		return nil
+	case errors.Is(err, virt.ErrAborted) && ctx.Err() != nil:
 		_ = c.removeOutputDir(b)
-		if errors.Is(err, virt.ErrAborted) {
-			if ctx.Err() != nil {
-				return // the server is stopping: failed at the next start
-			}
-			logger.Info("Backup aborted (cancelled or deleted)")
-			c.fail(ctx, b, kv.ReasonAborted, "the backup was aborted; its partial output and checkpoint were removed")
-			return
-		}
-		if errors.Is(err, virt.ErrDomainStarted) {
-			c.fail(ctx, b, kv.ReasonSourceLost, fmt.Sprintf("VirtualMachine %s (domain %s) started during the copy of its stopped disks; its partial output was removed: back it up again", src.vm, domain))
-			return
-		}
-		if errors.Is(err, virt.ErrDomainStopped) {
-			c.fail(ctx, b, kv.ReasonSourceLost, fmt.Sprintf("VirtualMachine %s (domain %s) stopped during the backup; its partial output and checkpoint were removed", src.vm, domain))
-			return
-		}
-		c.fail(ctx, b, kv.ReasonFailed, err.Error())
-		return
+		return &failure{quiet: true}
+	case errors.Is(err, virt.ErrAborted):
+		_ = c.removeOutputDir(b)
+		run.logger.Info("Backup aborted (cancelled or deleted)")
+		return failed(kv.ReasonAborted, "the backup was aborted; its partial output and checkpoint were removed")
+	case errors.Is(err, virt.ErrDomainStarted):
+		_ = c.removeOutputDir(b)
+		return failed(kv.ReasonSourceLost, fmt.Sprintf("VirtualMachine %s (domain %s) started during the copy of its stopped disks; its partial output was removed: back it up again", run.src.vm, run.domain))
+	case errors.Is(err, virt.ErrDomainStopped):
+		_ = c.removeOutputDir(b)
+		return failed(kv.ReasonSourceLost, fmt.Sprintf("VirtualMachine %s (domain %s) stopped during the backup; its partial output and checkpoint were removed", run.src.vm, run.domain))
+	default:
+		_ = c.removeOutputDir(b)
+		return failed(kv.ReasonFailed, err.Error())
 	}
+}
 
-	// Manifest.
+// record writes the manifest beside the files: what restores and chains
+// read.
+func (run *backupRun) record(context.Context) *failure {
+	b, conn, p := run.b, run.conn, run.plan
 	lv, qv, _ := conn.Versions()
-	m := vmmanifest.Manifest{Backup: b.Name, VirtualMachine: src.vm, Domain: domain, Type: backupType, Checkpoint: checkpoint, Parent: since,
-		Created: now.UTC(), LibvirtVersion: lv, QEMUVersion: qv}
-	if def, err := conn.DomainDefinition(domain); err == nil {
+	m := vmmanifest.Manifest{Backup: b.Name, VirtualMachine: run.src.vm, Domain: run.domain, Type: p.backupType, Checkpoint: p.checkpoint, Parent: p.since,
+		Created: run.now.UTC(), LibvirtVersion: lv, QEMUVersion: qv}
+	if def, err := conn.DomainDefinition(run.domain); err == nil {
 		m.Definition = def
 	}
-	var volumes []kv.BackupVolumeInfo
-	for _, d := range disks {
-		file := res.Targets[d.Name]
+	for _, d := range run.disks {
+		file := run.res.Targets[d.Name]
 		sum, err := vmmanifest.FileSHA256(file)
 		if err != nil {
-			c.failCleanup(ctx, b, conn, domain, checkpoint, err.Error())
-			return
+			return &failure{reason: kv.ReasonFailed, message: err.Error(), cleanup: true}
 		}
-		m.Disks = append(m.Disks, vmmanifest.Disk{Name: d.Name, File: filepath.Base(file), VirtualSize: d.VirtualSize, Backing: backing[d.Name], SHA256: sum})
-		volumes = append(volumes, kv.BackupVolumeInfo{VolumeName: d.Name, DiskTarget: d.Name, DataEndpoint: file})
+		m.Disks = append(m.Disks, vmmanifest.Disk{Name: d.Name, File: filepath.Base(file), VirtualSize: d.VirtualSize, Backing: run.backing[d.Name], SHA256: sum})
+		run.volumes = append(run.volumes, kv.BackupVolumeInfo{VolumeName: d.Name, DiskTarget: d.Name, DataEndpoint: file})
 	}
-	if err := vmmanifest.Write(out, m); err != nil {
-		c.failCleanup(ctx, b, conn, domain, checkpoint, err.Error())
-		return
+	if err := vmmanifest.Write(run.out, m); err != nil {
+		return &failure{reason: kv.ReasonFailed, message: err.Error(), cleanup: true}
 	}
+	return nil
+}
 
-	c.cfg.Crash.Hit(failpoint.VMBackupBeforeTrackerMoves)
-	// The tracker moves to the new checkpoint (none: its VM cannot track
-	// changes, there is nothing to be incremental to); a stopped VM's
-	// backup leaves it where it is.
-	if src.tracker != nil && checkpoint == "" && !stopped {
-		if err := c.moveTracker(ctx, src.tracker, nil); err != nil {
-			c.failCleanup(ctx, b, conn, domain, "", fmt.Sprintf("clearing the checkpoint of tracker %s: %v", src.tracker.Name, err))
-			return
+// advanceTracker points the tracker at the new checkpoint, or at none
+// when its VM cannot track changes; the checkpoint it pointed at before
+// is of no use then.
+func (run *backupRun) advanceTracker(ctx context.Context) *failure {
+	run.c.cfg.Crash.Hit(failpoint.VMBackupBeforeTrackerMoves)
+	c, conn, t, p := run.c, run.conn, run.src.tracker, run.plan
+	switch p.tracker {
+	case trackerCleared:
+		if err := c.moveTracker(ctx, t, nil); err != nil {
+			return &failure{reason: kv.ReasonFailed, message: fmt.Sprintf("clearing the checkpoint of tracker %s: %v", t.Name, err), cleanup: true}
 		}
 		// Its previous checkpoint, if libvirt still has it (bitmaps of
 		// the VM's qcow2 disks), is of no use now.
-		if st := src.tracker.Status; st != nil && st.LatestCheckpoint != nil {
-			if err := conn.DeleteCheckpoint(domain, st.LatestCheckpoint.Name); err != nil {
-				logger.Error(err, "Deleting the tracker's previous checkpoint", "checkpoint", st.LatestCheckpoint.Name)
+		if st := t.Status; st != nil && st.LatestCheckpoint != nil {
+			if err := conn.DeleteCheckpoint(run.domain, st.LatestCheckpoint.Name); err != nil {
+				run.logger.Error(err, "Deleting the tracker's previous checkpoint", "checkpoint", st.LatestCheckpoint.Name)
 			}
 		}
-	} else if src.tracker != nil && !stopped {
-		xmlDesc, err := conn.CheckpointXML(domain, checkpoint)
+	case trackerMoved:
+		xmlDesc, err := conn.CheckpointXML(run.domain, p.checkpoint)
 		if err == nil {
-			err = c.moveTracker(ctx, src.tracker, &kv.BackupCheckpoint{Name: checkpoint, CreationTime: &metav1.Time{Time: now},
-				Volumes: volumes, Disks: diskNames(disks), CheckpointXML: xmlDesc})
+			err = c.moveTracker(ctx, t, &kv.BackupCheckpoint{Name: p.checkpoint, CreationTime: &metav1.Time{Time: run.now},
+				Volumes: run.volumes, Disks: diskNames(run.disks), CheckpointXML: xmlDesc})
 		}
 		if err != nil {
-			c.failCleanup(ctx, b, conn, domain, checkpoint, fmt.Sprintf("moving tracker %s to checkpoint %s: %v", src.tracker.Name, checkpoint, err))
-			return
+			return &failure{reason: kv.ReasonFailed, message: fmt.Sprintf("moving tracker %s to checkpoint %s: %v", t.Name, p.checkpoint, err), cleanup: true}
 		}
-		if since != "" {
-			if err := conn.DeleteCheckpoint(domain, since); err != nil {
-				logger.Error(err, "Deleting the previous checkpoint", "checkpoint", since)
+		if p.since != "" {
+			if err := conn.DeleteCheckpoint(run.domain, p.since); err != nil {
+				run.logger.Error(err, "Deleting the previous checkpoint", "checkpoint", p.since)
 			}
 		}
 	}
+	return nil
+}
 
+// complete writes the backup's status once: Complete, with what it took.
+func (run *backupRun) complete(ctx context.Context) {
+	p, res := run.plan, run.res
 	conds := []metav1.Condition{
 		{Type: string(kv.ConditionProgressing), Status: metav1.ConditionFalse, Reason: kv.ReasonCompleted, Message: "the backup has completed"},
-		quiesceCondition(b, res),
+		quiesceCondition(run.b, res),
+		p.completed(len(run.disks), res.Bytes),
 	}
-	complete := metav1.Condition{Type: string(kv.ConditionComplete), Status: metav1.ConditionTrue, Reason: kv.ReasonCompleted,
-		Message: fmt.Sprintf("%s backup of %d disk(s), %d bytes copied", backupType, len(disks), res.Bytes)}
-	switch {
-	case len(untracked) > 0 && src.tracker != nil:
-		complete.Reason, complete.Message = kv.ReasonCompletedWithWarning, fallback
-	case fallback != "":
-		complete.Reason = kv.ReasonCompletedWithWarning
-		complete.Message = fmt.Sprintf("a full backup was taken instead of an incremental one: %s", fallback)
-	case bounded != "":
-		complete.Message += ": " + bounded
-	}
-	conds = append(conds, complete)
-	c.updateStatus(ctx, b, func(st *kv.VirtualMachineBackupStatus) {
-		st.Type, st.BackupType = backupType, backupType
+	checkpoint := p.checkpoint
+	run.c.updateStatus(ctx, run.b, func(st *kv.VirtualMachineBackupStatus) {
+		st.Type, st.BackupType = p.backupType, p.backupType
 		if checkpoint != "" {
 			st.CheckpointName = &checkpoint
 		}
-		st.IncludedVolumes = volumes
+		st.IncludedVolumes = run.volumes
 		st.Progress = &kv.BackupProgress{TotalBytes: int64(res.Bytes), BytesDone: int64(res.Bytes)}
 		for _, cond := range conds {
 			meta.SetStatusCondition(&st.Conditions, cond)
 		}
 	})
-	logger.Info("VM backup completed", "type", backupType, "bytes", res.Bytes, "checkpoint", checkpoint)
+	run.logger.Info("VM backup completed", "type", p.backupType, "bytes", res.Bytes, "checkpoint", checkpoint)
+}
+
+// end ends a run that a step failed.
+func (run *backupRun) end(ctx context.Context, f *failure) {
+	switch {
+	case f.quiet:
+		// The server is stopping: failed at the next start.
+	case f.cleanup:
+		// The files were written: they go, with the checkpoint made.
+		run.c.failCleanup(ctx, run.b, run.conn, run.domain, run.plan.checkpoint, f.message)
+	default:
+		run.c.fail(ctx, run.b, f.reason, f.message)
+	}
 }
 
 // prepareIncremental makes sure libvirt knows the tracker's checkpoint and
