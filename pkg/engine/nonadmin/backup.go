@@ -586,16 +586,13 @@ func (c *BackupController) syncOrphan(ctx context.Context, key cache.ObjectName)
 		// the non-admin sync, never deleted as an orphan.
 		return nil
 	}
-	nab, err := c.nabs.NonAdminBackups(ns).Get(name)
-	if err == nil && ownedBackup(nab, b) {
-		return nil
-	}
-	// The lister may lag: decide on the NonAdminBackup as stored.
-	nab, err = c.cfg.Client.OadpV1alpha1().NonAdminBackups(ns).Get(ctx, name, metav1.GetOptions{})
-	if err == nil && ownedBackup(nab, b) {
-		return nil
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	owned, err := tenantOwns(ctx, func(ns, name string) (*oadpv1alpha1.NonAdminBackup, error) {
+		return c.nabs.NonAdminBackups(ns).Get(name)
+	},
+		func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminBackup, error) {
+			return c.cfg.Client.OadpV1alpha1().NonAdminBackups(ns).Get(ctx, name, metav1.GetOptions{})
+		}, func(nab *oadpv1alpha1.NonAdminBackup) bool { return ownedBackup(nab, b) }, ns, name)
+	if owned || err != nil {
 		return err
 	}
 	klog.FromContext(ctx).Info("Deleting a Backup whose NonAdminBackup is gone, with its data", "backup", b.Name, "nonadminbackup", ns+"/"+name)

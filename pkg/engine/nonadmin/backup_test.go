@@ -135,3 +135,64 @@ func TestNonAdminBackupSync(t *testing.T) {
 		}
 	})
 }
+
+// TestNonAdminBackupOrphans: a Backup made for a NonAdminBackup is deleted
+// once that NonAdminBackup is gone or names another Backup, never while
+// the API says it still owns it (a lister that has not seen it yet
+// included), and never when the server found it in a location.
+func TestNonAdminBackupOrphans(t *testing.T) {
+	ctx := context.Background()
+	id := oadpv1alpha1.NewNACUUID("team", "n")
+	made := func(annotations map[string]string) *velerov1.Backup {
+		a := map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: "team", oadpv1alpha1.NabOriginNameAnnotation: "n"}
+		for k, v := range annotations {
+			a[k] = v
+		}
+		return &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: adminNS, UID: "b-uid",
+			Labels: map[string]string{oadpv1alpha1.NabOriginNACUUIDLabel: id}, Annotations: a}}
+	}
+	owner := nab("n", velerov1.BackupSpec{})
+	owner.Status.VeleroBackup = &oadpv1alpha1.VeleroBackup{NACUUID: id, Name: id, Namespace: adminNS}
+	other := owner.DeepCopy()
+	other.Status.VeleroBackup = &oadpv1alpha1.VeleroBackup{NACUUID: "another", Name: "another", Namespace: adminNS}
+	for _, tc := range []struct {
+		name string
+		// inLister, inAPI: the NonAdminBackup as each has it (nil: none).
+		inLister, inAPI *oadpv1alpha1.NonAdminBackup
+		backup          *velerov1.Backup
+		deleted         bool
+	}{
+		{name: "its NonAdminBackup is gone", backup: made(nil), deleted: true},
+		{name: "its NonAdminBackup names another Backup", inLister: other, inAPI: other, backup: made(nil), deleted: true},
+		{name: "its NonAdminBackup owns it", inLister: owner, inAPI: owner, backup: made(nil)},
+		{name: "the lister has not seen its NonAdminBackup yet", inAPI: owner, backup: made(nil)},
+		{name: "found in a location: never an orphan", backup: made(map[string]string{velerov1.SyncedFromLocationAnnotation: "default"})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []runtime.Object{tc.backup}
+			if tc.inAPI != nil {
+				objs = append(objs, tc.inAPI)
+			}
+			w := enginetest.New(t, objs...)
+			if tc.inLister == nil && tc.inAPI != nil {
+				if err := w.Factory.Oadp().V1alpha1().NonAdminBackups().Informer().GetIndexer().Delete(tc.inAPI); err != nil {
+					t.Fatal(err)
+				}
+			}
+			v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
+			c, err := NewBackupController(BackupConfig{Client: w.Client, AdminNamespace: adminNS,
+				NonAdminBackups: o.NonAdminBackups(), NonAdminRestores: o.NonAdminRestores(), Backups: v.Backups(), Requests: v.DeleteBackupRequests(),
+				DPAs: o.DataProtectionApplications(), TenantLocations: o.NonAdminBackupStorageLocations(), VeleroLocations: v.BackupStorageLocations()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.syncOrphan(ctx, cache.ObjectName{Namespace: adminNS, Name: id}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = w.Client.VeleroV1().Backups(adminNS).Get(ctx, id, metav1.GetOptions{})
+			if deleted := apierrors.IsNotFound(err); deleted != tc.deleted {
+				t.Errorf("Backup deleted: %v, want %v", deleted, tc.deleted)
+			}
+		})
+	}
+}

@@ -244,14 +244,12 @@ func (c *DownloadController) syncOrphan(ctx context.Context, key cache.ObjectNam
 	owner := func(r *oadpv1alpha1.NonAdminDownloadRequest) bool {
 		return veleroRequestName(r.UID) == dr.Name && c.madeFor(dr, r)
 	}
-	if r, err := c.requests.NonAdminDownloadRequests(ns).Get(name); err == nil && owner(r) {
-		return nil
-	}
-	r, err := c.cfg.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Get(ctx, name, metav1.GetOptions{})
-	if err == nil && owner(r) {
-		return nil
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	owned, err := tenantOwns(ctx, func(ns, name string) (*oadpv1alpha1.NonAdminDownloadRequest, error) {
+		return c.requests.NonAdminDownloadRequests(ns).Get(name)
+	}, func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminDownloadRequest, error) {
+		return c.cfg.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Get(ctx, name, metav1.GetOptions{})
+	}, owner, ns, name)
+	if owned || err != nil {
 		return err
 	}
 	return reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().DownloadRequests(dr.Namespace).Delete, dr.Name, dr.UID)

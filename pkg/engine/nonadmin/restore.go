@@ -344,14 +344,13 @@ func (c *RestoreController) syncOrphan(ctx context.Context, key cache.ObjectName
 	if r.Namespace != c.cfg.AdminNamespace || ns == "" || name == "" || r.Labels[oadpv1alpha1.NarOriginNACUUIDLabel] == "" || r.DeletionTimestamp != nil {
 		return nil
 	}
-	if nar, err := c.nars.NonAdminRestores(ns).Get(name); err == nil && ownedRestore(nar, r) {
-		return nil
-	}
-	nar, err := c.cfg.Client.OadpV1alpha1().NonAdminRestores(ns).Get(ctx, name, metav1.GetOptions{})
-	if err == nil && ownedRestore(nar, r) {
-		return nil
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	owned, err := tenantOwns(ctx, func(ns, name string) (*oadpv1alpha1.NonAdminRestore, error) {
+		return c.nars.NonAdminRestores(ns).Get(name)
+	},
+		func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminRestore, error) {
+			return c.cfg.Client.OadpV1alpha1().NonAdminRestores(ns).Get(ctx, name, metav1.GetOptions{})
+		}, func(nar *oadpv1alpha1.NonAdminRestore) bool { return ownedRestore(nar, r) }, ns, name)
+	if owned || err != nil {
 		return err
 	}
 	klog.FromContext(ctx).Info("Deleting a Restore whose NonAdminRestore is gone", "restore", r.Name, "nonadminrestore", ns+"/"+name)

@@ -368,14 +368,13 @@ func (c *ScheduleController) syncOrphan(ctx context.Context, key cache.ObjectNam
 	owner := func(s *oadpv1alpha1.NonAdminSchedule) bool {
 		return s.Status.VeleroSchedule != nil && s.Status.VeleroSchedule.NACUUID == id && s.Status.VeleroSchedule.Name == vs.Name
 	}
-	if s, err := c.schedules.NonAdminSchedules(ns).Get(name); err == nil && owner(s) {
-		return nil
-	}
-	s, err := c.cfg.Client.OadpV1alpha1().NonAdminSchedules(ns).Get(ctx, name, metav1.GetOptions{})
-	if err == nil && owner(s) {
-		return nil
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	owned, err := tenantOwns(ctx, func(ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) {
+		return c.schedules.NonAdminSchedules(ns).Get(name)
+	},
+		func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) {
+			return c.cfg.Client.OadpV1alpha1().NonAdminSchedules(ns).Get(ctx, name, metav1.GetOptions{})
+		}, owner, ns, name)
+	if owned || err != nil {
 		return err
 	}
 	klog.FromContext(ctx).Info("Deleting a Schedule whose NonAdminSchedule is gone", "schedule", vs.Name, "nonadminschedule", ns+"/"+name)
