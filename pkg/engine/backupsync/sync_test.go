@@ -98,4 +98,3 @@ func TestSyncPass(t *testing.T) {
 		t.Errorf("files-gone: %v, want deleted", err)
 	}
 }
-

@@ -120,4 +120,3 @@ func TestSyncDecisions(t *testing.T) {
 		})
 	}
 }
-
