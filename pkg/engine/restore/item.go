@@ -1,5 +1,10 @@
 package restore
 
+// One item of a restore: whether the restore takes it (filters, scope,
+// the kinds never restored), and how it is prepared and written (metadata
+// reset, labels, restore item actions, the namespace made, an existing
+// object left, warned of or updated).
+
 import (
 	"context"
 	"encoding/json"

@@ -1,5 +1,9 @@
 package restore
 
+// The waits of a restore: for the CRDs of its first pass to be
+// Established, and for a namespace being deleted to be gone before it is
+// made again.
+
 import (
 	"context"
 	"fmt"

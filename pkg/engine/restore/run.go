@@ -1,5 +1,8 @@
 package restore
 
+// One run of a restore: its state (restoreRun), the goroutine it runs in,
+// the two passes over the tarball, its progress and its end.
+
 import (
 	"context"
 	"errors"
