@@ -54,31 +54,14 @@ codegen:
 verify-codegen:
 	bash hack/verify-codegen.sh
 
-# The own tests of the kube packages standalone RBAC imports (authorizer,
-# registry and escalation checks, rule resolver, aggregation controller,
-# bootstrap reconciliation), run at the versions go.mod pins.
-UPSTREAM_RBAC_TESTS := k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac k8s.io/kubernetes/pkg/registry/rbac/... \
-	k8s.io/kubernetes/pkg/controller/clusterroleaggregation k8s.io/component-helpers/auth/rbac/...
-
-# Every test: formatting, vet, generated code, then unit, conformance, crash
-# and integration tests against the real binaries, the server's integration
-# suite again on etcd3 (one real etcd its servers share, a prefix each; the
-# tests the storage backend cannot change, framework.StorageIndependent,
-# say so and skip there), the crash-point matrix
-# (its summary line printed), the imported RBAC packages' tests, 30 s of fuzzing request bodies and 10 s of
-# the names that become paths (their corpora are committed under
-# testdata/fuzz: the main pass runs every entry as a test), then the
-# storage tests again under the race detector.
+# Every test: formatting, vet, generated code, the build and the tools,
+# then hack/test.sh: every package's tests against the real binaries, the
+# server's suite again on etcd3, the crash-point matrix, the imported kube
+# RBAC packages' tests, fuzzing (the corpora are committed under
+# testdata/fuzz: the main pass runs every entry as a test) and the storage
+# under the race detector, each step timed.
 test: fmt-check vet verify-codegen build tools
-	bash hack/start-libvirt.sh
-	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m $$($(GO) list $(PKGS) | grep -v /test/integration/crash)
-	BACKSTOP_BIN_DIR=$(BIN) BACKSTOP_TEST_STORAGE=etcd3 $(GO) test -count=1 -timeout 30m ./test/integration/apiserver
-	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m -v ./test/integration/crash | \
-		grep -a -E '^(ok|FAIL|panic:|points [0-9]+|--- FAIL|    [a-z_]+_test.go:[0-9]+: )'
-	$(GO) test -count=1 $(UPSTREAM_RBAC_TESTS)
-	$(GO) test -count=1 -run '^$$' -fuzz FuzzRequestBodies -fuzztime 30s ./pkg/registry
-	$(GO) test -count=1 -run '^$$' -fuzz FuzzNames -fuzztime 10s ./pkg/rootdir
-	$(GO) test -race -count=1 -timeout 30m ./pkg/storage/...
+	bash hack/test.sh
 
 # The fast tier, for the edit-test loop: the package tests in short mode,
 # without root, libvirt, an S3 server or the network (tests that need one
