@@ -326,22 +326,13 @@ func (c *BackupController) createBackup(ctx context.Context, nab *oadpv1alpha1.N
 	if who := nab.Annotations[oadpv1alpha1.CreatedByAnnotation]; who != "" {
 		b.Annotations[oadpv1alpha1.CreatedByAnnotation] = who
 	}
-	created, err := c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Create(ctx, b, metav1.CreateOptions{FieldManager: c.status.Engine})
-	if apierrors.IsAlreadyExists(err) {
-		// Made before a restart: it must be this one's.
-		existing, err := c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Get(ctx, id, metav1.GetOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("reading backup %s: %w", id, err)
-		}
-		if !ownedBackup(nab, existing) {
-			return nil, fmt.Errorf("backup %s exists and was not made for NonAdminBackup %s/%s", id, nab.Namespace, nab.Name)
-		}
-		return existing, nil
-	}
+	made, err := createFor(ctx, func(ctx context.Context) (*velerov1.Backup, error) {
+		return c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Create(ctx, b, metav1.CreateOptions{FieldManager: c.status.Engine})
+	}, func(ctx context.Context) (*velerov1.Backup, error) { return c.backupOf(ctx, nab) })
 	if err != nil {
 		return nil, fmt.Errorf("creating backup %s for NonAdminBackup %s/%s: %w", id, nab.Namespace, nab.Name, err)
 	}
-	return created, nil
+	return made, nil
 }
 
 // ownedBackup: b is the Backup nab's status names, made for it.

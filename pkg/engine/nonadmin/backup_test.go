@@ -2,6 +2,7 @@ package nonadmin
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +125,7 @@ func TestNonAdminBackupSync(t *testing.T) {
 			Annotations: map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: "other-team", oadpv1alpha1.NabOriginNameAnnotation: "n"}}}
 		c, w := newBackupEngine(t, recorded, stranger)
 		err := c.sync(ctx, key)
-		if err == nil || !strings.Contains(err.Error(), "was not made for NonAdminBackup team/n") {
+		if !errors.Is(err, errMadeForAnother) {
 			t.Errorf("sync: %v, want the Backup refused as another's", err)
 		}
 		if n := read(t, w); n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated {

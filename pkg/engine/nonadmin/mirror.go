@@ -2,6 +2,7 @@ package nonadmin
 
 import (
 	"context"
+	"errors"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -30,3 +31,25 @@ func tenantOwns[T any](ctx context.Context, fromLister func(namespace, name stri
 		return false, err
 	}
 }
+
+// createFor creates the admin-side object made for a tenant object. One of
+// its name that exists already (made before a restart: its name is the
+// NACUUID recorded first) is taken only when existing finds it made for
+// that tenant object (owned); another's is never taken, whatever its name.
+func createFor[A comparable](ctx context.Context, create func(context.Context) (A, error), existing func(context.Context) (A, error)) (A, error) {
+	var none A
+	made, err := create(ctx)
+	if apierrors.IsAlreadyExists(err) {
+		if made, err = existing(ctx); err == nil && made == none {
+			err = errMadeForAnother
+		}
+	}
+	if err != nil {
+		return none, err
+	}
+	return made, nil
+}
+
+// errMadeForAnother: an admin-side object of the name exists, made for
+// another tenant object.
+var errMadeForAnother = errors.New("one of its name exists, made for another")

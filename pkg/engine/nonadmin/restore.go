@@ -195,12 +195,9 @@ func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) erro
 	// It restores with the rights of whoever created the NonAdminRestore
 	// (creatorProblem made sure there is one).
 	r.Annotations[restoreas.Annotation] = nar.Annotations[oadpv1alpha1.CreatedByAnnotation]
-	created, err := c.cfg.Client.VeleroV1().Restores(c.cfg.AdminNamespace).Create(ctx, r, metav1.CreateOptions{FieldManager: c.status.Engine})
-	if apierrors.IsAlreadyExists(err) {
-		if created, err = c.restoreOf(ctx, nar); err == nil && created == nil {
-			err = fmt.Errorf("restore %s exists and was not made for NonAdminRestore %s/%s", id, nar.Namespace, nar.Name)
-		}
-	}
+	created, err := createFor(ctx, func(ctx context.Context) (*velerov1.Restore, error) {
+		return c.cfg.Client.VeleroV1().Restores(c.cfg.AdminNamespace).Create(ctx, r, metav1.CreateOptions{FieldManager: c.status.Engine})
+	}, func(ctx context.Context) (*velerov1.Restore, error) { return c.restoreOf(ctx, nar) })
 	if err != nil {
 		return fmt.Errorf("creating restore %s for NonAdminRestore %s/%s: %w", id, nar.Namespace, nar.Name, err)
 	}

@@ -2,6 +2,7 @@ package nonadmin
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -92,5 +93,38 @@ func TestNonAdminRestoreSync(t *testing.T) {
 				t.Errorf("the Restore restores as %+v (%v, %v), want alice", as, ok, err)
 			}
 		})
+	}
+}
+
+// TestNonAdminRestoreNotAnothers: a Restore of the recorded name made for
+// another NonAdminRestore is never taken as this one's.
+func TestNonAdminRestoreNotAnothers(t *testing.T) {
+	ctx := context.Background()
+	id := oadpv1alpha1.NewNACUUID("team", "nightly")
+	nab := &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "team"},
+		Status: oadpv1alpha1.NonAdminBackupStatus{Phase: oadpv1alpha1.NonAdminPhaseCreated,
+			VeleroBackup: &oadpv1alpha1.VeleroBackup{NACUUID: id, Name: id, Namespace: adminNS}}}
+	backup := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: adminNS, Labels: map[string]string{oadpv1alpha1.NabOriginNACUUIDLabel: id},
+		Annotations: map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: "team", oadpv1alpha1.NabOriginNameAnnotation: "nightly"}},
+		Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted}}
+	rid := oadpv1alpha1.NewNACUUID("team", "r")
+	nar := &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "team",
+		Annotations: map[string]string{oadpv1alpha1.CreatedByAnnotation: `{"username":"alice"}`}, Finalizers: []string{oadpv1alpha1.NonAdminRestoreFinalizer}},
+		Spec:   oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "nightly"}},
+		Status: oadpv1alpha1.NonAdminRestoreStatus{Phase: oadpv1alpha1.NonAdminPhaseNew, VeleroRestore: &oadpv1alpha1.VeleroRestore{NACUUID: rid, Name: rid, Namespace: adminNS}}}
+	stranger := &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: rid, Namespace: adminNS,
+		Annotations: map[string]string{oadpv1alpha1.NarOriginNamespaceAnnotation: "other-team", oadpv1alpha1.NarOriginNameAnnotation: "r"}}}
+	w := enginetest.New(t, nab, backup, nar, stranger)
+	v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
+	c, err := NewRestoreController(RestoreConfig{Client: w.Client, AdminNamespace: adminNS, NonAdminRestores: o.NonAdminRestores(),
+		NonAdminBackups: o.NonAdminBackups(), Restores: v.Restores(), Backups: v.Backups(), DPAs: o.DataProtectionApplications()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, cache.ObjectName{Namespace: "team", Name: "r"}); !errors.Is(err, errMadeForAnother) {
+		t.Errorf("sync: %v, want the Restore refused as another's", err)
+	}
+	if got, err := w.Client.OadpV1alpha1().NonAdminRestores("team").Get(ctx, "r", metav1.GetOptions{}); err != nil || got.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated {
+		t.Errorf("the NonAdminRestore took another's Restore (%v)", err)
 	}
 }
