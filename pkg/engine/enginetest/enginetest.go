@@ -70,6 +70,8 @@ func (w *World) indexer(t testing.TB, obj runtime.Object) cache.Indexer {
 		return o.NonAdminRestores().Informer().GetIndexer()
 	case *oadpv1alpha1.NonAdminBackupStorageLocation:
 		return o.NonAdminBackupStorageLocations().Informer().GetIndexer()
+	case *oadpv1alpha1.NonAdminBackupStorageLocationRequest:
+		return o.NonAdminBackupStorageLocationRequests().Informer().GetIndexer()
 	case *oadpv1alpha1.NonAdminSchedule:
 		return o.NonAdminSchedules().Informer().GetIndexer()
 	case *oadpv1alpha1.NonAdminDownloadRequest:
