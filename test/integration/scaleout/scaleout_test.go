@@ -151,320 +151,358 @@ func TestScaleOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	r1, r2 := c.replicas[0], c.replicas[1]
-
-	// A watch through replica 2 sees the writes made through replica 1,
-	// in order, with the resourceVersions replica 1 answered.
-	w, err := r2.Clientset.VeleroV1().Backups(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// The steps run in order on one cluster, each on what the ones before
+	// left: the first that fails ends the test. The cluster's helpers
+	// report to the step under way.
+	step := func(name string, f func(t *testing.T)) {
+		t.Helper()
+		if !t.Run(name, func(st *testing.T) {
+			c.t = st
+			defer func() { c.t = t }()
+			f(st)
+		}) {
+			t.FailNow()
+		}
 	}
-	var written []string
-	for i := range 5 {
-		b, err := r1.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("order-%d", i)},
-			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{})
+	// What the steps share: the load's acknowledged writes, the leader
+	// and its term, and what the end reports.
+	var (
+		mu                         sync.Mutex
+		acked                      = map[string]bool{}
+		stopLoad                   context.CancelFunc
+		clients                    sync.WaitGroup
+		takeovers                  []time.Duration
+		term                       leader.Term
+		idx                        int
+		lost, doubles, interrupted int
+		scheduled                  []velerov1.Backup
+		fired                      int
+	)
+
+	step("a watch through one replica sees another's writes in order", func(t *testing.T) {
+		// A watch through replica 2 sees the writes made through replica 1,
+		// in order, with the resourceVersions replica 1 answered.
+		w, err := r2.Clientset.VeleroV1().Backups(ns).Watch(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		written = append(written, b.Name+"@"+b.ResourceVersion)
-	}
-	var seen []string
-	for len(seen) < len(written) {
-		select {
-		case e, open := <-w.ResultChan():
-			if !open {
-				t.Fatalf("replica 2's watch ended after %v of %v", seen, written)
-			}
-			if b, ok := e.Object.(*velerov1.Backup); ok && e.Type == watch.Added {
-				seen = append(seen, b.Name+"@"+b.ResourceVersion)
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("replica 2's watch saw %v of %v", seen, written)
-		}
-	}
-	w.Stop()
-	if strings.Join(seen, " ") != strings.Join(written, " ") {
-		t.Errorf("replica 2's watch: %v, want replica 1's writes %v", seen, written)
-	}
-
-	// A download link minted on one replica opens on another.
-	dr, err := r1.Clientset.VeleroV1().DownloadRequests(ns).Create(ctx, &velerov1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "log-"},
-		Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "order-0"}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		b, err := r1.Clientset.VeleroV1().Backups(ns).Get(ctx, "order-0", metav1.GetOptions{})
-		if err != nil || !b.Status.Phase.Terminal() {
-			return false, nil
-		}
-		dr, err = r1.Clientset.VeleroV1().DownloadRequests(ns).Get(ctx, dr.Name, metav1.GetOptions{})
-		return err == nil && dr.Status.DownloadURL != "", nil
-	}); err != nil {
-		t.Fatalf("the download request: %v", err)
-	}
-	for i, r := range c.replicas {
-		link, err := url.Parse(dr.Status.DownloadURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		link.Host = strings.TrimPrefix(r.URL(), "https://")
-		// The replicas share the CA; the test trusts the link's host name.
-		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-		resp, err := client.Get(link.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("the log's download link on replica %d: %d, want 200", i+1, resp.StatusCode)
-		}
-	}
-
-	// Load: creates through every replica, lists and watches, while the
-	// leader goes; every acknowledged backup must be there and end once.
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	load, stopLoad := context.WithCancel(ctx)
-	var clients sync.WaitGroup
-	for i, r := range c.replicas {
-		clients.Add(1)
-		go func() {
-			defer clients.Done()
-			for n := 0; load.Err() == nil; n++ {
-				name := fmt.Sprintf("load-%d-%d", i, n)
-				_, err := r.Clientset.VeleroV1().Backups(ns).Create(load, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
-					Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{})
-				if err == nil {
-					mu.Lock()
-					acked[name] = true
-					mu.Unlock()
-				}
-				_, _ = r.Clientset.VeleroV1().Backups(ns).List(load, metav1.ListOptions{Limit: 50})
-				select {
-				case <-load.Done():
-				case <-time.After(300 * time.Millisecond):
-				}
-			}
-		}()
-	}
-
-	// kill -9 of the leader, trial after trial.
-	var takeovers []time.Duration
-	_, term := c.leaderIndex(ctx, r1, leader.Term{})
-	for trial := range *trials {
-		idx, _ := c.leaderIndex(ctx, r1, leader.Term{})
-		old := c.replicas[idx]
-		via := c.replicas[(idx+1)%len(c.replicas)]
-		killed := time.Now()
-		old.Kill()
-		next, newTerm := c.leaderIndex(ctx, via, term)
-		takeovers = append(takeovers, time.Since(killed))
-		if next == idx {
-			t.Errorf("trial %d: the killed replica holds the Lease", trial)
-		}
-		// A write of the ended term is refused by every live replica.
-		stale := leader.WithTerm(via.Config, term)
-		kube, err := kubernetes.NewForConfig(stale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := kube.CoordinationV1().Leases(ns).Create(ctx, leaseNamed(fmt.Sprintf("stale-%d", trial)), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
-			t.Errorf("trial %d: a write of the ended term %s: %v, want 403", trial, term, err)
-		}
-		term = newTerm
-		old.StartAgain(nil)
-	}
-
-	// A backup running on the leader when it dies: the replicas that may
-	// take over next are armed to crash (kill -9, by the failpoint) once a
-	// backup of theirs is InProgress, and the leader is killed. The one
-	// that takes over dies with a backup running; the next leader fails
-	// that backup with the reason, and does not run it again.
-	idx, _ := c.leaderIndex(ctx, r1, leader.Term{})
-	var armed []*framework.Server
-	for j, r := range c.replicas {
-		if j != idx {
-			r.Kill()
-			r.StartAgain([]string{failpoint.EnvVar + "=" + failpoint.BackupInProgress})
-			armed = append(armed, r)
-		}
-	}
-	c.replicas[idx].Kill()
-	crashed := c.waitCrash(ctx, armed)
-	c.replicas[idx].StartAgain(nil)
-	crashed.StartAgain(nil)
-	for _, r := range armed {
-		if r != crashed {
-			// Crashed as well, or still armed: started again unarmed.
-			r.Kill()
-			r.StartAgain(nil)
-		}
-	}
-	_, term = c.leaderIndex(ctx, r1, leader.Term{})
-
-	// One etcd member killed: the service goes on. When the member was
-	// etcd's leader, the others elect another first: a create that times
-	// out meanwhile was not acknowledged and is sent again (one that did
-	// land answers AlreadyExists).
-	c.etcd.Kill(2)
-	for i := range 3 {
-		name := fmt.Sprintf("after-member-%d", i)
-		var last error
-		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			_, last = c.replicas[i%len(c.replicas)].Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
+		var written []string
+		for i := range 5 {
+			b, err := r1.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("order-%d", i)},
 				Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{})
-			return last == nil || apierrors.IsAlreadyExists(last), nil
-		}); err != nil {
-			t.Errorf("a create with an etcd member down: %v (last: %v)", err, last)
-			continue
+			if err != nil {
+				t.Fatal(err)
+			}
+			written = append(written, b.Name+"@"+b.ResourceVersion)
 		}
-		mu.Lock()
-		acked[name] = true
-		mu.Unlock()
-	}
-	stopLoad()
-	clients.Wait()
+		var seen []string
+		for len(seen) < len(written) {
+			select {
+			case e, open := <-w.ResultChan():
+				if !open {
+					t.Fatalf("replica 2's watch ended after %v of %v", seen, written)
+				}
+				if b, ok := e.Object.(*velerov1.Backup); ok && e.Type == watch.Added {
+					seen = append(seen, b.Name+"@"+b.ResourceVersion)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("replica 2's watch saw %v of %v", seen, written)
+			}
+		}
+		w.Stop()
+		if strings.Join(seen, " ") != strings.Join(written, " ") {
+			t.Errorf("replica 2's watch: %v, want replica 1's writes %v", seen, written)
+		}
+	})
 
-	// Every acknowledged backup is there, and ends, having run at most
-	// once; the ones running on a leader that died end Failed with the
-	// reason.
-	lost, doubles, interrupted := 0, 0, 0
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := r1.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{})
+	step("a download link minted on one replica opens on every one", func(t *testing.T) {
+		// A download link minted on one replica opens on another.
+		dr, err := r1.Clientset.VeleroV1().DownloadRequests(ns).Create(ctx, &velerov1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "log-"},
+			Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "order-0"}}}, metav1.CreateOptions{})
 		if err != nil {
-			return false, nil
+			t.Fatal(err)
 		}
-		have := map[string]velerov1.BackupStatus{}
-		for _, b := range list.Items {
-			have[b.Name] = b.Status
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			b, err := r1.Clientset.VeleroV1().Backups(ns).Get(ctx, "order-0", metav1.GetOptions{})
+			if err != nil || !b.Status.Phase.Terminal() {
+				return false, nil
+			}
+			dr, err = r1.Clientset.VeleroV1().DownloadRequests(ns).Get(ctx, dr.Name, metav1.GetOptions{})
+			return err == nil && dr.Status.DownloadURL != "", nil
+		}); err != nil {
+			t.Fatalf("the download request: %v", err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		lost, interrupted = 0, 0
-		for name := range acked {
-			st, ok := have[name]
-			if !ok {
-				lost++
+		for i, r := range c.replicas {
+			link, err := url.Parse(dr.Status.DownloadURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			link.Host = strings.TrimPrefix(r.URL(), "https://")
+			// The replicas share the CA; the test trusts the link's host name.
+			client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+			resp, err := client.Get(link.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("the log's download link on replica %d: %d, want 200", i+1, resp.StatusCode)
+			}
+		}
+	})
+
+	step("the leader killed under load, trial after trial", func(t *testing.T) {
+		// Load: creates through every replica, lists and watches, while the
+		// leader goes; every acknowledged backup must be there and end once.
+		var load context.Context
+		load, stopLoad = context.WithCancel(ctx)
+		for i, r := range c.replicas {
+			clients.Add(1)
+			go func() {
+				defer clients.Done()
+				for n := 0; load.Err() == nil; n++ {
+					name := fmt.Sprintf("load-%d-%d", i, n)
+					_, err := r.Clientset.VeleroV1().Backups(ns).Create(load, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
+						Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{})
+					if err == nil {
+						mu.Lock()
+						acked[name] = true
+						mu.Unlock()
+					}
+					_, _ = r.Clientset.VeleroV1().Backups(ns).List(load, metav1.ListOptions{Limit: 50})
+					select {
+					case <-load.Done():
+					case <-time.After(300 * time.Millisecond):
+					}
+				}
+			}()
+		}
+
+		// kill -9 of the leader, trial after trial.
+		_, term = c.leaderIndex(ctx, r1, leader.Term{})
+		for trial := range *trials {
+			idx, _ := c.leaderIndex(ctx, r1, leader.Term{})
+			old := c.replicas[idx]
+			via := c.replicas[(idx+1)%len(c.replicas)]
+			killed := time.Now()
+			old.Kill()
+			next, newTerm := c.leaderIndex(ctx, via, term)
+			takeovers = append(takeovers, time.Since(killed))
+			if next == idx {
+				t.Errorf("trial %d: the killed replica holds the Lease", trial)
+			}
+			// A write of the ended term is refused by every live replica.
+			stale := leader.WithTerm(via.Config, term)
+			kube, err := kubernetes.NewForConfig(stale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kube.CoordinationV1().Leases(ns).Create(ctx, leaseNamed(fmt.Sprintf("stale-%d", trial)), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+				t.Errorf("trial %d: a write of the ended term %s: %v, want 403", trial, term, err)
+			}
+			term = newTerm
+			old.StartAgain(nil)
+		}
+	})
+
+	step("a backup running on the leader when it dies fails with the reason", func(t *testing.T) {
+		// A backup running on the leader when it dies: the replicas that may
+		// take over next are armed to crash (kill -9, by the failpoint) once a
+		// backup of theirs is InProgress, and the leader is killed. The one
+		// that takes over dies with a backup running; the next leader fails
+		// that backup with the reason, and does not run it again.
+		idx, _ = c.leaderIndex(ctx, r1, leader.Term{})
+		var armed []*framework.Server
+		for j, r := range c.replicas {
+			if j != idx {
+				r.Kill()
+				r.StartAgain([]string{failpoint.EnvVar + "=" + failpoint.BackupInProgress})
+				armed = append(armed, r)
+			}
+		}
+		c.replicas[idx].Kill()
+		crashed := c.waitCrash(ctx, armed)
+		c.replicas[idx].StartAgain(nil)
+		crashed.StartAgain(nil)
+		for _, r := range armed {
+			if r != crashed {
+				// Crashed as well, or still armed: started again unarmed.
+				r.Kill()
+				r.StartAgain(nil)
+			}
+		}
+		_, term = c.leaderIndex(ctx, r1, leader.Term{})
+	})
+
+	step("one etcd member killed: the service goes on", func(t *testing.T) {
+		// One etcd member killed: the service goes on. When the member was
+		// etcd's leader, the others elect another first: a create that times
+		// out meanwhile was not acknowledged and is sent again (one that did
+		// land answers AlreadyExists).
+		c.etcd.Kill(2)
+		for i := range 3 {
+			name := fmt.Sprintf("after-member-%d", i)
+			var last error
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				_, last = c.replicas[i%len(c.replicas)].Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}, metav1.CreateOptions{})
+				return last == nil || apierrors.IsAlreadyExists(last), nil
+			}); err != nil {
+				t.Errorf("a create with an etcd member down: %v (last: %v)", err, last)
 				continue
 			}
-			if !st.Phase.Terminal() {
+			mu.Lock()
+			acked[name] = true
+			mu.Unlock()
+		}
+		stopLoad()
+		clients.Wait()
+	})
+
+	step("every acknowledged backup is there and ends once", func(t *testing.T) {
+		// Every acknowledged backup is there, and ends, having run at most
+		// once; the ones running on a leader that died end Failed with the
+		// reason.
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			list, err := r1.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
 				return false, nil
 			}
-			if st.Phase == velerov1.BackupPhaseFailed && st.FailureReason == velerov1.BackupRestartedReason {
-				interrupted++
+			have := map[string]velerov1.BackupStatus{}
+			for _, b := range list.Items {
+				have[b.Name] = b.Status
 			}
-		}
-		return true, nil
-	}); err != nil {
-		t.Errorf("acknowledged backups not all finished: %v", err)
-	}
-	if interrupted == 0 {
-		t.Errorf("no backup Failed with %q, though a replica crashed with one InProgress", velerov1.BackupRestartedReason)
-	}
-
-	// Schedules through a failover and a pause: a schedule due every 3 s
-	// (now that the load's backups are done, its runs are not queued
-	// behind them), the leader killed, then paused past its Lease (SIGSTOP)
-	// and woken (SIGCONT): no due time gets two backups.
-	if _, err := r1.Clientset.VeleroV1().Schedules(ns).Create(ctx, &velerov1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "every3s"},
-		Spec: velerov1.ScheduleSpec{Schedule: "@every 3s", Template: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	runs := func(n int) []velerov1.Backup {
-		t.Helper()
-		var list *velerov1.BackupList
-		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			var err error
-			list, err = r1.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{LabelSelector: velerov1.ScheduleNameLabel + "=every3s"})
-			return err == nil && len(list.Items) >= n, nil
+			mu.Lock()
+			defer mu.Unlock()
+			lost, interrupted = 0, 0
+			for name := range acked {
+				st, ok := have[name]
+				if !ok {
+					lost++
+					continue
+				}
+				if !st.Phase.Terminal() {
+					return false, nil
+				}
+				if st.Phase == velerov1.BackupPhaseFailed && st.FailureReason == velerov1.BackupRestartedReason {
+					interrupted++
+				}
+			}
+			return true, nil
 		}); err != nil {
-			t.Fatalf("the schedule made fewer than %d backups: %v", n, err)
+			t.Errorf("acknowledged backups not all finished: %v", err)
 		}
-		return list.Items
-	}
-	runs(2)
-	idx, term = c.leaderIndex(ctx, r1, leader.Term{})
-	c.replicas[idx].Kill()
-	_, term = c.leaderIndex(ctx, c.replicas[(idx+1)%len(c.replicas)], term)
-	c.replicas[idx].StartAgain(nil)
-	runs(len(runs(0)) + 2)
+		if interrupted == 0 {
+			t.Errorf("no backup Failed with %q, though a replica crashed with one InProgress", velerov1.BackupRestartedReason)
+		}
+	})
 
-	// SIGSTOP of the leader past its Lease, then SIGCONT: another takes
-	// over meanwhile, and the woken one's engines stop; what they would
-	// write on waking carries the ended term, which the fence refuses.
-	idx, _ = c.leaderIndex(ctx, r1, leader.Term{})
-	paused := c.replicas[idx]
-	via := c.replicas[(idx+1)%len(c.replicas)]
-	if err := paused.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	next, _ := c.leaderIndex(ctx, via, term)
-	if next == idx {
-		t.Errorf("the paused replica still holds the Lease")
-	}
-	if err := paused.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		v, err := leading(ctx, paused)
-		return err == nil && v == "0", nil
-	}); err != nil {
-		t.Errorf("the woken replica still runs its engines: %v", err)
-	}
-	runs(len(runs(0)) + 2)
+	step("a schedule through a failover and a pause fires once per due time", func(t *testing.T) {
+		// Schedules through a failover and a pause: a schedule due every 3 s
+		// (now that the load's backups are done, its runs are not queued
+		// behind them), the leader killed, then paused past its Lease (SIGSTOP)
+		// and woken (SIGCONT): no due time gets two backups.
+		if _, err := r1.Clientset.VeleroV1().Schedules(ns).Create(ctx, &velerov1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "every3s"},
+			Spec: velerov1.ScheduleSpec{Schedule: "@every 3s", Template: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		runs := func(n int) []velerov1.Backup {
+			t.Helper()
+			var list *velerov1.BackupList
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				var err error
+				list, err = r1.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{LabelSelector: velerov1.ScheduleNameLabel + "=every3s"})
+				return err == nil && len(list.Items) >= n, nil
+			}); err != nil {
+				t.Fatalf("the schedule made fewer than %d backups: %v", n, err)
+			}
+			return list.Items
+		}
+		runs(2)
+		idx, term = c.leaderIndex(ctx, r1, leader.Term{})
+		c.replicas[idx].Kill()
+		_, term = c.leaderIndex(ctx, c.replicas[(idx+1)%len(c.replicas)], term)
+		c.replicas[idx].StartAgain(nil)
+		runs(len(runs(0)) + 2)
 
-	// The schedule paused: its backups end; each began after the one
-	// before had ended, and one due time (3 s) at least after it.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		s, err := r1.Clientset.VeleroV1().Schedules(ns).Get(ctx, "every3s", metav1.GetOptions{})
-		if err != nil {
+		// SIGSTOP of the leader past its Lease, then SIGCONT: another takes
+		// over meanwhile, and the woken one's engines stop; what they would
+		// write on waking carries the ended term, which the fence refuses.
+		idx, _ = c.leaderIndex(ctx, r1, leader.Term{})
+		paused := c.replicas[idx]
+		via := c.replicas[(idx+1)%len(c.replicas)]
+		if err := paused.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		next, _ := c.leaderIndex(ctx, via, term)
+		if next == idx {
+			t.Errorf("the paused replica still holds the Lease")
+		}
+		if err := paused.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			v, err := leading(ctx, paused)
+			return err == nil && v == "0", nil
+		}); err != nil {
+			t.Errorf("the woken replica still runs its engines: %v", err)
+		}
+		runs(len(runs(0)) + 2)
+
+		// The schedule paused: its backups end; each began after the one
+		// before had ended, and one due time (3 s) at least after it.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := r1.Clientset.VeleroV1().Schedules(ns).Get(ctx, "every3s", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Paused = true
+			_, err = r1.Clientset.VeleroV1().Schedules(ns).Update(ctx, s, metav1.UpdateOptions{})
 			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
-		s.Spec.Paused = true
-		_, err = r1.Clientset.VeleroV1().Schedules(ns).Update(ctx, s, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var scheduled []velerov1.Backup
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		scheduled = runs(0)
-		for _, b := range scheduled {
-			if !b.Status.Phase.Terminal() {
-				return false, nil
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			scheduled = runs(0)
+			for _, b := range scheduled {
+				if !b.Status.Phase.Terminal() {
+					return false, nil
+				}
+			}
+			return true, nil
+		}); err != nil {
+			t.Fatalf("the schedule's backups do not end: %v", err)
+		}
+		sort.Slice(scheduled, func(i, j int) bool { return scheduled[i].CreationTimestamp.Before(&scheduled[j].CreationTimestamp) })
+		// Timestamps are whole seconds: two runs of one due time are
+		// stamped in the same second or began before the other ended; a run
+		// one due time (3 s) after the last is stamped a second after it at
+		// least, even when its trigger took long.
+		for i := 1; i < len(scheduled); i++ {
+			prev, cur := scheduled[i-1], scheduled[i]
+			if gap := cur.CreationTimestamp.Sub(prev.CreationTimestamp.Time); gap < time.Second ||
+				prev.Status.CompletionTimestamp == nil || cur.CreationTimestamp.Before(prev.Status.CompletionTimestamp) {
+				fired++
+				t.Errorf("schedule fired twice: backup %s (created %v) after %s (created %v, completed %v)", cur.Name, cur.CreationTimestamp,
+					prev.Name, prev.CreationTimestamp, prev.Status.CompletionTimestamp)
 			}
 		}
-		return true, nil
-	}); err != nil {
-		t.Fatalf("the schedule's backups do not end: %v", err)
-	}
-	sort.Slice(scheduled, func(i, j int) bool { return scheduled[i].CreationTimestamp.Before(&scheduled[j].CreationTimestamp) })
-	// Timestamps are whole seconds: two runs of one due time are
-	// stamped in the same second or began before the other ended; a run
-	// one due time (3 s) after the last is stamped a second after it at
-	// least, even when its trigger took long.
-	fired := 0
-	for i := 1; i < len(scheduled); i++ {
-		prev, cur := scheduled[i-1], scheduled[i]
-		if gap := cur.CreationTimestamp.Sub(prev.CreationTimestamp.Time); gap < time.Second ||
-			prev.Status.CompletionTimestamp == nil || cur.CreationTimestamp.Before(prev.Status.CompletionTimestamp) {
-			fired++
-			t.Errorf("schedule fired twice: backup %s (created %v) after %s (created %v, completed %v)", cur.Name, cur.CreationTimestamp,
-				prev.Name, prev.CreationTimestamp, prev.Status.CompletionTimestamp)
+	})
+
+	step("no backup ran twice, none was lost", func(t *testing.T) {
+		for name, n := range c.starts() {
+			if n > 1 {
+				doubles++
+				t.Errorf("backup %s started %d times", name, n)
+			}
 		}
-	}
-	for name, n := range c.starts() {
-		if n > 1 {
-			doubles++
-			t.Errorf("backup %s started %d times", name, n)
+		if len(c.starts()) == 0 {
+			t.Errorf("no backup started in any replica's log: the count of runs sees nothing")
 		}
-	}
-	if len(c.starts()) == 0 {
-		t.Errorf("no backup started in any replica's log: the count of runs sees nothing")
-	}
-	if lost > 0 {
-		t.Errorf("%d acknowledged backups lost", lost)
-	}
+		if lost > 0 {
+			t.Errorf("%d acknowledged backups lost", lost)
+		}
+	})
 	t.Logf("another replica took over after kill -9 of the leader in %v (Lease %s); backups interrupted by a crash that ended Failed with the reason: %d; the schedule ran %d times through a kill -9 and a pause",
 		takeovers, leaseDuration, interrupted, len(scheduled))
 	fmt.Printf("trials %d, writes acked %d, lost %d, double runs %d, schedule double fires %d\n", *trials, len(acked), lost, doubles, fired)
