@@ -59,9 +59,17 @@ func TestEveryVerbThroughKubeAPIServer(t *testing.T) {
 			resources = append(resources, r)
 		}
 		sort.Strings(resources)
+		// kubectl edit's editor, for every resource's run (set here: a
+		// parallel test may not set the environment).
+		t.Setenv("KUBE_EDITOR", kubeEditor)
+		// Each resource's object is its own: their kubectl runs go side by
+		// side (starting kubectl is most of their time).
 		for _, resource := range resources {
 			obj := objects[resource]
-			t.Run(resource, func(t *testing.T) { kubectlVerbs(t, c, resource, obj.(metav1.Object).GetNamespace(), obj) })
+			t.Run(resource, func(t *testing.T) {
+				t.Parallel()
+				kubectlVerbs(t, c, resource, obj.(metav1.Object).GetNamespace(), obj)
+			})
 		}
 	})
 
@@ -130,6 +138,10 @@ func TestEveryVerbThroughKubeAPIServer(t *testing.T) {
 	})
 }
 
+// kubeEditor is the KUBE_EDITOR of kubectlVerbs' edit step: it changes the
+// label the json patch step set.
+const kubeEditor = "sed -i s/step:\\ json/step:\\ edit/"
+
 // kubectlVerbs runs kubectl's verbs on one object of resource: create,
 // get (name, table, yaml), describe, label, annotate, patch (merge and
 // JSON), server-side apply, replace, edit, a watch that sees a change,
@@ -191,21 +203,17 @@ func kubectlVerbs(t *testing.T, c *framework.Cluster, resource, namespace string
 	steps := []struct {
 		step string
 		args []string
-		env  string
 	}{
-		{"label", []string{"label", resource, name, "-n", namespace, "step=label"}, ""},
-		{"merge", []string{"patch", resource, name, "-n", namespace, "--type", "merge", "-p", `{"metadata":{"labels":{"step":"merge"}}}`}, ""},
-		{"json", []string{"patch", resource, name, "-n", namespace, "--type", "json", "-p", `[{"op":"replace","path":"/metadata/labels/step","value":"json"}]`}, ""},
-		{"edit", []string{"edit", resource, name, "-n", namespace}, "sed -i s/step:\\ json/step:\\ edit/"},
+		{"label", []string{"label", resource, name, "-n", namespace, "step=label"}},
+		{"merge", []string{"patch", resource, name, "-n", namespace, "--type", "merge", "-p", `{"metadata":{"labels":{"step":"merge"}}}`}},
+		{"json", []string{"patch", resource, name, "-n", namespace, "--type", "json", "-p", `[{"op":"replace","path":"/metadata/labels/step","value":"json"}]`}},
+		{"edit", []string{"edit", resource, name, "-n", namespace}},
 	}
 	// Engines may write the status meanwhile (a NonAdminBackup's engine
 	// mirrors its backup): events that leave the label as it was are
 	// skipped.
 	prev := lines.Text()
 	for _, s := range steps {
-		if s.env != "" {
-			t.Setenv("KUBE_EDITOR", s.env)
-		}
 		run(nil, s.args...)
 		if got := label(); got != s.step {
 			t.Errorf("after %s: label step=%q", s.step, got)
