@@ -21,9 +21,9 @@ import (
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
 
-// TestSyncDecisions: what a DeleteBackupRequest comes to, decided on a
+// TestDeletionDecisions: what a DeleteBackupRequest comes to, decided on a
 // fake API and a filesystem location in a temporary directory.
-func TestSyncDecisions(t *testing.T) {
+func TestDeletionDecisions(t *testing.T) {
 	const ns = "backstop-system"
 	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	request := func(name, backup string, phase velerov1.DeleteBackupRequestPhase, uid string) *velerov1.DeleteBackupRequest {

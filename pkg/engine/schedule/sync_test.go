@@ -15,12 +15,12 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/enginetest"
 )
 
-// TestSyncDecisions: what the schedule engine makes of a schedule at a
+// TestScheduleDecisions: what the schedule engine makes of a schedule at a
 // moment, short of creating a backup (which goes through the schedule's
 // trigger subresource, a server's): validation, pause, skipImmediately,
 // not due, a run skipped while the last backup runs, a run whose backup
 // exists already.
-func TestSyncDecisions(t *testing.T) {
+func TestScheduleDecisions(t *testing.T) {
 	const ns = "backstop-system"
 	created := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC) // hourly: due at 01:00
 	schedule := func(cron string, mutate func(*velerov1.Schedule)) *velerov1.Schedule {
