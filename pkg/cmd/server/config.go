@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -46,13 +45,11 @@ func (o *Options) Config() (*Config, error) {
 	}
 	scheme := apischeme.New()
 	c := &Config{Mode: o.Mode, DataDir: o.DataDir, SourceKubeconfig: o.SourceKubeconfig}
-	switch o.StorageBackend {
-	case apiserver.StoragePebble:
-		c.Pebble = &pebble.BackendOptions{Dir: filepath.Join(o.DataDir, "pebble"), CompactionInterval: o.CompactionInterval, WatchCache: o.WatchCache}
-	case apiserver.StorageEtcd3:
+	// Validate allows these two only.
+	if o.StorageBackend == apiserver.StorageEtcd3 {
 		c.Etcd = o.Etcd
-	default:
-		return nil, fmt.Errorf("--storage-backend %q", o.StorageBackend)
+	} else {
+		c.Pebble = &pebble.BackendOptions{Dir: filepath.Join(o.DataDir, "pebble"), CompactionInterval: o.CompactionInterval, WatchCache: o.WatchCache}
 	}
 	c.Extra = apiserver.ExtraConfig{
 		Scheme: scheme, Codecs: serializer.NewCodecFactory(scheme), WatchCache: o.WatchCache, GarbageCollection: o.Mode == ModeAggregated,

@@ -174,23 +174,16 @@ func TestNonAdminBackupOrphans(t *testing.T) {
 			if tc.inAPI != nil {
 				objs = append(objs, tc.inAPI)
 			}
-			w := enginetest.New(t, objs...)
+			c, w := newBackupEngine(t, objs...)
 			if tc.inLister == nil && tc.inAPI != nil {
 				if err := w.Factory.Oadp().V1alpha1().NonAdminBackups().Informer().GetIndexer().Delete(tc.inAPI); err != nil {
 					t.Fatal(err)
 				}
 			}
-			v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
-			c, err := NewBackupController(BackupConfig{Client: w.Client, AdminNamespace: adminNS,
-				NonAdminBackups: o.NonAdminBackups(), NonAdminRestores: o.NonAdminRestores(), Backups: v.Backups(), Requests: v.DeleteBackupRequests(),
-				DPAs: o.DataProtectionApplications(), TenantLocations: o.NonAdminBackupStorageLocations(), VeleroLocations: v.BackupStorageLocations()})
-			if err != nil {
-				t.Fatal(err)
-			}
 			if err := c.syncOrphan(ctx, cache.ObjectName{Namespace: adminNS, Name: id}); err != nil {
 				t.Fatal(err)
 			}
-			_, err = w.Client.VeleroV1().Backups(adminNS).Get(ctx, id, metav1.GetOptions{})
+			_, err := w.Client.VeleroV1().Backups(adminNS).Get(ctx, id, metav1.GetOptions{})
 			if deleted := apierrors.IsNotFound(err); deleted != tc.deleted {
 				t.Errorf("Backup deleted: %v, want %v", deleted, tc.deleted)
 			}

@@ -53,13 +53,7 @@ func TestNonAdminRestoreSync(t *testing.T) {
 		{name: "no such NonAdminBackup", objs: []runtime.Object{nar(byAlice)}, refused: "NonAdminBackup nightly not found in namespace team"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := enginetest.New(t, tc.objs...)
-			v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
-			c, err := NewRestoreController(RestoreConfig{Client: w.Client, AdminNamespace: adminNS, NonAdminRestores: o.NonAdminRestores(),
-				NonAdminBackups: o.NonAdminBackups(), Restores: v.Restores(), Backups: v.Backups(), DPAs: o.DataProtectionApplications()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, w := newRestoreEngine(t, tc.objs...)
 			if err := c.sync(ctx, cache.ObjectName{Namespace: "team", Name: "r"}); err != nil {
 				t.Fatal(err)
 			}
@@ -114,17 +108,23 @@ func TestNonAdminRestoreNotAnothers(t *testing.T) {
 		Status: oadpv1alpha1.NonAdminRestoreStatus{Phase: oadpv1alpha1.NonAdminPhaseNew, VeleroRestore: &oadpv1alpha1.VeleroRestore{NACUUID: rid, Name: rid, Namespace: adminNS}}}
 	stranger := &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: rid, Namespace: adminNS,
 		Annotations: map[string]string{oadpv1alpha1.NarOriginNamespaceAnnotation: "other-team", oadpv1alpha1.NarOriginNameAnnotation: "r"}}}
-	w := enginetest.New(t, nab, backup, nar, stranger)
-	v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
-	c, err := NewRestoreController(RestoreConfig{Client: w.Client, AdminNamespace: adminNS, NonAdminRestores: o.NonAdminRestores(),
-		NonAdminBackups: o.NonAdminBackups(), Restores: v.Restores(), Backups: v.Backups(), DPAs: o.DataProtectionApplications()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, w := newRestoreEngine(t, nab, backup, nar, stranger)
 	if err := c.sync(ctx, cache.ObjectName{Namespace: "team", Name: "r"}); !errors.Is(err, errMadeForAnother) {
 		t.Errorf("sync: %v, want the Restore refused as another's", err)
 	}
 	if got, err := w.Client.OadpV1alpha1().NonAdminRestores("team").Get(ctx, "r", metav1.GetOptions{}); err != nil || got.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated {
 		t.Errorf("the NonAdminRestore took another's Restore (%v)", err)
 	}
+}
+
+func newRestoreEngine(t *testing.T, objs ...runtime.Object) (*RestoreController, *enginetest.World) {
+	t.Helper()
+	w := enginetest.New(t, objs...)
+	v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
+	c, err := NewRestoreController(RestoreConfig{Client: w.Client, AdminNamespace: adminNS, NonAdminRestores: o.NonAdminRestores(),
+		NonAdminBackups: o.NonAdminBackups(), Restores: v.Restores(), Backups: v.Backups(), DPAs: o.DataProtectionApplications()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
 }
