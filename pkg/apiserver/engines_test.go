@@ -56,9 +56,6 @@ func TestEngineTable(t *testing.T) {
 	if !slices.Equal(elected, everyPart) {
 		t.Errorf("the Leases run parts %v, want each of %v once", elected, everyPart)
 	}
-	if got := EngineNames(); len(got) != len(seen) {
-		t.Errorf("EngineNames() = %v, want the table's %d names", got, len(seen))
-	}
 	for _, name := range slices.Concat(
 		enginesOf(velerov1.BackupLifecycle), enginesOf(velerov1.RestoreLifecycle), enginesOf(velerov1.DeleteBackupRequestLifecycle),
 		enginesOf(velerov1.ScheduleLifecycle), enginesOf(oadpv1alpha1.NonAdminBackupLifecycle), enginesOf(oadpv1alpha1.NonAdminRestoreLifecycle),
