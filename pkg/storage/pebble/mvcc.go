@@ -117,7 +117,9 @@ type DB struct {
 	recentHead int64         // revision of recent[0]
 	closed     bool
 	closedCh   chan struct{}
-	failed     error // a WAL sync failed: the database refuses further work
+	readers    int        // reads of Pebble outside writeMu under way: Close waits for them
+	readersEnd *sync.Cond // on mu: signalled when readers drops to 0
+	failed     error      // a WAL sync failed: the database refuses further work
 
 	index      *keyIndex      // the keys that exist now, in memory
 	inflight   sync.WaitGroup // writes applied but not yet synced
@@ -183,6 +185,7 @@ func Open(opts Options) (*DB, error) {
 		reaperWake: make(chan struct{}, 1),
 		reaperDone: make(chan struct{}),
 	}
+	d.readersEnd = sync.NewCond(&d.mu)
 	if po.WALMinSyncInterval == nil {
 		po.WALMinSyncInterval = d.walSyncInterval
 	}
@@ -313,8 +316,8 @@ func (d *DB) getMetaInt(key []byte) (int64, error) {
 	return int64(binary.BigEndian.Uint64(v)), nil
 }
 
-// Close stops watchers and the TTL reaper, waits for writes in flight and
-// closes Pebble.
+// Close stops watchers and the TTL reaper, waits for the reads and writes in
+// flight and closes Pebble. Reads that start after it fail with ErrClosed.
 func (d *DB) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -323,7 +326,10 @@ func (d *DB) Close() error {
 	}
 	d.closed = true
 	close(d.closedCh)
-	d.broadcastLocked()
+	d.broadcastLocked() // readers waiting for durability wake and see closed
+	for d.readers > 0 {
+		d.readersEnd.Wait()
+	}
 	d.mu.Unlock()
 	<-d.reaperDone
 	d.writeMu.Lock()

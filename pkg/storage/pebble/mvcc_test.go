@@ -3,6 +3,8 @@ package pebble
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,5 +119,74 @@ func TestTTL(t *testing.T) {
 	}
 	if d.Rev() <= before {
 		t.Errorf("the reaper's delete took no revision (%d, then %d)", before, d.Rev())
+	}
+}
+
+// TestReadsRacingClose: reads of every kind that run while the database
+// closes end with ErrClosed (or their answer), never a read of a closed
+// Pebble, which panics.
+func TestReadsRacingClose(t *testing.T) {
+	reads := map[string]func(ctx context.Context, d *DB) error{
+		"get": func(ctx context.Context, d *DB) error {
+			_, err := d.Range(ctx, "/k/1", "", rangeOptions{})
+			return err
+		},
+		"range": func(ctx context.Context, d *DB) error {
+			_, err := d.Range(ctx, "/k/", "/k0", rangeOptions{})
+			return err
+		},
+		"range at an old revision": func(ctx context.Context, d *DB) error {
+			_, err := d.Range(ctx, "/k/", "/k0", rangeOptions{rev: 2})
+			return err
+		},
+		"count": func(ctx context.Context, d *DB) error {
+			_, err := d.Range(ctx, "/k/", "/k0", rangeOptions{countOnly: true})
+			return err
+		},
+		"log events": func(ctx context.Context, d *DB) error {
+			_, err := d.readEvents(1, d.Rev(), 100)
+			return err
+		},
+	}
+	for name, read := range reads {
+		t.Run(name, func(t *testing.T) {
+			for round := 0; round < 20; round++ {
+				// RecentEvents 1: the log is read from Pebble, not memory.
+				d, err := Open(Options{Dir: t.TempDir(), RecentEvents: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				for i := 0; i < 10; i++ {
+					if _, err := d.write(ctx, fmt.Sprintf("/k/%d", i), []byte("v"), false, -1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var wg sync.WaitGroup
+				errs := make(chan error, 4*200)
+				for g := 0; g < 4; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := 0; i < 200; i++ {
+							if err := read(ctx, d); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}()
+				}
+				if err := d.Close(); err != nil {
+					t.Fatal(err)
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if !errors.Is(err, ErrClosed) {
+						t.Fatalf("round %d: a read racing Close: %v, want ErrClosed", round, err)
+					}
+				}
+			}
+		})
 	}
 }

@@ -31,33 +31,37 @@ func (d *DB) getCurrent(r pebble.Reader, key string) (*keyValue, error) {
 type view struct {
 	db        *DB
 	snap      *pebble.Snapshot
+	release   func() // the database is held open until the view closes
 	rev       int64
 	compacted int64
 }
 
 func (d *DB) openView(ctx context.Context) (*view, error) {
-	if err := d.usable(); err != nil {
+	release, err := d.acquire()
+	if err != nil {
 		return nil, err
 	}
 	snap := d.pdb.NewSnapshot()
-	v := &view{db: d, snap: snap}
-	var err error
+	v := &view{db: d, snap: snap, release: release}
 	if v.rev, err = readMetaInt(snap, metaRevKey); err == nil {
 		v.compacted, err = readMetaInt(snap, metaCompactKey)
 	}
 	if err != nil {
-		_ = snap.Close()
+		v.close()
 		return nil, err
 	}
 	// Serve only durable data: wait for the sync of what this view sees.
 	if err := d.waitDurable(ctx, v.rev); err != nil {
-		_ = snap.Close()
+		v.close()
 		return nil, err
 	}
 	return v, nil
 }
 
-func (v *view) close() { _ = v.snap.Close() }
+func (v *view) close() {
+	_ = v.snap.Close()
+	v.release()
+}
 
 func readMetaInt(r pebble.Reader, key []byte) (int64, error) {
 	raw, closer, err := r.Get(key)
@@ -80,9 +84,11 @@ func readMetaInt(r pebble.Reader, key []byte) (int64, error) {
 // is the state at that revision, served once it is durable. It does not answer (ok false) a record
 // newer than that (a corrupt header): the snapshot read does.
 func (d *DB) getLatest(ctx context.Context, key string, keysOnly bool) (res rangeResult, ok bool, err error) {
-	if err := d.usable(); err != nil {
+	release, err := d.acquire()
+	if err != nil {
 		return rangeResult{}, false, err
 	}
+	defer release()
 	before, err := readMetaInt(d.pdb, metaRevKey)
 	if err != nil {
 		return res, false, err
@@ -293,6 +299,11 @@ func (d *DB) readEvents(from, to int64, max int) ([]*logEvent, error) {
 		return out, nil
 	}
 	d.mu.Unlock()
+	release, err := d.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	iter, err := d.pdb.NewIter(&pebble.IterOptions{LowerBound: eventKey(from), UpperBound: eventKey(to + 1)})
 	if err != nil {
 		return nil, err

@@ -139,6 +139,10 @@ func (d *DB) fail(err error) {
 func (d *DB) usable() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.usableLocked()
+}
+
+func (d *DB) usableLocked() error {
 	if d.closed {
 		return ErrClosed
 	}
@@ -146,6 +150,28 @@ func (d *DB) usable() error {
 		return fmt.Errorf("storage failed, restart the server to recover: %w", d.failed)
 	}
 	return nil
+}
+
+// acquire holds the database open for a read of Pebble that does not hold
+// writeMu: Close waits until release is called. Acquiring while holding it is
+// allowed (it fails once Close has begun, never waits).
+func (d *DB) acquire() (release func(), err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usableLocked(); err != nil {
+		return nil, err
+	}
+	d.readers++
+	return d.release, nil
+}
+
+func (d *DB) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.readers--
+	if d.readers == 0 {
+		d.readersEnd.Broadcast()
+	}
 }
 
 func (d *DB) isClosed() bool {
