@@ -76,17 +76,7 @@ func (a adopter) adopt(ctx context.Context, namespace, name string, spec *velero
 		return nameTaken, nil
 	}
 	cur := b.DeepCopy()
-	if cur.Labels == nil {
-		cur.Labels = map[string]string{}
-	}
-	if cur.Annotations == nil {
-		cur.Annotations = map[string]string{}
-	}
-	cur.Labels[oadpv1alpha1.OadpLabel] = oadpv1alpha1.OadpLabelValue
-	cur.Labels[oadpv1alpha1.ManagedByLabel] = oadpv1alpha1.ManagedByLabelValue
-	cur.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] = nab.Status.VeleroBackup.NACUUID
-	cur.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation] = namespace
-	cur.Annotations[oadpv1alpha1.NabOriginNameAnnotation] = name
+	backupLink.stamp(cur, nab.Status.VeleroBackup.NACUUID, namespace, name)
 	if _, err := a.client.VeleroV1().Backups(a.adminNamespace).Update(ctx, cur, metav1.UpdateOptions{FieldManager: a.status.Engine}); err != nil {
 		return 0, fmt.Errorf("linking backup %s to NonAdminBackup %s/%s: %w", b.Name, namespace, name, err)
 	}

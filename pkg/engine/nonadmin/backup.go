@@ -72,6 +72,8 @@ type BackupController struct {
 	// locations: where backups may go.
 	locations locations
 	status    status.Writer
+	// made links each NonAdminBackup to the Backup made for it.
+	made *mirror[*oadpv1alpha1.NonAdminBackup, *velerov1.Backup]
 	// orphans deletes Velero Backups whose NonAdminBackup is gone.
 	orphans *orphans
 }
@@ -82,15 +84,35 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 		backups: cfg.Backups.Lister(), requests: cfg.Requests.Lister(), dpas: cfg.DPAs.Lister(),
 		locations: locations{adminNamespace: cfg.AdminNamespace, tenant: cfg.TenantLocations.Lister(), velero: cfg.VeleroLocations.Lister()},
 		status:    status.Writer{Engine: oadpv1alpha1.EngineNonAdminBackup, Observers: cfg.Observers}}
+	backups := cfg.Client.VeleroV1().Backups(cfg.AdminNamespace)
+	c.made = &mirror[*oadpv1alpha1.NonAdminBackup, *velerov1.Backup]{
+		link: backupLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminBackup", adminKind: "backup",
+		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminBackup, error) { return c.nabs.NonAdminBackups(ns).Get(name) },
+		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminBackup, error) {
+			return cfg.Client.OadpV1alpha1().NonAdminBackups(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		admin: c.backups.Backups(cfg.AdminNamespace).Get,
+		adminAPI: func(ctx context.Context, name string) (*velerov1.Backup, error) {
+			return backups.Get(ctx, name, metav1.GetOptions{})
+		},
+		createAdmin: func(ctx context.Context, b *velerov1.Backup) (*velerov1.Backup, error) {
+			return backups.Create(ctx, b, metav1.CreateOptions{FieldManager: c.status.Engine})
+		},
+		deleteAdmin: backups.Delete,
+		recorded:    recordedBackup,
+		// Found in a storage location, not made here: adopted or left by
+		// the non-admin sync, never deleted as an orphan.
+		keep:          func(b *velerov1.Backup) bool { return b.Annotations[velerov1.SyncedFromLocationAnnotation] != "" },
+		orphanMessage: "Deleting a Backup whose NonAdminBackup is gone, with its data",
+	}
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup, c.sync)
 	if err := c.Watch(cfg.NonAdminBackups.Informer()); err != nil {
 		return nil, err
 	}
-	origin := originOf(oadpv1alpha1.NabOriginNamespaceAnnotation, oadpv1alpha1.NabOriginNameAnnotation)
-	if err := c.WatchMapped(cfg.Backups.Informer(), origin); err != nil {
+	if err := c.WatchMapped(cfg.Backups.Informer(), backupLink.route); err != nil {
 		return nil, err
 	}
-	if err := c.WatchMapped(cfg.Requests.Informer(), origin); err != nil {
+	if err := c.WatchMapped(cfg.Requests.Informer(), backupLink.route); err != nil {
 		return nil, err
 	}
 	c.WaitFor(cfg.NonAdminRestores.Informer())
@@ -116,32 +138,10 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 	// A NonAdminBackup gone (its finalizer removed by hand) leaves its
 	// Backup behind.
 	var err error
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminBackup, cfg.AdminNamespace, cfg.NonAdminBackups.Informer(),
-		func(nab *oadpv1alpha1.NonAdminBackup) string {
-			if nab.Status.VeleroBackup == nil {
-				return ""
-			}
-			return nab.Status.VeleroBackup.Name
-		}, c.syncOrphan, cfg.Backups.Informer()); err != nil {
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminBackup, c.made, cfg.NonAdminBackups.Informer(), cfg.Backups.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// originOf maps an admin-side object to the tenant object its origin
-// annotations name (they route events; the sync decides ownership).
-func originOf(namespaceAnnotation, nameAnnotation string) func(obj any) []cache.ObjectName {
-	return func(obj any) []cache.ObjectName {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return nil
-		}
-		ns, name := m.GetAnnotations()[namespaceAnnotation], m.GetAnnotations()[nameAnnotation]
-		if ns == "" || name == "" {
-			return nil
-		}
-		return []cache.ObjectName{{Namespace: ns, Name: name}}
-	}
 }
 
 // Orphans is the engine's orphan loop, for the garbage collection.
@@ -181,7 +181,7 @@ func (c *BackupController) reconcile(ctx context.Context, nab *oadpv1alpha1.NonA
 	}
 	if vb := nab.Status.VeleroBackup; vb != nil && vb.NACUUID != "" {
 		// Made before a restart that came before phase Created was written.
-		b, err := c.backupOf(ctx, nab)
+		b, err := c.made.of(ctx, nab)
 		if err != nil {
 			return err
 		}
@@ -225,13 +225,9 @@ func (c *BackupController) reconcile(ctx context.Context, nab *oadpv1alpha1.NonA
 	if err != nil || nab.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated {
 		return ignoreGone(err)
 	}
-	if !reconcile.HasFinalizer(nab, oadpv1alpha1.NonAdminBackupFinalizer) {
-		// Removed by hand: back before there is anything to clean up.
-		cur := nab.DeepCopy()
-		cur.Finalizers = append(cur.Finalizers, oadpv1alpha1.NonAdminBackupFinalizer)
-		if nab, err = c.cfg.Client.OadpV1alpha1().NonAdminBackups(nab.Namespace).Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.status.Engine}); err != nil {
-			return ignoreGone(err)
-		}
+	// Removed by hand: back before there is anything to clean up.
+	if nab, err = reconcile.AddFinalizer(ctx, c.cfg.Client.OadpV1alpha1().NonAdminBackups(nab.Namespace), nab, oadpv1alpha1.NonAdminBackupFinalizer, c.status.Engine); err != nil {
+		return ignoreGone(err)
 	}
 	c.cfg.Crash.Hit(failpoint.NonAdminBackupRecorded)
 	backup, err := c.createBackup(ctx, nab, spec)
@@ -312,65 +308,33 @@ func notCreated[T any, PT interface {
 // createBackup makes the NonAdminBackup's Backup, or finds it made.
 func (c *BackupController) createBackup(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup, spec *velerov1.BackupSpec) (*velerov1.Backup, error) {
 	id := nab.Status.VeleroBackup.NACUUID
-	b := &velerov1.Backup{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: id, Namespace: c.cfg.AdminNamespace,
-			Labels: map[string]string{oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
-				oadpv1alpha1.NabOriginNACUUIDLabel: id},
-			Annotations: map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: nab.Namespace, oadpv1alpha1.NabOriginNameAnnotation: nab.Name},
-		},
-		Spec: *spec,
-	}
+	b := &velerov1.Backup{ObjectMeta: backupLink.objectMeta(c.cfg.AdminNamespace, id, id, nab), Spec: *spec}
 	// Who made it: an admin's restore of the backup runs with that user's
 	// rights (the restore engine).
 	if who := nab.Annotations[oadpv1alpha1.CreatedByAnnotation]; who != "" {
 		b.Annotations[oadpv1alpha1.CreatedByAnnotation] = who
 	}
-	made, err := createFor(ctx, func(ctx context.Context) (*velerov1.Backup, error) {
-		return c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Create(ctx, b, metav1.CreateOptions{FieldManager: c.status.Engine})
-	}, func(ctx context.Context) (*velerov1.Backup, error) { return c.backupOf(ctx, nab) })
-	if err != nil {
-		return nil, fmt.Errorf("creating backup %s for NonAdminBackup %s/%s: %w", id, nab.Namespace, nab.Name, err)
+	return c.made.create(ctx, nab, b)
+}
+
+// recordedBackup is the Backup nab's status records: name and NACUUID.
+func recordedBackup(nab *oadpv1alpha1.NonAdminBackup) (name, nacuuid string) {
+	if vb := nab.Status.VeleroBackup; vb != nil {
+		return vb.Name, vb.NACUUID
 	}
-	return made, nil
+	return "", ""
 }
 
 // ownedBackup: b is the Backup nab's status names, made for it.
 func ownedBackup(nab *oadpv1alpha1.NonAdminBackup, b *velerov1.Backup) bool {
-	vb := nab.Status.VeleroBackup
-	return vb != nil && b.Name == vb.Name &&
-		oadpv1alpha1.MadeFor(b.Labels, b.Annotations, oadpv1alpha1.NabOriginNACUUIDLabel, oadpv1alpha1.NabOriginNamespaceAnnotation, vb.NACUUID, nab.Namespace)
-}
-
-// backupOf returns nab's Backup, nil when there is none: read from the
-// lister, and from the API before "none" is believed (the lister may not
-// have seen a Backup just made).
-func (c *BackupController) backupOf(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) (*velerov1.Backup, error) {
-	vb := nab.Status.VeleroBackup
-	if vb == nil || vb.Name == "" {
-		return nil, nil
-	}
-	b, err := c.backups.Backups(c.cfg.AdminNamespace).Get(vb.Name)
-	if apierrors.IsNotFound(err) {
-		b, err = c.cfg.Client.VeleroV1().Backups(c.cfg.AdminNamespace).Get(ctx, vb.Name, metav1.GetOptions{})
-	}
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading backup %s: %w", vb.Name, err)
-	}
-	if !ownedBackup(nab, b) {
-		return nil, nil
-	}
-	return b, nil
+	return owns(backupLink, recordedBackup, nab, b)
 }
 
 // mirror copies the Backup's spec and status into a Created
 // NonAdminBackup; a Backup gone (expired, deleted by an admin) is said in
 // condition Accepted.
 func (c *BackupController) mirror(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) error {
-	b, err := c.backupOf(ctx, nab)
+	b, err := c.made.of(ctx, nab)
 	if err != nil {
 		return err
 	}
@@ -399,7 +363,7 @@ func mirrorBackup(st *oadpv1alpha1.NonAdminBackupStatus, b *velerov1.Backup) {
 // Backup, the NonAdminBackup waits until its owner says what becomes of
 // the data; without one there is nothing to keep and it goes.
 func (c *BackupController) deletePending(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup) error {
-	b, err := c.backupOf(ctx, nab)
+	b, err := c.made.of(ctx, nab)
 	if err != nil {
 		return err
 	}
@@ -420,7 +384,7 @@ func (c *BackupController) forceDelete(ctx context.Context, nab *oadpv1alpha1.No
 	if err != nil || nab == nil {
 		return err
 	}
-	b, err := c.backupOf(ctx, nab)
+	b, err := c.made.of(ctx, nab)
 	if err != nil {
 		return err
 	}
@@ -446,7 +410,7 @@ func (c *BackupController) deleteBackup(ctx context.Context, nab *oadpv1alpha1.N
 	if err := c.deleteRestores(ctx, nab); err != nil {
 		return err
 	}
-	b, err := c.backupOf(ctx, nab)
+	b, err := c.made.of(ctx, nab)
 	if err != nil {
 		return err
 	}
@@ -533,15 +497,11 @@ func (c *BackupController) latestRequest(b *velerov1.Backup) (*velerov1.DeleteBa
 
 func (c *BackupController) createRequest(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup, b *velerov1.Backup) (*velerov1.DeleteBackupRequest, error) {
 	req := &velerov1.DeleteBackupRequest{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: b.Name + "-", Namespace: c.cfg.AdminNamespace,
-			Labels: map[string]string{velerov1.BackupNameLabel: b.Name, velerov1.BackupUIDLabel: string(b.UID),
-				oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
-				oadpv1alpha1.NabOriginNACUUIDLabel: nab.Status.VeleroBackup.NACUUID},
-			Annotations: map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: nab.Namespace, oadpv1alpha1.NabOriginNameAnnotation: nab.Name},
-		},
-		Spec: velerov1.DeleteBackupRequestSpec{BackupName: b.Name},
+		ObjectMeta: backupLink.objectMeta(c.cfg.AdminNamespace, "", nab.Status.VeleroBackup.NACUUID, nab),
+		Spec:       velerov1.DeleteBackupRequestSpec{BackupName: b.Name},
 	}
+	req.GenerateName = b.Name + "-"
+	req.Labels[velerov1.BackupNameLabel], req.Labels[velerov1.BackupUIDLabel] = b.Name, string(b.UID)
 	out, err := c.cfg.Client.VeleroV1().DeleteBackupRequests(c.cfg.AdminNamespace).Create(ctx, req, metav1.CreateOptions{FieldManager: c.status.Engine})
 	if err != nil {
 		return nil, fmt.Errorf("requesting the deletion of backup %s of NonAdminBackup %s/%s: %w", b.Name, nab.Namespace, nab.Name, err)
@@ -555,39 +515,6 @@ func (c *BackupController) removeFinalizer(ctx context.Context, nab *oadpv1alpha
 
 func (c *BackupController) writeStatus(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup, mutate func(*oadpv1alpha1.NonAdminBackupStatus)) (*oadpv1alpha1.NonAdminBackup, error) {
 	return c.status.NonAdminBackups(c.cfg.Client, nab.Namespace).Update(ctx, nab, func(cur *oadpv1alpha1.NonAdminBackup) { mutate(&cur.Status) })
-}
-
-// syncOrphan deletes, with its data, a Backup made for a NonAdminBackup
-// that is gone or names another Backup (its finalizer removed by hand, or
-// a force delete that left it).
-func (c *BackupController) syncOrphan(ctx context.Context, key cache.ObjectName) error {
-	b, err := c.backups.Backups(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	ns, name := b.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation], b.Annotations[oadpv1alpha1.NabOriginNameAnnotation]
-	if b.Namespace != c.cfg.AdminNamespace || ns == "" || name == "" || b.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] == "" || b.DeletionTimestamp != nil {
-		return nil
-	}
-	if b.Annotations[velerov1.SyncedFromLocationAnnotation] != "" {
-		// Found in a storage location, not made here: adopted or left by
-		// the non-admin sync, never deleted as an orphan.
-		return nil
-	}
-	owned, err := tenantOwns(ctx, func(ns, name string) (*oadpv1alpha1.NonAdminBackup, error) {
-		return c.nabs.NonAdminBackups(ns).Get(name)
-	},
-		func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminBackup, error) {
-			return c.cfg.Client.OadpV1alpha1().NonAdminBackups(ns).Get(ctx, name, metav1.GetOptions{})
-		}, func(nab *oadpv1alpha1.NonAdminBackup) bool { return ownedBackup(nab, b) }, ns, name)
-	if owned || err != nil {
-		return err
-	}
-	klog.FromContext(ctx).Info("Deleting a Backup whose NonAdminBackup is gone, with its data", "backup", b.Name, "nonadminbackup", ns+"/"+name)
-	return reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Backups(b.Namespace).Delete, b.Name, b.UID)
 }
 
 // setCondition sets one condition, its transition time kept when its

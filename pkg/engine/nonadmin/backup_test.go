@@ -180,7 +180,7 @@ func TestNonAdminBackupOrphans(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := c.syncOrphan(ctx, cache.ObjectName{Namespace: adminNS, Name: id}); err != nil {
+			if err := c.made.syncOrphan(ctx, cache.ObjectName{Namespace: adminNS, Name: id}); err != nil {
 				t.Fatal(err)
 			}
 			_, err := w.Client.VeleroV1().Backups(adminNS).Get(ctx, id, metav1.GetOptions{})

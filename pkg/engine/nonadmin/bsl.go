@@ -80,11 +80,10 @@ func NewBSLController(cfg BSLConfig) (*BSLController, error) {
 	if err := c.Watch(cfg.Locations.Informer()); err != nil {
 		return nil, err
 	}
-	origin := originOf(oadpv1alpha1.NabslOriginNamespaceAnnotation, oadpv1alpha1.NabslOriginNameAnnotation)
-	if err := c.WatchMapped(cfg.Requests.Informer(), origin); err != nil {
+	if err := c.WatchMapped(cfg.Requests.Informer(), locationLink.route); err != nil {
 		return nil, err
 	}
-	if err := c.WatchMapped(cfg.VeleroLocations.Informer(), origin); err != nil {
+	if err := c.WatchMapped(cfg.VeleroLocations.Informer(), locationLink.route); err != nil {
 		return nil, err
 	}
 	// The policy decides what is accepted and whether approval is needed.
@@ -104,7 +103,7 @@ func NewBSLController(cfg BSLConfig) (*BSLController, error) {
 	// A location gone (its finalizer removed by hand) leaves its admin
 	// side behind.
 	var err error
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminBSL, cfg.AdminNamespace, cfg.Locations.Informer(),
+	if c.orphans, err = orphanLoopOf(oadpv1alpha1.EngineNonAdminBSL, cfg.AdminNamespace, cfg.Locations.Informer(),
 		func(l *oadpv1alpha1.NonAdminBackupStorageLocation) string {
 			if l.Status.VeleroBackupStorageLocation == nil {
 				return ""
@@ -161,23 +160,18 @@ func (c *BSLController) syncOrphan(ctx context.Context, key cache.ObjectName) er
 	if made == nil {
 		return nil
 	}
-	id := made.GetLabels()[oadpv1alpha1.NabslOriginNACUUIDLabel]
-	ns, name := made.GetAnnotations()[oadpv1alpha1.NabslOriginNamespaceAnnotation], made.GetAnnotations()[oadpv1alpha1.NabslOriginNameAnnotation]
-	if id == "" || ns == "" || name == "" || made.GetDeletionTimestamp() != nil || made.GetName() != id {
+	id, ns, name, ok := locationLink.origin(made)
+	if !ok || made.GetDeletionTimestamp() != nil || made.GetName() != id {
 		return nil
 	}
-	owner := func(l *oadpv1alpha1.NonAdminBackupStorageLocation) bool {
+	owned, err := tenantOwns(ctx, func(ns, name string) (*oadpv1alpha1.NonAdminBackupStorageLocation, error) {
+		return c.locations.NonAdminBackupStorageLocations(ns).Get(name)
+	}, func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminBackupStorageLocation, error) {
+		return c.cfg.Client.OadpV1alpha1().NonAdminBackupStorageLocations(ns).Get(ctx, name, metav1.GetOptions{})
+	}, func(l *oadpv1alpha1.NonAdminBackupStorageLocation) bool {
 		return l.Status.VeleroBackupStorageLocation != nil && l.Status.VeleroBackupStorageLocation.NACUUID == id
-	}
-	if l, err := c.locations.NonAdminBackupStorageLocations(ns).Get(name); err == nil && owner(l) {
-		return nil
-	}
-	// The lister may lag: decide on the location as stored.
-	l, err := c.cfg.Client.OadpV1alpha1().NonAdminBackupStorageLocations(ns).Get(ctx, name, metav1.GetOptions{})
-	if err == nil && owner(l) {
-		return nil
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	}, ns, name)
+	if owned || err != nil {
 		return err
 	}
 	klog.FromContext(ctx).Info("Deleting what was made for a NonAdminBackupStorageLocation that is gone (backup storage location, Secret copy, request)", "nacuuid", id, "nonadminbackupstoragelocation", ns+"/"+name)
@@ -322,7 +316,7 @@ func (c *BSLController) ensureRequest(ctx context.Context, l *oadpv1alpha1.NonAd
 	if err != nil {
 		return nil, fmt.Errorf("the request of NonAdminBackupStorageLocation %s/%s: %w", l.Namespace, l.Name, err)
 	}
-	if !oadpv1alpha1.MadeFor(req.Labels, req.Annotations, oadpv1alpha1.NabslOriginNACUUIDLabel, oadpv1alpha1.NabslOriginNamespaceAnnotation, id, l.Namespace) {
+	if !locationLink.madeFor(req, id, l.Namespace) {
 		return nil, fmt.Errorf("NonAdminBackupStorageLocationRequest %s exists and was not made for NonAdminBackupStorageLocation %s/%s", id, l.Namespace, l.Name)
 	}
 	if !required && (req.Spec.ApprovalDecision == "" || req.Spec.ApprovalDecision == oadpv1alpha1.NonAdminBSLRequestPending) {
@@ -355,17 +349,11 @@ func (c *BSLController) ensureRequest(ctx context.Context, l *oadpv1alpha1.NonAd
 // named by its NACUUID, linked to it by label and annotations.
 func (c *BSLController) adminMeta(l *oadpv1alpha1.NonAdminBackupStorageLocation) metav1.ObjectMeta {
 	id := l.Status.VeleroBackupStorageLocation.NACUUID
-	return metav1.ObjectMeta{
-		Name: id, Namespace: c.cfg.AdminNamespace,
-		Labels: map[string]string{oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
-			oadpv1alpha1.NabslOriginNACUUIDLabel: id},
-		Annotations: map[string]string{oadpv1alpha1.NabslOriginNamespaceAnnotation: l.Namespace, oadpv1alpha1.NabslOriginNameAnnotation: l.Name},
-	}
+	return locationLink.objectMeta(c.cfg.AdminNamespace, id, id, l)
 }
 
 func (c *BSLController) madeFor(m metav1.Object, l *oadpv1alpha1.NonAdminBackupStorageLocation) bool {
-	return oadpv1alpha1.MadeFor(m.GetLabels(), m.GetAnnotations(), oadpv1alpha1.NabslOriginNACUUIDLabel, oadpv1alpha1.NabslOriginNamespaceAnnotation,
-		l.Status.VeleroBackupStorageLocation.NACUUID, l.Namespace)
+	return locationLink.madeFor(m, l.Status.VeleroBackupStorageLocation.NACUUID, l.Namespace)
 }
 
 // approved copies the credential Secret and makes the Velero location,

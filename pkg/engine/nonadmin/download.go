@@ -55,7 +55,9 @@ type DownloadController struct {
 	backups  velerolisters.BackupLister
 	restores velerolisters.RestoreLister
 	status   status.Writer
-	orphans  *orphans
+	// made links each request to the Velero DownloadRequest made for it.
+	made    *mirror[*oadpv1alpha1.NonAdminDownloadRequest, *velerov1.DownloadRequest]
+	orphans *orphans
 }
 
 // NewDownloadController returns the engine.
@@ -63,17 +65,37 @@ func NewDownloadController(cfg DownloadConfig) (*DownloadController, error) {
 	c := &DownloadController{cfg: cfg, requests: cfg.Requests.Lister(), nabs: cfg.NonAdminBackups.Lister(), nars: cfg.NonAdminRestores.Lister(),
 		drs: cfg.DownloadRequests.Lister(), backups: cfg.Backups.Lister(), restores: cfg.Restores.Lister(),
 		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminDownload, Observers: cfg.Observers}}
+	requests := cfg.Client.VeleroV1().DownloadRequests(cfg.AdminNamespace)
+	c.made = &mirror[*oadpv1alpha1.NonAdminDownloadRequest, *velerov1.DownloadRequest]{
+		link: downloadLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminDownloadRequest", adminKind: "download request",
+		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminDownloadRequest, error) {
+			return c.requests.NonAdminDownloadRequests(ns).Get(name)
+		},
+		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminDownloadRequest, error) {
+			return cfg.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		admin: c.drs.DownloadRequests(cfg.AdminNamespace).Get,
+		adminAPI: func(ctx context.Context, name string) (*velerov1.DownloadRequest, error) {
+			return requests.Get(ctx, name, metav1.GetOptions{})
+		},
+		createAdmin: func(ctx context.Context, dr *velerov1.DownloadRequest) (*velerov1.DownloadRequest, error) {
+			return requests.Create(ctx, dr, metav1.CreateOptions{FieldManager: c.status.Engine})
+		},
+		deleteAdmin: requests.Delete,
+		// Named after the request's UID, which is its NACUUID.
+		recorded:      func(r *oadpv1alpha1.NonAdminDownloadRequest) (string, string) { return veleroRequestName(r.UID), string(r.UID) },
+		orphanMessage: "Deleting a DownloadRequest whose NonAdminDownloadRequest is gone",
+	}
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminDownload, c.sync)
 	if err := c.Watch(cfg.Requests.Informer()); err != nil {
 		return nil, err
 	}
-	if err := c.WatchMapped(cfg.DownloadRequests.Informer(), originOf(oadpv1alpha1.NadrOriginNamespaceAnnotation, oadpv1alpha1.NadrOriginNameAnnotation)); err != nil {
+	if err := c.WatchMapped(cfg.DownloadRequests.Informer(), downloadLink.route); err != nil {
 		return nil, err
 	}
 	c.WaitFor(cfg.NonAdminBackups.Informer(), cfg.NonAdminRestores.Informer(), cfg.Backups.Informer(), cfg.Restores.Informer())
 	var err error
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminDownload, cfg.AdminNamespace, cfg.Requests.Informer(),
-		func(r *oadpv1alpha1.NonAdminDownloadRequest) string { return veleroRequestName(r.UID) }, c.syncOrphan, cfg.DownloadRequests.Informer()); err != nil {
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminDownload, c.made, cfg.Requests.Informer(), cfg.DownloadRequests.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -136,18 +158,11 @@ func (c *DownloadController) sync(ctx context.Context, key cache.ObjectName) err
 			c.AddAfter(key, RecheckInterval)
 			return ignoreGone(err)
 		}
-		dr, err = c.cfg.Client.VeleroV1().DownloadRequests(c.cfg.AdminNamespace).Create(ctx, &velerov1.DownloadRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.cfg.AdminNamespace,
-				Labels: map[string]string{oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
-					oadpv1alpha1.NadrOriginNACUUIDLabel: string(r.UID)},
-				Annotations: map[string]string{oadpv1alpha1.NadrOriginNamespaceAnnotation: r.Namespace, oadpv1alpha1.NadrOriginNameAnnotation: r.Name}},
-			Spec: velerov1.DownloadRequestSpec{Target: target},
-		}, metav1.CreateOptions{FieldManager: c.status.Engine})
-		if apierrors.IsAlreadyExists(err) {
-			return nil // made before a restart: its event brings it here
-		}
-		if err != nil {
-			return fmt.Errorf("creating download request %s for NonAdminDownloadRequest %s/%s: %w", name, r.Namespace, r.Name, err)
+		dr = &velerov1.DownloadRequest{ObjectMeta: downloadLink.objectMeta(c.cfg.AdminNamespace, name, string(r.UID), r),
+			Spec: velerov1.DownloadRequestSpec{Target: target}}
+		// One made before a restart is taken when it was made for r.
+		if dr, err = c.made.create(ctx, r, dr); err != nil {
+			return err
 		}
 	}
 	if !c.madeFor(dr, r) {
@@ -187,7 +202,7 @@ func (c *DownloadController) expired(dr *velerov1.DownloadRequest) bool {
 }
 
 func (c *DownloadController) madeFor(dr *velerov1.DownloadRequest, r *oadpv1alpha1.NonAdminDownloadRequest) bool {
-	return oadpv1alpha1.MadeFor(dr.Labels, dr.Annotations, oadpv1alpha1.NadrOriginNACUUIDLabel, oadpv1alpha1.NadrOriginNamespaceAnnotation, string(r.UID), r.Namespace)
+	return c.made.owns(r, dr)
 }
 
 // target is the Velero target of a request: the Velero object the tenant
@@ -202,7 +217,7 @@ func (c *DownloadController) target(r *oadpv1alpha1.NonAdminDownloadRequest) (ve
 			return velerov1.DownloadTarget{}, oadpv1alpha1.NonAdminDownloadConditionRestoreNotAvailable, missing
 		}
 		vr, err := c.restores.Restores(c.cfg.AdminNamespace).Get(nar.Status.VeleroRestore.Name)
-		if err != nil || !oadpv1alpha1.MadeFor(vr.Labels, vr.Annotations, oadpv1alpha1.NarOriginNACUUIDLabel, oadpv1alpha1.NarOriginNamespaceAnnotation, nar.Status.VeleroRestore.NACUUID, r.Namespace) {
+		if err != nil || !owns(restoreLink, recordedRestore, nar, vr) {
 			return velerov1.DownloadTarget{}, oadpv1alpha1.NonAdminDownloadConditionRestoreNotAvailable, missing
 		}
 		if !vr.Status.Phase.Terminal() {
@@ -225,34 +240,6 @@ func (c *DownloadController) target(r *oadpv1alpha1.NonAdminDownloadRequest) (ve
 			fmt.Sprintf("NonAdminBackup %s has not finished (phase %q)", name, b.Status.Phase)
 	}
 	return velerov1.DownloadTarget{Kind: r.Spec.Target.Kind, Name: b.Name}, "", ""
-}
-
-// syncOrphan deletes a Velero DownloadRequest made for a request that is
-// gone.
-func (c *DownloadController) syncOrphan(ctx context.Context, key cache.ObjectName) error {
-	dr, err := c.drs.DownloadRequests(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	ns, name := dr.Annotations[oadpv1alpha1.NadrOriginNamespaceAnnotation], dr.Annotations[oadpv1alpha1.NadrOriginNameAnnotation]
-	if ns == "" || name == "" || dr.Labels[oadpv1alpha1.NadrOriginNACUUIDLabel] == "" {
-		return nil
-	}
-	owner := func(r *oadpv1alpha1.NonAdminDownloadRequest) bool {
-		return veleroRequestName(r.UID) == dr.Name && c.madeFor(dr, r)
-	}
-	owned, err := tenantOwns(ctx, func(ns, name string) (*oadpv1alpha1.NonAdminDownloadRequest, error) {
-		return c.requests.NonAdminDownloadRequests(ns).Get(name)
-	}, func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminDownloadRequest, error) {
-		return c.cfg.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Get(ctx, name, metav1.GetOptions{})
-	}, owner, ns, name)
-	if owned || err != nil {
-		return err
-	}
-	return reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().DownloadRequests(dr.Namespace).Delete, dr.Name, dr.UID)
 }
 
 func (c *DownloadController) writeStatus(ctx context.Context, r *oadpv1alpha1.NonAdminDownloadRequest, mutate func(*oadpv1alpha1.NonAdminDownloadRequestStatus)) (*oadpv1alpha1.NonAdminDownloadRequest, error) {

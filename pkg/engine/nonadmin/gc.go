@@ -26,11 +26,17 @@ type orphans struct {
 	more func(ctx context.Context) ([]cache.ObjectName, error)
 }
 
-// orphanLoop returns the orphans loop of engine: admin are the informers
-// of the admin namespace's objects it made (their names are the keys),
-// tenants the tenant objects whose status names one (made: that name, ""
-// for none).
-func orphanLoop[T any](engine, adminNamespace string, tenants cache.SharedIndexInformer, made func(*T) string, sync reconcile.SyncFunc, admin ...cache.SharedIndexInformer) (*orphans, error) {
+// orphanLoop returns the orphans loop of engine for the admin-side objects
+// of m: admin are the informers of the admin namespace's objects it made
+// (their names are the keys), tenants the tenant objects whose status
+// records one.
+func orphanLoop[T, A object](engine string, m *mirror[T, A], tenants cache.SharedIndexInformer, admin ...cache.SharedIndexInformer) (*orphans, error) {
+	return orphanLoopOf(engine, m.adminNamespace, tenants, m.recordedName, m.syncOrphan, admin...)
+}
+
+// orphanLoopOf is orphanLoop for an engine whose orphans are not one kind
+// (made: the name a tenant object's status records, "" for none).
+func orphanLoopOf[T any](engine, adminNamespace string, tenants cache.SharedIndexInformer, made func(T) string, sync reconcile.SyncFunc, admin ...cache.SharedIndexInformer) (*orphans, error) {
 	o := &orphans{Loop: reconcile.NewLoop(engine+"-orphans", sync), admin: admin}
 	for _, a := range admin {
 		if err := o.Watch(a); err != nil {
@@ -38,7 +44,7 @@ func orphanLoop[T any](engine, adminNamespace string, tenants cache.SharedIndexI
 		}
 	}
 	if err := o.WatchMapped(tenants, func(obj any) []cache.ObjectName {
-		if t, ok := obj.(*T); ok {
+		if t, ok := obj.(T); ok {
 			if name := made(t); name != "" {
 				return []cache.ObjectName{{Namespace: adminNamespace, Name: name}}
 			}

@@ -59,7 +59,7 @@ func (l locations) veleroLocationOf(namespace, name string) (string, string) {
 	}
 	id := tl.Status.VeleroBackupStorageLocation.NACUUID
 	bsl, err := l.velero.BackupStorageLocations(l.adminNamespace).Get(id)
-	if err != nil || !oadpv1alpha1.MadeFor(bsl.Labels, bsl.Annotations, oadpv1alpha1.NabslOriginNACUUIDLabel, oadpv1alpha1.NabslOriginNamespaceAnnotation, id, namespace) {
+	if err != nil || !locationLink.madeFor(bsl, id, namespace) {
 		return "", fmt.Sprintf("NonAdminBackupStorageLocation %s has no backup storage location yet", name)
 	}
 	if bsl.Status.Phase != velerov1.BackupStorageLocationPhaseAvailable {

@@ -53,7 +53,9 @@ type RestoreController struct {
 	backups  velerolisters.BackupLister
 	dpas     oadplisters.DataProtectionApplicationLister
 	status   status.Writer
-	orphans  *orphans
+	// made links each NonAdminRestore to the Restore made for it.
+	made    *mirror[*oadpv1alpha1.NonAdminRestore, *velerov1.Restore]
+	orphans *orphans
 }
 
 // NewRestoreController returns the engine.
@@ -61,11 +63,29 @@ func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 	c := &RestoreController{cfg: cfg, nars: cfg.NonAdminRestores.Lister(), nabs: cfg.NonAdminBackups.Lister(),
 		restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), dpas: cfg.DPAs.Lister(),
 		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminRestore, Observers: cfg.Observers}}
+	restores := cfg.Client.VeleroV1().Restores(cfg.AdminNamespace)
+	c.made = &mirror[*oadpv1alpha1.NonAdminRestore, *velerov1.Restore]{
+		link: restoreLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminRestore", adminKind: "restore",
+		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminRestore, error) { return c.nars.NonAdminRestores(ns).Get(name) },
+		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminRestore, error) {
+			return cfg.Client.OadpV1alpha1().NonAdminRestores(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		admin: c.restores.Restores(cfg.AdminNamespace).Get,
+		adminAPI: func(ctx context.Context, name string) (*velerov1.Restore, error) {
+			return restores.Get(ctx, name, metav1.GetOptions{})
+		},
+		createAdmin: func(ctx context.Context, r *velerov1.Restore) (*velerov1.Restore, error) {
+			return restores.Create(ctx, r, metav1.CreateOptions{FieldManager: c.status.Engine})
+		},
+		deleteAdmin:   restores.Delete,
+		recorded:      recordedRestore,
+		orphanMessage: "Deleting a Restore whose NonAdminRestore is gone",
+	}
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminRestore, c.sync)
 	if err := c.Watch(cfg.NonAdminRestores.Informer()); err != nil {
 		return nil, err
 	}
-	if err := c.WatchMapped(cfg.Restores.Informer(), originOf(oadpv1alpha1.NarOriginNamespaceAnnotation, oadpv1alpha1.NarOriginNameAnnotation)); err != nil {
+	if err := c.WatchMapped(cfg.Restores.Informer(), restoreLink.route); err != nil {
 		return nil, err
 	}
 	// A NonAdminBackup that changes may make the restores waiting for it
@@ -97,13 +117,7 @@ func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 	}
 
 	var err error
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminRestore, cfg.AdminNamespace, cfg.NonAdminRestores.Informer(),
-		func(nar *oadpv1alpha1.NonAdminRestore) string {
-			if nar.Status.VeleroRestore == nil {
-				return ""
-			}
-			return nar.Status.VeleroRestore.Name
-		}, c.syncOrphan, cfg.Restores.Informer()); err != nil {
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminRestore, c.made, cfg.NonAdminRestores.Informer(), cfg.Restores.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -129,7 +143,7 @@ func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) erro
 	if nar.DeletionTimestamp != nil {
 		return c.delete(ctx, nar)
 	}
-	r, err := c.restoreOf(ctx, nar)
+	r, err := c.made.of(ctx, nar)
 	if err != nil {
 		return err
 	}
@@ -175,31 +189,17 @@ func (c *RestoreController) sync(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return ignoreGone(err)
 	}
-	if !reconcile.HasFinalizer(nar, oadpv1alpha1.NonAdminRestoreFinalizer) {
-		cur := nar.DeepCopy()
-		cur.Finalizers = append(cur.Finalizers, oadpv1alpha1.NonAdminRestoreFinalizer)
-		if nar, err = c.cfg.Client.OadpV1alpha1().NonAdminRestores(nar.Namespace).Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.status.Engine}); err != nil {
-			return ignoreGone(err)
-		}
+	if nar, err = reconcile.AddFinalizer(ctx, c.cfg.Client.OadpV1alpha1().NonAdminRestores(nar.Namespace), nar, oadpv1alpha1.NonAdminRestoreFinalizer, c.status.Engine); err != nil {
+		return ignoreGone(err)
 	}
 	id := nar.Status.VeleroRestore.NACUUID
-	r = &velerov1.Restore{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: id, Namespace: c.cfg.AdminNamespace,
-			Labels: map[string]string{oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
-				oadpv1alpha1.NarOriginNACUUIDLabel: id},
-			Annotations: map[string]string{oadpv1alpha1.NarOriginNamespaceAnnotation: nar.Namespace, oadpv1alpha1.NarOriginNameAnnotation: nar.Name},
-		},
-		Spec: *spec,
-	}
+	r = &velerov1.Restore{ObjectMeta: restoreLink.objectMeta(c.cfg.AdminNamespace, id, id, nar), Spec: *spec}
 	// It restores with the rights of whoever created the NonAdminRestore
 	// (creatorProblem made sure there is one).
 	r.Annotations[restoreas.Annotation] = nar.Annotations[oadpv1alpha1.CreatedByAnnotation]
-	created, err := createFor(ctx, func(ctx context.Context) (*velerov1.Restore, error) {
-		return c.cfg.Client.VeleroV1().Restores(c.cfg.AdminNamespace).Create(ctx, r, metav1.CreateOptions{FieldManager: c.status.Engine})
-	}, func(ctx context.Context) (*velerov1.Restore, error) { return c.restoreOf(ctx, nar) })
+	created, err := c.made.create(ctx, nar, r)
 	if err != nil {
-		return fmt.Errorf("creating restore %s for NonAdminRestore %s/%s: %w", id, nar.Namespace, nar.Name, err)
+		return err
 	}
 	c.cfg.Crash.Hit(failpoint.NonAdminRestoreMade)
 	return c.created(ctx, nar, created)
@@ -258,33 +258,12 @@ func phaseOr(p, otherwise string) string {
 	return p
 }
 
-// restoreOf returns nar's Restore, nil when there is none (asked of the
-// API before believed).
-func (c *RestoreController) restoreOf(ctx context.Context, nar *oadpv1alpha1.NonAdminRestore) (*velerov1.Restore, error) {
-	vr := nar.Status.VeleroRestore
-	if vr == nil || vr.Name == "" {
-		return nil, nil
+// recordedRestore is the Restore nar's status records: name and NACUUID.
+func recordedRestore(nar *oadpv1alpha1.NonAdminRestore) (name, nacuuid string) {
+	if vr := nar.Status.VeleroRestore; vr != nil {
+		return vr.Name, vr.NACUUID
 	}
-	r, err := c.restores.Restores(c.cfg.AdminNamespace).Get(vr.Name)
-	if apierrors.IsNotFound(err) {
-		r, err = c.cfg.Client.VeleroV1().Restores(c.cfg.AdminNamespace).Get(ctx, vr.Name, metav1.GetOptions{})
-	}
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading restore %s: %w", vr.Name, err)
-	}
-	if !ownedRestore(nar, r) {
-		return nil, nil
-	}
-	return r, nil
-}
-
-func ownedRestore(nar *oadpv1alpha1.NonAdminRestore, r *velerov1.Restore) bool {
-	vr := nar.Status.VeleroRestore
-	return vr != nil && r.Name == vr.Name &&
-		oadpv1alpha1.MadeFor(r.Labels, r.Annotations, oadpv1alpha1.NarOriginNACUUIDLabel, oadpv1alpha1.NarOriginNamespaceAnnotation, vr.NACUUID, nar.Namespace)
+	return "", ""
 }
 
 // created writes phase Created and mirrors the Restore's status.
@@ -305,7 +284,7 @@ func (c *RestoreController) created(ctx context.Context, nar *oadpv1alpha1.NonAd
 // delete: the Restore goes (its log and results with it), then the
 // NonAdminRestore.
 func (c *RestoreController) delete(ctx context.Context, nar *oadpv1alpha1.NonAdminRestore) error {
-	r, err := c.restoreOf(ctx, nar)
+	r, err := c.made.of(ctx, nar)
 	if err != nil {
 		return err
 	}
@@ -326,32 +305,6 @@ func (c *RestoreController) delete(ctx context.Context, nar *oadpv1alpha1.NonAdm
 
 func (c *RestoreController) writeStatus(ctx context.Context, nar *oadpv1alpha1.NonAdminRestore, mutate func(*oadpv1alpha1.NonAdminRestoreStatus)) (*oadpv1alpha1.NonAdminRestore, error) {
 	return c.status.NonAdminRestores(c.cfg.Client, nar.Namespace).Update(ctx, nar, func(cur *oadpv1alpha1.NonAdminRestore) { mutate(&cur.Status) })
-}
-
-// syncOrphan deletes a Restore made for a NonAdminRestore that is gone.
-func (c *RestoreController) syncOrphan(ctx context.Context, key cache.ObjectName) error {
-	r, err := c.restores.Restores(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	ns, name := r.Annotations[oadpv1alpha1.NarOriginNamespaceAnnotation], r.Annotations[oadpv1alpha1.NarOriginNameAnnotation]
-	if r.Namespace != c.cfg.AdminNamespace || ns == "" || name == "" || r.Labels[oadpv1alpha1.NarOriginNACUUIDLabel] == "" || r.DeletionTimestamp != nil {
-		return nil
-	}
-	owned, err := tenantOwns(ctx, func(ns, name string) (*oadpv1alpha1.NonAdminRestore, error) {
-		return c.nars.NonAdminRestores(ns).Get(name)
-	},
-		func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminRestore, error) {
-			return c.cfg.Client.OadpV1alpha1().NonAdminRestores(ns).Get(ctx, name, metav1.GetOptions{})
-		}, func(nar *oadpv1alpha1.NonAdminRestore) bool { return ownedRestore(nar, r) }, ns, name)
-	if owned || err != nil {
-		return err
-	}
-	klog.FromContext(ctx).Info("Deleting a Restore whose NonAdminRestore is gone", "restore", r.Name, "nonadminrestore", ns+"/"+name)
-	return reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Restores(r.Namespace).Delete, r.Name, r.UID)
 }
 
 // creatorProblem says why a NonAdminRestore cannot be restored for the

@@ -68,7 +68,9 @@ type ScheduleController struct {
 	dpas      oadplisters.DataProtectionApplicationLister
 	locations locations
 	status    status.Writer
-	orphans   *orphans
+	// made links each NonAdminSchedule to the Velero Schedule made for it.
+	made    *mirror[*oadpv1alpha1.NonAdminSchedule, *velerov1.Schedule]
+	orphans *orphans
 }
 
 // NewScheduleController returns the engine.
@@ -77,15 +79,32 @@ func NewScheduleController(cfg ScheduleConfig) (*ScheduleController, error) {
 		backups: cfg.Backups.Lister(), dpas: cfg.DPAs.Lister(),
 		locations: locations{adminNamespace: cfg.AdminNamespace, tenant: cfg.TenantLocations.Lister(), velero: cfg.VeleroLocations.Lister()},
 		status:    status.Writer{Engine: oadpv1alpha1.EngineNonAdminSchedule, Observers: cfg.Observers}}
+	schedules := cfg.Client.VeleroV1().Schedules(cfg.AdminNamespace)
+	c.made = &mirror[*oadpv1alpha1.NonAdminSchedule, *velerov1.Schedule]{
+		link: scheduleLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminSchedule", adminKind: "schedule",
+		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) { return c.schedules.NonAdminSchedules(ns).Get(name) },
+		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) {
+			return cfg.Client.OadpV1alpha1().NonAdminSchedules(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		admin: c.velero.Schedules(cfg.AdminNamespace).Get,
+		adminAPI: func(ctx context.Context, name string) (*velerov1.Schedule, error) {
+			return schedules.Get(ctx, name, metav1.GetOptions{})
+		},
+		createAdmin: func(ctx context.Context, vs *velerov1.Schedule) (*velerov1.Schedule, error) {
+			return schedules.Create(ctx, vs, metav1.CreateOptions{FieldManager: c.status.Engine})
+		},
+		deleteAdmin:   schedules.Delete,
+		recorded:      recordedSchedule,
+		orphanMessage: "Deleting a Schedule whose NonAdminSchedule is gone",
+	}
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminSchedule, c.sync)
 	if err := c.Watch(cfg.Schedules.Informer()); err != nil {
 		return nil, err
 	}
 	// The Velero Schedule and its backups carry the schedule's origin
 	// annotations (a Schedule's annotations go to the backups it runs).
-	origin := originOf(oadpv1alpha1.NasOriginNamespaceAnnotation, oadpv1alpha1.NasOriginNameAnnotation)
 	for _, inf := range []cache.SharedIndexInformer{cfg.VeleroSchedules.Informer(), cfg.Backups.Informer()} {
-		if err := c.WatchMapped(inf, origin); err != nil {
+		if err := c.WatchMapped(inf, scheduleLink.route); err != nil {
 			return nil, err
 		}
 	}
@@ -104,13 +123,7 @@ func NewScheduleController(cfg ScheduleConfig) (*ScheduleController, error) {
 	}
 	c.WaitFor(cfg.NonAdminBackups.Informer(), cfg.TenantLocations.Informer(), cfg.VeleroLocations.Informer())
 	var err error
-	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminSchedule, cfg.AdminNamespace, cfg.Schedules.Informer(),
-		func(s *oadpv1alpha1.NonAdminSchedule) string {
-			if s.Status.VeleroSchedule == nil {
-				return ""
-			}
-			return s.Status.VeleroSchedule.Name
-		}, c.syncOrphan, cfg.VeleroSchedules.Informer()); err != nil {
+	if c.orphans, err = orphanLoop(oadpv1alpha1.EngineNonAdminSchedule, c.made, cfg.Schedules.Informer(), cfg.VeleroSchedules.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -251,9 +264,9 @@ func (c *ScheduleController) scheduleOf(ctx context.Context, s *oadpv1alpha1.Non
 	if v == nil || v.Name == "" {
 		return nil, nil
 	}
-	vs, err := c.velero.Schedules(c.cfg.AdminNamespace).Get(v.Name)
+	vs, err := c.made.admin(v.Name)
 	if apierrors.IsNotFound(err) {
-		vs, err = c.cfg.Client.VeleroV1().Schedules(c.cfg.AdminNamespace).Get(ctx, v.Name, metav1.GetOptions{})
+		vs, err = c.made.adminAPI(ctx, v.Name)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -261,7 +274,7 @@ func (c *ScheduleController) scheduleOf(ctx context.Context, s *oadpv1alpha1.Non
 	if err != nil {
 		return nil, fmt.Errorf("reading schedule %s: %w", v.Name, err)
 	}
-	if !oadpv1alpha1.MadeFor(vs.Labels, vs.Annotations, oadpv1alpha1.NasOriginNACUUIDLabel, oadpv1alpha1.NasOriginNamespaceAnnotation, v.NACUUID, s.Namespace) {
+	if !scheduleLink.madeFor(vs, v.NACUUID, s.Namespace) {
 		return nil, fmt.Errorf("schedule %s exists and was not made for NonAdminSchedule %s/%s", v.Name, s.Namespace, s.Name)
 	}
 	return vs, nil
@@ -278,18 +291,12 @@ func (c *ScheduleController) ensureSchedule(ctx context.Context, s *oadpv1alpha1
 	}
 	id := s.Status.VeleroSchedule.NACUUID
 	if vs == nil {
-		annotations := map[string]string{oadpv1alpha1.NasOriginNamespaceAnnotation: s.Namespace, oadpv1alpha1.NasOriginNameAnnotation: s.Name}
+		vs := &velerov1.Schedule{ObjectMeta: scheduleLink.objectMeta(c.cfg.AdminNamespace, id, id, s), Spec: want}
 		// Who made it: the schedule's backups carry its annotations.
 		if who := s.Annotations[oadpv1alpha1.CreatedByAnnotation]; who != "" {
-			annotations[oadpv1alpha1.CreatedByAnnotation] = who
+			vs.Annotations[oadpv1alpha1.CreatedByAnnotation] = who
 		}
-		made, err := client.Create(ctx, &velerov1.Schedule{
-			ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: c.cfg.AdminNamespace,
-				Labels: map[string]string{oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue, oadpv1alpha1.ManagedByLabel: oadpv1alpha1.ManagedByLabelValue,
-					oadpv1alpha1.NasOriginNACUUIDLabel: id},
-				Annotations: annotations},
-			Spec: want,
-		}, metav1.CreateOptions{FieldManager: c.status.Engine})
+		made, err := c.made.createAdmin(ctx, vs)
 		if err != nil {
 			return nil, fmt.Errorf("creating schedule %s for NonAdminSchedule %s/%s: %w", id, s.Namespace, s.Name, err)
 		}
@@ -350,35 +357,13 @@ func (c *ScheduleController) delete(ctx context.Context, s *oadpv1alpha1.NonAdmi
 	return reconcile.RemoveFinalizer(ctx, c.cfg.Client.OadpV1alpha1().NonAdminSchedules(s.Namespace), s, oadpv1alpha1.NonAdminScheduleFinalizer, c.status.Engine)
 }
 
-// syncOrphan deletes a Velero Schedule made for a NonAdminSchedule that is
-// gone (its finalizer removed by hand).
-func (c *ScheduleController) syncOrphan(ctx context.Context, key cache.ObjectName) error {
-	vs, err := c.velero.Schedules(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		return nil
+// recordedSchedule is the Velero Schedule s's status records: name and
+// NACUUID.
+func recordedSchedule(s *oadpv1alpha1.NonAdminSchedule) (name, nacuuid string) {
+	if v := s.Status.VeleroSchedule; v != nil {
+		return v.Name, v.NACUUID
 	}
-	if err != nil {
-		return err
-	}
-	id := vs.Labels[oadpv1alpha1.NasOriginNACUUIDLabel]
-	ns, name := vs.Annotations[oadpv1alpha1.NasOriginNamespaceAnnotation], vs.Annotations[oadpv1alpha1.NasOriginNameAnnotation]
-	if id == "" || ns == "" || name == "" || vs.DeletionTimestamp != nil {
-		return nil
-	}
-	owner := func(s *oadpv1alpha1.NonAdminSchedule) bool {
-		return s.Status.VeleroSchedule != nil && s.Status.VeleroSchedule.NACUUID == id && s.Status.VeleroSchedule.Name == vs.Name
-	}
-	owned, err := tenantOwns(ctx, func(ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) {
-		return c.schedules.NonAdminSchedules(ns).Get(name)
-	},
-		func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) {
-			return c.cfg.Client.OadpV1alpha1().NonAdminSchedules(ns).Get(ctx, name, metav1.GetOptions{})
-		}, owner, ns, name)
-	if owned || err != nil {
-		return err
-	}
-	klog.FromContext(ctx).Info("Deleting a Schedule whose NonAdminSchedule is gone", "schedule", vs.Name, "nonadminschedule", ns+"/"+name)
-	return reconcile.DeleteIfUnchanged(ctx, c.cfg.Client.VeleroV1().Schedules(vs.Namespace).Delete, vs.Name, vs.UID)
+	return "", ""
 }
 
 func (c *ScheduleController) writeStatus(ctx context.Context, s *oadpv1alpha1.NonAdminSchedule, mutate func(*oadpv1alpha1.NonAdminScheduleStatus)) (*oadpv1alpha1.NonAdminSchedule, error) {

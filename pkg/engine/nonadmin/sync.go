@@ -147,9 +147,8 @@ func (c *SyncController) tenantLocationOf(b *velerov1.Backup) *oadpv1alpha1.NonA
 	if err != nil {
 		return nil
 	}
-	id := bsl.Labels[oadpv1alpha1.NabslOriginNACUUIDLabel]
-	ns, name := bsl.Annotations[oadpv1alpha1.NabslOriginNamespaceAnnotation], bsl.Annotations[oadpv1alpha1.NabslOriginNameAnnotation]
-	if id == "" || ns == "" || name == "" || bsl.Name != id {
+	id, ns, name, ok := locationLink.origin(bsl)
+	if !ok || bsl.Name != id {
 		return nil
 	}
 	l, err := c.locations.NonAdminBackupStorageLocations(ns).Get(name)

@@ -194,6 +194,25 @@ func RemoveFinalizer[T any, PT interface {
 	return nil
 }
 
+// AddFinalizer returns obj with finalizer: written as engine (the field
+// manager) when it was missing, as it is otherwise.
+func AddFinalizer[T any, PT interface {
+	*T
+	metav1.Object
+	DeepCopy() *T
+}](ctx context.Context, client objectClient[T], obj PT, finalizer, engine string) (PT, error) {
+	if HasFinalizer(obj, finalizer) {
+		return obj, nil
+	}
+	cur := PT(obj.DeepCopy())
+	cur.SetFinalizers(append(cur.GetFinalizers(), finalizer))
+	out, err := client.Update(ctx, cur, metav1.UpdateOptions{FieldManager: engine})
+	if err != nil {
+		return nil, fmt.Errorf("%s: adding finalizer %s to %s: %w", engine, finalizer, obj.GetName(), err)
+	}
+	return out, nil
+}
+
 // HasFinalizer reports whether obj carries finalizer.
 func HasFinalizer(obj metav1.Object, finalizer string) bool {
 	return slices.Contains(obj.GetFinalizers(), finalizer)
