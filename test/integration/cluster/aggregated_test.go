@@ -32,6 +32,17 @@ func poll(t *testing.T, what string, timeout time.Duration, cond func(context.Co
 	}
 }
 
+// inOrder returns a runner of named steps that run in order on what the
+// ones before left: the first that fails ends the test.
+func inOrder(t *testing.T) func(name string, f func(t *testing.T)) {
+	return func(name string, f func(t *testing.T)) {
+		t.Helper()
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+}
+
 func forbidden(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "Forbidden")
 }

@@ -66,7 +66,7 @@ func TestTenantStorageLocations(t *testing.T) {
 		t.Fatalf("the tenant's Secret: %v", err)
 	}
 	tenantLocations := alice.Client.OadpV1alpha1().NonAdminBackupStorageLocations(ns)
-	newLocation := func(name string) {
+	newLocation := func(t *testing.T, name string) {
 		t.Helper()
 		if _, err := tenantLocations.Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocation{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -79,16 +79,16 @@ func TestTenantStorageLocations(t *testing.T) {
 			t.Fatalf("the tenant's location %s: %v", name, err)
 		}
 	}
-	newLocation("mine")
-	locationNamed := func(ctx context.Context, name string) *oadpv1alpha1.NonAdminBackupStorageLocation {
+	newLocation(t, "mine")
+	locationNamed := func(t *testing.T, ctx context.Context, name string) *oadpv1alpha1.NonAdminBackupStorageLocation {
 		l, err := oadp.NonAdminBackupStorageLocations(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l
 	}
-	location := func(ctx context.Context) *oadpv1alpha1.NonAdminBackupStorageLocation {
-		return locationNamed(ctx, "mine")
+	location := func(t *testing.T, ctx context.Context) *oadpv1alpha1.NonAdminBackupStorageLocation {
+		return locationNamed(t, ctx, "mine")
 	}
 	approval := func(l *oadpv1alpha1.NonAdminBackupStorageLocation) string {
 		if c := meta.FindStatusCondition(l.Status.Conditions, string(oadpv1alpha1.NonAdminBSLConditionApproved)); c != nil {
@@ -96,37 +96,21 @@ func TestTenantStorageLocations(t *testing.T) {
 		}
 		return ""
 	}
-	waitApprovalOf := func(name, want string) *oadpv1alpha1.NonAdminBackupStorageLocation {
+	waitApprovalOf := func(t *testing.T, name, want string) *oadpv1alpha1.NonAdminBackupStorageLocation {
 		t.Helper()
 		var l *oadpv1alpha1.NonAdminBackupStorageLocation
 		poll(t, name+" ClusterAdminApproved "+want, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			l = locationNamed(ctx, name)
+			l = locationNamed(t, ctx, name)
 			return approval(l) == want, nil
 		})
 		return l
 	}
-	waitApproval := func(want string) *oadpv1alpha1.NonAdminBackupStorageLocation {
+	waitApproval := func(t *testing.T, want string) *oadpv1alpha1.NonAdminBackupStorageLocation {
 		t.Helper()
-		return waitApprovalOf("mine", want)
+		return waitApprovalOf(t, "mine", want)
 	}
-
-	// Pending: a request in the admin namespace, nothing made.
-	l := waitApproval("False/" + oadpv1alpha1.ReasonBslSpecApprovalPending)
-	if l.Status.Phase != oadpv1alpha1.NonAdminPhaseNew || l.Status.VeleroBackupStorageLocation == nil {
-		t.Fatalf("pending location: phase %q, %+v", l.Status.Phase, l.Status.VeleroBackupStorageLocation)
-	}
-	id := l.Status.VeleroBackupStorageLocation.NACUUID
 	requests := oadp.NonAdminBackupStorageLocationRequests(adminNamespace)
-	var req *oadpv1alpha1.NonAdminBackupStorageLocationRequest
-	poll(t, "the request's status", time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		req, err = requests.Get(ctx, id, metav1.GetOptions{})
-		return err == nil && req.Status.Phase == oadpv1alpha1.NonAdminBSLRequestPhasePending && req.Status.SourceNonAdminBSL != nil, nil
-	})
-	if src := req.Status.SourceNonAdminBSL; src.Name != "mine" || src.Namespace != ns || src.RequestedSpec == nil || src.RequestedSpec.ObjectStorage.Bucket != "team" {
-		t.Errorf("the request says %+v", src)
-	}
-	assertNoAdminSide := func(when, id string) {
+	assertNoAdminSide := func(t *testing.T, when, id string) {
 		t.Helper()
 		if _, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, id, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("%s: Velero location %s: %v, want NotFound", when, id, err)
@@ -135,145 +119,179 @@ func TestTenantStorageLocations(t *testing.T) {
 			t.Errorf("%s: Secret copy %s: %v, want NotFound", when, id, err)
 		}
 	}
-	assertNoAdminSide("pending", id)
 	nab := func(name string) error {
 		_, err := alice.Client.OadpV1alpha1().NonAdminBackups(ns).Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{StorageLocation: "mine"}}}, metav1.CreateOptions{})
 		return err
 	}
-	if err := nab("too-early"); !conformance.InvalidAt(err, "spec.backupSpec.storageLocation", "not approved") {
-		t.Errorf("a backup to a location not approved: %v, want 422 at spec.backupSpec.storageLocation", err)
-	}
-	// Only the server makes requests; tenants never see them.
-	if _, err := requests.Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocationRequest{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
-		t.Errorf("the admin making a request: %v, want 422", err)
-	}
-	if _, err := alice.Client.OadpV1alpha1().NonAdminBackupStorageLocationRequests(adminNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("the tenant listing requests: %v, want 403", err)
-	}
-	decideOn := func(id string, d oadpv1alpha1.NonAdminBSLRequest) {
+	decideOn := func(t *testing.T, id string, d oadpv1alpha1.NonAdminBSLRequest) {
 		t.Helper()
 		if _, err := requests.Patch(ctx, id, types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"approvalDecision":%q}}`, d)), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	decide := func(d oadpv1alpha1.NonAdminBSLRequest) { t.Helper(); decideOn(id, d) }
+	// What the steps share: the location's NACUUID, the backup made on it
+	// and its directory in the bucket, a backup planted there, the second
+	// tenant.
+	var (
+		id, made, planted, backupsDir string
+		bob                           conformance.Tenant
+	)
+	decide := func(t *testing.T, d oadpv1alpha1.NonAdminBSLRequest) { t.Helper(); decideOn(t, id, d) }
+	step := inOrder(t)
 
-	// Approved: the Secret copied, the location made under the tenant's
-	// prefix and Available, mirrored.
-	decide(oadpv1alpha1.NonAdminBSLRequestApproved)
-	poll(t, "the location Created and Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		l = location(ctx)
-		v := l.Status.VeleroBackupStorageLocation
-		return l.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && v.Status != nil && v.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable, nil
-	})
-	for _, ct := range []oadpv1alpha1.NonAdminCondition{oadpv1alpha1.NonAdminConditionAccepted, oadpv1alpha1.NonAdminBSLConditionApproved,
-		oadpv1alpha1.NonAdminBSLConditionSecretSynced, oadpv1alpha1.NonAdminBSLConditionBSLSynced} {
-		if !meta.IsStatusConditionTrue(l.Status.Conditions, string(ct)) {
-			t.Errorf("condition %s not True: %+v", ct, l.Status.Conditions)
+	step("pending: a request in the admin namespace, nothing made", func(t *testing.T) {
+		l := waitApproval(t, "False/"+oadpv1alpha1.ReasonBslSpecApprovalPending)
+		if l.Status.Phase != oadpv1alpha1.NonAdminPhaseNew || l.Status.VeleroBackupStorageLocation == nil {
+			t.Fatalf("pending location: phase %q, %+v", l.Status.Phase, l.Status.VeleroBackupStorageLocation)
 		}
-	}
-	bsl, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, id, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bsl.Spec.ObjectStorage.Prefix != ns+"/apps" || bsl.Spec.Credential.Name != id || bsl.Spec.Credential.Key != "cloud" || bsl.Spec.Default {
-		t.Errorf("Velero location: prefix %q credential %+v default %v", bsl.Spec.ObjectStorage.Prefix, bsl.Spec.Credential, bsl.Spec.Default)
-	}
-	secret, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, id, metav1.GetOptions{})
-	if err != nil || string(secret.Data["cloud"]) != creds {
-		t.Fatalf("the Secret copy: %v", err)
-	}
-	if r, _ := requests.Get(ctx, id, metav1.GetOptions{}); r.Status.Phase != oadpv1alpha1.NonAdminBSLRequestPhaseApproved {
-		t.Errorf("request phase %q after approval", r.Status.Phase)
-	}
+		id = l.Status.VeleroBackupStorageLocation.NACUUID
+		var req *oadpv1alpha1.NonAdminBackupStorageLocationRequest
+		poll(t, "the request's status", time.Minute, func(ctx context.Context) (bool, error) {
+			var err error
+			req, err = requests.Get(ctx, id, metav1.GetOptions{})
+			return err == nil && req.Status.Phase == oadpv1alpha1.NonAdminBSLRequestPhasePending && req.Status.SourceNonAdminBSL != nil, nil
+		})
+		if src := req.Status.SourceNonAdminBSL; src.Name != "mine" || src.Namespace != ns || src.RequestedSpec == nil || src.RequestedSpec.ObjectStorage.Bucket != "team" {
+			t.Errorf("the request says %+v", src)
+		}
+		assertNoAdminSide(t, "pending", id)
+		if err := nab("too-early"); !conformance.InvalidAt(err, "spec.backupSpec.storageLocation", "not approved") {
+			t.Errorf("a backup to a location not approved: %v, want 422 at spec.backupSpec.storageLocation", err)
+		}
+		// Only the server makes requests; tenants never see them.
+		if _, err := requests.Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocationRequest{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+			t.Errorf("the admin making a request: %v, want 422", err)
+		}
+		if _, err := alice.Client.OadpV1alpha1().NonAdminBackupStorageLocationRequests(adminNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the tenant listing requests: %v, want 403", err)
+		}
+	})
 
-	// A RoleBinding the admin made in the namespace (the tenant could not
-	// have): in the backup, it must not come back through the tenant's
-	// restore once the admin removed it.
-	if _, err := c.Kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "extra-admin"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// A backup there lands under the tenant's prefix.
-	if err := nab("to-mine"); err != nil {
-		t.Fatalf("a backup to the approved location: %v", err)
-	}
-	var backup *oadpv1alpha1.NonAdminBackup
-	poll(t, "the backup to the tenant's location", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		backup, err = oadp.NonAdminBackups(ns).Get(ctx, "to-mine", metav1.GetOptions{})
+	step("approved: the Secret copied, the location made under the tenant's prefix, Available, mirrored", func(t *testing.T) {
+		decide(t, oadpv1alpha1.NonAdminBSLRequestApproved)
+		var l *oadpv1alpha1.NonAdminBackupStorageLocation
+		poll(t, "the location Created and Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l = location(t, ctx)
+			v := l.Status.VeleroBackupStorageLocation
+			return l.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && v.Status != nil && v.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable, nil
+		})
+		for _, ct := range []oadpv1alpha1.NonAdminCondition{oadpv1alpha1.NonAdminConditionAccepted, oadpv1alpha1.NonAdminBSLConditionApproved,
+			oadpv1alpha1.NonAdminBSLConditionSecretSynced, oadpv1alpha1.NonAdminBSLConditionBSLSynced} {
+			if !meta.IsStatusConditionTrue(l.Status.Conditions, string(ct)) {
+				t.Errorf("condition %s not True: %+v", ct, l.Status.Conditions)
+			}
+		}
+		bsl, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, id, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			t.Fatal(err)
 		}
-		vb := backup.Status.VeleroBackup
-		return vb != nil && vb.Status != nil && vb.Status.Phase.Terminal(), nil
-	})
-	if vb := backup.Status.VeleroBackup; vb.Status.Phase != velerov1.BackupPhaseCompleted || vb.Spec.StorageLocation != id {
-		t.Fatalf("backup to the tenant's location: %s on %q (%s)", vb.Status.Phase, vb.Spec.StorageLocation, vb.Status.FailureReason)
-	}
-	dir := filepath.Join(srv.Root, "team", ns, "apps", "backups", backup.Status.VeleroBackup.Name)
-	if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
-		t.Errorf("nothing under the tenant's prefix %s: %v", dir, err)
-	}
-	// A download link to the log of a backup on the tenant's location.
-	if _, err := alice.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: "mine-log"},
-		Spec: oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "to-mine"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var link string
-	poll(t, "the link to the log on the tenant's location", time.Minute, func(ctx context.Context) (bool, error) {
-		nadr, err := alice.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Get(ctx, "mine-log", metav1.GetOptions{})
-		if err != nil || nadr.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated {
-			return false, err
+		if bsl.Spec.ObjectStorage.Prefix != ns+"/apps" || bsl.Spec.Credential.Name != id || bsl.Spec.Credential.Key != "cloud" || bsl.Spec.Default {
+			t.Errorf("Velero location: prefix %q credential %+v default %v", bsl.Spec.ObjectStorage.Prefix, bsl.Spec.Credential, bsl.Spec.Default)
 		}
-		link = nadr.Status.VeleroDownloadRequest.Status.DownloadURL
-		return link != "", nil
+		secret, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, id, metav1.GetOptions{})
+		if err != nil || string(secret.Data["cloud"]) != creds {
+			t.Fatalf("the Secret copy: %v", err)
+		}
+		if r, _ := requests.Get(ctx, id, metav1.GetOptions{}); r.Status.Phase != oadpv1alpha1.NonAdminBSLRequestPhaseApproved {
+			t.Errorf("request phase %q after approval", r.Status.Phase)
+		}
 	})
-	resp, err := anonymousClient(t, c).Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs, err := readGzip(resp)
-	if err != nil || !strings.Contains(logs, "Backup completed") {
-		t.Errorf("the log of the backup on the tenant's location, through its link: %v\n%.300s", err, logs)
-	}
 
-	// The tenant's restore writes with the tenant's rights: what the admin
-	// removed and the tenant may not write stays removed (a warning); the
-	// rest comes back.
-	if err := c.Kube.RbacV1().RoleBindings(ns).Delete(ctx, "extra-admin", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-mine"},
-		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "to-mine"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var restore *velerov1.Restore
-	poll(t, "the restore to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-mine", metav1.GetOptions{})
-		if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Name == "" {
-			return false, err
+	step("a backup there lands under the tenant's prefix; its log opens through a link; the tenant's restore has the tenant's rights", func(t *testing.T) {
+		// A RoleBinding the admin made in the namespace (the tenant could not
+		// have): in the backup, it must not come back through the tenant's
+		// restore once the admin removed it.
+		if _, err := c.Kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "extra-admin"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		restore, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
-		return err == nil && restore.Status.Phase.Terminal(), nil
+		// A backup there lands under the tenant's prefix.
+		if err := nab("to-mine"); err != nil {
+			t.Fatalf("a backup to the approved location: %v", err)
+		}
+		var backup *oadpv1alpha1.NonAdminBackup
+		defer func() {
+			if backup != nil && backup.Status.VeleroBackup != nil {
+				made = backup.Status.VeleroBackup.Name
+			}
+		}()
+		poll(t, "the backup to the tenant's location", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			var err error
+			backup, err = oadp.NonAdminBackups(ns).Get(ctx, "to-mine", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			vb := backup.Status.VeleroBackup
+			return vb != nil && vb.Status != nil && vb.Status.Phase.Terminal(), nil
+		})
+		if vb := backup.Status.VeleroBackup; vb.Status.Phase != velerov1.BackupPhaseCompleted || vb.Spec.StorageLocation != id {
+			t.Fatalf("backup to the tenant's location: %s on %q (%s)", vb.Status.Phase, vb.Spec.StorageLocation, vb.Status.FailureReason)
+		}
+		dir := filepath.Join(srv.Root, "team", ns, "apps", "backups", backup.Status.VeleroBackup.Name)
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
+			t.Errorf("nothing under the tenant's prefix %s: %v", dir, err)
+		}
+		// A download link to the log of a backup on the tenant's location.
+		if _, err := alice.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: "mine-log"},
+			Spec: oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "to-mine"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var link string
+		poll(t, "the link to the log on the tenant's location", time.Minute, func(ctx context.Context) (bool, error) {
+			nadr, err := alice.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Get(ctx, "mine-log", metav1.GetOptions{})
+			if err != nil || nadr.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated {
+				return false, err
+			}
+			link = nadr.Status.VeleroDownloadRequest.Status.DownloadURL
+			return link != "", nil
+		})
+		resp, err := anonymousClient(t, c).Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, err := readGzip(resp)
+		if err != nil || !strings.Contains(logs, "Backup completed") {
+			t.Errorf("the log of the backup on the tenant's location, through its link: %v\n%.300s", err, logs)
+		}
+
+		// The tenant's restore writes with the tenant's rights: what the admin
+		// removed and the tenant may not write stays removed (a warning); the
+		// rest comes back.
+		if err := c.Kube.RbacV1().RoleBindings(ns).Delete(ctx, "extra-admin", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-mine"},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "to-mine"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var restore *velerov1.Restore
+		poll(t, "the restore to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-mine", metav1.GetOptions{})
+			if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Name == "" {
+				return false, err
+			}
+			restore, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
+			return err == nil && restore.Status.Phase.Terminal(), nil
+		})
+		if as, _, err := restoreas.Of(restore.Annotations); err != nil || as.Username != "alice" {
+			t.Errorf("the restore acts as %+v (%v), want alice", as, err)
+		}
+		if restore.Status.Phase != velerov1.RestorePhaseCompleted || restore.Status.Warnings == 0 {
+			t.Errorf("the tenant's restore: %s, %d warnings, %d errors; want Completed with a warning for the RoleBinding", restore.Status.Phase, restore.Status.Warnings, restore.Status.Errors)
+		}
+		if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil {
+			t.Errorf("the ConfigMap the tenant may write: %v", err)
+		}
+		if _, err := c.Kube.RbacV1().RoleBindings(ns).Get(ctx, "extra-admin", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the RoleBinding the tenant may not write came back through its restore: %v", err)
+		}
+
 	})
-	if as, _, err := restoreas.Of(restore.Annotations); err != nil || as.Username != "alice" {
-		t.Errorf("the restore acts as %+v (%v), want alice", as, err)
-	}
-	if restore.Status.Phase != velerov1.RestorePhaseCompleted || restore.Status.Warnings == 0 {
-		t.Errorf("the tenant's restore: %s, %d warnings, %d errors; want Completed with a warning for the RoleBinding", restore.Status.Phase, restore.Status.Warnings, restore.Status.Errors)
-	}
-	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil {
-		t.Errorf("the ConfigMap the tenant may write: %v", err)
-	}
-	if _, err := c.Kube.RbacV1().RoleBindings(ns).Get(ctx, "extra-admin", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the RoleBinding the tenant may not write came back through its restore: %v", err)
-	}
 
 	// Sync from the tenant's bucket (backupSyncPeriod 2s). Planted beside
 	// the real backup: a copy of it under a name the server gives tenants'
@@ -281,58 +299,60 @@ func TestTenantStorageLocations(t *testing.T) {
 	// namespace; and a copy under a name the admin could give a backup.
 	// The first becomes a NonAdminBackup of tenant-a alone, held to
 	// tenant-a, and restores as any other; the second is never taken.
-	bob := tenantOf(t, c, "bob", "tenant-b")
-	backupsDir := filepath.Join(srv.Root, "team", ns, "apps", "backups")
-	made := backup.Status.VeleroBackup.Name
-	planted := oadpv1alpha1.NewNACUUID(ns, "elsewhere")
-	plantBackup(t, backupsDir, made, planted, func(b *velerov1.Backup) {
-		b.Labels = map[string]string{oadpv1alpha1.NabOriginNACUUIDLabel: oadpv1alpha1.NewNACUUID(bob.Namespace, "planted")}
-		b.Annotations = map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: bob.Namespace, oadpv1alpha1.NabOriginNameAnnotation: "planted"}
-		b.Spec.IncludedNamespaces = []string{bob.Namespace}
-	})
-	plantBackup(t, backupsDir, made, "nightly", nil)
-	var synced *oadpv1alpha1.NonAdminBackup
-	poll(t, "the planted backup synced into the tenant's namespace", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		synced, err = oadp.NonAdminBackups(ns).Get(ctx, "planted", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
+	step("backups planted in the tenant's bucket sync to that tenant alone, and restore", func(t *testing.T) {
+		bob = tenantOf(t, c, "bob", "tenant-b")
+		backupsDir = filepath.Join(srv.Root, "team", ns, "apps", "backups")
+		planted = oadpv1alpha1.NewNACUUID(ns, "elsewhere")
+		plantBackup(t, backupsDir, made, planted, func(b *velerov1.Backup) {
+			b.Labels = map[string]string{oadpv1alpha1.NabOriginNACUUIDLabel: oadpv1alpha1.NewNACUUID(bob.Namespace, "planted")}
+			b.Annotations = map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: bob.Namespace, oadpv1alpha1.NabOriginNameAnnotation: "planted"}
+			b.Spec.IncludedNamespaces = []string{bob.Namespace}
+		})
+		plantBackup(t, backupsDir, made, "nightly", nil)
+		var synced *oadpv1alpha1.NonAdminBackup
+		poll(t, "the planted backup synced into the tenant's namespace", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			var err error
+			synced, err = oadp.NonAdminBackups(ns).Get(ctx, "planted", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && synced.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && synced.Status.VeleroBackup.Status != nil, err
+		})
+		if synced.Labels[oadpv1alpha1.NabSyncLabel] == "" || synced.Status.VeleroBackup.Name != planted ||
+			synced.Status.VeleroBackup.Status.Phase != velerov1.BackupPhaseCompleted || synced.Spec.BackupSpec.StorageLocation != "mine" {
+			t.Errorf("the synced NonAdminBackup: labels %v spec %+v status.veleroBackup %+v", synced.Labels, synced.Spec.BackupSpec, synced.Status.VeleroBackup)
 		}
-		return err == nil && synced.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && synced.Status.VeleroBackup.Status != nil, err
-	})
-	if synced.Labels[oadpv1alpha1.NabSyncLabel] == "" || synced.Status.VeleroBackup.Name != planted ||
-		synced.Status.VeleroBackup.Status.Phase != velerov1.BackupPhaseCompleted || synced.Spec.BackupSpec.StorageLocation != "mine" {
-		t.Errorf("the synced NonAdminBackup: labels %v spec %+v status.veleroBackup %+v", synced.Labels, synced.Spec.BackupSpec, synced.Status.VeleroBackup)
-	}
-	vb, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, planted, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if vb.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation] != ns || vb.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] != synced.Status.VeleroBackup.NACUUID ||
-		vb.Annotations[velerov1.SyncedFromLocationAnnotation] != id || vb.Spec.StorageLocation != id ||
-		len(vb.Spec.IncludedNamespaces) != 1 || vb.Spec.IncludedNamespaces[0] != ns {
-		t.Errorf("the synced Backup: labels %v annotations %v includedNamespaces %v location %q", vb.Labels, vb.Annotations, vb.Spec.IncludedNamespaces, vb.Spec.StorageLocation)
-	}
-	if list, err := oadp.NonAdminBackups(bob.Namespace).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
-		t.Errorf("NonAdminBackups in %s after a backup planted as its own: %d (%v)", bob.Namespace, len(list.Items), err)
-	}
-	if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "nightly", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a backup named as an admin's, planted in a tenant's bucket, was synced: %v", err)
-	}
-	if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-synced"},
-		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "planted"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the restore of the synced backup", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-synced", metav1.GetOptions{})
-		if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Status == nil || !nar.Status.VeleroRestore.Status.Phase.Terminal() {
-			return false, err
+		vb, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, planted, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if p := nar.Status.VeleroRestore.Status.Phase; p != velerov1.RestorePhaseCompleted {
-			t.Errorf("the restore of the synced backup: %s (%s)", p, nar.Status.VeleroRestore.Status.FailureReason)
+		if vb.Annotations[oadpv1alpha1.NabOriginNamespaceAnnotation] != ns || vb.Labels[oadpv1alpha1.NabOriginNACUUIDLabel] != synced.Status.VeleroBackup.NACUUID ||
+			vb.Annotations[velerov1.SyncedFromLocationAnnotation] != id || vb.Spec.StorageLocation != id ||
+			len(vb.Spec.IncludedNamespaces) != 1 || vb.Spec.IncludedNamespaces[0] != ns {
+			t.Errorf("the synced Backup: labels %v annotations %v includedNamespaces %v location %q", vb.Labels, vb.Annotations, vb.Spec.IncludedNamespaces, vb.Spec.StorageLocation)
 		}
-		return true, nil
+		if list, err := oadp.NonAdminBackups(bob.Namespace).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
+			t.Errorf("NonAdminBackups in %s after a backup planted as its own: %d (%v)", bob.Namespace, len(list.Items), err)
+		}
+		if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "nightly", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a backup named as an admin's, planted in a tenant's bucket, was synced: %v", err)
+		}
+		if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-synced"},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "planted"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the restore of the synced backup", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-synced", metav1.GetOptions{})
+			if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Status == nil || !nar.Status.VeleroRestore.Status.Phase.Terminal() {
+				return false, err
+			}
+			if p := nar.Status.VeleroRestore.Status.Phase; p != velerov1.RestorePhaseCompleted {
+				t.Errorf("the restore of the synced backup: %s (%s)", p, nar.Status.VeleroRestore.Status.FailureReason)
+			}
+			return true, nil
+		})
 	})
+
 	// A hostile tarball in the tenant's bucket: a backup planted under a
 	// name the server gives tenants' backups, its tarball replaced by one
 	// the tenant wrote. Its restore (as the tenant) writes only the item
@@ -340,177 +360,190 @@ func TestTenantStorageLocations(t *testing.T) {
 	// an item of another namespace, a cluster-wide binding to
 	// cluster-admin and a Namespace item claiming another name change
 	// nothing.
-	hostile := oadpv1alpha1.NewNACUUID(ns, "hostile")
-	plantBackup(t, backupsDir, made, hostile, func(b *velerov1.Backup) {
-		b.Annotations = map[string]string{oadpv1alpha1.NabOriginNameAnnotation: "hostile"}
-	})
-	configMap := func(namespace, name string) []byte {
-		return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":%q},"data":{"k":"v"}}`, name, namespace)
-	}
-	tarball := archivetest.Build(t,
-		archivetest.Item("configmaps", "v1", ns, "from-hostile", configMap(ns, "from-hostile")),
-		archivetest.Item("configmaps", "v1", bob.Namespace, "evil", configMap(bob.Namespace, "evil")),
-		archivetest.Entry{Name: "resources/configmaps/v1-preferredversion/namespaces/../../../x.json", Data: configMap(ns, "dotdot")},
-		archivetest.Entry{Name: "resources/configmaps/v1-preferredversion/namespaces/" + ns + "/link.json", Type: tar.TypeSymlink, Linkname: "/etc/shadow"},
-		archivetest.Item("clusterrolebindings.rbac.authorization.k8s.io", "v1", "", "pwn", []byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"pwn"},`+
-			`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"alice"}]}`)),
-		archivetest.Item("namespaces", "v1", "", ns, []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system","labels":{"pwned":"yes"}}}`)),
-	)
-	if err := os.WriteFile(filepath.Join(backupsDir, hostile, hostile+".tar.gz"), tarball, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the hostile backup synced", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		n, err := oadp.NonAdminBackups(ns).Get(ctx, "hostile", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
+	step("a hostile tarball in the tenant's bucket restores only the item of the tenant's namespace", func(t *testing.T) {
+		hostile := oadpv1alpha1.NewNACUUID(ns, "hostile")
+		plantBackup(t, backupsDir, made, hostile, func(b *velerov1.Backup) {
+			b.Annotations = map[string]string{oadpv1alpha1.NabOriginNameAnnotation: "hostile"}
+		})
+		configMap := func(namespace, name string) []byte {
+			return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":%q},"data":{"k":"v"}}`, name, namespace)
 		}
-		return err == nil && n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && n.Status.VeleroBackup.Status != nil, err
-	})
-	if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-hostile"},
-		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "hostile"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the restore of the hostile backup", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-hostile", metav1.GetOptions{})
-		return err == nil && nar.Status.VeleroRestore != nil && nar.Status.VeleroRestore.Status != nil && nar.Status.VeleroRestore.Status.Phase.Terminal(), err
-	})
-	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "from-hostile", metav1.GetOptions{}); err != nil {
-		nar, _ := oadp.NonAdminRestores(ns).Get(ctx, "from-hostile", metav1.GetOptions{})
-		logs, _ := c.Backstop.VeleroV1().RESTClient().Get().Namespace(adminNamespace).Resource("restores").Name(nar.Status.VeleroRestore.Name).SubResource("logs").DoRaw(ctx)
-		t.Errorf("the hostile backup's item of the tenant's namespace: %v; the restore's log:\n%s", err, logs)
-	}
-	if _, err := c.Kube.CoreV1().ConfigMaps(bob.Namespace).Get(ctx, "evil", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("an item of another tenant's namespace restored from a tenant's bucket: %v", err)
-	}
-	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "dotdot", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("an entry with .. restored: %v", err)
-	}
-	if _, err := c.Kube.RbacV1().ClusterRoleBindings().Get(ctx, "pwn", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a ClusterRoleBinding restored from a tenant's bucket: %v", err)
-	}
-	if ks, err := c.Kube.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil || ks.Labels["pwned"] != "" {
-		t.Errorf("kube-system changed by a tenant's restore: %v %v", ks.Labels, err)
-	}
+		tarball := archivetest.Build(t,
+			archivetest.Item("configmaps", "v1", ns, "from-hostile", configMap(ns, "from-hostile")),
+			archivetest.Item("configmaps", "v1", bob.Namespace, "evil", configMap(bob.Namespace, "evil")),
+			archivetest.Entry{Name: "resources/configmaps/v1-preferredversion/namespaces/../../../x.json", Data: configMap(ns, "dotdot")},
+			archivetest.Entry{Name: "resources/configmaps/v1-preferredversion/namespaces/" + ns + "/link.json", Type: tar.TypeSymlink, Linkname: "/etc/shadow"},
+			archivetest.Item("clusterrolebindings.rbac.authorization.k8s.io", "v1", "", "pwn", []byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"pwn"},`+
+				`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"alice"}]}`)),
+			archivetest.Item("namespaces", "v1", "", ns, []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system","labels":{"pwned":"yes"}}}`)),
+		)
+		if err := os.WriteFile(filepath.Join(backupsDir, hostile, hostile+".tar.gz"), tarball, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the hostile backup synced", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			n, err := oadp.NonAdminBackups(ns).Get(ctx, "hostile", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && n.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && n.Status.VeleroBackup.Status != nil, err
+		})
+		if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-hostile"},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "hostile"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the restore of the hostile backup", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-hostile", metav1.GetOptions{})
+			return err == nil && nar.Status.VeleroRestore != nil && nar.Status.VeleroRestore.Status != nil && nar.Status.VeleroRestore.Status.Phase.Terminal(), err
+		})
+		if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "from-hostile", metav1.GetOptions{}); err != nil {
+			nar, _ := oadp.NonAdminRestores(ns).Get(ctx, "from-hostile", metav1.GetOptions{})
+			logs, _ := c.Backstop.VeleroV1().RESTClient().Get().Namespace(adminNamespace).Resource("restores").Name(nar.Status.VeleroRestore.Name).SubResource("logs").DoRaw(ctx)
+			t.Errorf("the hostile backup's item of the tenant's namespace: %v; the restore's log:\n%s", err, logs)
+		}
+		if _, err := c.Kube.CoreV1().ConfigMaps(bob.Namespace).Get(ctx, "evil", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("an item of another tenant's namespace restored from a tenant's bucket: %v", err)
+		}
+		if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "dotdot", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("an entry with .. restored: %v", err)
+		}
+		if _, err := c.Kube.RbacV1().ClusterRoleBindings().Get(ctx, "pwn", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a ClusterRoleBinding restored from a tenant's bucket: %v", err)
+		}
+		if ks, err := c.Kube.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil || ks.Labels["pwned"] != "" {
+			t.Errorf("kube-system changed by a tenant's restore: %v %v", ks.Labels, err)
+		}
 
-	// Its files gone from the bucket, its Backup goes, as Velero's sync does.
-	if err := os.RemoveAll(filepath.Join(backupsDir, planted)); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the Backup of files gone from the bucket deleted", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, planted, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+	})
+
+	step("its files gone from the bucket, its Backup goes, as Velero's sync does", func(t *testing.T) {
+		if err := os.RemoveAll(filepath.Join(backupsDir, planted)); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the Backup of files gone from the bucket deleted", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, planted, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+
 	})
 
 	// Garbage collection (garbageCollectionPeriod 5s): a Secret copy left
 	// without its location, request or Velero location (a crash after the
 	// copy, then the location's finalizer removed by hand), which no event
 	// names again, goes on the next pass.
-	left := oadpv1alpha1.NewNACUUID(ns, "gone")
-	if _, err := c.Kube.CoreV1().Secrets(adminNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: left,
-		Labels:      map[string]string{oadpv1alpha1.NabslOriginNACUUIDLabel: left, oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue},
-		Annotations: map[string]string{oadpv1alpha1.NabslOriginNamespaceAnnotation: ns, oadpv1alpha1.NabslOriginNameAnnotation: "gone"}},
-		Data: map[string][]byte{"cloud": []byte(creds)}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the garbage collection of a Secret copy left behind", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, left, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if _, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, id, metav1.GetOptions{}); err != nil {
-		t.Errorf("the Secret copy of the tenant's live location after garbage collection: %v", err)
-	}
+	step("the garbage collection removes a Secret copy left behind, and keeps the live one", func(t *testing.T) {
+		left := oadpv1alpha1.NewNACUUID(ns, "gone")
+		if _, err := c.Kube.CoreV1().Secrets(adminNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: left,
+			Labels:      map[string]string{oadpv1alpha1.NabslOriginNACUUIDLabel: left, oadpv1alpha1.OadpLabel: oadpv1alpha1.OadpLabelValue},
+			Annotations: map[string]string{oadpv1alpha1.NabslOriginNamespaceAnnotation: ns, oadpv1alpha1.NabslOriginNameAnnotation: "gone"}},
+			Data: map[string][]byte{"cloud": []byte(creds)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the garbage collection of a Secret copy left behind", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, left, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if _, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, id, metav1.GetOptions{}); err != nil {
+			t.Errorf("the Secret copy of the tenant's live location after garbage collection: %v", err)
+		}
 
-	// Approval withdrawn: the location and the copy go; the phase stays.
-	decide(oadpv1alpha1.NonAdminBSLRequestPending)
-	l = waitApproval("False/" + oadpv1alpha1.ReasonBslSpecApprovalPending)
-	poll(t, "the admin side removed", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, id, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
 	})
-	assertNoAdminSide("approval withdrawn", id)
-	if l.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated {
-		t.Errorf("phase after approval withdrawn: %q, want Created (phases do not move back)", l.Status.Phase)
-	}
-	if err := nab("after-revoke"); !conformance.InvalidAt(err, "spec.backupSpec.storageLocation", "not approved") {
-		t.Errorf("a backup to a location whose approval was withdrawn: %v, want 422", err)
-	}
-	decide(oadpv1alpha1.NonAdminBSLRequestRejected)
-	waitApproval("False/" + oadpv1alpha1.ReasonBslSpecRejected)
 
-	// The spec is what was approved: it cannot change.
-	if _, err := tenantLocations.Patch(ctx, "mine", types.MergePatchType, []byte(`{"spec":{"backupStorageLocationSpec":{"objectStorage":{"bucket":"other"}}}}`), metav1.PatchOptions{}); !apierrors.IsInvalid(err) {
-		t.Errorf("changing the location's spec: %v, want 422", err)
-	}
+	step("approval withdrawn: the location and the copy go, the phase stays; rejected; the spec fixed", func(t *testing.T) {
+		decide(t, oadpv1alpha1.NonAdminBSLRequestPending)
+		l := waitApproval(t, "False/"+oadpv1alpha1.ReasonBslSpecApprovalPending)
+		poll(t, "the admin side removed", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, id, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		assertNoAdminSide(t, "approval withdrawn", id)
+		if l.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated {
+			t.Errorf("phase after approval withdrawn: %q, want Created (phases do not move back)", l.Status.Phase)
+		}
+		if err := nab("after-revoke"); !conformance.InvalidAt(err, "spec.backupSpec.storageLocation", "not approved") {
+			t.Errorf("a backup to a location whose approval was withdrawn: %v, want 422", err)
+		}
+		decide(t, oadpv1alpha1.NonAdminBSLRequestRejected)
+		waitApproval(t, "False/"+oadpv1alpha1.ReasonBslSpecRejected)
+
+		// The spec is what was approved: it cannot change.
+		if _, err := tenantLocations.Patch(ctx, "mine", types.MergePatchType, []byte(`{"spec":{"backupStorageLocationSpec":{"objectStorage":{"bucket":"other"}}}}`), metav1.PatchOptions{}); !apierrors.IsInvalid(err) {
+			t.Errorf("changing the location's spec: %v, want 422", err)
+		}
+	})
+
 	// A location whose finalizer is removed by hand goes at once: what was
 	// made for it in the admin namespace goes after it.
-	newLocation("dropped")
-	var dropped string
-	poll(t, "the second location's request", time.Minute, func(ctx context.Context) (bool, error) {
-		if v := locationNamed(ctx, "dropped").Status.VeleroBackupStorageLocation; v != nil {
-			dropped = v.NACUUID
+	step("a location whose finalizer is removed by hand: what was made for it goes after it", func(t *testing.T) {
+		newLocation(t, "dropped")
+		var dropped string
+		poll(t, "the second location's request", time.Minute, func(ctx context.Context) (bool, error) {
+			if v := locationNamed(t, ctx, "dropped").Status.VeleroBackupStorageLocation; v != nil {
+				dropped = v.NACUUID
+			}
+			return dropped != "", nil
+		})
+		poll(t, "the second location's request made", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := requests.Get(ctx, dropped, metav1.GetOptions{})
+			return err == nil, nil
+		})
+		decideOn(t, dropped, oadpv1alpha1.NonAdminBSLRequestApproved)
+		waitApprovalOf(t, "dropped", "True/"+oadpv1alpha1.ReasonBslSpecApproved)
+		poll(t, "the second location made", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, dropped, metav1.GetOptions{})
+			return err == nil, nil
+		})
+		if _, err := oadp.NonAdminBackupStorageLocations(ns).Patch(ctx, "dropped", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		return dropped != "", nil
-	})
-	poll(t, "the second location's request made", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := requests.Get(ctx, dropped, metav1.GetOptions{})
-		return err == nil, nil
-	})
-	decideOn(dropped, oadpv1alpha1.NonAdminBSLRequestApproved)
-	waitApprovalOf("dropped", "True/"+oadpv1alpha1.ReasonBslSpecApproved)
-	poll(t, "the second location made", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, dropped, metav1.GetOptions{})
-		return err == nil, nil
-	})
-	if _, err := oadp.NonAdminBackupStorageLocations(ns).Patch(ctx, "dropped", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tenantLocations.Delete(ctx, "dropped", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the second location's admin side gone", time.Minute, func(ctx context.Context) (bool, error) {
-		_, errB := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, dropped, metav1.GetOptions{})
-		_, errR := requests.Get(ctx, dropped, metav1.GetOptions{})
-		return apierrors.IsNotFound(errB) && apierrors.IsNotFound(errR), nil
-	})
-	assertNoAdminSide("location gone", dropped)
-
-	// Deleted: its request goes with it.
-	if err := tenantLocations.Delete(ctx, "mine", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the location and its request gone", time.Minute, func(ctx context.Context) (bool, error) {
-		_, errL := oadp.NonAdminBackupStorageLocations(ns).Get(ctx, "mine", metav1.GetOptions{})
-		_, errR := requests.Get(ctx, id, metav1.GetOptions{})
-		return apierrors.IsNotFound(errL) && apierrors.IsNotFound(errR), nil
+		if err := tenantLocations.Delete(ctx, "dropped", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the second location's admin side gone", time.Minute, func(ctx context.Context) (bool, error) {
+			_, errB := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, dropped, metav1.GetOptions{})
+			_, errR := requests.Get(ctx, dropped, metav1.GetOptions{})
+			return apierrors.IsNotFound(errB) && apierrors.IsNotFound(errR), nil
+		})
+		assertNoAdminSide(t, "location gone", dropped)
 	})
 
-	// The backup made there stays, its data in the tenant's bucket, out of
-	// the server's reach: deleteBackup says why it cannot delete the data
-	// (and tries again); forceDeleteBackup removes it here and leaves the
-	// data where it is.
-	nabs := alice.Client.OadpV1alpha1().NonAdminBackups(ns)
-	if _, err := nabs.Patch(ctx, "to-mine", types.MergePatchType, []byte(`{"spec":{"deleteBackup":true}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "deleteBackup saying the location is gone", time.Minute, func(ctx context.Context) (bool, error) {
-		n, err := nabs.Get(ctx, "to-mine", metav1.GetOptions{})
-		if err != nil {
-			return false, err
+	step("deleted: its request goes; its backup stays until force-deleted, the data left in the tenant's bucket", func(t *testing.T) {
+		if err := tenantLocations.Delete(ctx, "mine", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		d := n.Status.VeleroDeleteBackupRequest
-		return d != nil && d.Status != nil && strings.Contains(strings.Join(d.Status.Errors, " "), "does not exist"), nil
+		poll(t, "the location and its request gone", time.Minute, func(ctx context.Context) (bool, error) {
+			_, errL := oadp.NonAdminBackupStorageLocations(ns).Get(ctx, "mine", metav1.GetOptions{})
+			_, errR := requests.Get(ctx, id, metav1.GetOptions{})
+			return apierrors.IsNotFound(errL) && apierrors.IsNotFound(errR), nil
+		})
+
+		// The backup made there stays, its data in the tenant's bucket, out of
+		// the server's reach: deleteBackup says why it cannot delete the data
+		// (and tries again); forceDeleteBackup removes it here and leaves the
+		// data where it is.
+		nabs := alice.Client.OadpV1alpha1().NonAdminBackups(ns)
+		if _, err := nabs.Patch(ctx, "to-mine", types.MergePatchType, []byte(`{"spec":{"deleteBackup":true}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "deleteBackup saying the location is gone", time.Minute, func(ctx context.Context) (bool, error) {
+			n, err := nabs.Get(ctx, "to-mine", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			d := n.Status.VeleroDeleteBackupRequest
+			return d != nil && d.Status != nil && strings.Contains(strings.Join(d.Status.Errors, " "), "does not exist"), nil
+		})
+		if _, err := nabs.Patch(ctx, "to-mine", types.MergePatchType, []byte(`{"spec":{"forceDeleteBackup":true}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the force-deleted backup gone", time.Minute, func(ctx context.Context) (bool, error) {
+			_, errN := nabs.Get(ctx, "to-mine", metav1.GetOptions{})
+			_, errB := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, made, metav1.GetOptions{})
+			return apierrors.IsNotFound(errN) && apierrors.IsNotFound(errB), nil
+		})
+		if _, err := os.Stat(filepath.Join(backupsDir, made, "velero-backup.json")); err != nil {
+			t.Errorf("the data of a backup on a deleted tenant location: %v, want it left in the tenant's bucket", err)
+		}
 	})
-	if _, err := nabs.Patch(ctx, "to-mine", types.MergePatchType, []byte(`{"spec":{"forceDeleteBackup":true}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the force-deleted backup gone", time.Minute, func(ctx context.Context) (bool, error) {
-		_, errN := nabs.Get(ctx, "to-mine", metav1.GetOptions{})
-		_, errB := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, made, metav1.GetOptions{})
-		return apierrors.IsNotFound(errN) && apierrors.IsNotFound(errB), nil
-	})
-	if _, err := os.Stat(filepath.Join(backupsDir, made, "velero-backup.json")); err != nil {
-		t.Errorf("the data of a backup on a deleted tenant location: %v, want it left in the tenant's bucket", err)
-	}
 }
 
 // plantBackup copies the backup from of a posix bucket's backups

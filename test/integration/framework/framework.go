@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,7 @@ import (
 type Server struct {
 	t       testing.TB
 	DataDir string
-	Port    int
+	Port    int // chosen by the server at its first start, kept after
 	args    []string
 	env     []string
 	// storageArgs choose the storage backend (none: Pebble).
@@ -84,7 +85,9 @@ func Start(t testing.TB, opts Options) *Server {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	s := &Server{t: t, DataDir: dataDir, Port: freePort(t), args: opts.Args, env: opts.Env}
+	// Port 0: the server listens on a port of its choosing and names it in
+	// its kubeconfig, where waitReady reads it (no free-port race).
+	s := &Server{t: t, DataDir: dataDir, args: opts.Args, env: opts.Env}
 	if Storage() == "etcd3" && !slices.ContainsFunc(opts.Args, func(a string) bool { return strings.HasPrefix(a, "--storage-backend") }) {
 		s.Etcd = sharedEtcd(t)
 		s.storageArgs = []string{"--storage-backend=etcd3", "--etcd-servers=" + s.Etcd.Endpoints(), "--etcd-prefix=" + storagePrefix(dataDir)}
@@ -119,6 +122,14 @@ func (s *Server) start() {
 		t.Fatalf("opening the server log: %v", err)
 	}
 	s.log = logFile
+	s.KubeconfigPath = filepath.Join(s.DataDir, "admin.kubeconfig")
+	if s.Port == 0 {
+		// A kubeconfig left by an earlier server on this directory names
+		// its port: the new server writes its own.
+		if err := os.Remove(s.KubeconfigPath); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
 	args := append([]string{
 		"--data-dir", s.DataDir,
 		"--bind-address", "127.0.0.1",
@@ -138,7 +149,6 @@ func (s *Server) start() {
 		_ = cmd.Wait()
 		close(s.exited)
 	}()
-	s.KubeconfigPath = filepath.Join(s.DataDir, "admin.kubeconfig")
 	if err := s.waitReady(90 * time.Second); err != nil {
 		s.dumpLog()
 		t.Fatalf("server did not become ready: %v", err)
@@ -160,6 +170,17 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		if err != nil {
 			last = err
 			return false, nil
+		}
+		if s.Port == 0 {
+			// The port the server chose, from its kubeconfig; kept for
+			// StartAgain.
+			u, err := url.Parse(cfg.Host)
+			if err != nil {
+				return false, fmt.Errorf("the kubeconfig's server %q: %w", cfg.Host, err)
+			}
+			if s.Port, err = strconv.Atoi(u.Port()); err != nil {
+				return false, fmt.Errorf("the kubeconfig's server %q: %w", cfg.Host, err)
+			}
 		}
 		if cfg.Host != s.URL() {
 			last = fmt.Errorf("kubeconfig names %s, want %s", cfg.Host, s.URL())
