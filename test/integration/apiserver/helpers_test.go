@@ -109,6 +109,13 @@ func walkBackup(t *testing.T, s *framework.Server, name string, phase velerov1.B
 // location.
 var withoutBackupEngine = []string{"--disable-controllers=backup,backup-sync"}
 
+// apiServer is the server the tests of the API alone share (without the
+// backup engine, as withoutBackupEngine): started once for them. Each of
+// them names its objects so that no other uses those names.
+func apiServer(t *testing.T) *framework.Server {
+	return framework.Shared(t, "api", framework.Options{Args: withoutBackupEngine})
+}
+
 // invalidAt reports whether err is a 422 with a cause at field whose
 // message contains detail.
 func invalidAt(err error, field, detail string) bool {

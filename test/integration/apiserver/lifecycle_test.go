@@ -27,7 +27,7 @@ import (
 // table does not list is refused: a Completed backup never becomes
 // ReadyToStart again.
 func TestStatusBelongsToTheServer(t *testing.T) {
-	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
+	s := apiServer(t)
 	ctx := context.Background()
 	createBackup(t, s, "done", "app")
 	done := setBackupPhase(t, s, "done", velerov1.BackupPhaseCompleted)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"testing"
-
-	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
 // TestContentNegotiation: Backstop's groups serve JSON (and YAML, CBOR),
@@ -15,7 +13,7 @@ import (
 // alone a 406; never a 500. Metadata-only lists (PartialObjectMetadata,
 // meta.k8s.io's types) and the RBAC group (kube's own types) are protobuf.
 func TestContentNegotiation(t *testing.T) {
-	s := framework.Start(t, framework.Options{})
+	s := apiServer(t)
 	ctx := context.Background()
 	const protobuf = "application/vnd.kubernetes.protobuf"
 	for _, c := range []struct {

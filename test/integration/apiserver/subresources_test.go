@@ -12,13 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
-	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
 // TestBackupCancelSubresource: POST backups/<name>/cancel and spec.cancel
 // request cancellation; a finished backup refuses both with 409.
 func TestBackupCancelSubresource(t *testing.T) {
-	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
+	s := apiServer(t)
 	ctx := context.Background()
 	backups := s.Clientset.VeleroV1().Backups(ns)
 	cancel := func(name string) (*velerov1.Backup, error) {
@@ -26,28 +25,28 @@ func TestBackupCancelSubresource(t *testing.T) {
 		err := s.Clientset.VeleroV1().RESTClient().Post().Namespace(ns).Resource("backups").Name(name).SubResource("cancel").Do(ctx).Into(out)
 		return out, err
 	}
-	for _, name := range []string{"running", "done"} {
+	for _, name := range []string{"to-cancel", "cancel-done"} {
 		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	done := setBackupPhase(t, s, "done", velerov1.BackupPhaseCompleted)
+	done := setBackupPhase(t, s, "cancel-done", velerov1.BackupPhaseCompleted)
 
-	b, err := cancel("running")
-	if err != nil || !b.Spec.Cancel || b.Name != "running" {
+	b, err := cancel("to-cancel")
+	if err != nil || !b.Spec.Cancel || b.Name != "to-cancel" {
 		t.Fatalf("cancel: %v, returned %+v", err, b.Spec)
 	}
-	if b, err = cancel("running"); err != nil || !b.Spec.Cancel {
+	if b, err = cancel("to-cancel"); err != nil || !b.Spec.Cancel {
 		t.Errorf("second cancel (idempotent): %v", err)
 	}
 
-	if _, err := cancel("done"); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "a finished backup cannot be cancelled") {
+	if _, err := cancel("cancel-done"); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "a finished backup cannot be cancelled") {
 		t.Errorf("cancel of a completed backup: %v, want 409 Conflict", err)
 	}
-	if _, err := backups.Patch(ctx, "done", types.MergePatchType, []byte(`{"spec":{"cancel":true}}`), metav1.PatchOptions{}); !apierrors.IsConflict(err) {
+	if _, err := backups.Patch(ctx, "cancel-done", types.MergePatchType, []byte(`{"spec":{"cancel":true}}`), metav1.PatchOptions{}); !apierrors.IsConflict(err) {
 		t.Errorf("spec.cancel on a completed backup: %v, want 409 Conflict", err)
 	}
-	if got, _ := backups.Get(ctx, "done", metav1.GetOptions{}); got.Spec.Cancel || got.Generation != done.Generation {
+	if got, _ := backups.Get(ctx, "cancel-done", metav1.GetOptions{}); got.Spec.Cancel || got.Generation != done.Generation {
 		t.Errorf("the refused cancellation changed the backup: cancel=%v generation %d→%d", got.Spec.Cancel, done.Generation, got.Generation)
 	}
 	if _, err := cancel("missing"); !apierrors.IsNotFound(err) {
@@ -58,7 +57,7 @@ func TestBackupCancelSubresource(t *testing.T) {
 // TestLogsSubresource: backups/<name>/logs and restores/<name>/logs serve
 // the stored logs as text, authorized like any subresource.
 func TestLogsSubresource(t *testing.T) {
-	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
+	s := apiServer(t)
 	ctx := context.Background()
 	bucket := createFilesystemLocation(t, s, "local")
 	if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns}}, metav1.CreateOptions{}); err != nil {

@@ -227,13 +227,27 @@ var (
 	shared   *Etcd
 )
 
-// Main is the TestMain of a package whose servers may run on etcd3: it
-// runs the tests, then stops the etcd they shared.
+var (
+	serversMu sync.Mutex
+	// sharedServers are the servers tests share (Shared), by key.
+	sharedServers = map[string]*Server{}
+)
+
+// Main is the TestMain of a package whose tests share servers (Shared) or
+// whose servers may run on etcd3: it runs the tests, then stops the
+// servers and the etcd they shared.
 func Main(m *testing.M) int {
 	sharedMu.Lock()
 	mainRuns = true
 	sharedMu.Unlock()
 	code := m.Run()
+	serversMu.Lock()
+	for key, s := range sharedServers {
+		s.Stop()
+		_ = os.RemoveAll(s.DataDir)
+		delete(sharedServers, key)
+	}
+	serversMu.Unlock()
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if shared != nil {

@@ -85,6 +85,18 @@ func Start(t testing.TB, opts Options) *Server {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
+	s := newServer(t, dataDir, opts)
+	s.start()
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			s.dumpLog()
+		}
+	})
+	return s
+}
+
+func newServer(t testing.TB, dataDir string, opts Options) *Server {
 	// Port 0: the server listens on a port of its choosing and names it in
 	// its kubeconfig, where waitReady reads it (no free-port race).
 	s := &Server{t: t, DataDir: dataDir, args: opts.Args, env: opts.Env}
@@ -92,9 +104,37 @@ func Start(t testing.TB, opts Options) *Server {
 		s.Etcd = sharedEtcd(t)
 		s.storageArgs = []string{"--storage-backend=etcd3", "--etcd-servers=" + s.Etcd.Endpoints(), "--etcd-prefix=" + storagePrefix(dataDir)}
 	}
-	s.start()
+	return s
+}
+
+// Shared is the server the tests of the binary that name the same key
+// share, started with opts by the first of them and stopped by Main when
+// the tests end (its start and its storage are paid once). A test on it
+// does not run in parallel with another on it, never stops or restarts
+// it, and names its objects so that no other test on it uses those names.
+func Shared(t testing.TB, key string, opts Options) *Server {
+	t.Helper()
+	sharedMu.Lock()
+	runs := mainRuns
+	sharedMu.Unlock()
+	serversMu.Lock()
+	defer serversMu.Unlock()
+	if !runs {
+		t.Fatal("framework.Shared: the package's TestMain must run framework.Main, which stops the servers its tests share")
+	}
+	s := sharedServers[key]
+	if s == nil {
+		dir, err := os.MkdirTemp("", "backstop-test-shared-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s = newServer(t, dir, opts)
+		sharedServers[key] = s
+		s.start()
+	}
+	// Its helpers report to the test using it now.
+	s.t = t
 	t.Cleanup(func() {
-		s.Stop()
 		if t.Failed() {
 			s.dumpLog()
 		}
