@@ -24,6 +24,12 @@
 //   - Each sync is level-triggered, reads listers (O(1) per event), and
 //     writes the status through the shared status writer.
 //
+// What the engines share is in mirror.go: the link of an admin-side object
+// to its tenant object (label and annotations: made, read, routed and
+// checked there only), and one generic mirror of a tenant kind and the
+// admin-side kind made for it (read, made, orphans deleted); each engine's
+// file holds only its kind's own rules.
+//
 // Queue positions are not written here: the registry fills
 // status.queueInfo in when a NonAdminBackup is read, from the backup
 // queue's index, like a Backup's status.queuePosition.
