@@ -87,7 +87,9 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 	backups := cfg.Client.VeleroV1().Backups(cfg.AdminNamespace)
 	c.made = &mirror[*oadpv1alpha1.NonAdminBackup, *velerov1.Backup]{
 		link: backupLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminBackup", adminKind: "backup",
-		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminBackup, error) { return c.nabs.NonAdminBackups(ns).Get(name) },
+		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminBackup, error) {
+			return c.nabs.NonAdminBackups(ns).Get(name)
+		},
 		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminBackup, error) {
 			return cfg.Client.OadpV1alpha1().NonAdminBackups(ns).Get(ctx, name, metav1.GetOptions{})
 		},

@@ -83,7 +83,9 @@ func NewDownloadController(cfg DownloadConfig) (*DownloadController, error) {
 		},
 		deleteAdmin: requests.Delete,
 		// Named after the request's UID, which is its NACUUID.
-		recorded:      func(r *oadpv1alpha1.NonAdminDownloadRequest) (string, string) { return veleroRequestName(r.UID), string(r.UID) },
+		recorded: func(r *oadpv1alpha1.NonAdminDownloadRequest) (string, string) {
+			return veleroRequestName(r.UID), string(r.UID)
+		},
 		orphanMessage: "Deleting a DownloadRequest whose NonAdminDownloadRequest is gone",
 	}
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminDownload, c.sync)

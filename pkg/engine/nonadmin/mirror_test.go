@@ -55,7 +55,9 @@ var mirrorKinds = []mirrorKind{{
 		return &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: "team"},
 			Status: oadpv1alpha1.NonAdminBackupStatus{VeleroBackup: &oadpv1alpha1.VeleroBackup{Name: recorded, NACUUID: id}}}
 	},
-	admin: func(name, id string) runtime.Object { return &velerov1.Backup{ObjectMeta: linked(backupLink, name, id)} },
+	admin: func(name, id string) runtime.Object {
+		return &velerov1.Backup{ObjectMeta: linked(backupLink, name, id)}
+	},
 	exists: func(ctx context.Context, w *enginetest.World, name string) error {
 		_, err := w.Client.VeleroV1().Backups(adminNS).Get(ctx, name, metav1.GetOptions{})
 		return err
@@ -70,7 +72,9 @@ var mirrorKinds = []mirrorKind{{
 		return &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: "team"},
 			Status: oadpv1alpha1.NonAdminRestoreStatus{VeleroRestore: &oadpv1alpha1.VeleroRestore{Name: recorded, NACUUID: id}}}
 	},
-	admin: func(name, id string) runtime.Object { return &velerov1.Restore{ObjectMeta: linked(restoreLink, name, id)} },
+	admin: func(name, id string) runtime.Object {
+		return &velerov1.Restore{ObjectMeta: linked(restoreLink, name, id)}
+	},
 	exists: func(ctx context.Context, w *enginetest.World, name string) error {
 		_, err := w.Client.VeleroV1().Restores(adminNS).Get(ctx, name, metav1.GetOptions{})
 		return err
@@ -92,7 +96,9 @@ var mirrorKinds = []mirrorKind{{
 		return &oadpv1alpha1.NonAdminSchedule{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: "team"},
 			Status: oadpv1alpha1.NonAdminScheduleStatus{VeleroSchedule: &oadpv1alpha1.VeleroSchedule{Name: recorded, NACUUID: id}}}
 	},
-	admin: func(name, id string) runtime.Object { return &velerov1.Schedule{ObjectMeta: linked(scheduleLink, name, id)} },
+	admin: func(name, id string) runtime.Object {
+		return &velerov1.Schedule{ObjectMeta: linked(scheduleLink, name, id)}
+	},
 	exists: func(ctx context.Context, w *enginetest.World, name string) error {
 		_, err := w.Client.VeleroV1().Schedules(adminNS).Get(ctx, name, metav1.GetOptions{})
 		return err

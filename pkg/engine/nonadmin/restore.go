@@ -66,7 +66,9 @@ func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 	restores := cfg.Client.VeleroV1().Restores(cfg.AdminNamespace)
 	c.made = &mirror[*oadpv1alpha1.NonAdminRestore, *velerov1.Restore]{
 		link: restoreLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminRestore", adminKind: "restore",
-		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminRestore, error) { return c.nars.NonAdminRestores(ns).Get(name) },
+		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminRestore, error) {
+			return c.nars.NonAdminRestores(ns).Get(name)
+		},
 		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminRestore, error) {
 			return cfg.Client.OadpV1alpha1().NonAdminRestores(ns).Get(ctx, name, metav1.GetOptions{})
 		},

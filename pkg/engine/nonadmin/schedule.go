@@ -82,7 +82,9 @@ func NewScheduleController(cfg ScheduleConfig) (*ScheduleController, error) {
 	schedules := cfg.Client.VeleroV1().Schedules(cfg.AdminNamespace)
 	c.made = &mirror[*oadpv1alpha1.NonAdminSchedule, *velerov1.Schedule]{
 		link: scheduleLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminSchedule", adminKind: "schedule",
-		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) { return c.schedules.NonAdminSchedules(ns).Get(name) },
+		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) {
+			return c.schedules.NonAdminSchedules(ns).Get(name)
+		},
 		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) {
 			return cfg.Client.OadpV1alpha1().NonAdminSchedules(ns).Get(ctx, name, metav1.GetOptions{})
 		},
