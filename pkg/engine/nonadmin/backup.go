@@ -84,29 +84,12 @@ func NewBackupController(cfg BackupConfig) (*BackupController, error) {
 		backups: cfg.Backups.Lister(), requests: cfg.Requests.Lister(), dpas: cfg.DPAs.Lister(),
 		locations: locations{adminNamespace: cfg.AdminNamespace, tenant: cfg.TenantLocations.Lister(), velero: cfg.VeleroLocations.Lister()},
 		status:    status.Writer{Engine: oadpv1alpha1.EngineNonAdminBackup, Observers: cfg.Observers}}
-	backups := cfg.Client.VeleroV1().Backups(cfg.AdminNamespace)
-	c.made = &mirror[*oadpv1alpha1.NonAdminBackup, *velerov1.Backup]{
-		link: backupLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminBackup", adminKind: "backup",
-		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminBackup, error) {
-			return c.nabs.NonAdminBackups(ns).Get(name)
-		},
-		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminBackup, error) {
-			return cfg.Client.OadpV1alpha1().NonAdminBackups(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		admin: c.backups.Backups(cfg.AdminNamespace).Get,
-		adminAPI: func(ctx context.Context, name string) (*velerov1.Backup, error) {
-			return backups.Get(ctx, name, metav1.GetOptions{})
-		},
-		createAdmin: func(ctx context.Context, b *velerov1.Backup) (*velerov1.Backup, error) {
-			return backups.Create(ctx, b, metav1.CreateOptions{FieldManager: c.status.Engine})
-		},
-		deleteAdmin: backups.Delete,
-		recorded:    recordedBackup,
-		// Found in a storage location, not made here: adopted or left by
-		// the non-admin sync, never deleted as an orphan.
-		keep:          func(b *velerov1.Backup) bool { return b.Annotations[velerov1.SyncedFromLocationAnnotation] != "" },
-		orphanMessage: "Deleting a Backup whose NonAdminBackup is gone, with its data",
-	}
+	c.made = newMirror[*oadpv1alpha1.NonAdminBackup, *velerov1.Backup](backupLink, cfg.AdminNamespace, c.status.Engine, "NonAdminBackup", "Backup",
+		c.nabs.NonAdminBackups, cfg.Client.OadpV1alpha1().NonAdminBackups, c.backups.Backups(cfg.AdminNamespace), cfg.Client.VeleroV1().Backups(cfg.AdminNamespace), recordedBackup)
+	// Found in a storage location, not made here: adopted or left by the
+	// non-admin sync, never deleted as an orphan.
+	c.made.keep = func(b *velerov1.Backup) bool { return b.Annotations[velerov1.SyncedFromLocationAnnotation] != "" }
+	c.made.orphanMessage += ", with its data"
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminBackup, c.sync)
 	if err := c.Watch(cfg.NonAdminBackups.Informer()); err != nil {
 		return nil, err

@@ -65,29 +65,12 @@ func NewDownloadController(cfg DownloadConfig) (*DownloadController, error) {
 	c := &DownloadController{cfg: cfg, requests: cfg.Requests.Lister(), nabs: cfg.NonAdminBackups.Lister(), nars: cfg.NonAdminRestores.Lister(),
 		drs: cfg.DownloadRequests.Lister(), backups: cfg.Backups.Lister(), restores: cfg.Restores.Lister(),
 		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminDownload, Observers: cfg.Observers}}
-	requests := cfg.Client.VeleroV1().DownloadRequests(cfg.AdminNamespace)
-	c.made = &mirror[*oadpv1alpha1.NonAdminDownloadRequest, *velerov1.DownloadRequest]{
-		link: downloadLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminDownloadRequest", adminKind: "download request",
-		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminDownloadRequest, error) {
-			return c.requests.NonAdminDownloadRequests(ns).Get(name)
-		},
-		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminDownloadRequest, error) {
-			return cfg.Client.OadpV1alpha1().NonAdminDownloadRequests(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		admin: c.drs.DownloadRequests(cfg.AdminNamespace).Get,
-		adminAPI: func(ctx context.Context, name string) (*velerov1.DownloadRequest, error) {
-			return requests.Get(ctx, name, metav1.GetOptions{})
-		},
-		createAdmin: func(ctx context.Context, dr *velerov1.DownloadRequest) (*velerov1.DownloadRequest, error) {
-			return requests.Create(ctx, dr, metav1.CreateOptions{FieldManager: c.status.Engine})
-		},
-		deleteAdmin: requests.Delete,
-		// Named after the request's UID, which is its NACUUID.
-		recorded: func(r *oadpv1alpha1.NonAdminDownloadRequest) (string, string) {
-			return veleroRequestName(r.UID), string(r.UID)
-		},
-		orphanMessage: "Deleting a DownloadRequest whose NonAdminDownloadRequest is gone",
+	// Named after the request's UID, which is its NACUUID.
+	recorded := func(r *oadpv1alpha1.NonAdminDownloadRequest) (string, string) {
+		return veleroRequestName(r.UID), string(r.UID)
 	}
+	c.made = newMirror[*oadpv1alpha1.NonAdminDownloadRequest, *velerov1.DownloadRequest](downloadLink, cfg.AdminNamespace, c.status.Engine, "NonAdminDownloadRequest", "DownloadRequest",
+		c.requests.NonAdminDownloadRequests, cfg.Client.OadpV1alpha1().NonAdminDownloadRequests, c.drs.DownloadRequests(cfg.AdminNamespace), cfg.Client.VeleroV1().DownloadRequests(cfg.AdminNamespace), recorded)
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminDownload, c.sync)
 	if err := c.Watch(cfg.Requests.Informer()); err != nil {
 		return nil, err

@@ -117,6 +117,44 @@ type mirror[T, A object] struct {
 	orphanMessage string
 }
 
+// lister, getter and adminClient are what newMirror takes of a kind's
+// generated lister and typed client.
+type lister[T any] interface {
+	Get(name string) (T, error)
+}
+
+type getter[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+}
+
+type adminClient[A any] interface {
+	getter[A]
+	Create(ctx context.Context, obj A, opts metav1.CreateOptions) (A, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// newMirror is the mirror of tenant kind T (its generated lister and typed
+// client by namespace) and admin-side kind A (those of the admin
+// namespace), written as engine.
+func newMirror[T, A object, TL lister[T], TC getter[T]](l link, adminNamespace, engine, tenantKind, adminKind string,
+	tenants func(namespace string) TL, tenantAPI func(namespace string) TC, admins lister[A], adminAPI adminClient[A],
+	recorded func(T) (name, nacuuid string)) *mirror[T, A] {
+	return &mirror[T, A]{link: l, adminNamespace: adminNamespace, tenantKind: tenantKind, adminKind: adminKind,
+		tenant: func(ns, name string) (T, error) { return tenants(ns).Get(name) },
+		tenantAPI: func(ctx context.Context, ns, name string) (T, error) {
+			return tenantAPI(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		admin:    admins.Get,
+		adminAPI: func(ctx context.Context, name string) (A, error) { return adminAPI.Get(ctx, name, metav1.GetOptions{}) },
+		createAdmin: func(ctx context.Context, a A) (A, error) {
+			return adminAPI.Create(ctx, a, metav1.CreateOptions{FieldManager: engine})
+		},
+		deleteAdmin:   adminAPI.Delete,
+		recorded:      recorded,
+		orphanMessage: "Deleting a " + adminKind + " whose " + tenantKind + " is gone",
+	}
+}
+
 // owns: a is the admin-side object t's status records, made for t.
 func (m *mirror[T, A]) owns(t T, a A) bool { return owns(m.link, m.recorded, t, a) }
 

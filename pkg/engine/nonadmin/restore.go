@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/cache"
@@ -63,26 +62,8 @@ func NewRestoreController(cfg RestoreConfig) (*RestoreController, error) {
 	c := &RestoreController{cfg: cfg, nars: cfg.NonAdminRestores.Lister(), nabs: cfg.NonAdminBackups.Lister(),
 		restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), dpas: cfg.DPAs.Lister(),
 		status: status.Writer{Engine: oadpv1alpha1.EngineNonAdminRestore, Observers: cfg.Observers}}
-	restores := cfg.Client.VeleroV1().Restores(cfg.AdminNamespace)
-	c.made = &mirror[*oadpv1alpha1.NonAdminRestore, *velerov1.Restore]{
-		link: restoreLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminRestore", adminKind: "restore",
-		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminRestore, error) {
-			return c.nars.NonAdminRestores(ns).Get(name)
-		},
-		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminRestore, error) {
-			return cfg.Client.OadpV1alpha1().NonAdminRestores(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		admin: c.restores.Restores(cfg.AdminNamespace).Get,
-		adminAPI: func(ctx context.Context, name string) (*velerov1.Restore, error) {
-			return restores.Get(ctx, name, metav1.GetOptions{})
-		},
-		createAdmin: func(ctx context.Context, r *velerov1.Restore) (*velerov1.Restore, error) {
-			return restores.Create(ctx, r, metav1.CreateOptions{FieldManager: c.status.Engine})
-		},
-		deleteAdmin:   restores.Delete,
-		recorded:      recordedRestore,
-		orphanMessage: "Deleting a Restore whose NonAdminRestore is gone",
-	}
+	c.made = newMirror[*oadpv1alpha1.NonAdminRestore, *velerov1.Restore](restoreLink, cfg.AdminNamespace, c.status.Engine, "NonAdminRestore", "Restore",
+		c.nars.NonAdminRestores, cfg.Client.OadpV1alpha1().NonAdminRestores, c.restores.Restores(cfg.AdminNamespace), cfg.Client.VeleroV1().Restores(cfg.AdminNamespace), recordedRestore)
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminRestore, c.sync)
 	if err := c.Watch(cfg.NonAdminRestores.Informer()); err != nil {
 		return nil, err

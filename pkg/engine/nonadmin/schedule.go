@@ -79,26 +79,8 @@ func NewScheduleController(cfg ScheduleConfig) (*ScheduleController, error) {
 		backups: cfg.Backups.Lister(), dpas: cfg.DPAs.Lister(),
 		locations: locations{adminNamespace: cfg.AdminNamespace, tenant: cfg.TenantLocations.Lister(), velero: cfg.VeleroLocations.Lister()},
 		status:    status.Writer{Engine: oadpv1alpha1.EngineNonAdminSchedule, Observers: cfg.Observers}}
-	schedules := cfg.Client.VeleroV1().Schedules(cfg.AdminNamespace)
-	c.made = &mirror[*oadpv1alpha1.NonAdminSchedule, *velerov1.Schedule]{
-		link: scheduleLink, adminNamespace: cfg.AdminNamespace, tenantKind: "NonAdminSchedule", adminKind: "schedule",
-		tenant: func(ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) {
-			return c.schedules.NonAdminSchedules(ns).Get(name)
-		},
-		tenantAPI: func(ctx context.Context, ns, name string) (*oadpv1alpha1.NonAdminSchedule, error) {
-			return cfg.Client.OadpV1alpha1().NonAdminSchedules(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		admin: c.velero.Schedules(cfg.AdminNamespace).Get,
-		adminAPI: func(ctx context.Context, name string) (*velerov1.Schedule, error) {
-			return schedules.Get(ctx, name, metav1.GetOptions{})
-		},
-		createAdmin: func(ctx context.Context, vs *velerov1.Schedule) (*velerov1.Schedule, error) {
-			return schedules.Create(ctx, vs, metav1.CreateOptions{FieldManager: c.status.Engine})
-		},
-		deleteAdmin:   schedules.Delete,
-		recorded:      recordedSchedule,
-		orphanMessage: "Deleting a Schedule whose NonAdminSchedule is gone",
-	}
+	c.made = newMirror[*oadpv1alpha1.NonAdminSchedule, *velerov1.Schedule](scheduleLink, cfg.AdminNamespace, c.status.Engine, "NonAdminSchedule", "Schedule",
+		c.schedules.NonAdminSchedules, cfg.Client.OadpV1alpha1().NonAdminSchedules, c.velero.Schedules(cfg.AdminNamespace), cfg.Client.VeleroV1().Schedules(cfg.AdminNamespace), recordedSchedule)
 	c.Loop = reconcile.NewLoop(oadpv1alpha1.EngineNonAdminSchedule, c.sync)
 	if err := c.Watch(cfg.Schedules.Informer()); err != nil {
 		return nil, err
