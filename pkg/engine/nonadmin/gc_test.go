@@ -2,6 +2,7 @@ package nonadmin
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,9 +16,21 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/enginetest"
 )
 
-type countingResyncer struct{ n atomic.Int64 }
+// countingResyncer counts its passes and records the clock's time at each.
+type countingResyncer struct {
+	n     atomic.Int64
+	clock *clocktesting.FakeClock
+	mu    sync.Mutex
+	at    []time.Time
+}
 
-func (r *countingResyncer) Resync(context.Context) int { r.n.Add(1); return 1 }
+func (r *countingResyncer) Resync(context.Context) int {
+	r.mu.Lock()
+	r.at = append(r.at, r.clock.Now())
+	r.mu.Unlock()
+	r.n.Add(1)
+	return 1
+}
 
 // TestNonAdminGC: the tenant garbage collection runs every orphan loop
 // once per garbageCollectionPeriod of the policy, the loops read when it
@@ -37,7 +50,7 @@ func TestNonAdminGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An engine built after the collection: its loop is run too.
-	late := &countingResyncer{}
+	late := &countingResyncer{clock: clock}
 	loops = append(loops, late)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -66,4 +79,11 @@ func TestNonAdminGC(t *testing.T) {
 	}
 	clock.Step(time.Minute)
 	waitFor("the second pass", func() bool { return late.n.Load() == 2 })
+	// When they ran, whatever the goroutines' timing: a pass run early
+	// (before its period ended) shows here.
+	late.mu.Lock()
+	defer late.mu.Unlock()
+	if want := []time.Time{start.Add(time.Hour), start.Add(2 * time.Hour)}; len(late.at) != 2 || !late.at[0].Equal(want[0]) || !late.at[1].Equal(want[1]) {
+		t.Errorf("passes at %v, want %v", late.at, want)
+	}
 }
