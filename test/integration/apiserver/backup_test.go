@@ -271,6 +271,9 @@ var slowSource = []string{"--client-page-size=1", "--client-qps=2", "--client-bu
 // the seed's reason after FinalizingCancelled. Deleting a running backup
 // stops it and removes its data.
 func TestCancelRunningBackup(t *testing.T) {
+	// Mostly waiting (a slow source, an S3 client's retries): beside the
+	// package's other waiting tests, on a server of its own.
+	t.Parallel()
 	framework.StorageIndependent(t, "cancelling a running backup (the backup engine and the object store)")
 	s := framework.Start(t, framework.Options{Args: slowSource})
 	ctx := context.Background()
@@ -368,6 +371,9 @@ func TestCancelRunningBackup(t *testing.T) {
 // killed ends Failed with a reason at the next start and its partial data
 // is removed; the queue goes on (nothing stuck InProgress, velero #10519).
 func TestBackupInterruptedByRestart(t *testing.T) {
+	// Mostly waiting (a slow source, an S3 client's retries): beside the
+	// package's other waiting tests, on a server of its own.
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: slowSource})
 	for i := 0; i < 20; i++ {
 		createTracker(t, s, "big", fmt.Sprintf("t%02d", i), nil)

@@ -391,6 +391,9 @@ func TestRestoreIntoSecondServer(t *testing.T) {
 // velerov1.RestoreDeletedReason, its finalizer goes, and the next restore
 // runs.
 func TestDeleteRunningRestore(t *testing.T) {
+	// Mostly waiting (a slow source, an S3 client's retries): beside the
+	// package's other waiting tests, on a server of its own.
+	t.Parallel()
 	const namespace, trackers = "many", 20
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
