@@ -27,7 +27,9 @@ bin="${root}/_output/bin/velero"
 plugins="${root}/_output/bin/velero-plugins"
 
 build_velero() {
-  if [[ -x "${bin}" ]] && "${bin}" version --client-only 2>/dev/null | grep -q "Version: ${version}\$"; then
+  # grep reads all of the output: with -q it could exit first, and velero's
+  # SIGPIPE would fail the pipeline (pipefail) and rebuild it every time.
+  if [[ -x "${bin}" ]] && "${bin}" version --client-only 2>/dev/null | grep "Version: ${version}\$" >/dev/null; then
     echo "install-velero: ${bin} is already velero ${version}"
     return
   fi
