@@ -223,6 +223,9 @@ var errMadeForAnother = errors.New("one of its name exists, made for another")
 // object it was made for is gone or records another: asked of the lister,
 // then, before "gone" is believed, of the API.
 func (m *mirror[T, A]) syncOrphan(ctx context.Context, key cache.ObjectName) error {
+	if key.Namespace != m.adminNamespace {
+		return nil // made here only in the admin namespace
+	}
 	a, err := m.admin(key.Name)
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -26,7 +26,7 @@ func (d *DB) reapExpired() {
 	for {
 		wait := time.Second
 		next, err := d.nextExpiry()
-		if err != nil && !errors.Is(err, pebble.ErrClosed) {
+		if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, pebble.ErrClosed) {
 			klog.ErrorS(err, "Reading the TTL index failed")
 		}
 		if next != 0 {

@@ -59,12 +59,12 @@ func TestBackupCancelSubresource(t *testing.T) {
 func TestLogsSubresource(t *testing.T) {
 	s := apiServer(t)
 	ctx := context.Background()
-	bucket := createFilesystemLocation(t, s, "local")
-	if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns}}, metav1.CreateOptions{}); err != nil {
+	bucket := createFilesystemLocationAt(t, s, "local", filepath.Join(s.DataDir, "logs-bucket"))
+	if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "logs-b1", Namespace: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Clientset.VeleroV1().Restores(ns).Create(ctx, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: ns},
-		Spec: velerov1.RestoreSpec{BackupName: "b1"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Clientset.VeleroV1().Restores(ns).Create(ctx, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "logs-r1", Namespace: ns},
+		Spec: velerov1.RestoreSpec{BackupName: "logs-b1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	logs := func(resource, name string) (string, error) {
@@ -72,28 +72,28 @@ func TestLogsSubresource(t *testing.T) {
 		return string(b), err
 	}
 
-	if r := do(t, s, s.Config, http.MethodGet, "/apis/velero.io/v1/namespaces/"+ns+"/backups/b1/logs", "", nil); r.code != http.StatusNotFound ||
+	if r := do(t, s, s.Config, http.MethodGet, "/apis/velero.io/v1/namespaces/"+ns+"/backups/logs-b1/logs", "", nil); r.code != http.StatusNotFound ||
 		!strings.Contains(r.body, "no log stored yet") {
 		t.Errorf("logs before any were stored: %d %s, want 404 saying so", r.code, truncate(r.body))
 	}
-	putGzip(t, filepath.Join(bucket, "backups", "b1", "b1-logs.gz"), "line one\nline two\n")
-	putGzip(t, filepath.Join(bucket, "restores", "r1", "restore-r1-logs.gz"), "restored fine\n")
-	if out, err := logs("backups", "b1"); err != nil || out != "line one\nline two\n" {
+	putGzip(t, filepath.Join(bucket, "backups", "logs-b1", "logs-b1-logs.gz"), "line one\nline two\n")
+	putGzip(t, filepath.Join(bucket, "restores", "logs-r1", "restore-logs-r1-logs.gz"), "restored fine\n")
+	if out, err := logs("backups", "logs-b1"); err != nil || out != "line one\nline two\n" {
 		t.Errorf("backup logs: %q, %v", out, err)
 	}
-	if out, err := logs("restores", "r1"); err != nil || out != "restored fine\n" {
+	if out, err := logs("restores", "logs-r1"); err != nil || out != "restored fine\n" {
 		t.Errorf("restore logs: %q, %v", out, err)
 	}
 	if _, err := logs("backups", "missing"); !apierrors.IsNotFound(err) {
 		t.Errorf("logs of a missing backup: %v, want 404", err)
 	}
 	// kubectl reads them too.
-	if out, err := s.Kubectl(nil, "get", "--raw", "/apis/velero.io/v1/namespaces/"+ns+"/backups/b1/logs"); err != nil || !strings.Contains(out, "line two") {
+	if out, err := s.Kubectl(nil, "get", "--raw", "/apis/velero.io/v1/namespaces/"+ns+"/backups/logs-b1/logs"); err != nil || !strings.Contains(out, "line two") {
 		t.Errorf("kubectl get --raw .../logs: %q, %v", out, err)
 	}
 	// Authorized like any subresource.
 	alice := s.IssueKubeconfig("alice")
-	if _, err := s.KubectlAs(alice, nil, "get", "--raw", "/apis/velero.io/v1/namespaces/"+ns+"/backups/b1/logs"); err == nil ||
+	if _, err := s.KubectlAs(alice, nil, "get", "--raw", "/apis/velero.io/v1/namespaces/"+ns+"/backups/logs-b1/logs"); err == nil ||
 		!strings.Contains(err.Error(), "Forbidden") {
 		t.Errorf("logs for a user without rights: %v, want Forbidden", err)
 	}

@@ -119,7 +119,14 @@ func TestVeleroCLI(t *testing.T) {
 // in the admin namespace and returns its directory.
 func createFilesystemLocation(t *testing.T, s *framework.Server, name string) string {
 	t.Helper()
-	dir := t.TempDir()
+	return createFilesystemLocationAt(t, s, name, t.TempDir())
+}
+
+// createFilesystemLocationAt is createFilesystemLocation with its bucket
+// at dir: on a shared server, a directory that lives as long as the server
+// (the location is still checked after the test ends).
+func createFilesystemLocationAt(t *testing.T, s *framework.Server, name, dir string) string {
+	t.Helper()
 	_, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Create(context.Background(), &velerov1.BackupStorageLocation{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: velerov1.BackupStorageLocationSpec{Provider: "filesystem", Default: true,

@@ -58,6 +58,9 @@ type Server struct {
 	engineOnce sync.Once
 	engine     versioned.Interface
 
+	// ready: a shared server that started (Shared).
+	ready bool
+
 	// Etcd is the server's etcd when the tests run on etcd3 (StorageEnv):
 	// the one the test binary's servers share, each under its own prefix.
 	Etcd *Etcd
@@ -129,8 +132,19 @@ func Shared(t testing.TB, key string, opts Options) *Server {
 			t.Fatal(err)
 		}
 		s = newServer(t, dir, opts)
+		// Kept before it starts, so that Main stops what a failed start
+		// left; the tests after a failed start fail at once.
 		sharedServers[key] = s
 		s.start()
+		s.ready = true
+	}
+	if !s.ready {
+		t.Fatalf("the shared server %q did not start (in an earlier test)", key)
+	}
+	select {
+	case <-s.exited:
+		t.Fatalf("the shared server %q exited (its log: %s)", key, filepath.Join(s.DataDir, "server.log"))
+	default:
 	}
 	// Its helpers report to the test using it now.
 	s.t = t
