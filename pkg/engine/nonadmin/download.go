@@ -150,7 +150,7 @@ func (c *DownloadController) sync(ctx context.Context, key cache.ObjectName) err
 			return err
 		}
 	}
-	if !c.madeFor(dr, r) {
+	if !c.made.owns(r, dr) {
 		return fmt.Errorf("download request %s exists and was not made for NonAdminDownloadRequest %s/%s", name, r.Namespace, r.Name)
 	}
 	if dr.Status.Phase != velerov1.DownloadRequestPhaseProcessed {
@@ -184,10 +184,6 @@ func onlyCondition(conds *[]metav1.Condition, generation int64, t oadpv1alpha1.N
 
 func (c *DownloadController) expired(dr *velerov1.DownloadRequest) bool {
 	return dr.Status.Expiration == nil || !c.cfg.Clock.Now().Before(dr.Status.Expiration.Time)
-}
-
-func (c *DownloadController) madeFor(dr *velerov1.DownloadRequest, r *oadpv1alpha1.NonAdminDownloadRequest) bool {
-	return c.made.owns(r, dr)
 }
 
 // target is the Velero target of a request: the Velero object the tenant

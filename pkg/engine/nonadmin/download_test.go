@@ -56,14 +56,7 @@ func TestNonAdminDownloadSync(t *testing.T) {
 		{name: "its link expired: the request goes", objs: []runtime.Object{request("nightly", oadpv1alpha1.NonAdminPhaseCreated), expired}, deleted: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := enginetest.New(t, tc.objs...)
-			v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
-			c, err := NewDownloadController(DownloadConfig{Client: w.Client, AdminNamespace: adminNS, Requests: o.NonAdminDownloadRequests(),
-				NonAdminBackups: o.NonAdminBackups(), NonAdminRestores: o.NonAdminRestores(), DownloadRequests: v.DownloadRequests(),
-				Backups: v.Backups(), Restores: v.Restores(), Clock: clocktesting.NewFakeClock(now)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, w := newDownloadEngine(t, now, tc.objs...)
 			if err := c.sync(ctx, cache.ObjectName{Namespace: "team", Name: "d"}); err != nil {
 				t.Fatal(err)
 			}
@@ -86,9 +79,24 @@ func TestNonAdminDownloadSync(t *testing.T) {
 			if made := err == nil && !tc.deleted; made != tc.made {
 				t.Fatalf("a Velero DownloadRequest made: %v (%v), want %v", made, err, tc.made)
 			}
-			if tc.made && (dr.Spec.Target.Name != id || dr.Spec.Target.Kind != velerov1.DownloadTargetKindBackupLog || !c.madeFor(dr, got)) {
+			if tc.made && (dr.Spec.Target.Name != id || dr.Spec.Target.Kind != velerov1.DownloadTargetKindBackupLog || !c.made.owns(got, dr)) {
 				t.Errorf("Velero request %+v, labels %v: want the log of %s, made for team/d", dr.Spec, dr.Labels, id)
 			}
 		})
 	}
+}
+
+// newDownloadEngine is the NonAdminDownloadRequest engine over objs, its
+// clock at now.
+func newDownloadEngine(t *testing.T, now time.Time, objs ...runtime.Object) (*DownloadController, *enginetest.World) {
+	t.Helper()
+	w := enginetest.New(t, objs...)
+	v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
+	c, err := NewDownloadController(DownloadConfig{Client: w.Client, AdminNamespace: adminNS, Requests: o.NonAdminDownloadRequests(),
+		NonAdminBackups: o.NonAdminBackups(), NonAdminRestores: o.NonAdminRestores(), DownloadRequests: v.DownloadRequests(),
+		Backups: v.Backups(), Restores: v.Restores(), Clock: clocktesting.NewFakeClock(now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
 }

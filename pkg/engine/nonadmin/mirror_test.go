@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -82,14 +81,7 @@ var mirrorKinds = []mirrorKind{{
 }, {
 	name: "NonAdminSchedule",
 	engine: func(t *testing.T, objs ...runtime.Object) (orphanStep, *enginetest.World) {
-		w := enginetest.New(t, objs...)
-		v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
-		c, err := NewScheduleController(ScheduleConfig{Client: w.Client, AdminNamespace: adminNS, Schedules: o.NonAdminSchedules(),
-			NonAdminBackups: o.NonAdminBackups(), VeleroSchedules: v.Schedules(), Backups: v.Backups(), DPAs: o.DataProtectionApplications(),
-			TenantLocations: o.NonAdminBackupStorageLocations(), VeleroLocations: v.BackupStorageLocations(), Clock: clocktesting.NewFakeClock(time.Now())})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, w := newScheduleEngine(t, time.Now(), objs...)
 		return c.made.syncOrphan, w
 	},
 	tenant: func(recorded, id string) runtime.Object {
@@ -108,14 +100,7 @@ var mirrorKinds = []mirrorKind{{
 	// after its UID, which is the NACUUID.
 	name: "NonAdminDownloadRequest",
 	engine: func(t *testing.T, objs ...runtime.Object) (orphanStep, *enginetest.World) {
-		w := enginetest.New(t, objs...)
-		v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
-		c, err := NewDownloadController(DownloadConfig{Client: w.Client, AdminNamespace: adminNS, Requests: o.NonAdminDownloadRequests(),
-			NonAdminBackups: o.NonAdminBackups(), NonAdminRestores: o.NonAdminRestores(), DownloadRequests: v.DownloadRequests(),
-			Backups: v.Backups(), Restores: v.Restores(), Clock: clocktesting.NewFakeClock(time.Now())})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, w := newDownloadEngine(t, time.Now(), objs...)
 		return c.made.syncOrphan, w
 	},
 	tenant: func(recorded, id string) runtime.Object {

@@ -50,14 +50,7 @@ func TestNonAdminScheduleSync(t *testing.T) {
 			refuse: "includedNamespaces", paused: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := enginetest.New(t, tc.objs...)
-			v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
-			c, err := NewScheduleController(ScheduleConfig{Client: w.Client, AdminNamespace: adminNS, Schedules: o.NonAdminSchedules(),
-				NonAdminBackups: o.NonAdminBackups(), VeleroSchedules: v.Schedules(), Backups: v.Backups(), DPAs: o.DataProtectionApplications(),
-				TenantLocations: o.NonAdminBackupStorageLocations(), VeleroLocations: v.BackupStorageLocations(), Clock: clocktesting.NewFakeClock(now)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, w := newScheduleEngine(t, now, tc.objs...)
 			if err := c.sync(ctx, cache.ObjectName{Namespace: "team", Name: "hourly"}); err != nil {
 				t.Fatal(err)
 			}
@@ -92,4 +85,19 @@ func TestNonAdminScheduleSync(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newScheduleEngine is the NonAdminSchedule engine over objs, its clock at
+// now.
+func newScheduleEngine(t *testing.T, now time.Time, objs ...runtime.Object) (*ScheduleController, *enginetest.World) {
+	t.Helper()
+	w := enginetest.New(t, objs...)
+	v, o := w.Factory.Velero().V1(), w.Factory.Oadp().V1alpha1()
+	c, err := NewScheduleController(ScheduleConfig{Client: w.Client, AdminNamespace: adminNS, Schedules: o.NonAdminSchedules(),
+		NonAdminBackups: o.NonAdminBackups(), VeleroSchedules: v.Schedules(), Backups: v.Backups(), DPAs: o.DataProtectionApplications(),
+		TenantLocations: o.NonAdminBackupStorageLocations(), VeleroLocations: v.BackupStorageLocations(), Clock: clocktesting.NewFakeClock(now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
 }
