@@ -58,9 +58,6 @@ type Server struct {
 	engineOnce sync.Once
 	engine     versioned.Interface
 
-	// ready: a shared server that started (Shared).
-	ready bool
-
 	// Etcd is the server's etcd when the tests run on etcd3 (StorageEnv):
 	// the one the test binary's servers share, each under its own prefix.
 	Etcd *Etcd
@@ -136,9 +133,8 @@ func Shared(t testing.TB, key string, opts Options) *Server {
 		// left; the tests after a failed start fail at once.
 		sharedServers[key] = s
 		s.start()
-		s.ready = true
 	}
-	if !s.ready {
+	if s.Config == nil { // set once it answered ready
 		t.Fatalf("the shared server %q did not start (in an earlier test)", key)
 	}
 	select {
