@@ -22,9 +22,6 @@ type facts struct {
 	stopped bool
 	// forceFull: spec.forceFullBackup.
 	forceFull bool
-	// chainBound is why the chain ending at the tracker's checkpoint may
-	// not grow (kv.FullEveryAnnotation), "" when it may.
-	chainBound string
 	// fullPull: full backups are pulled (--vm-full-backup-mode=pull).
 	fullPull bool
 	// checkpoint is the name this backup's checkpoint would have.
@@ -77,10 +74,11 @@ type plan struct {
 }
 
 // decide plans a backup from the facts. An incremental plan is a
-// candidate: the checkpoint and the previous files are checked next, and
-// fullInstead turns it into a full backup when they do not hold.
+// candidate: the chain's bound, the checkpoint and the previous files are
+// checked next, and fullBounded or fullInstead turn it into a full backup
+// when they do not allow it.
 func decide(f facts) plan {
-	p := plan{backupType: kv.Full, tracker: trackerKept, untrackedWithTracker: f.tracker != nil && len(f.untracked) > 0}
+	p := plan{backupType: kv.Full, untrackedWithTracker: f.tracker != nil && len(f.untracked) > 0}
 	switch {
 	case f.stopped && f.tracker != nil:
 		p.fallback = fmt.Sprintf("VirtualMachine %s is not running: a full copy of its disks was taken, without a checkpoint (libvirt makes none of a stopped VM); the tracker keeps its checkpoint for the next backup of the running VM", f.vm)
@@ -88,11 +86,7 @@ func decide(f facts) plan {
 		p.fallback = fmt.Sprintf("disk(s) %s of VirtualMachine %s keep no dirty bitmaps (raw, changed block tracking %s): a full backup without a checkpoint was taken",
 			strings.Join(f.untracked, ", "), f.vm, cbtState(f.tracker))
 	case f.tracker != nil && f.tracker.Status != nil && f.tracker.Status.LatestCheckpoint != nil && !f.forceFull:
-		if f.chainBound != "" {
-			p.bounded = f.chainBound
-		} else {
-			p.backupType, p.since = kv.Incremental, f.tracker.Status.LatestCheckpoint.Name
-		}
+		p.backupType, p.since = kv.Incremental, f.tracker.Status.LatestCheckpoint.Name
 	}
 	if f.tracker != nil && len(f.untracked) == 0 && !f.stopped {
 		p.checkpoint = f.checkpoint
@@ -105,7 +99,7 @@ func decide(f facts) plan {
 	default:
 		p.tracker = trackerMoved
 	}
-	p.copy = copyMode(copyPush)
+	p.copy = copyPush
 	switch {
 	case f.stopped:
 		p.copy = copyStopped
@@ -115,9 +109,25 @@ func decide(f facts) plan {
 	return p
 }
 
-// fullInstead makes an incremental plan a full backup, for why.
+// fullInstead makes an incremental plan a full backup, for why (the
+// checkpoint or the previous files do not hold).
 func (p plan) fullInstead(why string, fullPull bool) plan {
-	p.backupType, p.since, p.fallback = kv.Full, "", why
+	p = p.full(fullPull)
+	p.fallback = why
+	return p
+}
+
+// fullBounded makes an incremental plan a full backup because the chain
+// is as long as kv.FullEveryAnnotation allows (why says so).
+func (p plan) fullBounded(why string, fullPull bool) plan {
+	p = p.full(fullPull)
+	p.bounded = why
+	return p
+}
+
+// full is the plan as a full backup, pulled in pull mode.
+func (p plan) full(fullPull bool) plan {
+	p.backupType, p.since = kv.Full, ""
 	if fullPull && p.copy == copyPush {
 		p.copy = copyPull
 	}

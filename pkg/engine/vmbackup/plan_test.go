@@ -19,6 +19,8 @@ func TestDecide(t *testing.T) {
 		// says: words the plan's Complete condition holds.
 		says       string
 		wantReason string
+		// bound: the chain is at its bound (kv.FullEveryAnnotation).
+		bound string
 	}{
 		{name: "a VM, no tracker: full, no checkpoint, tracker untouched", facts: facts{vm: "vm"},
 			want: plan{backupType: kv.Full, copy: copyPush, tracker: trackerKept}, wantReason: kv.ReasonCompleted},
@@ -30,7 +32,7 @@ func TestDecide(t *testing.T) {
 			want: plan{backupType: kv.Incremental, since: "cp-1", checkpoint: "b-2", copy: copyPush, tracker: trackerMoved}, wantReason: kv.ReasonCompleted},
 		{name: "forceFullBackup", facts: facts{vm: "vm", tracker: withCheckpoint, checkpoint: "b-2", forceFull: true},
 			want: plan{backupType: kv.Full, checkpoint: "b-2", copy: copyPush, tracker: trackerMoved}, wantReason: kv.ReasonCompleted},
-		{name: "the chain at its bound: full, and why", facts: facts{vm: "vm", tracker: withCheckpoint, checkpoint: "b-2", chainBound: "the chain holds 3"},
+		{name: "the chain at its bound: full, and why", facts: facts{vm: "vm", tracker: withCheckpoint, checkpoint: "b-2"}, bound: "the chain holds 3",
 			want: plan{backupType: kv.Full, checkpoint: "b-2", copy: copyPush, tracker: trackerMoved, bounded: "the chain holds 3"},
 			says: "the chain holds 3", wantReason: kv.ReasonCompleted},
 		{name: "a stopped VM of a tracker: its disks copied, no checkpoint, the tracker keeps its own", facts: facts{vm: "vm", tracker: withCheckpoint, checkpoint: "b-2", stopped: true, fullPull: true},
@@ -42,6 +44,9 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := decide(tc.facts)
+			if tc.bound != "" {
+				got = got.fullBounded(tc.bound, tc.facts.fullPull)
+			}
 			fallback := got.fallback
 			got.fallback = ""
 			if got != tc.want {

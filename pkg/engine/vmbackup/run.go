@@ -92,12 +92,11 @@ func (run *backupRun) decide(context.Context) *failure {
 	active, activeErr := run.conn.Active(run.domain)
 	f := facts{vm: src.vm, tracker: src.tracker, untracked: untrackedDisks(disks), stopped: activeErr == nil && !active,
 		forceFull: b.Spec.ForceFullBackup, fullPull: c.cfg.FullBackupPull, checkpoint: checkpointName(b)}
-	if t := src.tracker; t != nil && t.Status != nil && t.Status.LatestCheckpoint != nil {
-		f.chainBound = c.chainFull(b, run.domain, t.Status.LatestCheckpoint.Name)
-	}
 	run.plan = decide(f)
 	if run.plan.backupType == kv.Incremental {
-		if why := c.prepareIncremental(run.conn, run.domain, src.tracker.Status.LatestCheckpoint, disks, run.backing); why != "" {
+		if why := c.chainFull(b, run.domain, run.plan.since); why != "" {
+			run.plan = run.plan.fullBounded(why, c.cfg.FullBackupPull)
+		} else if why := c.prepareIncremental(run.conn, run.domain, src.tracker.Status.LatestCheckpoint, disks, run.backing); why != "" {
 			run.logger.Info("Incremental backup not possible: taking a full one", "reason", why)
 			run.plan, run.backing = run.plan.fullInstead(why, c.cfg.FullBackupPull), map[string]string{}
 		}
@@ -166,25 +165,22 @@ func (run *backupRun) copyDisks(ctx, runCtx context.Context) *failure {
 			st.Progress = &kv.BackupProgress{TotalBytes: int64(p.Total), BytesDone: int64(p.Done)}
 		})
 	})
-	switch {
-	case err == nil:
+	if err == nil {
 		run.res = res
 		return nil
+	}
+	_ = c.removeOutputDir(b) // the partial output
+	switch {
 	case errors.Is(err, virt.ErrAborted) && ctx.Err() != nil:
-		_ = c.removeOutputDir(b)
 		return &failure{quiet: true}
 	case errors.Is(err, virt.ErrAborted):
-		_ = c.removeOutputDir(b)
 		run.logger.Info("Backup aborted (cancelled or deleted)")
 		return failed(kv.ReasonAborted, "the backup was aborted; its partial output and checkpoint were removed")
 	case errors.Is(err, virt.ErrDomainStarted):
-		_ = c.removeOutputDir(b)
 		return failed(kv.ReasonSourceLost, fmt.Sprintf("VirtualMachine %s (domain %s) started during the copy of its stopped disks; its partial output was removed: back it up again", run.src.vm, run.domain))
 	case errors.Is(err, virt.ErrDomainStopped):
-		_ = c.removeOutputDir(b)
 		return failed(kv.ReasonSourceLost, fmt.Sprintf("VirtualMachine %s (domain %s) stopped during the backup; its partial output and checkpoint were removed", run.src.vm, run.domain))
 	default:
-		_ = c.removeOutputDir(b)
 		return failed(kv.ReasonFailed, err.Error())
 	}
 }
