@@ -211,7 +211,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 		return c.finishDeleted(ctx, r)
 	}
-	if r.Status.Phase != "" && r.Status.Phase != velerov1.RestorePhaseNew {
+	if !r.Status.Phase.Pending() {
 		return nil
 	}
 	if c.busy() {
@@ -228,7 +228,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	r = r.DeepCopy()
 	now := metav1.NewTime(c.cfg.Clock.Now())
 	isNew := func(cur *velerov1.Restore) bool {
-		return cur.Status.Phase == "" || cur.Status.Phase == velerov1.RestorePhaseNew
+		return cur.Status.Phase.Pending()
 	}
 	backup, problems := c.validate(r)
 	if len(problems) > 0 {
@@ -299,7 +299,7 @@ func (c *Controller) addWaiting() {
 		return
 	}
 	for _, r := range all {
-		if r.Status.Phase == "" || r.Status.Phase == velerov1.RestorePhaseNew {
+		if r.Status.Phase.Pending() {
 			c.Add(cache.MetaObjectToName(r))
 		}
 	}
@@ -316,7 +316,7 @@ func (c *Controller) firstWaiting(namespace string) *velerov1.Restore {
 	var first *velerov1.Restore
 	var firstSeq int64
 	for _, r := range all {
-		if (r.Status.Phase != "" && r.Status.Phase != velerov1.RestorePhaseNew) || r.DeletionTimestamp != nil {
+		if !r.Status.Phase.Pending() || r.DeletionTimestamp != nil {
 			continue
 		}
 		seq, _ := velerov1.QueueSequence(r)

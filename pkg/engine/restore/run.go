@@ -172,7 +172,7 @@ func (run *restoreRun) execute(ctx, work context.Context) {
 		restoreCtx, cancel = context.WithTimeoutCause(work, d, fmt.Errorf("%w: it ran longer than %s (--restore-timeout)", errLimit, d))
 	}
 	err = run.restore(restoreCtx)
-	if cause := context.Cause(restoreCtx); ctx.Err() == nil && cause != nil && (errors.Is(cause, errLimit) || errors.Is(cause, errDeleted)) {
+	if cause := context.Cause(restoreCtx); ctx.Err() == nil && (errors.Is(cause, errLimit) || errors.Is(cause, errDeleted)) {
 		err = cause
 	}
 	cancel()

@@ -169,6 +169,10 @@ var RestoreLifecycle = lifecycle.Table[RestorePhase]{
 // Terminal reports whether a restore has finished.
 func (p RestorePhase) Terminal() bool { return RestoreLifecycle.IsTerminal(p) }
 
+// Pending reports whether a restore has not started: it waits in the
+// restore queue.
+func (p RestorePhase) Pending() bool { return p == "" || p == RestorePhaseNew }
+
 // DeleteBackupRequestLifecycle is the life of a DeleteBackupRequest.
 var DeleteBackupRequestLifecycle = lifecycle.Table[DeleteBackupRequestPhase]{
 	Kind:     "DeleteBackupRequest",
