@@ -16,11 +16,18 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 export BACKSTOP_BIN_DIR="${BACKSTOP_BIN_DIR:-$PWD/_output/bin}"
 
+# step runs a command and says how long it took, also when it failed (and
+# then returns its status).
 step() {
-  local name=$1 start=$SECONDS
+  local name=$1 start=$SECONDS status=0
   shift
-  "$@"
-  echo "test: ${name}: $((SECONDS - start)) s"
+  "$@" || status=$?
+  if ((status == 0)); then
+    echo "test: ${name}: $((SECONDS - start)) s"
+  else
+    echo "test: ${name}: $((SECONDS - start)) s, failed (exit ${status})"
+  fi
+  return "${status}"
 }
 
 main_pass() {
@@ -44,13 +51,8 @@ bash hack/start-libvirt.sh
 step "main pass" main_pass
 
 etcd3_log="$(mktemp)"
-(
-  start=$SECONDS
-  status=0
-  BACKSTOP_TEST_STORAGE=etcd3 go test -count=1 -timeout 30m ./test/integration/apiserver || status=$?
-  echo "test: apiserver suite on etcd3: $((SECONDS - start)) s"
-  exit "${status}"
-) >"${etcd3_log}" 2>&1 &
+step "apiserver suite on etcd3" env BACKSTOP_TEST_STORAGE=etcd3 go test -count=1 -timeout 30m ./test/integration/apiserver \
+  >"${etcd3_log}" 2>&1 &
 etcd3=$!
 # A step that fails ends the script: the etcd3 pass goes with it, its
 # servers and etcd too (the processes under it, deepest first).

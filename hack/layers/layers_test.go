@@ -79,20 +79,23 @@ func mayUse(from, to string) bool {
 	return false
 }
 
+// listed is what go list says of a package (the fields asked for).
 type listed struct {
-	ImportPath string
-	Deps       []string
-	Error      *struct{ Err string }
-	DepsErrors []*struct{ Err string }
+	ImportPath, Dir           string
+	Deps                      []string
+	TestGoFiles, XTestGoFiles []string
+	Error                     *struct{ Err string }
+	DepsErrors                []*struct{ Err string }
 }
 
-// TestLayers: no import cycle, every package in a layer, and no package
-// depending on a layer above its own.
-func TestLayers(t *testing.T) {
+// goList runs `go list -e -json=<fields> <args>` at the module's root and
+// returns the packages it names.
+func goList(t *testing.T, fields string, args ...string) []listed {
+	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("skipping: the go command is not on PATH (%v)", err)
 	}
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error,DepsErrors", module+"pkg/...", module+"cmd/...", module+"artifacts")
+	cmd := exec.Command("go", append([]string{"list", "-e", "-json=" + fields}, args...)...)
 	cmd.Dir = "../.."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -100,16 +103,24 @@ func TestLayers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v: %s", err, stderr.String())
 	}
+	var pkgs []listed
 	dec := json.NewDecoder(bytes.NewReader(out))
-	seen := 0
 	for {
 		var p listed
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
+			return pkgs
 		} else if err != nil {
 			t.Fatalf("decoding go list: %v", err)
 		}
-		seen++
+		pkgs = append(pkgs, p)
+	}
+}
+
+// TestLayers: no import cycle, every package in a layer, and no package
+// depending on a layer above its own.
+func TestLayers(t *testing.T) {
+	pkgs := goList(t, "ImportPath,Deps,Error,DepsErrors", module+"pkg/...", module+"cmd/...", module+"artifacts")
+	for _, p := range pkgs {
 		if p.Error != nil {
 			t.Errorf("%s: %s", p.ImportPath, p.Error.Err)
 		}
@@ -133,8 +144,8 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
-	if seen < 50 {
-		t.Fatalf("go list named %d packages; the module has more: is the working directory the module's root?", seen)
+	if len(pkgs) < 50 {
+		t.Fatalf("go list named %d packages; the module has more: is the working directory the module's root?", len(pkgs))
 	}
 }
 
@@ -169,25 +180,9 @@ func TestLayerOf(t *testing.T) {
 // output and in `-run`: no two packages have a test of the same name
 // (TestMain and fuzz targets' seeds aside).
 func TestTestNamesUnique(t *testing.T) {
-	cmd := exec.Command("go", "list", "-e", "-tags=libvirt_dlopen,bench", "-json=ImportPath,Dir,TestGoFiles,XTestGoFiles", "./...")
-	cmd.Dir = "../.."
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	decl := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]*)\(`)
 	where := map[string][]string{}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var p struct {
-			ImportPath, Dir           string
-			TestGoFiles, XTestGoFiles []string
-		}
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decoding go list: %v", err)
-		}
+	for _, p := range goList(t, "ImportPath,Dir,TestGoFiles,XTestGoFiles", "-tags=libvirt_dlopen,bench", "./...") {
 		seen := map[string]bool{}
 		for _, f := range slices.Concat(p.TestGoFiles, p.XTestGoFiles) {
 			src, err := os.ReadFile(filepath.Join(p.Dir, f))

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 
 	apischeme "github.com/backstop-io/backstop/pkg/apis/scheme"
 	"github.com/backstop-io/backstop/pkg/apiserver"
@@ -17,8 +18,7 @@ import (
 // database or cluster opened (Options → Config → Run, as sample-apiserver
 // wires itself). Run does those and completes it.
 type Config struct {
-	Mode    string
-	DataDir string
+	Mode string
 	// Pebble opens the embedded database (--storage-backend=pebble); nil
 	// on etcd3.
 	Pebble *pebble.BackendOptions
@@ -44,10 +44,14 @@ func (o *Options) Config() (*Config, error) {
 		return nil, err
 	}
 	scheme := apischeme.New()
-	c := &Config{Mode: o.Mode, DataDir: o.DataDir, SourceKubeconfig: o.SourceKubeconfig}
+	c := &Config{Mode: o.Mode, SourceKubeconfig: o.SourceKubeconfig}
 	// Validate allows these two only.
 	if o.StorageBackend == apiserver.StorageEtcd3 {
-		c.Etcd = o.Etcd
+		// A copy: the flags' options stay as parsed.
+		etcd := *o.Etcd
+		etcd.StorageConfig.Type = storagebackend.StorageTypeETCD3
+		etcd.EnableWatchCache = o.WatchCache
+		c.Etcd = &etcd
 	} else {
 		c.Pebble = &pebble.BackendOptions{Dir: filepath.Join(o.DataDir, "pebble"), CompactionInterval: o.CompactionInterval, WatchCache: o.WatchCache}
 	}

@@ -64,8 +64,8 @@ func TestConfig(t *testing.T) {
 				if got := c.Etcd.StorageConfig.Transport.ServerList; len(got) != 1 || got[0] != "http://127.0.0.1:2379" || c.Etcd.StorageConfig.Prefix != "/b1" {
 					t.Errorf("etcd servers %v, prefix %q", got, c.Etcd.StorageConfig.Prefix)
 				}
-				if c.Extra.WatchCache {
-					t.Error("watch cache on, want off")
+				if c.Extra.WatchCache || c.Etcd.EnableWatchCache || c.Etcd.StorageConfig.Type != "etcd3" {
+					t.Errorf("watch cache %v (etcd's %v), storage type %q: want off, etcd3", c.Extra.WatchCache, c.Etcd.EnableWatchCache, c.Etcd.StorageConfig.Type)
 				}
 			}},
 		{name: "engines, networks and election", flags: []string{"--disable-controllers=backup,nonadmin-gc", "--tenant-denied-networks=10.96.0.1/12,fd00::/8",

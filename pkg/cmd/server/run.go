@@ -11,7 +11,6 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
@@ -49,10 +48,10 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+	if err := os.MkdirAll(c.Extra.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating the data directory: %w", err)
 	}
-	identity, unlock, err := replicaIdentity(c.DataDir)
+	identity, unlock, err := replicaIdentity(c.Extra.DataDir)
 	if err != nil {
 		return err
 	}
@@ -61,7 +60,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if c.Pebble != nil {
 		backend, err := pebble.NewBackend(*c.Pebble)
 		if err != nil {
-			return fmt.Errorf("opening the storage in %s: %w", c.DataDir, err)
+			return fmt.Errorf("opening the storage in %s: %w", c.Extra.DataDir, err)
 		}
 		defer func() {
 			if err := backend.Close(); err != nil {
@@ -84,8 +83,6 @@ func (o *Options) Run(ctx context.Context) error {
 	if c.Etcd != nil {
 		// etcd's health and readiness checks, encryption at rest if
 		// configured; the REST options are Backstop's (apiserver.Config).
-		c.Etcd.StorageConfig.Type = storagebackend.StorageTypeETCD3
-		c.Etcd.EnableWatchCache = extra.WatchCache
 		if err := c.Etcd.ApplyTo(&cfg.Config); err != nil {
 			return fmt.Errorf("configuring etcd: %w", err)
 		}
@@ -225,7 +222,7 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	if ca != nil {
-		path, err := pki.WriteAdminKubeconfig(c.DataDir, ca, o.serverURL())
+		path, err := pki.WriteAdminKubeconfig(c.Extra.DataDir, ca, o.serverURL())
 		if err != nil {
 			return fmt.Errorf("writing the admin kubeconfig: %w", err)
 		}

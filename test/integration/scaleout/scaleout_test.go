@@ -173,7 +173,6 @@ func TestScaleOut(t *testing.T) {
 		clients                    sync.WaitGroup
 		takeovers                  []time.Duration
 		term                       leader.Term
-		idx                        int
 		lost, doubles, interrupted int
 		scheduled                  []velerov1.Backup
 		fired                      int
@@ -311,7 +310,7 @@ func TestScaleOut(t *testing.T) {
 		// backup of theirs is InProgress, and the leader is killed. The one
 		// that takes over dies with a backup running; the next leader fails
 		// that backup with the reason, and does not run it again.
-		idx, _ = c.leaderIndex(ctx, r1, leader.Term{})
+		idx, _ := c.leaderIndex(ctx, r1, leader.Term{})
 		var armed []*framework.Server
 		for j, r := range c.replicas {
 			if j != idx {
@@ -392,6 +391,9 @@ func TestScaleOut(t *testing.T) {
 		}); err != nil {
 			t.Errorf("acknowledged backups not all finished: %v", err)
 		}
+		if lost > 0 {
+			t.Errorf("%d acknowledged backups lost", lost)
+		}
 		if interrupted == 0 {
 			t.Errorf("no backup Failed with %q, though a replica crashed with one InProgress", velerov1.BackupRestartedReason)
 		}
@@ -419,7 +421,8 @@ func TestScaleOut(t *testing.T) {
 			return list.Items
 		}
 		runs(2)
-		idx, term = c.leaderIndex(ctx, r1, leader.Term{})
+		idx, leaderTerm := c.leaderIndex(ctx, r1, leader.Term{})
+		term = leaderTerm
 		c.replicas[idx].Kill()
 		_, term = c.leaderIndex(ctx, c.replicas[(idx+1)%len(c.replicas)], term)
 		c.replicas[idx].StartAgain(nil)
@@ -489,18 +492,16 @@ func TestScaleOut(t *testing.T) {
 		}
 	})
 
-	step("no backup ran twice, none was lost", func(t *testing.T) {
-		for name, n := range c.starts() {
+	step("no backup ran twice", func(t *testing.T) {
+		starts := c.starts()
+		for name, n := range starts {
 			if n > 1 {
 				doubles++
 				t.Errorf("backup %s started %d times", name, n)
 			}
 		}
-		if len(c.starts()) == 0 {
+		if len(starts) == 0 {
 			t.Errorf("no backup started in any replica's log: the count of runs sees nothing")
-		}
-		if lost > 0 {
-			t.Errorf("%d acknowledged backups lost", lost)
 		}
 	})
 	t.Logf("another replica took over after kill -9 of the leader in %v (Lease %s); backups interrupted by a crash that ended Failed with the reason: %d; the schedule ran %d times through a kill -9 and a pause",
