@@ -1,10 +1,9 @@
 package backupsync
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -28,17 +27,17 @@ func TestSyncPass(t *testing.T) {
 	const ns = "backstop-system"
 	bucket := t.TempDir()
 	layout := objectstore.NewLayout("")
+	store, err := objectstore.NewFilesystem(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
 	put := func(name string, phase velerov1.BackupPhase) {
 		b := velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "elsewhere"}, Status: velerov1.BackupStatus{Phase: phase}}
 		data, err := json.Marshal(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join(bucket, filepath.FromSlash(layout.BackupMetadataKey(name)))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, data, 0o644); err != nil {
+		if err := store.Put(context.Background(), layout.BackupMetadataKey(name), bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -62,13 +62,24 @@ func TestDeletionDecisions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bucket := t.TempDir()
-			for _, f := range []string{"backups/b/b.tar.gz", "restores/from-b/restore-from-b-logs.gz"} {
-				if err := os.MkdirAll(filepath.Dir(filepath.Join(bucket, f)), 0o755); err != nil {
+			store, err := objectstore.NewFilesystem(bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			layout := objectstore.NewLayout("")
+			var keys []string // the backup's tarball, its restore's log
+			for _, f := range []struct {
+				kind velerov1.DownloadTargetKind
+				name string
+			}{{velerov1.DownloadTargetKindBackupContents, "b"}, {velerov1.DownloadTargetKindRestoreLog, "from-b"}} {
+				key, err := layout.Key(f.kind, f.name)
+				if err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(filepath.Join(bucket, f), []byte("x"), 0o644); err != nil {
+				if err := store.Put(context.Background(), key, strings.NewReader("x")); err != nil {
 					t.Fatal(err)
 				}
+				keys = append(keys, key)
 			}
 			location := &velerov1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
 				Spec: velerov1.BackupStorageLocationSpec{Provider: objectstore.ProviderFilesystem,
@@ -109,8 +120,8 @@ func TestDeletionDecisions(t *testing.T) {
 			if tc.cancelled && (b == nil || !b.Spec.Cancel) {
 				t.Errorf("the running backup was not cancelled: %+v", b)
 			}
-			_, statErr := os.Stat(filepath.Join(bucket, "backups", "b", "b.tar.gz"))
-			_, restoreErr := os.Stat(filepath.Join(bucket, "restores", "from-b", "restore-from-b-logs.gz"))
+			_, statErr := os.Stat(filepath.Join(bucket, filepath.FromSlash(keys[0])))
+			_, restoreErr := os.Stat(filepath.Join(bucket, filepath.FromSlash(keys[1])))
 			if gone := os.IsNotExist(statErr) && os.IsNotExist(restoreErr); gone != tc.dataGone {
 				t.Errorf("the backup's and its restore's data gone: %v (%v, %v), want %v", gone, statErr, restoreErr, tc.dataGone)
 			}
