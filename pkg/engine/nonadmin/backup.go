@@ -333,15 +333,15 @@ func (c *BackupController) mirror(ctx context.Context, nab *oadpv1alpha1.NonAdmi
 	return ignoreGone(err)
 }
 
-// mirrorBackup copies b into the status. The queue position is the
-// registry's, filled in when read.
+// mirrorBackup copies b into the status. The queue positions are the
+// registry's, filled in when read: never stored, so that a copy read with
+// them (a list) is written back without them, and the queue moving
+// rewrites nothing.
 func mirrorBackup(st *oadpv1alpha1.NonAdminBackupStatus, b *velerov1.Backup) {
 	spec, bs := b.Spec.DeepCopy(), b.Status.DeepCopy()
 	bs.QueuePosition = 0
 	st.VeleroBackup.Spec, st.VeleroBackup.Status = spec, bs
-	if st.QueueInfo == nil {
-		st.QueueInfo = &oadpv1alpha1.QueueInfo{}
-	}
+	st.QueueInfo = &oadpv1alpha1.QueueInfo{}
 }
 
 // deletePending: deleted without deleteBackup or forceDeleteBackup. With a

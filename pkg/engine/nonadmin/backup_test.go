@@ -190,3 +190,27 @@ func TestNonAdminBackupOrphans(t *testing.T) {
 		})
 	}
 }
+
+// TestNonAdminBackupStoresNoQueuePosition: a NonAdminBackup read with its
+// queue positions filled in (as the registry fills a list) is mirrored
+// back without them: positions are never stored, so the queue moving
+// rewrites nothing.
+func TestNonAdminBackupStoresNoQueuePosition(t *testing.T) {
+	ctx := context.Background()
+	id := oadpv1alpha1.NewNACUUID("team", "n")
+	n := nab("n", velerov1.BackupSpec{})
+	n.Status = oadpv1alpha1.NonAdminBackupStatus{Phase: oadpv1alpha1.NonAdminPhaseCreated, QueueInfo: &oadpv1alpha1.QueueInfo{EstimatedQueuePosition: 3},
+		VeleroBackup: &oadpv1alpha1.VeleroBackup{NACUUID: id, Name: id, Namespace: adminNS, Status: &velerov1.BackupStatus{Phase: velerov1.BackupPhaseQueued, QueuePosition: 3}}}
+	b := &velerov1.Backup{ObjectMeta: backupLink.objectMeta(adminNS, id, id, n), Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseQueued}}
+	c, w := newBackupEngine(t, n, b)
+	if err := c.sync(ctx, cache.ObjectName{Namespace: "team", Name: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.Client.OadpV1alpha1().NonAdminBackups("team").Get(ctx, "n", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.QueueInfo == nil || got.Status.QueueInfo.EstimatedQueuePosition != 0 || got.Status.VeleroBackup.Status.QueuePosition != 0 {
+		t.Errorf("stored queueInfo %+v, veleroBackup.status.queuePosition %d: want positions not stored", got.Status.QueueInfo, got.Status.VeleroBackup.Status.QueuePosition)
+	}
+}

@@ -256,10 +256,9 @@ func (c *RestoreController) created(ctx context.Context, nar *oadpv1alpha1.NonAd
 		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionAccepted, true, oadpv1alpha1.ReasonRestoreAccepted, oadpv1alpha1.MessageRestoreAccepted)
 		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionQueued, true, oadpv1alpha1.ReasonRestoreScheduled, oadpv1alpha1.MessageRestoreScheduled)
 		st.VeleroRestore.Status = r.Status.DeepCopy()
-		// The position is the registry's, filled in when read.
-		if st.QueueInfo == nil {
-			st.QueueInfo = &oadpv1alpha1.QueueInfo{}
-		}
+		// The position is the registry's, filled in when read: never
+		// stored (a copy read with it is written back without it).
+		st.QueueInfo = &oadpv1alpha1.QueueInfo{}
 	})
 	return ignoreGone(err)
 }
