@@ -70,11 +70,16 @@ func TestDeleteBackupRequests(t *testing.T) {
 	if len(dbr.Status.Errors) != 0 {
 		t.Errorf("delete request errors: %v", dbr.Status.Errors)
 	}
-	if _, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "b1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("backup after deletion: %v, want NotFound", err)
-	}
-	if _, err := s.Clientset.VeleroV1().Restores(ns).Get(ctx, "r1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("restore of the deleted backup: %v, want NotFound", err)
+	// The request is Processed once it has deleted them; each goes when
+	// its finalizer's cleanup is done.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, errB := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "b1", metav1.GetOptions{})
+		_, errR := s.Clientset.VeleroV1().Restores(ns).Get(ctx, "r1", metav1.GetOptions{})
+		return apierrors.IsNotFound(errB) && apierrors.IsNotFound(errR), nil
+	}); err != nil {
+		_, errB := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "b1", metav1.GetOptions{})
+		_, errR := s.Clientset.VeleroV1().Restores(ns).Get(ctx, "r1", metav1.GetOptions{})
+		t.Errorf("backup and its restore after deletion: %v, %v, want NotFound", errB, errR)
 	}
 	for _, gone := range []string{"backups/b1", "restores/r1"} {
 		if entries, _ := os.ReadDir(filepath.Join(bucket, gone)); len(entries) != 0 {
