@@ -2,8 +2,9 @@
 # Installs what the tests run besides the server (make tools): the Debian
 # packages (libvirt, QEMU) and the guest image, fetched while the Go tools
 # build (those steps wait on the network and the disk, the builds on the
-# CPU), then etcd, kube-apiserver and kube-controller-manager, the velero CLI,
-# server and AWS plugin, and versitygw, one after the other. Each script
+# CPU), then etcd, kube-apiserver and kube-controller-manager, the CSI stack
+# (hostpath driver and sidecars), the velero CLI, server and AWS plugin, and
+# versitygw, one after the other. Each script
 # says what it installs and skips what is there already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,7 @@ packages=$!
 trap 'kill "${packages}" 2>/dev/null || true' EXIT
 bash hack/install-etcd.sh
 bash hack/install-kube.sh
+bash hack/install-csi.sh
 bash hack/install-velero.sh
 bash hack/install-versitygw.sh
 status=0

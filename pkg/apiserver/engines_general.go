@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
@@ -13,6 +16,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
+	"github.com/backstop-io/backstop/pkg/engine/csisnapshot"
 	"github.com/backstop-io/backstop/pkg/engine/deletion"
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/gc"
@@ -71,9 +75,16 @@ func newBackupEngine(e *engineContext) (engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	snapshots, err := e.csiSnapshotAction(e.loopback)
+	if err != nil {
+		return nil, err
+	}
 	return backup.New(backup.Config{Client: e.client, Backups: e.velero.Backups(), Locations: e.velero.BackupStorageLocations(),
 		Source: source, Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch,
-		Actions:                []backup.ItemAction{vmoperation.Action{Client: e.client, Virt: e.process.libvirt, VolumeRoot: e.volumes}},
+		Actions: []backup.ItemAction{
+			vmoperation.Action{Client: e.client, Virt: e.process.libvirt, VolumeRoot: e.volumes},
+			snapshots,
+		},
 		OperationSyncFrequency: e.extra.ItemOperationSyncFrequency, Observers: e.observers, Crash: e.crash})
 }
 
@@ -136,6 +147,22 @@ func (c CompletedConfig) sourceConfig(loopback *restclient.Config) *restclient.C
 	cfg.QPS, cfg.Burst = c.extra.ClientQPS, c.extra.ClientBurst
 	cfg.UserAgent = "backstop-backup/" + version.Version
 	return cfg
+}
+
+// csiSnapshotAction is the backup engine's action for claims: CSI
+// snapshots in the source cluster (whose claims the backups take; this
+// server, standalone, serves none).
+func (c CompletedConfig) csiSnapshotAction(loopback *restclient.Config) (csisnapshot.Action, error) {
+	cfg := c.sourceConfig(loopback)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return csisnapshot.Action{}, fmt.Errorf("source client: %w", err)
+	}
+	snapshots, err := snapshotclient.NewForConfig(cfg)
+	if err != nil {
+		return csisnapshot.Action{}, fmt.Errorf("source snapshot client: %w", err)
+	}
+	return csisnapshot.Action{Kube: kube, Snapshots: snapshots, Clock: clock.RealClock{}}, nil
 }
 
 // targetAs is the cluster restores write, acting as a user (Kubernetes

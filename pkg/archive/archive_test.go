@@ -28,21 +28,7 @@ func TestWriteThenRead(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewReader(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []Item
-	for {
-		it, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, *it)
-	}
+	got, format := readAll(t, buf.Bytes())
 	want := []Item{
 		{GroupResource: "roles.rbac.authorization.k8s.io", Namespace: "shop", Name: "reader", Data: []byte(`{"a":1}`)},
 		{GroupResource: "roles.rbac.authorization.k8s.io", Version: "v1", Preferred: true, Namespace: "shop", Name: "reader", Data: []byte(`{"a":1}`)},
@@ -52,8 +38,55 @@ func TestWriteThenRead(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("items:\n got %+v\nwant %+v", got, want)
 	}
-	if r.FormatVersion != FormatVersion {
-		t.Errorf("format version %q", r.FormatVersion)
+	if format != FormatVersion {
+		t.Errorf("format version %q", format)
+	}
+}
+
+// readAll reads every item of a tarball, and its format version.
+func readAll(t *testing.T, data []byte) ([]Item, string) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Item
+	for {
+		it, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return got, r.FormatVersion
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, *it)
+	}
+}
+
+// TestArchiveCopy: items copied from one tarball to another keep their paths,
+// versioned (preferred or not) and unversioned alike.
+func TestArchiveCopy(t *testing.T) {
+	items := []Item{
+		{GroupResource: "persistentvolumeclaims", Namespace: "shop", Name: "data", Data: []byte(`{"a":1}`)},
+		{GroupResource: "persistentvolumeclaims", Version: "v1", Preferred: true, Namespace: "shop", Name: "data", Data: []byte(`{"a":1}`)},
+		{GroupResource: "widgets.example.com", Version: "v1beta1", Namespace: "shop", Name: "w", Data: []byte(`{"c":3}`)},
+		{GroupResource: "persistentvolumes", Version: "v1", Preferred: true, Name: "pv-1", Data: []byte(`{"b":2}`)},
+	}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range items {
+		if err := w.Copy(&items[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readAll(t, buf.Bytes()); !reflect.DeepEqual(got, items) {
+		t.Errorf("copied items:\n got %+v\nwant %+v", got, items)
 	}
 }
 

@@ -75,6 +75,17 @@ func (a *Writer) AddItem(groupResource, version, namespace, name string, data []
 	return a.add(ItemPath(groupResource, version+PreferredVersionDir, namespace, name), data)
 }
 
+// Copy writes an item read from another tarball at the path it had there
+// (one copy: Reader returns the unversioned and each versioned copy
+// apart).
+func (a *Writer) Copy(item *Item) error {
+	versionDir := item.Version
+	if item.Preferred {
+		versionDir += PreferredVersionDir
+	}
+	return a.add(ItemPath(item.GroupResource, versionDir, item.Namespace, item.Name), item.Data)
+}
+
 // Close finishes the tar and gzip streams (not the underlying writer).
 func (a *Writer) Close() error {
 	if err := a.tw.Close(); err != nil {

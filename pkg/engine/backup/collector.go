@@ -149,22 +149,31 @@ func (c *collector) item(ctx context.Context, r items.Resource, item *items.RawI
 // actions have for it; what it brings along is noted (related.go). Only
 // the items an action or a related rule reads are decoded.
 func (c *collector) write(ctx context.Context, r items.Resource, item *items.RawItem) error {
-	if err := c.archive.AddItem(r.GroupResource(), r.GVR.Version, item.Namespace, item.Name, item.Data); err != nil {
-		return errFatal{fmt.Errorf("writing the backup tarball: %w", err)}
-	}
-	c.resources.add(item.APIVersion+"/"+item.Kind, item.Namespace, item.Name)
-	n := c.counter.backedUp.Add(1)
-	if c.written != nil {
-		c.written(n)
-	}
 	var obj *unstructured.Unstructured
+	data := item.Data
 	if c.operations.appliesTo(r) || c.related.reads(r) {
 		obj = &unstructured.Unstructured{}
 		if err := obj.UnmarshalJSON(item.Data); err != nil {
 			c.log.Error(item.Namespace, items.ScopeOf(r), fmt.Sprintf("decoding %s %s: %v", r.GroupResource(), item.Name, err))
 			return nil
 		}
-		c.operations.start(ctx, r, obj)
+		// Before the item is written: an action may change it (a claim
+		// records its VolumeSnapshot).
+		if c.operations.start(ctx, r, obj) {
+			var err error
+			if data, err = obj.MarshalJSON(); err != nil {
+				c.log.Error(item.Namespace, items.ScopeOf(r), fmt.Sprintf("encoding %s %s: %v", r.GroupResource(), item.Name, err))
+				return nil
+			}
+		}
+	}
+	if err := c.archive.AddItem(r.GroupResource(), r.GVR.Version, item.Namespace, item.Name, data); err != nil {
+		return errFatal{fmt.Errorf("writing the backup tarball: %w", err)}
+	}
+	c.resources.add(item.APIVersion+"/"+item.Kind, item.Namespace, item.Name)
+	n := c.counter.backedUp.Add(1)
+	if c.written != nil {
+		c.written(n)
 	}
 	c.related.note(r, item, obj)
 	return nil

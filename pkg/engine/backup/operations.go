@@ -30,13 +30,70 @@ type ItemAction interface {
 	// AppliesTo reports whether the action handles items of a resource
 	// ("<resource>.<group>").
 	AppliesTo(groupResource string) bool
-	// Start starts an operation for an item and returns its ID, or "" when
-	// the item needs none.
-	Start(ctx context.Context, backup *velerov1.Backup, item *unstructured.Unstructured) (string, error)
+	// Start starts an operation for an item and says what it did (an
+	// empty OperationID: the item needs none). It may change the item
+	// (Started.Modified): the tarball holds it as changed.
+	Start(ctx context.Context, backup *velerov1.Backup, item *unstructured.Unstructured) (Started, error)
 	// Progress reports on an operation.
 	Progress(ctx context.Context, backup *velerov1.Backup, operationID string) (OperationProgress, error)
 	// Cancel stops an operation (timed out, or its backup cancelled).
 	Cancel(ctx context.Context, backup *velerov1.Backup, operationID string) error
+}
+
+// Started is what an ItemAction's Start did for an item.
+type Started struct {
+	// OperationID names the operation; "" when the item needs none.
+	OperationID string
+	// Resource is what the operation is for, when not the item itself (the
+	// VolumeSnapshot taken of a claim).
+	Resource *ResourceIdentifier
+	// PostOperationItems are the items to back up once the operation has
+	// ended (OperationFinisher.FinalItems reads them).
+	PostOperationItems []ResourceIdentifier
+	// Modified: Start changed the item.
+	Modified bool
+	// Skipped says why the action did nothing for the item (logged).
+	Skipped string
+}
+
+// ResourceMaker is an ItemAction that makes objects of some resources in
+// the source cluster and adds them to the backup itself (FinalItems):
+// item collection leaves those resources out, as Velero's backups leave
+// out VolumeSnapshots and their contents.
+type ResourceMaker interface {
+	// MadeResources are the resources ("<resource>.<group>").
+	MadeResources() []string
+}
+
+// OperationFinisher is an ItemAction whose operations leave items to the
+// backup once they have ended, and objects in the cluster to let go of
+// (Velero's finalize step, as its CSI actions have it). Before the backup
+// completes, for each of its operations that completed, FinalItems gives
+// what the tarball gets (the tarball is rewritten with them), then Release
+// lets go of the cluster objects the tarball now holds; for each that
+// failed, and for every operation of a backup that is cancelled, fails or
+// is deleted, Discard removes what it made. Each is idempotent: a restart
+// may run it again.
+type OperationFinisher interface {
+	ItemAction
+	FinalItems(ctx context.Context, backup *velerov1.Backup, op *BackupOperation) (FinalItems, error)
+	Release(ctx context.Context, backup *velerov1.Backup, op *BackupOperation) error
+	Discard(ctx context.Context, backup *velerov1.Backup, op *BackupOperation) error
+}
+
+// FinalItems are what an ended operation adds to its backup.
+type FinalItems struct {
+	// Items are written to the tarball (replacing an item of the same
+	// resource, namespace and name).
+	Items []FinalItem
+	// Volume is the operation's entry in the volume info file, if any.
+	Volume *VolumeInfo
+}
+
+// FinalItem is an item added at the end of a backup.
+type FinalItem struct {
+	Resource items.Resource
+	Object   *unstructured.Unstructured
 }
 
 // ItemDiscoverer is an ItemAction some of whose items are not API objects
@@ -151,34 +208,43 @@ func (o *operations) appliesTo(r items.Resource) bool {
 	return false
 }
 
-// start runs the actions that apply to a backed-up item. A failure to start
-// is the backup's error, not the end of it.
-
-func (o *operations) start(ctx context.Context, r items.Resource, item *unstructured.Unstructured) {
+// start runs the actions that apply to a backed-up item, and reports
+// whether one of them changed it. A failure to start is the backup's
+// error, not the end of it.
+func (o *operations) start(ctx context.Context, r items.Resource, item *unstructured.Unstructured) (modified bool) {
 	for _, a := range o.actions {
 		if !a.AppliesTo(r.GroupResource()) {
 			continue
 		}
-		id, err := a.Start(ctx, o.backup, item)
+		started, err := a.Start(ctx, o.backup, item)
 		if err != nil {
 			o.log.Error(item.GetNamespace(), items.ScopeOf(r), fmt.Sprintf("%s: starting the operation for %s %s: %v",
 				a.Name(), r.GroupResource(), item.GetName(), err))
 			continue
 		}
-		if id == "" {
+		modified = modified || started.Modified
+		if started.Skipped != "" {
+			o.log.Info(started.Skipped, "action", a.Name())
+		}
+		if started.OperationID == "" {
 			continue
 		}
 		now := metav1.NewTime(o.clock.Now())
+		id := ResourceIdentifier{Group: r.GVR.Group, Resource: r.GVR.Resource, Namespace: item.GetNamespace(), Name: item.GetName()}
+		if started.Resource != nil {
+			id = *started.Resource
+		}
 		o.list = append(o.list, &BackupOperation{
 			Spec: BackupOperationSpec{
-				BackupName: o.backup.Name, BackupUID: string(o.backup.UID), BackupItemAction: a.Name(), OperationID: id,
-				ResourceIdentifier: ResourceIdentifier{Group: r.GVR.Group, Resource: r.GVR.Resource, Namespace: item.GetNamespace(), Name: item.GetName()},
+				BackupName: o.backup.Name, BackupUID: string(o.backup.UID), BackupItemAction: a.Name(), OperationID: started.OperationID,
+				ResourceIdentifier: id, PostOperationItems: started.PostOperationItems,
 			},
 			Status: OperationStatus{Phase: OperationPhaseInProgress, Created: &now, Started: &now, Updated: &now},
 		})
-		o.log.Info("Started an async operation", "action", a.Name(), "operationID", id,
+		o.log.Info("Started an async operation", "action", a.Name(), "operationID", started.OperationID,
 			"item", r.GroupResource()+" "+qualified(item.GetNamespace(), item.GetName()))
 	}
+	return modified
 }
 
 // InSource reports whether the source cluster has an object (namespace ""
@@ -331,13 +397,20 @@ func (o *operations) pending() bool {
 }
 
 // cancelAll cancels the unfinished operations (the backup was cancelled
-// or deleted, or the server found them after a restart).
+// or deleted, or the server found them after a restart), and discards
+// what the ended ones of an OperationFinisher made.
 func (o *operations) cancelAll(ctx context.Context, why string) {
 	for _, op := range o.list {
+		a := o.byName[op.Spec.BackupItemAction]
 		if op.done() {
+			// What an ended operation made is the backup's no more.
+			if f, ok := a.(OperationFinisher); ok {
+				if err := f.Discard(ctx, o.backup, op); err != nil {
+					o.log.Warning(op.Spec.ResourceIdentifier.Namespace, "", fmt.Sprintf("%s: removing what operation %s made: %v", a.Name(), op.Spec.OperationID, err))
+				}
+			}
 			continue
 		}
-		a := o.byName[op.Spec.BackupItemAction]
 		if a == nil {
 			o.failOp(op, fmt.Sprintf("%s; no action %q in this server to cancel it", why, op.Spec.BackupItemAction))
 			continue

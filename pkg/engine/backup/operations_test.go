@@ -37,10 +37,10 @@ func (d *discoverer) Progress(context.Context, *velerov1.Backup, string) (Operat
 	return OperationProgress{}, nil
 }
 func (d *discoverer) Cancel(context.Context, *velerov1.Backup, string) error { return nil }
-func (d *discoverer) Start(_ context.Context, _ *velerov1.Backup, item *unstructured.Unstructured) (string, error) {
+func (d *discoverer) Start(_ context.Context, _ *velerov1.Backup, item *unstructured.Unstructured) (Started, error) {
 	id := item.GetNamespace() + "/" + item.GetName()
 	d.started = append(d.started, id)
-	return id, nil
+	return Started{OperationID: id}, nil
 }
 func (d *discoverer) Discover(_ context.Context, _ *velerov1.Backup, includesNamespace func(string) bool) ([]*unstructured.Unstructured, error) {
 	if d.err != nil {

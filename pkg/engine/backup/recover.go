@@ -3,6 +3,7 @@ package backup
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -11,6 +12,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/objectstore"
 )
 
 // recover settles the backups a previous process was running: nothing is
@@ -60,6 +62,11 @@ func (c *Controller) recover(ctx context.Context) {
 			} else {
 				_ = tarball.Close()
 			}
+			if log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name); err == nil {
+				r.log = log
+				r.releaseRecordedOperations(ctx)
+				log.Close()
+			}
 			final := velerov1.BackupPhaseCompleted
 			if b.Status.Phase == velerov1.BackupPhaseFinalizingPartiallyFailed {
 				final = velerov1.BackupPhasePartiallyFailed
@@ -80,28 +87,47 @@ func (c *Controller) recover(ctx context.Context) {
 // cancelRecordedOperations cancels the operations a backup interrupted by
 // a restart was waiting for, as recorded in its item operations file.
 func (r *backupRun) cancelRecordedOperations(ctx context.Context) {
-	c, b, store, layout, log := r.c, r.b, r.store, r.layout, r.log
-	key, _ := layout.Key(velerov1.DownloadTargetKindBackupItemOperations, b.Name)
-	rc, err := store.Get(ctx, key)
+	ops, err := r.recordedOperations(ctx)
 	if err != nil {
-		log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the async operations to cancel them: %v", err))
+		r.log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the async operations to cancel them: %v", err))
 		return
+	}
+	ops.cancelAll(ctx, "the server stopped while the backup waited for it")
+}
+
+// recordedOperations reads the backup's item operations file.
+func (r *backupRun) recordedOperations(ctx context.Context) (*operations, error) {
+	key, _ := r.layout.Key(velerov1.DownloadTargetKindBackupItemOperations, r.b.Name)
+	rc, err := r.store.Get(ctx, key)
+	if err != nil {
+		return nil, err
 	}
 	defer rc.Close()
 	gz, err := gzip.NewReader(rc)
 	if err != nil {
-		log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the async operations to cancel them: %v", err))
-		return
+		return nil, err
 	}
 	data, err := io.ReadAll(gz)
 	if err != nil {
-		log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the async operations to cancel them: %v", err))
-		return
+		return nil, err
 	}
-	ops := newOperations(c.cfg.Actions, b, log, c.cfg.Clock)
+	ops := newOperations(r.c.cfg.Actions, r.b, r.log, r.c.cfg.Clock)
 	if err := ops.load(data); err != nil {
-		log.Warning("", items.ScopeVelero, err.Error())
+		return nil, err
+	}
+	return ops, nil
+}
+
+// releaseRecordedOperations releases again what the completed operations
+// of a backup interrupted while Finalizing made (finish.go).
+func (r *backupRun) releaseRecordedOperations(ctx context.Context) {
+	ops, err := r.recordedOperations(ctx)
+	if errors.Is(err, objectstore.ErrNotFound) {
+		return // a backup without async operations
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the async operations of a backup interrupted while finalizing", "backup", klog.KObj(r.b))
 		return
 	}
-	ops.cancelAll(ctx, "the server stopped while the backup waited for it")
+	releaseOperations(ctx, ops, r.b, r.log)
 }

@@ -150,6 +150,7 @@ func (r *backupRun) collect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	resources = withoutMade(resources, c.cfg.Actions)
 	filter, err := items.NewFilter(&b.Spec, withDiscovered(resources, c.cfg.Actions))
 	if err != nil {
 		return err
@@ -226,6 +227,23 @@ func withDiscovered(resources []items.Resource, actions []ItemAction) []items.Re
 	return out
 }
 
+// withoutMade leaves out the resources actions make and back up themselves
+// (ResourceMaker).
+func withoutMade(resources []items.Resource, actions []ItemAction) []items.Resource {
+	made := map[string]bool{}
+	for _, a := range actions {
+		if m, ok := a.(ResourceMaker); ok {
+			for _, gr := range m.MadeResources() {
+				made[gr] = true
+			}
+		}
+	}
+	if len(made) == 0 {
+		return resources
+	}
+	return slices.DeleteFunc(slices.Clone(resources), func(r items.Resource) bool { return made[r.GroupResource()] })
+}
+
 // progress is what a running backup reports.
 type progress struct {
 	done, total, errors, warnings int
@@ -247,9 +265,21 @@ func (r *backupRun) reportProgress(ctx context.Context, done <-chan struct{}) {
 	})
 }
 
-// finalize uploads the log, results and metadata and completes the backup.
+// finalize finishes the async operations (their items into the tarball,
+// the volume info file), then writes the Finalizing status, releases what
+// the operations made in the cluster, uploads the log, results and
+// metadata and completes the backup.
 func (r *backupRun) finalize(ctx context.Context) {
 	c, b, log, counter, ops := r.c, r.b, r.log, r.counter, r.ops
+	fin, err := r.finishOperations(ctx)
+	if err == nil {
+		err = r.putFinished(ctx, fin)
+	}
+	if err != nil {
+		ops.cancelAll(ctx, "the backup failed")
+		r.fail(ctx, err.Error())
+		return
+	}
 	done, _ := counter.Progress()
 	errs, warns := log.Counts()
 	finalizing, final := velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseCompleted
@@ -257,17 +287,20 @@ func (r *backupRun) finalize(ctx context.Context) {
 		finalizing, final = velerov1.BackupPhaseFinalizingPartiallyFailed, velerov1.BackupPhasePartiallyFailed
 	}
 	attempted, completed, failed := ops.counts()
+	csiAttempted, csiCompleted := csiSnapshotCounts(fin.volumes)
 	out, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
 		s.Phase = finalizing
 		s.Progress = &velerov1.BackupProgress{ItemsBackedUp: done, TotalItems: done}
 		s.Errors, s.Warnings = errs, warns
 		s.BackupItemOperationsAttempted, s.BackupItemOperationsCompleted, s.BackupItemOperationsFailed = attempted, completed, failed
+		s.CSIVolumeSnapshotsAttempted, s.CSIVolumeSnapshotsCompleted = csiAttempted, csiCompleted
 	})
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Finalizing backup", "backup", klog.KObj(b))
 		return
 	}
 	c.cfg.Crash.Hit(failpoint.BackupFinalizing)
+	releaseOperations(ctx, ops, b, log)
 	log.Info("Backup completed", "phase", string(final), "items", done, "errors", errs, "warnings", warns)
 	r.b = out
 	if err := r.uploadRecords(ctx); err != nil {

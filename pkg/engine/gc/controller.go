@@ -16,8 +16,6 @@ package gc
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -155,10 +153,10 @@ func (c *Controller) requestDeletion(ctx context.Context, b *velerov1.Backup, wh
 	}
 	_, err := c.client.VeleroV1().DeleteBackupRequests(b.Namespace).Create(ctx, &velerov1.DeleteBackupRequest{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: LabelValue(b.Name) + "-",
+			GenerateName: velerov1.LabelValue(b.Name) + "-",
 			Namespace:    b.Namespace,
 			Labels: map[string]string{
-				velerov1.BackupNameLabel: LabelValue(b.Name),
+				velerov1.BackupNameLabel: velerov1.LabelValue(b.Name),
 				velerov1.BackupUIDLabel:  string(b.UID),
 			},
 		},
@@ -192,7 +190,7 @@ func (c *Controller) locationProblem(b *velerov1.Backup) string {
 
 // pendingRequests names deletion requests of this backup not yet processed.
 func (c *Controller) pendingRequests(b *velerov1.Backup) []string {
-	sel := labels.SelectorFromSet(labels.Set{velerov1.BackupNameLabel: LabelValue(b.Name), velerov1.BackupUIDLabel: string(b.UID)})
+	sel := labels.SelectorFromSet(labels.Set{velerov1.BackupNameLabel: velerov1.LabelValue(b.Name), velerov1.BackupUIDLabel: string(b.UID)})
 	all, err := c.requests.DeleteBackupRequests(b.Namespace).List(sel)
 	if err != nil {
 		return nil
@@ -221,15 +219,4 @@ func (c *Controller) setLabel(ctx context.Context, b *velerov1.Backup, label, re
 		return fmt.Errorf("labelling backup %s: %w", b.Name, err)
 	}
 	return nil
-}
-
-// LabelValue makes a name usable as a label value, as Velero's
-// label.GetValidName does: names over 63 characters are cut and suffixed
-// with a hash of the whole name.
-func LabelValue(name string) string {
-	if len(name) <= 63 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return name[:57] + hex.EncodeToString(sum[:])[:6]
 }

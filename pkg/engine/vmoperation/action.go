@@ -160,7 +160,13 @@ func objectName(backupName, tracker string) string {
 }
 
 // Start implements backup.ItemAction.
-func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructured.Unstructured) (string, error) {
+func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructured.Unstructured) (backup.Started, error) {
+	id, err := a.start(ctx, b, item)
+	return backup.Started{OperationID: id}, err
+}
+
+// start returns the ID of the VM's operation, "" when it needs none.
+func (a Action) start(ctx context.Context, b *velerov1.Backup, item *unstructured.Unstructured) (string, error) {
 	ns := item.GetNamespace()
 	group := kvbackupv1alpha1.GroupName
 	if item.GroupVersionKind().Group == vmGroup {

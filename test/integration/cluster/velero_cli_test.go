@@ -37,35 +37,7 @@ func TestVeleroCLIAggregated(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	home := t.TempDir()
-	velero := func(args ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, framework.Binary(t, "velero"), append([]string{"--kubeconfig", c.AdminKubeconfig, "-n", adminNamespace}, args...)...)
-		cmd.Env = append(os.Environ(), "HOME="+home)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("velero %s: %v\n%s", strings.Join(args, " "), err, out.String())
-		}
-		return out.String()
-	}
-	// wants checks for each of wants in out, with runs of white space as
-	// one.
-	wants := func(what, out string, wants ...string) {
-		t.Helper()
-		flat := strings.Join(strings.Fields(out), " ")
-		for _, w := range wants {
-			if !strings.Contains(flat, strings.Join(strings.Fields(w), " ")) {
-				t.Errorf("%s: output lacks %q:\n%s", what, w, out)
-			}
-		}
-		if strings.Contains(out, "<error") {
-			t.Errorf("%s reports an error:\n%s", what, out)
-		}
-	}
-
+	velero, wants := veleroCLI(t, c)
 	wants("velero version", velero("version"), "Version: v1.18.3", "Server:")
 	wants("backup create --wait", velero("backup", "create", "b1", "--include-namespaces", "shop", "--wait"),
 		`Backup request "b1" submitted successfully`, "Backup completed with status: Completed")
@@ -113,6 +85,40 @@ func TestVeleroCLIAggregated(t *testing.T) {
 		_, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "b1", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
+}
+
+// veleroCLI returns a runner of the velero CLI as the cluster admin, in
+// the admin namespace, and a checker of its output.
+func veleroCLI(t *testing.T, c *framework.Cluster) (run func(args ...string) string, wants func(what, out string, wants ...string)) {
+	home := t.TempDir()
+	run = func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, framework.Binary(t, "velero"), append([]string{"--kubeconfig", c.AdminKubeconfig, "-n", adminNamespace}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("velero %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		return out.String()
+	}
+	// wants checks for each of wants in out, with runs of white space as
+	// one.
+	wants = func(what, out string, wants ...string) {
+		t.Helper()
+		flat := strings.Join(strings.Fields(out), " ")
+		for _, w := range wants {
+			if !strings.Contains(flat, strings.Join(strings.Fields(w), " ")) {
+				t.Errorf("%s: output lacks %q:\n%s", what, w, out)
+			}
+		}
+		if strings.Contains(out, "<error") {
+			t.Errorf("%s reports an error:\n%s", what, out)
+		}
+	}
+	return run, wants
 }
 
 // downloadLink creates a DownloadRequest for the log of backup and returns

@@ -89,6 +89,8 @@ type Cluster struct {
 	// backstopPort is the port backstop-apiserver serves on at
 	// BackstopPodIP (the Deployment's container port).
 	backstopPort int32
+	// CSI is the CSI stack (ClusterOptions.CSI), else nil.
+	CSI *CSI
 }
 
 // process is one control plane binary the harness runs.
@@ -111,6 +113,9 @@ type ClusterOptions struct {
 	// WithoutBackstop: the control plane only (InstallBackstop later, a
 	// peer such as Velero first).
 	WithoutBackstop bool
+	// CSI: the CSI stack too (hostpath driver, snapshot-controller,
+	// csi-snapshotter, csi-provisioner), before Backstop.
+	CSI bool
 }
 
 // StartClusterWith starts the control plane, and Backstop unless told
@@ -124,6 +129,9 @@ func StartClusterWith(t testing.TB, opts ClusterOptions) *Cluster {
 	c.startEtcd()
 	c.startKubeAPIServer()
 	c.startKubeControllerManager()
+	if opts.CSI {
+		c.startCSI()
+	}
 	if !opts.WithoutBackstop {
 		c.InstallBackstop()
 	}

@@ -445,6 +445,10 @@ var binaryScripts = map[string]string{
 	"etcd":                                 "hack/install-etcd.sh",
 	"kube-apiserver":                       "hack/install-kube.sh",
 	"kube-controller-manager":              "hack/install-kube.sh",
+	"hostpathplugin":                       "hack/install-csi.sh",
+	"snapshot-controller":                  "hack/install-csi.sh",
+	"csi-snapshotter":                      "hack/install-csi.sh",
+	"csi-provisioner":                      "hack/install-csi.sh",
 }
 
 // Binary returns the path of a binary: from $BACKSTOP_BIN_DIR when set,

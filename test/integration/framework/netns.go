@@ -29,7 +29,10 @@ const (
 // (`unshare --net`), with only a loopback interface carrying the addresses
 // above, and returns its exit code; inside that namespace it runs the
 // tests. Nothing the tests start can reach, or be reached from, outside the
-// machine. Not as root, the tests run where they are and RequireNetNS says
+// machine. It gets a mount namespace of its own too (private propagation):
+// what the CSI driver mounts for a test (a volume published on a
+// directory) is seen by the test's processes only, and goes with them, also
+// when a test fails before unmounting. Not as root, the tests run where they are and RequireNetNS says
 // why each one cannot.
 func RunInNetNS(m *testing.M) int {
 	if os.Getenv(netnsEnv) == "" {
@@ -41,7 +44,7 @@ func RunInNetNS(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "finding the test binary: %v\n", err)
 			return 1
 		}
-		cmd := exec.Command("unshare", append([]string{"--net", "--", self}, os.Args[1:]...)...)
+		cmd := exec.Command("unshare", append([]string{"--net", "--mount", "--", self}, os.Args[1:]...)...)
 		cmd.Env = append(os.Environ(), netnsEnv+"=1")
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {

@@ -2,8 +2,6 @@ package schedule
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,16 +29,6 @@ func BackupName(schedule string, now time.Time) string {
 	return schedule + "-" + now.UTC().Format("20060102150405")
 }
 
-// labelValue shortens a name to a valid label value the way Velero's
-// label.GetValidName does: the first 57 characters and 6 of its hash.
-func labelValue(name string) string {
-	if len(name) <= 63 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return name[:57] + hex.EncodeToString(sum[:])[:6]
-}
-
 // NewBackup is the backup a schedule runs at now: its template's spec;
 // the template's labels (the schedule's when the template has none) plus
 // velero.io/schedule-name; the schedule's annotations; and, with
@@ -57,7 +45,7 @@ func NewBackup(s *velero.Schedule, now time.Time) *velero.Backup {
 	for k, v := range from {
 		b.Labels[k] = v
 	}
-	b.Labels[velerov1.ScheduleNameLabel] = labelValue(s.Name)
+	b.Labels[velerov1.ScheduleNameLabel] = velerov1.LabelValue(s.Name)
 	if len(s.Annotations) > 0 {
 		b.Annotations = make(map[string]string, len(s.Annotations))
 		for k, v := range s.Annotations {
@@ -82,7 +70,7 @@ type BackupStore interface {
 // Pending returns a backup of the schedule that has not finished, or nil.
 func Pending(ctx context.Context, backups rest.Lister, schedule string) (*velero.Backup, error) {
 	obj, err := backups.List(ctx, &metainternalversion.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: labelValue(schedule)}),
+		LabelSelector: labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: velerov1.LabelValue(schedule)}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the backups of schedule %s: %w", schedule, err)

@@ -1,4 +1,4 @@
-package gc
+package v1
 
 import (
 	"strings"

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Builds the CSI stack the volume tests run as processes beside the control
+# plane (test/integration/framework's CSI), into _output/bin, and copies the
+# snapshot.storage.k8s.io CRDs into _output/csi/crd:
+#   hostpathplugin       kubernetes-csi/csi-driver-host-path, the driver
+#                        Kubernetes' and Velero's own CI use (controller and
+#                        node service in one process);
+#   snapshot-controller, kubernetes-csi/external-snapshotter: VolumeSnapshot
+#   csi-snapshotter      -> VolumeSnapshotContent -> the driver's snapshot;
+#   csi-provisioner      kubernetes-csi/external-provisioner: claims ->
+#                        volumes, also from a snapshot.
+#
+# external-snapshotter and external-provisioner are built inside this module
+# (hack/tools.go pins their commands, go.mod their versions), as
+# hack/install-kube.sh builds kube-apiserver: they share the module's
+# Kubernetes libraries and the packages the server's build compiled. Their
+# own go.mod files carry replace directives that only matter to their own
+# builds (the snapshotter's client module, the provisioner's k8s.io pins);
+# here the module's versions hold.
+#
+# The hostpath driver is fetched from the Go module proxy where it can be; a
+# proxy that refuses it (some do: every version answers 403) is met with the
+# release archive committed under third_party/ (its dependencies vendored),
+# whose checksum is checked first. Idempotent: a binary that already reports
+# its version is kept.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+export PATH=/usr/local/go/bin:${PATH}
+
+bin_dir="${root}/_output/bin"
+crd_dir="${root}/_output/csi/crd"
+mkdir -p "${bin_dir}" "${crd_dir}"
+
+hostpath_version="${CSI_HOSTPATH_VERSION:-v1.18.0}"
+hostpath_module=github.com/kubernetes-csi/csi-driver-host-path
+hostpath_archive="${root}/third_party/csi-driver-host-path-${hostpath_version}.tar.gz"
+hostpath_sha256=a50c3a01c6618ae4f27d10a114be4743894c3d02299751fd2782b19d7d6c58ec
+
+snapshotter_module=github.com/kubernetes-csi/external-snapshotter/v8
+provisioner_module=github.com/kubernetes-csi/external-provisioner/v6
+client_module=github.com/kubernetes-csi/external-snapshotter/client/v8
+
+# reports <binary> <version>: whether the binary says it is that version
+# (each prints "<name> <version>" for --version).
+reports() {
+  [[ -x "${bin_dir}/$1" ]] && "${bin_dir}/$1" --version 2>/dev/null | grep -- " $2\$" >/dev/null
+}
+
+build_hostpath() {
+  if reports hostpathplugin "${hostpath_version}"; then
+    echo "install-csi: hostpathplugin ${hostpath_version} already in ${bin_dir}"
+    return
+  fi
+  local ldflags="-s -w -X main.version=${hostpath_version}"
+  local src="${root}/_output/src/csi-driver-host-path-${hostpath_version}"
+  local dir=""
+  dir="$(GOFLAGS= go mod download -json "${hostpath_module}@${hostpath_version}" 2>/dev/null |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' | head -n1)" || true
+  local mod_flag
+  if [[ -n "${dir}" && -f "${dir}/go.mod" ]]; then
+    echo "install-csi: building hostpathplugin ${hostpath_version} from the Go module proxy"
+    # A module zip has no vendor directory: its dependencies come from the
+    # proxy too.
+    mod_flag=-mod=mod
+    if [[ ! -f "${src}/.complete" ]]; then
+      rm -rf "${src}" "${src}.tmp"
+      mkdir -p "$(dirname "${src}")"
+      cp -r "${dir}" "${src}.tmp"
+      chmod -R u+w "${src}.tmp"
+      touch "${src}.tmp/.complete"
+      mv "${src}.tmp" "${src}"
+    fi
+  else
+    echo "install-csi: the Go module proxy does not serve ${hostpath_module}@${hostpath_version};" \
+      "building hostpathplugin from the release archive ${hostpath_archive#"${root}/"} (dependencies vendored)"
+    if [[ ! -f "${hostpath_archive}" ]]; then
+      echo "install-csi: ${hostpath_archive} is missing" >&2
+      exit 1
+    fi
+    local sum
+    sum="$(sha256sum "${hostpath_archive}" | cut -d' ' -f1)"
+    if [[ "${sum}" != "${hostpath_sha256}" ]]; then
+      echo "install-csi: ${hostpath_archive}: sha256 ${sum}, want ${hostpath_sha256}" >&2
+      exit 1
+    fi
+    echo "install-csi: sha256 of the archive checked: ${sum}"
+    mod_flag=-mod=vendor
+    if [[ ! -f "${src}/.complete" ]]; then
+      rm -rf "${src}" "${src}.tmp"
+      mkdir -p "${src}.tmp"
+      tar -xzf "${hostpath_archive}" -C "${src}.tmp" --strip-components=1
+      touch "${src}.tmp/.complete"
+      mv "${src}.tmp" "${src}"
+    fi
+  fi
+  (cd "${src}" && CGO_ENABLED=0 GOFLAGS="${mod_flag}" GOWORK=off go build -trimpath -ldflags "${ldflags}" \
+    -o "${bin_dir}/hostpathplugin.tmp" ./cmd/hostpathplugin)
+  mv -f "${bin_dir}/hostpathplugin.tmp" "${bin_dir}/hostpathplugin"
+  "${bin_dir}/hostpathplugin" --version
+}
+
+# build_in_module <binary> <module> <package>: a command of a module go.mod
+# requires, built inside this module at go.mod's version.
+build_in_module() {
+  local name="$1" module="$2" pkg="$3" version
+  version="$(go list -m -f '{{.Version}}' "${module}")"
+  if reports "${name}" "${version}"; then
+    echo "install-csi: ${name} ${version} already in ${bin_dir}"
+    return
+  fi
+  echo "install-csi: building ${name} ${version} in this module"
+  go build -ldflags "-X main.version=${version}" -o "${bin_dir}/${name}.tmp" "${pkg}"
+  mv -f "${bin_dir}/${name}.tmp" "${bin_dir}/${name}"
+  "${bin_dir}/${name}" --version
+}
+
+build_hostpath
+build_in_module snapshot-controller "${snapshotter_module}" "${snapshotter_module}/cmd/snapshot-controller"
+build_in_module csi-snapshotter "${snapshotter_module}" "${snapshotter_module}/cmd/csi-snapshotter"
+build_in_module csi-provisioner "${provisioner_module}" "${provisioner_module}/cmd/csi-provisioner"
+
+# The CRDs of the snapshot API, at the client module's version (the one the
+# snapshot-controller is built with).
+client_dir="$(go list -m -f '{{.Dir}}' "${client_module}")"
+for kind in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
+  install -m 0644 "${client_dir}/config/crd/snapshot.storage.k8s.io_${kind}.yaml" "${crd_dir}/"
+done
+echo "install-csi: the snapshot.storage.k8s.io CRDs of ${client_module} $(go list -m -f '{{.Version}}' "${client_module}") in ${crd_dir}"

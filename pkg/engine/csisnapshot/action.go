@@ -1,0 +1,171 @@
+package csisnapshot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/backup"
+	"github.com/backstop-io/backstop/pkg/engine/items"
+)
+
+// Action is the backup engine's action for claims (backup.ItemAction,
+// backup.OperationFinisher), on the source cluster.
+type Action struct {
+	Kube      kubernetes.Interface
+	Snapshots snapshotclient.Interface
+	Clock     clock.Clock
+}
+
+var (
+	_ backup.OperationFinisher = Action{}
+	_ backup.ResourceMaker     = Action{}
+)
+
+// Resources of the items the action adds.
+var (
+	volumeSnapshotsResource = items.Resource{GVR: schema.GroupVersionResource{Group: SnapshotGroup, Version: "v1", Resource: VolumeSnapshots},
+		Kind: "VolumeSnapshot", Namespaced: true}
+	volumeSnapshotContentsResource = items.Resource{GVR: schema.GroupVersionResource{Group: SnapshotGroup, Version: "v1", Resource: VolumeSnapshotContents},
+		Kind: "VolumeSnapshotContent"}
+	volumeSnapshotClassesResource = items.Resource{GVR: schema.GroupVersionResource{Group: SnapshotGroup, Version: "v1", Resource: VolumeSnapshotClasses},
+		Kind: "VolumeSnapshotClass"}
+)
+
+// Name implements backup.ItemAction.
+func (Action) Name() string { return Name }
+
+// AppliesTo implements backup.ItemAction: claims.
+func (Action) AppliesTo(groupResource string) bool { return groupResource == "persistentvolumeclaims" }
+
+// MadeResources implements backup.ResourceMaker: the VolumeSnapshots and
+// contents in the cluster are not collected as items (a backup's own
+// would be, half made); each backup adds those it took (FinalItems), as
+// Velero's backups do.
+func (Action) MadeResources() []string {
+	return []string{volumeSnapshotsResource.GroupResource(), volumeSnapshotContentsResource.GroupResource()}
+}
+
+// Start implements backup.ItemAction: a VolumeSnapshot of the claim.
+func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructured.Unstructured) (backup.Started, error) {
+	ns, name := item.GetNamespace(), item.GetName()
+	if b.Spec.SnapshotVolumes != nil && !*b.Spec.SnapshotVolumes {
+		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: the backup's snapshotVolumes is false", ns, name)}, nil
+	}
+	var pvc corev1.PersistentVolumeClaim
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &pvc); err != nil {
+		return backup.Started{}, fmt.Errorf("decoding PVC %s/%s: %w", ns, name, err)
+	}
+	if pvc.Spec.VolumeName == "" {
+		return backup.Started{}, fmt.Errorf("PVC %s/%s has no volume backing this claim", ns, name)
+	}
+	if pvc.Status.Phase != corev1.ClaimBound {
+		return backup.Started{}, fmt.Errorf("PVC %s/%s is in phase %v and is not bound to a volume", ns, name, pvc.Status.Phase)
+	}
+	// The claim may have gone since it was listed.
+	if _, err := a.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: it was deleted during the backup", ns, name)}, nil
+	} else if err != nil {
+		return backup.Started{}, fmt.Errorf("reading PVC %s/%s: %w", ns, name, err)
+	}
+	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
+		return backup.Started{}, fmt.Errorf("Cannot snapshot PVC %s/%s, PVC has no storage class.", ns, name) //nolint:staticcheck // Velero's message
+	}
+	pv, err := a.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return backup.Started{}, fmt.Errorf("failed to get PV %s for PVC %s/%s: %w", pvc.Spec.VolumeName, ns, name, err)
+	}
+	if pv.Spec.CSI == nil {
+		setAnnotation(item, SkippedNoCSIPVAnnotation, "true")
+		return backup.Started{Modified: true,
+			Skipped: fmt.Sprintf("Skipping PVC %s/%s, associated PV %s is not a CSI volume", ns, name, pv.Name)}, nil
+	}
+	sc, err := a.Kube.StorageV1().StorageClasses().Get(ctx, *pvc.Spec.StorageClassName, metav1.GetOptions{})
+	if err != nil {
+		return backup.Started{}, fmt.Errorf("error getting storage class %s of PVC %s/%s: %w", *pvc.Spec.StorageClassName, ns, name, err)
+	}
+	class, err := a.snapshotClass(ctx, b, &pvc, sc.Provisioner)
+	if err != nil {
+		return backup.Started{}, fmt.Errorf("failed to get VolumeSnapshotClass for StorageClass %s: %w", sc.Name, err)
+	}
+
+	labels := map[string]string{}
+	for k, v := range pvc.Labels {
+		labels[k] = v
+	}
+	labels[velerov1.BackupNameLabel] = velerov1.LabelValue(b.Name)
+	labels[velerov1.BackupUIDLabel] = string(b.UID)
+	vs := &snapshotv1.VolumeSnapshot{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: snapshotNamePrefix + name + "-", Namespace: ns, Labels: labels},
+		Spec: snapshotv1.VolumeSnapshotSpec{
+			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: &name},
+			VolumeSnapshotClassName: &class,
+		},
+	}
+	created, err := a.Snapshots.SnapshotV1().VolumeSnapshots(ns).Create(ctx, vs, metav1.CreateOptions{})
+	if err != nil {
+		return backup.Started{}, fmt.Errorf("error creating volume snapshot of PVC %s/%s: %w", ns, name, err)
+	}
+
+	// The claim in the tarball names its snapshot: a restore makes it
+	// from that one.
+	setLabel(item, VolumeSnapshotLabel, created.Name)
+	setLabel(item, velerov1.BackupNameLabel, velerov1.LabelValue(b.Name))
+	setAnnotation(item, VolumeSnapshotLabel, created.Name)
+	snapshot := backup.ResourceIdentifier{Group: SnapshotGroup, Resource: VolumeSnapshots, Namespace: ns, Name: created.Name}
+	return backup.Started{
+		OperationID:        operationID(ns, created.Name, a.Clock.Now()),
+		Resource:           &snapshot,
+		PostOperationItems: []backup.ResourceIdentifier{snapshot},
+		Modified:           true,
+	}, nil
+}
+
+// operationID is Velero's ID of a snapshot's operation.
+func operationID(ns, name string, started time.Time) string {
+	return ns + "/" + name + "/" + started.UTC().Format(time.RFC3339)
+}
+
+// parseOperationID splits an operation ID.
+func parseOperationID(id string) (ns, name string, started time.Time, err error) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+		return "", "", time.Time{}, fmt.Errorf("operation ID %q is not <namespace>/<volume snapshot>/<time>", id)
+	}
+	started, err = time.Parse(time.RFC3339, parts[2])
+	if err != nil {
+		return "", "", time.Time{}, fmt.Errorf("operation ID %q: %w", id, err)
+	}
+	return parts[0], parts[1], started, nil
+}
+
+func setLabel(item *unstructured.Unstructured, key, value string) {
+	labels := item.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[key] = value
+	item.SetLabels(labels)
+}
+
+func setAnnotation(item metav1.Object, key, value string) {
+	annotations := item.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[key] = value
+	item.SetAnnotations(annotations)
+}

@@ -1,0 +1,186 @@
+package csisnapshot
+
+import (
+	"context"
+	"fmt"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/backup"
+	"github.com/backstop-io/backstop/pkg/engine/items"
+)
+
+// FinalItems implements backup.OperationFinisher: the volume's entry in
+// the volume info file, and for a snapshot ready to use the
+// VolumeSnapshot, its content (labelled with the backup, in the cluster
+// too: a restart finds it by the label) and its class, as the tarball
+// holds them.
+func (a Action) FinalItems(ctx context.Context, b *velerov1.Backup, op *backup.BackupOperation) (backup.FinalItems, error) {
+	id := op.Spec.ResourceIdentifier
+	vs, err := a.own(ctx, b, id.Namespace, id.Name)
+	if err != nil {
+		return backup.FinalItems{}, err
+	}
+	vol := &backup.VolumeInfo{
+		PVCNamespace: id.Namespace, BackupMethod: backup.VolumeMethodCSISnapshot, PreserveLocalSnapshot: true,
+		CompletionTimestamp: op.Status.Updated, Result: backup.VolumeResultFailed,
+		CSISnapshotInfo: &backup.CSISnapshotInfo{OperationID: op.Spec.OperationID},
+	}
+	if vs == nil {
+		if op.Status.Phase == backup.OperationPhaseCompleted {
+			return backup.FinalItems{Volume: vol}, fmt.Errorf("VolumeSnapshot %s/%s is gone", id.Namespace, id.Name)
+		}
+		return backup.FinalItems{Volume: vol}, nil
+	}
+	if vs.Spec.Source.PersistentVolumeClaimName != nil {
+		vol.PVCName = *vs.Spec.Source.PersistentVolumeClaimName
+		a.describeVolume(ctx, vol)
+	}
+	var content *snapshotv1.VolumeSnapshotContent
+	if st := vs.Status; st != nil {
+		vol.StartTimestamp = st.CreationTime
+		vol.CSISnapshotInfo.ReadyToUse = st.ReadyToUse
+		if st.RestoreSize != nil {
+			vol.CSISnapshotInfo.Size = st.RestoreSize.Value()
+		}
+		if st.BoundVolumeSnapshotContentName != nil {
+			vol.CSISnapshotInfo.VSCName = *st.BoundVolumeSnapshotContentName
+			content, err = a.Snapshots.SnapshotV1().VolumeSnapshotContents().Get(ctx, *st.BoundVolumeSnapshotContentName, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return backup.FinalItems{Volume: vol}, fmt.Errorf("reading VolumeSnapshotContent %s: %w", *st.BoundVolumeSnapshotContentName, err)
+			}
+			if apierrors.IsNotFound(err) {
+				content = nil
+			}
+		}
+	}
+	if content != nil {
+		vol.CSISnapshotInfo.Driver = content.Spec.Driver
+		if cs := content.Status; cs != nil && cs.SnapshotHandle != nil {
+			vol.CSISnapshotInfo.SnapshotHandle = *cs.SnapshotHandle
+		}
+	}
+	if op.Status.Phase != backup.OperationPhaseCompleted {
+		return backup.FinalItems{Volume: vol}, nil
+	}
+	if content == nil || vol.CSISnapshotInfo.SnapshotHandle == "" {
+		return backup.FinalItems{Volume: vol}, fmt.Errorf("VolumeSnapshot %s/%s has no content with a snapshot handle", id.Namespace, id.Name)
+	}
+	vol.Result = backup.VolumeResultSucceeded
+
+	// The content carries the backup's name: a backup's deletion finds its
+	// contents in the tarball by it (Velero's label), and this server's
+	// next start finds them in the cluster by the UID.
+	labelled, err := a.labelContent(ctx, b, content)
+	if err != nil {
+		return backup.FinalItems{Volume: vol}, err
+	}
+	snapshot := vs.DeepCopy()
+	setAnnotation(snapshot, DeletionPolicyAnnotation, string(labelled.Spec.DeletionPolicy))
+	setAnnotation(snapshot, HandleAnnotation, vol.CSISnapshotInfo.SnapshotHandle)
+	setAnnotation(snapshot, DriverAnnotation, labelled.Spec.Driver)
+	if cs := labelled.Status; cs != nil && cs.RestoreSize != nil {
+		setAnnotation(snapshot, RestoreSizeAnnotation, resource.NewQuantity(*cs.RestoreSize, resource.BinarySI).String())
+	}
+	setAnnotation(snapshot, MustIncludeAnnotation, "true")
+
+	out := backup.FinalItems{Volume: vol}
+	for _, it := range []struct {
+		r   items.Resource
+		obj runtime.Object
+	}{{volumeSnapshotsResource, snapshot}, {volumeSnapshotContentsResource, labelled}} {
+		u, err := toItem(it.r, it.obj)
+		if err != nil {
+			return out, err
+		}
+		out.Items = append(out.Items, backup.FinalItem{Resource: it.r, Object: u})
+	}
+	if class := vs.Spec.VolumeSnapshotClassName; class != nil {
+		if c, err := a.Snapshots.SnapshotV1().VolumeSnapshotClasses().Get(ctx, *class, metav1.GetOptions{}); err == nil {
+			if u, err := toItem(volumeSnapshotClassesResource, c); err == nil {
+				out.Items = append(out.Items, backup.FinalItem{Resource: volumeSnapshotClassesResource, Object: u})
+			}
+		}
+	}
+	op.Spec.PostOperationItems = []backup.ResourceIdentifier{
+		{Group: SnapshotGroup, Resource: VolumeSnapshots, Namespace: id.Namespace, Name: id.Name},
+		{Group: SnapshotGroup, Resource: VolumeSnapshotContents, Name: labelled.Name},
+	}
+	return out, nil
+}
+
+// describeVolume fills in the claim's volume and what of it a volume made
+// from the snapshot keeps (best effort: the claim may be gone).
+func (a Action) describeVolume(ctx context.Context, vol *backup.VolumeInfo) {
+	pvc, err := a.Kube.CoreV1().PersistentVolumeClaims(vol.PVCNamespace).Get(ctx, vol.PVCName, metav1.GetOptions{})
+	if err != nil || pvc.Spec.VolumeName == "" {
+		return
+	}
+	vol.PVName = pvc.Spec.VolumeName
+	pv, err := a.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	vol.PVInfo = &backup.PVInfo{ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy), Labels: pv.Labels}
+}
+
+// labelContent labels a content with the backup's name and UID.
+func (a Action) labelContent(ctx context.Context, b *velerov1.Backup, content *snapshotv1.VolumeSnapshotContent) (*snapshotv1.VolumeSnapshotContent, error) {
+	name, uid := velerov1.LabelValue(b.Name), string(b.UID)
+	if content.Labels[velerov1.BackupNameLabel] == name && content.Labels[velerov1.BackupUIDLabel] == uid {
+		return content, nil
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q,%q:%q}}}`, velerov1.BackupNameLabel, name, velerov1.BackupUIDLabel, uid)
+	out, err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().Patch(ctx, content.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("labelling VolumeSnapshotContent %s with its backup: %w", content.Name, err)
+	}
+	return out, nil
+}
+
+// Release implements backup.OperationFinisher: the backup holds the
+// snapshot now; the content's deletion policy becomes Retain and the
+// VolumeSnapshot and content leave the cluster, the driver's snapshot
+// stays.
+func (a Action) Release(ctx context.Context, b *velerov1.Backup, op *backup.BackupOperation) error {
+	id := op.Spec.ResourceIdentifier
+	vs, err := a.own(ctx, b, id.Namespace, id.Name)
+	if err != nil || vs == nil {
+		return err
+	}
+	if st := vs.Status; st != nil && st.BoundVolumeSnapshotContentName != nil {
+		content := *st.BoundVolumeSnapshotContentName
+		if err := a.setDeletionPolicy(ctx, content, snapshotv1.VolumeSnapshotContentRetain); err != nil {
+			return err
+		}
+		if err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().Delete(ctx, content, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting VolumeSnapshotContent %s: %w", content, err)
+		}
+	}
+	err = a.Snapshots.SnapshotV1().VolumeSnapshots(id.Namespace).Delete(ctx, id.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vs.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", id.Namespace, id.Name, err)
+	}
+	return nil
+}
+
+// toItem is an object as the tarball holds it: with its kind, without
+// managed fields.
+func toItem(r items.Resource, obj runtime.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encoding a %s: %w", r.Kind, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(r.GVR.GroupVersion().String())
+	u.SetKind(r.Kind)
+	u.SetManagedFields(nil)
+	return u, nil
+}

@@ -1,0 +1,147 @@
+package csisnapshot
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/backup"
+)
+
+// defaultCSISnapshotTimeout is Velero's, for a backup admitted without
+// spec.csiSnapshotTimeout (admission defaults it).
+const defaultCSISnapshotTimeout = 10 * time.Minute
+
+// Progress implements backup.ItemAction: the snapshot is done when its
+// content is ReadyToUse. An error the snapshot or its content reports is
+// taken as passing (the CSI sidecars retry) until spec.csiSnapshotTimeout
+// has passed since the operation started; then the operation fails with
+// it.
+func (a Action) Progress(ctx context.Context, b *velerov1.Backup, id string) (backup.OperationProgress, error) {
+	ns, name, started, err := parseOperationID(id)
+	if err != nil {
+		return backup.OperationProgress{}, err
+	}
+	vs, err := a.Snapshots.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return backup.OperationProgress{Completed: true, Err: fmt.Sprintf("VolumeSnapshot %s/%s was deleted before it was ready to use", ns, name)}, nil
+	}
+	if err != nil {
+		return backup.OperationProgress{}, fmt.Errorf("reading VolumeSnapshot %s/%s: %w", ns, name, err)
+	}
+	ready, why, err := a.readiness(ctx, vs)
+	if err != nil {
+		return backup.OperationProgress{}, err
+	}
+	if ready {
+		return backup.OperationProgress{Completed: true, Description: "ready to use"}, nil
+	}
+	timeout := b.Spec.CSISnapshotTimeout.Duration
+	if timeout <= 0 {
+		timeout = defaultCSISnapshotTimeout
+	}
+	if waited := a.Clock.Since(started); waited > timeout {
+		return backup.OperationProgress{Completed: true,
+			Err: fmt.Sprintf("VolumeSnapshot %s/%s was not ready to use within csiSnapshotTimeout %s: %s", ns, name, timeout, why)}, nil
+	}
+	return backup.OperationProgress{Description: why}, nil
+}
+
+// readiness reports whether a snapshot's content is ready to use, and if
+// not, what it waits for.
+func (a Action) readiness(ctx context.Context, vs *snapshotv1.VolumeSnapshot) (bool, string, error) {
+	st := vs.Status
+	if st == nil || st.BoundVolumeSnapshotContentName == nil {
+		if st != nil && st.Error != nil && st.Error.Message != nil {
+			return false, "the snapshot controller reports: " + *st.Error.Message, nil
+		}
+		return false, "waiting for the snapshot controller to make its content", nil
+	}
+	content, err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().Get(ctx, *st.BoundVolumeSnapshotContentName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, fmt.Sprintf("waiting for its content %s", *st.BoundVolumeSnapshotContentName), nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("reading VolumeSnapshotContent %s: %w", *st.BoundVolumeSnapshotContentName, err)
+	}
+	cs := content.Status
+	switch {
+	case cs != nil && cs.ReadyToUse != nil && *cs.ReadyToUse:
+		return true, "", nil
+	case cs != nil && cs.Error != nil && cs.Error.Message != nil:
+		return false, "the CSI driver reports: " + *cs.Error.Message, nil
+	case st.Error != nil && st.Error.Message != nil:
+		return false, "the snapshot controller reports: " + *st.Error.Message, nil
+	}
+	return false, fmt.Sprintf("waiting for the CSI driver to cut the snapshot of content %s", content.Name), nil
+}
+
+// Cancel implements backup.ItemAction: the snapshot is deleted (the CSI
+// specification cannot stop a snapshot being cut; deleting it is what
+// cancelling one means).
+func (a Action) Cancel(ctx context.Context, b *velerov1.Backup, id string) error {
+	ns, name, _, err := parseOperationID(id)
+	if err != nil {
+		return err
+	}
+	return a.discard(ctx, b, ns, name)
+}
+
+// Discard implements backup.OperationFinisher: the snapshot is deleted,
+// in the driver too.
+func (a Action) Discard(ctx context.Context, b *velerov1.Backup, op *backup.BackupOperation) error {
+	id := op.Spec.ResourceIdentifier
+	return a.discard(ctx, b, id.Namespace, id.Name)
+}
+
+// discard deletes one of the backup's VolumeSnapshots with its content's
+// deletion policy Delete, so that the driver deletes the snapshot. One
+// the backup did not take (another UID) is left alone.
+func (a Action) discard(ctx context.Context, b *velerov1.Backup, ns, name string) error {
+	vs, err := a.own(ctx, b, ns, name)
+	if err != nil || vs == nil {
+		return err
+	}
+	if st := vs.Status; st != nil && st.BoundVolumeSnapshotContentName != nil {
+		if err := a.setDeletionPolicy(ctx, *st.BoundVolumeSnapshotContentName, snapshotv1.VolumeSnapshotContentDelete); err != nil {
+			return err
+		}
+	}
+	err = a.Snapshots.SnapshotV1().VolumeSnapshots(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vs.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// own reads a VolumeSnapshot of the backup; nil when it is gone.
+func (a Action) own(ctx context.Context, b *velerov1.Backup, ns, name string) (*snapshotv1.VolumeSnapshot, error) {
+	vs, err := a.Snapshots.SnapshotV1().VolumeSnapshots(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading VolumeSnapshot %s/%s: %w", ns, name, err)
+	}
+	if vs.Labels[velerov1.BackupUIDLabel] != string(b.UID) {
+		return nil, fmt.Errorf("VolumeSnapshot %s/%s was not taken by backup %s (UID %s)", ns, name, b.Name, b.UID)
+	}
+	return vs, nil
+}
+
+// setDeletionPolicy sets a content's deletion policy (a gone content has
+// none to set).
+func (a Action) setDeletionPolicy(ctx context.Context, content string, policy snapshotv1.DeletionPolicy) error {
+	patch := fmt.Appendf(nil, `{"spec":{"deletionPolicy":%q}}`, policy)
+	_, err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().Patch(ctx, content, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("setting the deletion policy of VolumeSnapshotContent %s to %s: %w", content, policy, err)
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// volumeFiles are what the volume tests write into a claim: text, a 64 MiB
+// random file, and many small files in nested directories.
+func volumeFiles(t *testing.T) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{"README.txt": []byte("the shop's orders\n")}
+	big := make([]byte, 64<<20)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	files["data/orders.bin"] = big
+	for i := range 200 {
+		files[fmt.Sprintf("data/small/%02d/item-%03d.json", i%10, i)] = fmt.Appendf(nil, `{"item":%d}`, i)
+	}
+	return files
+}
+
+// TestVolumeSnapshots runs the CSI stack of the harness and the volume
+// data of backups on it.
+func TestVolumeSnapshots(t *testing.T) {
+	c := framework.StartClusterWith(t, framework.ClusterOptions{CSI: true})
+	snaps, err := snapshotclient.NewForConfig(c.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	step := inOrder(t)
+	const ns = "csi-stack"
+	files := volumeFiles(t)
+
+	// The stack itself, as a user of it sees it: a claim provisioned, its
+	// files written through the node service, a VolumeSnapshot taken by
+	// the driver, a claim restored from it with the snapshot's files (not
+	// those written after it), and the driver's snapshot gone with the
+	// VolumeSnapshot (deletion policy Delete).
+	step("the CSI stack provisions, snapshots and restores a claim", func(t *testing.T) {
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.CSI.CreateClaim(ns, "data", "1Gi", nil)
+		c.CSI.WriteFiles(ns, "data", files)
+		if diff := framework.DiffFiles(files, c.CSI.ReadFiles(ns, "data")); diff != "" {
+			t.Fatalf("read back from the claim: %s", diff)
+		}
+		before := len(c.CSI.Snapshots())
+
+		class, claim := framework.CSISnapshotClass, "data"
+		vs := &snapshotv1.VolumeSnapshot{
+			ObjectMeta: metav1.ObjectMeta{Name: "data-snap", Namespace: ns},
+			Spec: snapshotv1.VolumeSnapshotSpec{
+				VolumeSnapshotClassName: &class,
+				Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: &claim},
+			},
+		}
+		if _, err := snaps.SnapshotV1().VolumeSnapshots(ns).Create(ctx, vs, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var handle string
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := snaps.SnapshotV1().VolumeSnapshots(ns).Get(ctx, vs.Name, metav1.GetOptions{})
+			if err != nil || got.Status == nil || got.Status.ReadyToUse == nil || !*got.Status.ReadyToUse || got.Status.BoundVolumeSnapshotContentName == nil {
+				return false, nil
+			}
+			content, err := snaps.SnapshotV1().VolumeSnapshotContents().Get(ctx, *got.Status.BoundVolumeSnapshotContentName, metav1.GetOptions{})
+			if err != nil || content.Status == nil || content.Status.SnapshotHandle == nil {
+				return false, nil
+			}
+			handle = *content.Status.SnapshotHandle
+			return true, nil
+		}); err != nil {
+			t.Fatalf("VolumeSnapshot %s/%s ReadyToUse: %v", ns, vs.Name, err)
+		}
+		if got := c.CSI.Snapshots(); len(got) != before+1 || !hasSnapshot(got, handle) {
+			t.Fatalf("the driver has %d snapshots, want %d with %s", len(got), before+1, handle)
+		}
+
+		// Written after the snapshot: not in the restored claim.
+		c.CSI.WriteFiles(ns, "data", map[string][]byte{"later.txt": []byte("after the snapshot")})
+
+		storageClass := framework.CSIStorageClass
+		restored := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "data-restored", Namespace: ns},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: &storageClass,
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				DataSource:       &corev1.TypedLocalObjectReference{APIGroup: &snapshotv1.SchemeGroupVersion.Group, Kind: "VolumeSnapshot", Name: vs.Name},
+			},
+		}
+		if _, err := c.Kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, restored, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.CSI.WaitBound(ns, restored.Name)
+		if diff := framework.DiffFiles(files, c.CSI.ReadFiles(ns, restored.Name)); diff != "" {
+			t.Fatalf("the claim restored from the snapshot: %s", diff)
+		}
+
+		if err := snaps.SnapshotV1().VolumeSnapshots(ns).Delete(ctx, vs.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := snaps.SnapshotV1().VolumeSnapshots(ns).Get(ctx, vs.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err) && !hasSnapshot(c.CSI.Snapshots(), handle), nil
+		}); err != nil {
+			t.Fatalf("the VolumeSnapshot and the driver's snapshot %s gone after its deletion: %v", handle, err)
+		}
+	})
+
+	velero, wants := veleroCLI(t, c)
+	const orders = "orders"
+	dbFiles := files
+	logFiles := map[string][]byte{"app.log": []byte("started\n"), "archive/2026-11.log": []byte("rotated\n")}
+	var taken map[string]bool // the driver's snapshots the backup took
+
+	// A backup of a namespace with two claims: a VolumeSnapshot of each,
+	// waited for, recorded in the backup (the tarball, the volume info
+	// file, the status), then let go of in the cluster: no VolumeSnapshot or
+	// content is left, the driver's snapshots stay (the backup owns them).
+	step("a backup snapshots each claim and keeps the snapshots", func(t *testing.T) {
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: orders}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.CSI.CreateClaim(orders, "db", "1Gi", map[string]string{"app": "db"})
+		c.CSI.CreateClaim(orders, "logs", "512Mi", nil)
+		c.CSI.WriteFiles(orders, "db", dbFiles)
+		c.CSI.WriteFiles(orders, "logs", logFiles)
+		before := snapshotIDs(c.CSI.Snapshots())
+
+		wants("backup create --wait", velero("backup", "create", "orders-1", "--include-namespaces", orders, "--wait"),
+			"Backup completed with status: Completed")
+		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "orders-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Status.CSIVolumeSnapshotsAttempted != 2 || b.Status.CSIVolumeSnapshotsCompleted != 2 || b.Status.BackupItemOperationsCompleted != 2 {
+			t.Errorf("status: CSI snapshots %d attempted, %d completed; operations %d completed; want 2, 2, 2",
+				b.Status.CSIVolumeSnapshotsAttempted, b.Status.CSIVolumeSnapshotsCompleted, b.Status.BackupItemOperationsCompleted)
+		}
+		taken = map[string]bool{}
+		for id := range snapshotIDs(c.CSI.Snapshots()) {
+			if !before[id] {
+				taken[id] = true
+			}
+		}
+		if len(taken) != 2 {
+			t.Fatalf("the backup left %d new snapshots in the driver, want 2", len(taken))
+		}
+		left, err := snaps.SnapshotV1().VolumeSnapshots(orders).List(ctx, metav1.ListOptions{})
+		if err != nil || len(left.Items) != 0 {
+			t.Errorf("VolumeSnapshots left in %s: %v (%v)", orders, left, err)
+		}
+		contents, err := snaps.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=orders-1"})
+		if err != nil || len(contents.Items) != 0 {
+			t.Errorf("VolumeSnapshotContents of the backup left in the cluster: %v (%v)", contents, err)
+		}
+
+		out := velero("backup", "describe", "orders-1", "--details", "--colorized=false")
+		wants("backup describe --details", out, "CSI Snapshots:", "orders/db:", "orders/logs:", "Snapshot Content Name:",
+			"CSI Driver: "+framework.CSIDriver, "Result: succeeded",
+			"snapshot.storage.k8s.io/v1/VolumeSnapshot:", "snapshot.storage.k8s.io/v1/VolumeSnapshotContent:")
+		for id := range taken {
+			wants("backup describe --details", out, "Storage Snapshot ID: "+id)
+		}
+	})
+}
+
+// snapshotIDs are the IDs of the driver's snapshots.
+func snapshotIDs(list []*csi.Snapshot) map[string]bool {
+	ids := map[string]bool{}
+	for _, s := range list {
+		ids[s.GetSnapshotId()] = true
+	}
+	return ids
+}
+
+// hasSnapshot reports whether the driver's list has the snapshot.
+func hasSnapshot(list []*csi.Snapshot, handle string) bool {
+	for _, s := range list {
+		if s.GetSnapshotId() == handle {
+			return true
+		}
+	}
+	return false
+}

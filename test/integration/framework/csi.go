@@ -1,0 +1,372 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The CSI stack's names, as the hostpath driver's deploy directory has
+// them.
+const (
+	// CSIDriver is the hostpath driver's name.
+	CSIDriver = "hostpath.csi.k8s.io"
+	// CSIStorageClass provisions claims on the driver (Immediate binding:
+	// no scheduler places a pod first).
+	CSIStorageClass = "csi-hostpath-sc"
+	// CSISnapshotClass is the driver's VolumeSnapshotClass, labelled as
+	// Velero's default class for the driver (VolumeSnapshotClassLabel).
+	CSISnapshotClass = "csi-hostpath-snapclass"
+	// VolumeSnapshotClassLabel marks the VolumeSnapshotClass Velero uses
+	// for a driver's claims when neither the backup nor the claim names one.
+	VolumeSnapshotClassLabel = "velero.io/csi-volumesnapshot-class"
+)
+
+// CSI is a cluster's CSI stack: the hostpath driver (controller and node
+// service in one process, its volumes and snapshots under StateDir),
+// csi-provisioner and csi-snapshotter talking to it over its socket,
+// snapshot-controller, the snapshot.storage.k8s.io CRDs, a StorageClass and
+// a VolumeSnapshotClass. Processes, not pods: there is no kubelet; a test
+// reaches a volume's files as kubelet would, through the node service
+// (WriteFiles, ReadFiles).
+type CSI struct {
+	c *Cluster
+	// Socket is the driver's endpoint (a unix socket).
+	Socket string
+	// StateDir holds the driver's state: its volumes and snapshots.
+	StateDir   string
+	driver     *process
+	driverArgs []string
+	conn       *grpc.ClientConn
+}
+
+// startCSI installs the snapshot CRDs and starts the stack.
+func (c *Cluster) startCSI() {
+	t := c.t
+	// A unix socket's path is short (108 bytes): not under the test's
+	// directory, whose name carries the test's.
+	sockDir, err := os.MkdirTemp("", "csi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	s := &CSI{c: c, Socket: filepath.Join(sockDir, "csi.sock"), StateDir: c.path("csi-data")}
+	c.CSI = s
+
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The binaries first: without BACKSTOP_BIN_DIR this runs
+	// hack/install-csi.sh, which also copies the CRDs.
+	bins := map[string]string{}
+	for _, name := range []string{"hostpathplugin", "snapshot-controller", "csi-snapshotter", "csi-provisioner"} {
+		bins[name] = Binary(t, name)
+	}
+	crds := filepath.Join(root, "_output", "csi", "crd")
+	if out, err := c.Kubectl(c.AdminKubeconfig, nil, "apply", "-f", crds); err != nil {
+		t.Fatalf("the snapshot CRDs (%s; hack/install-csi.sh puts them there): %v\n%s", crds, err, out)
+	}
+	if out, err := c.Kubectl(c.AdminKubeconfig, nil, "wait", "--for=condition=Established", "--timeout=60s", "-f", crds); err != nil {
+		t.Fatalf("the snapshot CRDs established: %v\n%s", err, out)
+	}
+
+	s.driverArgs = []string{"--endpoint=unix://" + s.Socket, "--drivername=" + CSIDriver, "--nodeid=" + HarnessNode,
+		"--statedir=" + s.StateDir, "--enable-topology=false", "--v=4"}
+	s.startDriver()
+
+	kubeconfig := c.AdminKubeconfig
+	c.start("snapshot-controller", bins["snapshot-controller"], "--kubeconfig="+kubeconfig, "--v=4")
+	c.start("csi-snapshotter", bins["csi-snapshotter"], "--kubeconfig="+kubeconfig, "--csi-address="+s.Socket, "--v=4")
+	// KUBECONFIG in the environment would win over the flag.
+	c.startEnv("csi-provisioner", bins["csi-provisioner"], []string{"KUBECONFIG="},
+		"--kubeconfig="+kubeconfig, "--csi-address="+s.Socket, "--v=4")
+
+	objects := fmt.Sprintf(`apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata:
+  name: %[1]s
+spec:
+  attachRequired: false
+  podInfoOnMount: true
+  volumeLifecycleModes: [Persistent]
+  fsGroupPolicy: File
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: %[2]s
+provisioner: %[1]s
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+allowVolumeExpansion: true
+---
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotClass
+metadata:
+  name: %[3]s
+  labels:
+    %[4]s: "true"
+driver: %[1]s
+deletionPolicy: Delete
+`, CSIDriver, CSIStorageClass, CSISnapshotClass, VolumeSnapshotClassLabel)
+	if out, err := c.Kubectl(c.AdminKubeconfig, []byte(objects), "apply", "-f", "-"); err != nil {
+		t.Fatalf("the CSIDriver, StorageClass and VolumeSnapshotClass: %v\n%s", err, out)
+	}
+}
+
+// startDriver starts hostpathplugin and waits until it answers a probe.
+func (s *CSI) startDriver() {
+	c := s.c
+	_ = os.Remove(s.Socket)
+	s.driver = c.start("hostpathplugin", Binary(c.t, "hostpathplugin"), s.driverArgs...)
+	if s.conn == nil {
+		conn, err := grpc.NewClient("unix://"+s.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			c.t.Fatalf("a client of the CSI driver: %v", err)
+		}
+		s.conn = conn
+		c.t.Cleanup(func() { _ = conn.Close() })
+	}
+	c.waitFor("the CSI driver's probe", s.driver, time.Minute, func(ctx context.Context) error {
+		// Not before the socket is there: gRPC logs each failed dial.
+		if _, err := os.Stat(s.Socket); err != nil {
+			return err
+		}
+		ready, err := csi.NewIdentityClient(s.conn).Probe(ctx, &csi.ProbeRequest{})
+		if err != nil {
+			return err
+		}
+		if r := ready.GetReady(); r != nil && !r.GetValue() {
+			return errors.New("not ready")
+		}
+		return nil
+	})
+}
+
+// StopDriver stops the CSI driver (SIGKILL when kill is set): snapshots
+// and volumes wait until StartDriver.
+func (s *CSI) StopDriver(kill bool) {
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	s.driver.stop(sig)
+}
+
+// StartDriver starts the driver again (after StopDriver), with its state.
+func (s *CSI) StartDriver() {
+	s.c.t.Helper()
+	s.startDriver()
+}
+
+// CreateClaim creates a claim of the CSI storage class and waits until it
+// is Bound to its provisioned volume.
+func (s *CSI) CreateClaim(namespace, name, size string, labels map[string]string) *corev1.PersistentVolumeClaim {
+	c := s.c
+	c.t.Helper()
+	class := CSIStorageClass
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+	if _, err := c.Kube.CoreV1().PersistentVolumeClaims(namespace).Create(context.Background(), pvc, metav1.CreateOptions{}); err != nil {
+		c.t.Fatalf("creating claim %s/%s: %v", namespace, name, err)
+	}
+	return s.WaitBound(namespace, name)
+}
+
+// WaitBound waits until a claim is Bound, and returns it.
+func (s *CSI) WaitBound(namespace, name string) *corev1.PersistentVolumeClaim {
+	c := s.c
+	c.t.Helper()
+	var pvc *corev1.PersistentVolumeClaim
+	c.waitFor(fmt.Sprintf("claim %s/%s Bound", namespace, name), nil, 2*time.Minute, func(ctx context.Context) error {
+		got, err := c.Kube.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Status.Phase != corev1.ClaimBound {
+			return fmt.Errorf("phase %q", got.Status.Phase)
+		}
+		pvc = got
+		return nil
+	})
+	return pvc
+}
+
+// volume returns the CSI volume a Bound claim's PersistentVolume points at.
+func (s *CSI) volume(ctx context.Context, namespace, claim string) (*corev1.CSIPersistentVolumeSource, error) {
+	pvc, err := s.c.Kube.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
+		return nil, fmt.Errorf("claim %s/%s is not bound (phase %q)", namespace, claim, pvc.Status.Phase)
+	}
+	pv, err := s.c.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if pv.Spec.CSI == nil {
+		return nil, fmt.Errorf("volume %s of claim %s/%s is not a CSI volume", pv.Name, namespace, claim)
+	}
+	return pv.Spec.CSI, nil
+}
+
+// withVolume stages and publishes a claim's volume on a directory, as
+// kubelet does for a pod, runs fn on that directory, and unpublishes it.
+func (s *CSI) withVolume(ctx context.Context, namespace, claim string, readOnly bool, fn func(dir string) error) (err error) {
+	vol, err := s.volume(ctx, namespace, claim)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(s.c.Dir, "publish-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
+	if err := os.Mkdir(staging, 0o750); err != nil {
+		return err
+	}
+	capability := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: vol.FSType}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	node := csi.NewNodeClient(s.conn)
+	if _, err := node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.VolumeHandle, StagingTargetPath: staging,
+		VolumeCapability: capability, VolumeContext: vol.VolumeAttributes}); err != nil {
+		return fmt.Errorf("NodeStageVolume %s: %w", vol.VolumeHandle, err)
+	}
+	defer func() {
+		if _, uerr := node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol.VolumeHandle, StagingTargetPath: staging}); uerr != nil && err == nil {
+			err = fmt.Errorf("NodeUnstageVolume %s: %w", vol.VolumeHandle, uerr)
+		}
+	}()
+	if _, err := node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: vol.VolumeHandle, StagingTargetPath: staging,
+		TargetPath: target, VolumeCapability: capability, Readonly: readOnly, VolumeContext: vol.VolumeAttributes}); err != nil {
+		return fmt.Errorf("NodePublishVolume %s: %w", vol.VolumeHandle, err)
+	}
+	defer func() {
+		if _, uerr := node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol.VolumeHandle, TargetPath: target}); uerr != nil && err == nil {
+			err = fmt.Errorf("NodeUnpublishVolume %s: %w", vol.VolumeHandle, uerr)
+		}
+	}()
+	return fn(target)
+}
+
+// WriteFiles writes files (a path relative to the volume's root, "/"
+// separated, and its content) into a Bound claim's volume.
+func (s *CSI) WriteFiles(namespace, claim string, files map[string][]byte) {
+	c := s.c
+	c.t.Helper()
+	err := s.withVolume(context.Background(), namespace, claim, false, func(dir string) error {
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		for name, data := range files {
+			if d := filepath.Dir(filepath.FromSlash(name)); d != "." {
+				if err := root.MkdirAll(d, 0o755); err != nil {
+					return err
+				}
+			}
+			if err := root.WriteFile(filepath.FromSlash(name), data, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatalf("writing %d files into claim %s/%s: %v", len(files), namespace, claim, err)
+	}
+}
+
+// ReadFiles reads every regular file of a Bound claim's volume (by its
+// "/"-separated path relative to the volume's root), through a read-only
+// publication.
+func (s *CSI) ReadFiles(namespace, claim string) map[string][]byte {
+	c := s.c
+	c.t.Helper()
+	files := map[string][]byte{}
+	err := s.withVolume(context.Background(), namespace, claim, true, func(dir string) error {
+		fsys := os.DirFS(dir)
+		return fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			data, err := fs.ReadFile(fsys, name)
+			files[name] = data
+			return err
+		})
+	})
+	if err != nil {
+		c.t.Fatalf("reading the files of claim %s/%s: %v", namespace, claim, err)
+	}
+	return files
+}
+
+// DiffFiles says how got differs from want (file names and sizes; ""
+// when they are equal).
+func DiffFiles(want, got map[string][]byte) string {
+	var diffs []string
+	for name, w := range want {
+		g, ok := got[name]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("%s: missing (want %d bytes)", name, len(w)))
+		case string(g) != string(w):
+			diffs = append(diffs, fmt.Sprintf("%s: %d bytes differ from the %d wanted", name, len(g), len(w)))
+		}
+	}
+	for name, g := range got {
+		if _, ok := want[name]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: not wanted (%d bytes)", name, len(g)))
+		}
+	}
+	sort.Strings(diffs)
+	return strings.Join(diffs, "; ")
+}
+
+// Snapshots lists the driver's snapshots (ListSnapshots): what a backup
+// took and not yet deleted, whatever the API says.
+func (s *CSI) Snapshots() []*csi.Snapshot {
+	c := s.c
+	c.t.Helper()
+	var out []*csi.Snapshot
+	ctrl := csi.NewControllerClient(s.conn)
+	req := &csi.ListSnapshotsRequest{}
+	for {
+		resp, err := ctrl.ListSnapshots(context.Background(), req)
+		if err != nil {
+			c.t.Fatalf("listing the CSI driver's snapshots: %v", err)
+		}
+		for _, e := range resp.GetEntries() {
+			out = append(out, e.GetSnapshot())
+		}
+		if resp.GetNextToken() == "" {
+			return out
+		}
+		req.StartingToken = resp.GetNextToken()
+	}
+}
