@@ -110,10 +110,14 @@ func newBackupSyncEngine(e *engineContext) (engine, error) {
 }
 
 func newDeletionEngine(e *engineContext) (engine, error) {
+	snapshots, err := e.csiSnapshotAction(e.loopback)
+	if err != nil {
+		return nil, err
+	}
 	return deletion.New(e.client, deletion.Informers{
 		Requests: e.velero.DeleteBackupRequests(), Backups: e.velero.Backups(), Restores: e.velero.Restores(),
 		Locations: e.velero.BackupStorageLocations(),
-	}, e.opener, clock.RealClock{}, e.crash, e.observers...)
+	}, e.opener, snapshots, clock.RealClock{}, e.crash, e.observers...)
 }
 
 func newGCEngine(e *engineContext) (engine, error) {

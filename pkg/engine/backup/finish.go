@@ -26,12 +26,13 @@ import (
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
 // finished is what the ended operations left to the backup.
 type finished struct {
 	items   []FinalItem
-	volumes []VolumeInfo
+	volumes []volumeinfo.BackupVolumeInfo
 }
 
 // finishOperations asks each ended operation of an OperationFinisher what
@@ -39,6 +40,7 @@ type finished struct {
 // the tarball and the resource list.
 func (r *backupRun) finishOperations(ctx context.Context) (*finished, error) {
 	out := &finished{}
+	added := sets.New[string]()
 	for _, op := range r.ops.list {
 		f, ok := r.ops.byName[op.Spec.BackupItemAction].(OperationFinisher)
 		if !ok || !op.done() {
@@ -58,7 +60,14 @@ func (r *backupRun) finishOperations(ctx context.Context) (*finished, error) {
 			}
 			continue
 		}
-		out.items = append(out.items, got.Items...)
+		for _, it := range got.Items {
+			// Once each (two snapshots of one class give the class twice).
+			key := itemKey(it.Resource.GroupResource(), it.Object.GetNamespace(), it.Object.GetName())
+			if !added.Has(key) {
+				added.Insert(key)
+				out.items = append(out.items, it)
+			}
+		}
 	}
 	if len(out.items) == 0 {
 		return out, nil
@@ -88,13 +97,13 @@ func (r *backupRun) putFinished(ctx context.Context, fin *finished) error {
 
 // csiSnapshotCounts counts the CSI snapshots of the volumes, and those
 // that succeeded.
-func csiSnapshotCounts(volumes []VolumeInfo) (attempted, completed int) {
+func csiSnapshotCounts(volumes []volumeinfo.BackupVolumeInfo) (attempted, completed int) {
 	for _, v := range volumes {
-		if v.BackupMethod != VolumeMethodCSISnapshot || v.SnapshotDataMoved {
+		if v.BackupMethod != volumeinfo.MethodCSISnapshot || v.SnapshotDataMoved {
 			continue
 		}
 		attempted++
-		if v.Result == VolumeResultSucceeded {
+		if v.Result == volumeinfo.ResultSucceeded {
 			completed++
 		}
 	}
@@ -228,9 +237,9 @@ func addToResourceList(ctx context.Context, store objectstore.Store, layout obje
 }
 
 // putVolumeInfo writes the volume info file.
-func putVolumeInfo(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, volumes []VolumeInfo) error {
+func putVolumeInfo(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, volumes []volumeinfo.BackupVolumeInfo) error {
 	if volumes == nil {
-		volumes = []VolumeInfo{}
+		volumes = []volumeinfo.BackupVolumeInfo{}
 	}
 	data, err := json.Marshal(volumes)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
 // DefaultOperationSyncFrequency is how often running async operations are
@@ -87,7 +88,7 @@ type FinalItems struct {
 	// resource, namespace and name).
 	Items []FinalItem
 	// Volume is the operation's entry in the volume info file, if any.
-	Volume *VolumeInfo
+	Volume *volumeinfo.BackupVolumeInfo
 }
 
 // FinalItem is an item added at the end of a backup.

@@ -23,6 +23,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
+	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
 const driver = "hostpath.csi.k8s.io"
@@ -328,8 +329,8 @@ func TestSnapshotFinalItemsThenRelease(t *testing.T) {
 	}
 	t.Run("the volume info", func(t *testing.T) {
 		v := got.Volume
-		if v == nil || v.PVCName != "data" || v.PVCNamespace != "shop" || v.PVName != "pv-data" || v.BackupMethod != backup.VolumeMethodCSISnapshot ||
-			v.Result != backup.VolumeResultSucceeded || !v.PreserveLocalSnapshot || v.StartTimestamp == nil {
+		if v == nil || v.PVCName != "data" || v.PVCNamespace != "shop" || v.PVName != "pv-data" || v.BackupMethod != volumeinfo.MethodCSISnapshot ||
+			v.Result != volumeinfo.ResultSucceeded || !v.PreserveLocalSnapshot || v.StartTimestamp == nil {
 			t.Fatalf("volume %+v", v)
 		}
 		s := v.CSISnapshotInfo
@@ -368,28 +369,48 @@ func TestSnapshotFinalItemsThenRelease(t *testing.T) {
 			t.Errorf("post-operation items %+v", op.Spec.PostOperationItems)
 		}
 	})
-	t.Run("release: the content Retain, then both gone from the cluster", func(t *testing.T) {
-		var retained bool
-		f.snaps.PrependReactor("delete", "volumesnapshotcontents", func(clienttesting.Action) (bool, runtime.Object, error) {
-			live, err := f.snaps.Tracker().Get(snapshotv1.SchemeGroupVersion.WithResource(VolumeSnapshotContents), "", content.Name)
-			retained = err == nil && live.(*snapshotv1.VolumeSnapshotContent).Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentRetain
-			return false, nil, nil
-		})
+	t.Run("release: the content kept with Retain, the VolumeSnapshot gone", func(t *testing.T) {
 		if err := f.action.Release(ctx, f.backup, op); err != nil {
 			t.Fatal(err)
-		}
-		if !retained {
-			t.Error("the content was deleted without its deletion policy Retain: the driver would delete the snapshot")
 		}
 		id := op.Spec.ResourceIdentifier
 		if _, err := f.snaps.SnapshotV1().VolumeSnapshots(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the VolumeSnapshot is still there: %v", err)
 		}
-		if _, err := f.snaps.SnapshotV1().VolumeSnapshotContents().Get(ctx, content.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the content is still there: %v", err)
+		live, err := f.snaps.SnapshotV1().VolumeSnapshotContents().Get(ctx, content.Name, metav1.GetOptions{})
+		if err != nil || live.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentRetain {
+			t.Errorf("content %v, %v; want it kept with deletion policy Retain (the driver would delete the snapshot)", live, err)
 		}
 		if err := f.action.Release(ctx, f.backup, op); err != nil {
 			t.Errorf("release again (after a restart): %v", err)
+		}
+	})
+	t.Run("the backup deleted: its contents Delete, then deleted; another backup's kept", func(t *testing.T) {
+		other := &snapshotv1.VolumeSnapshotContent{ObjectMeta: metav1.ObjectMeta{Name: "another", UID: "c2",
+			Labels: map[string]string{velerov1.BackupUIDLabel: "another-uid"}}, Spec: snapshotv1.VolumeSnapshotContentSpec{DeletionPolicy: snapshotv1.VolumeSnapshotContentRetain}}
+		if _, err := f.snaps.SnapshotV1().VolumeSnapshotContents().Create(ctx, other, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var deletedWith snapshotv1.DeletionPolicy
+		f.snaps.PrependReactor("delete", "volumesnapshotcontents", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			name := a.(clienttesting.DeleteAction).GetName()
+			if live, err := f.snaps.Tracker().Get(snapshotv1.SchemeGroupVersion.WithResource(VolumeSnapshotContents), "", name); err == nil {
+				deletedWith = live.(*snapshotv1.VolumeSnapshotContent).Spec.DeletionPolicy
+			}
+			return false, nil, nil
+		})
+		n, err := f.action.DeleteBackupSnapshots(ctx, f.backup)
+		if err != nil || n != 1 {
+			t.Fatalf("deleted %d, %v; want 1", n, err)
+		}
+		if deletedWith != snapshotv1.VolumeSnapshotContentDelete {
+			t.Errorf("the content was deleted with policy %q: the driver keeps the snapshot", deletedWith)
+		}
+		if _, err := f.snaps.SnapshotV1().VolumeSnapshotContents().Get(ctx, content.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the backup's content is still there: %v", err)
+		}
+		if _, err := f.snaps.SnapshotV1().VolumeSnapshotContents().Get(ctx, "another", metav1.GetOptions{}); err != nil {
+			t.Errorf("another backup's content: %v", err)
 		}
 	})
 }

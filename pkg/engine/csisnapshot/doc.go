@@ -21,10 +21,12 @@
 //     restore size and deletion policy), its VolumeSnapshotContent
 //     (labelled with the backup) and its class go into the tarball, the
 //     volume into the volume info file.
-//   - Release: the content's deletion policy becomes Retain, then the
-//     VolumeSnapshot and the content are deleted from the cluster: the
-//     driver's snapshot stays, owned by the backup (deleting the backup
-//     deletes it, through a content made again from the tarball's).
+//   - Release: the content's deletion policy becomes Retain and the
+//     VolumeSnapshot leaves the claim's namespace; the content stays,
+//     labelled with the backup: the server's record of the snapshots the
+//     backup owns (cluster-scoped: no tenant writes it, whatever a bucket
+//     holds). Deleting the backup deletes its contents with policy Delete
+//     (DeleteBackupSnapshots): the driver deletes the snapshots.
 //   - Discard (the backup cancelled, failed or deleted, the operation
 //     failed): the content's policy becomes Delete and the VolumeSnapshot
 //     is deleted: the driver deletes the snapshot.

@@ -15,6 +15,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
 // FinalItems implements backup.OperationFinisher: the volume's entry in
@@ -28,10 +29,10 @@ func (a Action) FinalItems(ctx context.Context, b *velerov1.Backup, op *backup.B
 	if err != nil {
 		return backup.FinalItems{}, err
 	}
-	vol := &backup.VolumeInfo{
-		PVCNamespace: id.Namespace, BackupMethod: backup.VolumeMethodCSISnapshot, PreserveLocalSnapshot: true,
-		CompletionTimestamp: op.Status.Updated, Result: backup.VolumeResultFailed,
-		CSISnapshotInfo: &backup.CSISnapshotInfo{OperationID: op.Spec.OperationID},
+	vol := &volumeinfo.BackupVolumeInfo{
+		PVCNamespace: id.Namespace, BackupMethod: volumeinfo.MethodCSISnapshot, PreserveLocalSnapshot: true,
+		CompletionTimestamp: op.Status.Updated, Result: volumeinfo.ResultFailed,
+		CSISnapshotInfo: &volumeinfo.CSISnapshotInfo{OperationID: op.Spec.OperationID},
 	}
 	if vs == nil {
 		if op.Status.Phase == backup.OperationPhaseCompleted {
@@ -73,7 +74,7 @@ func (a Action) FinalItems(ctx context.Context, b *velerov1.Backup, op *backup.B
 	if content == nil || vol.CSISnapshotInfo.SnapshotHandle == "" {
 		return backup.FinalItems{Volume: vol}, fmt.Errorf("VolumeSnapshot %s/%s has no content with a snapshot handle", id.Namespace, id.Name)
 	}
-	vol.Result = backup.VolumeResultSucceeded
+	vol.Result = volumeinfo.ResultSucceeded
 
 	// The content carries the backup's name: a backup's deletion finds its
 	// contents in the tarball by it (Velero's label), and this server's
@@ -118,7 +119,7 @@ func (a Action) FinalItems(ctx context.Context, b *velerov1.Backup, op *backup.B
 
 // describeVolume fills in the claim's volume and what of it a volume made
 // from the snapshot keeps (best effort: the claim may be gone).
-func (a Action) describeVolume(ctx context.Context, vol *backup.VolumeInfo) {
+func (a Action) describeVolume(ctx context.Context, vol *volumeinfo.BackupVolumeInfo) {
 	pvc, err := a.Kube.CoreV1().PersistentVolumeClaims(vol.PVCNamespace).Get(ctx, vol.PVCName, metav1.GetOptions{})
 	if err != nil || pvc.Spec.VolumeName == "" {
 		return
@@ -128,7 +129,7 @@ func (a Action) describeVolume(ctx context.Context, vol *backup.VolumeInfo) {
 	if err != nil {
 		return
 	}
-	vol.PVInfo = &backup.PVInfo{ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy), Labels: pv.Labels}
+	vol.PVInfo = &volumeinfo.PVInfo{ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy), Labels: pv.Labels}
 }
 
 // labelContent labels a content with the backup's name and UID.
@@ -146,9 +147,11 @@ func (a Action) labelContent(ctx context.Context, b *velerov1.Backup, content *s
 }
 
 // Release implements backup.OperationFinisher: the backup holds the
-// snapshot now; the content's deletion policy becomes Retain and the
-// VolumeSnapshot and content leave the cluster, the driver's snapshot
-// stays.
+// snapshot now. Its content is kept with deletion policy Retain, labelled
+// with the backup (FinalItems): the server's record of the snapshots the
+// backup owns, cluster-scoped, which no tenant writes; the VolumeSnapshot
+// leaves the claim's namespace. Deleting the backup deletes the content
+// (DeleteBackupSnapshots), and with it the driver's snapshot.
 func (a Action) Release(ctx context.Context, b *velerov1.Backup, op *backup.BackupOperation) error {
 	id := op.Spec.ResourceIdentifier
 	vs, err := a.own(ctx, b, id.Namespace, id.Name)
@@ -156,12 +159,8 @@ func (a Action) Release(ctx context.Context, b *velerov1.Backup, op *backup.Back
 		return err
 	}
 	if st := vs.Status; st != nil && st.BoundVolumeSnapshotContentName != nil {
-		content := *st.BoundVolumeSnapshotContentName
-		if err := a.setDeletionPolicy(ctx, content, snapshotv1.VolumeSnapshotContentRetain); err != nil {
+		if err := a.setDeletionPolicy(ctx, *st.BoundVolumeSnapshotContentName, snapshotv1.VolumeSnapshotContentRetain); err != nil {
 			return err
-		}
-		if err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().Delete(ctx, content, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting VolumeSnapshotContent %s: %w", content, err)
 		}
 	}
 	err = a.Snapshots.SnapshotV1().VolumeSnapshots(id.Namespace).Delete(ctx, id.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vs.UID}})
@@ -169,6 +168,36 @@ func (a Action) Release(ctx context.Context, b *velerov1.Backup, op *backup.Back
 		return fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", id.Namespace, id.Name, err)
 	}
 	return nil
+}
+
+// DeleteBackupSnapshots deletes the snapshots a deleted backup took: its
+// contents (labelled with its UID) get deletion policy Delete and are
+// deleted; the CSI sidecar then deletes the driver's snapshots. It returns
+// how many it deleted; a cluster that serves no snapshots has none.
+func (a Action) DeleteBackupSnapshots(ctx context.Context, b *velerov1.Backup) (int, error) {
+	list, err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{
+		LabelSelector: velerov1.BackupUIDLabel + "=" + string(b.UID)})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("listing the VolumeSnapshotContents of backup %s: %w", b.Name, err)
+	}
+	n := 0
+	for _, content := range list.Items {
+		if content.DeletionTimestamp != nil {
+			continue
+		}
+		if err := a.setDeletionPolicy(ctx, content.Name, snapshotv1.VolumeSnapshotContentDelete); err != nil {
+			return n, err
+		}
+		err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().Delete(ctx, content.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &content.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return n, fmt.Errorf("deleting VolumeSnapshotContent %s: %w", content.Name, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // toItem is an object as the tarball holds it: with its kind, without

@@ -55,6 +55,15 @@ type Controller struct {
 	// finalize is the loop over deleted Backups (BackupDataFinalizer).
 	finalize *reconcile.Loop
 	crash    failpoint.Set
+	// snapshots deletes the CSI snapshots of deleted backups (nil: none).
+	snapshots SnapshotDeleter
+}
+
+// SnapshotDeleter deletes the snapshots a backup took in the source
+// cluster's storage (csisnapshot.Action): started, not waited for (the
+// CSI driver deletes them after), idempotent.
+type SnapshotDeleter interface {
+	DeleteBackupSnapshots(ctx context.Context, b *velerov1.Backup) (int, error)
 }
 
 // Informers are what the controller reads.
@@ -66,9 +75,9 @@ type Informers struct {
 }
 
 // New returns the controller.
-func New(client versioned.Interface, inf Informers, opener objectstore.Opener, clk clock.Clock, crash failpoint.Set, observers ...status.Observer) (*Controller, error) {
+func New(client versioned.Interface, inf Informers, opener objectstore.Opener, snapshots SnapshotDeleter, clk clock.Clock, crash failpoint.Set, observers ...status.Observer) (*Controller, error) {
 	c := &Controller{client: client, requests: inf.Requests.Lister(), backups: inf.Backups.Lister(),
-		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), opener: opener, clock: clk, crash: crash,
+		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), opener: opener, snapshots: snapshots, clock: clk, crash: crash,
 		status: status.Writer{Engine: velerov1.EngineBackupDeletion, Observers: observers}}
 	c.Loop = reconcile.NewLoop("deletebackuprequests", c.sync)
 	if err := c.Watch(inf.Requests.Informer()); err != nil {
@@ -133,8 +142,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // syncDeleted finishes a deleted Backup (deleted by a client, by a
 // DeleteBackupRequest, by its TTL's expiry or by backup sync): once it is
 // not running (the backup engine stops a running one and fails it), its
-// data, the restores made from it and the VirtualMachineBackups it made
-// are deleted, then BackupDataFinalizer removed.
+// data, the restores made from it, the VirtualMachineBackups it made and
+// its CSI snapshots are deleted, then BackupDataFinalizer removed.
 // Until then the Backup stays, with its deletionTimestamp: a crash in
 // between leaves nothing orphaned, the next start finishes the work.
 func (c *Controller) syncDeleted(ctx context.Context, key cache.ObjectName) error {
@@ -199,10 +208,17 @@ func (c *Controller) syncDeleted(ctx context.Context, key cache.ObjectName) erro
 			return fmt.Errorf("deleting VM disk backup %s/%s of deleted backup %s: %w", vmb.Namespace, vmb.Name, b.Name, err)
 		}
 	}
+	// The CSI snapshots it took go too: the driver deletes them.
+	snapshots := 0
+	if c.snapshots != nil {
+		if snapshots, err = c.snapshots.DeleteBackupSnapshots(ctx, b); err != nil {
+			return fmt.Errorf("deleting the CSI snapshots of deleted backup %s: %w", b.Name, err)
+		}
+	}
 	if err := reconcile.RemoveFinalizer(ctx, c.client.VeleroV1().Backups(b.Namespace), b, velerov1.BackupDataFinalizer, velerov1.EngineBackupDeletion); err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("Deleted backup finished: its data is gone", "backup", klog.KObj(b), "vmBackups", len(vmbs.Items))
+	klog.FromContext(ctx).Info("Deleted backup finished: its data is gone", "backup", klog.KObj(b), "vmBackups", len(vmbs.Items), "csiSnapshots", snapshots)
 	return nil
 }
 

@@ -177,7 +177,7 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 	obj.SetLabels(l)
 
 	what := fmt.Sprintf("%s %s", it.GroupResource, qualified(obj.GetNamespace(), obj.GetName()))
-	result, err := restoreaction.Run(run.c.cfg.Actions, it.GroupResource, restoreaction.Input{Item: obj, FromBackup: fromBackup, Restore: run.r})
+	result, err := restoreaction.Run(run.c.cfg.Actions, it.GroupResource, restoreaction.Input{Item: obj, FromBackup: fromBackup, Restore: run.r, Volumes: run.volumes})
 	if err != nil {
 		fail(fmt.Sprintf("restoring %s: %v", what, err))
 		return

@@ -21,6 +21,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
 // restoreRun is one run of a restore, from InProgress to its end, in a
@@ -44,6 +45,8 @@ type restoreRun struct {
 	cancel context.CancelCauseFunc
 	// pass is the state of the pass over the items under way.
 	pass passState
+	// volumes are the backup's volumes (its volume info file).
+	volumes volumeinfo.Index
 
 	mu sync.Mutex
 	// namespaces are the target namespaces known to exist.
@@ -198,6 +201,25 @@ func (run *restoreRun) execute(ctx, work context.Context) {
 	}
 }
 
+// readVolumes reads the backup's volume info file (none: nil; a backup
+// written before Velero v1.14 has none).
+func (run *restoreRun) readVolumes(ctx context.Context) volumeinfo.Index {
+	key, _ := run.layout.Key(velerov1.DownloadTargetKindBackupVolumeInfos, run.backup.Name)
+	rc, err := run.store.Get(ctx, key)
+	if errors.Is(err, objectstore.ErrNotFound) {
+		return nil
+	}
+	if err == nil {
+		defer rc.Close()
+		var list []volumeinfo.BackupVolumeInfo
+		if list, err = volumeinfo.Read(rc); err == nil {
+			return volumeinfo.NewIndex(list)
+		}
+	}
+	run.log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the backup's volume info: %v", err))
+	return nil
+}
+
 // restore reads the tarball twice: namespaces and CRDs, then the rest.
 func (run *restoreRun) restore(ctx context.Context) error {
 	c, r, backup, store, layout, log, progress := run.c, run.r, run.backup, run.store, run.layout, run.log, run.count
@@ -208,6 +230,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		IncludeClusterResources: r.Spec.IncludeClusterResources,
 		LabelSelector:           r.Spec.LabelSelector, OrLabelSelectors: r.Spec.OrLabelSelectors,
 	}
+	run.volumes = run.readVolumes(ctx)
 	pending, err := newSpool(c.cfg.ScratchDir)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
 // Input is one item on its way into the target cluster.
@@ -22,6 +23,9 @@ type Input struct {
 	// FromBackup is the item as the backup holds it (read only).
 	FromBackup *unstructured.Unstructured
 	Restore    *velerov1.Restore
+	// Volumes are the backup's volumes, as its volume info file has them
+	// (nil: the backup has none, or no such file).
+	Volumes volumeinfo.Index
 }
 
 // Result is what an action decided.
@@ -46,7 +50,8 @@ type Action interface {
 func Default() []Action {
 	return []Action{
 		Service{}, Pod{}, ControlledByOwner{}, Job{}, ServiceAccount{}, ServiceAccountToken{},
-		BindingSubjects{}, PersistentVolumeClaim{}, PersistentVolume{}, ManagedEndpoints{},
+		BindingSubjects{}, PersistentVolumeClaim{}, ClaimFromSnapshot{}, SnapshottedVolume{}, PersistentVolume{},
+		VolumeSnapshotContent{}, VolumeSnapshot{}, ManagedEndpoints{},
 	}
 }
 

@@ -1,13 +1,16 @@
 package restoreaction
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
 func object(t *testing.T, y string) *unstructured.Unstructured {
@@ -93,6 +96,93 @@ func TestActions(t *testing.T) {
 			}
 			item := object(t, c.in)
 			res, err := Run(Default(), c.resource, Input{Item: item, FromBackup: object(t, c.in), Restore: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Skip != c.skip || c.skip && res.Reason == "" {
+				t.Fatalf("skip %v (%q), want %v", res.Skip, res.Reason, c.skip)
+			}
+			if c.skip {
+				return
+			}
+			if want := object(t, c.want); !equality.Semantic.DeepEqual(item.Object, want.Object) {
+				got, _ := yaml.Marshal(item.Object)
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestCSISnapshotRestoreActions: a claim backed up with a CSI snapshot
+// comes back from it (Velero's CSI restore actions).
+func TestCSISnapshotRestoreActions(t *testing.T) {
+	// hex(sha256("r-uid/velero-data-abcde")), Velero's name for the restored
+	// snapshot and content.
+	const restored = "3ca4f304d01cf46a113797436dce0751a803220a29e681b2c89e46eb5769b2e0"
+	if got := RestoredSnapshotName("r-uid", "velero-data-abcde"); got != restored {
+		t.Fatalf("RestoredSnapshotName = %s, want %s", got, restored)
+	}
+	no := false
+	mapped := &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{UID: "r-uid"}, Spec: velerov1.RestoreSpec{NamespaceMapping: map[string]string{"shop": "shop-copy"}}}
+	withoutVolumes := &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{UID: "r-uid"}, Spec: velerov1.RestoreSpec{RestorePVs: &no}}
+	volumes := volumeinfo.NewIndex([]volumeinfo.BackupVolumeInfo{
+		{PVName: "pv-snap", BackupMethod: volumeinfo.MethodCSISnapshot, Result: volumeinfo.ResultSucceeded},
+		{PVName: "pv-failed", BackupMethod: volumeinfo.MethodCSISnapshot, Result: volumeinfo.ResultFailed},
+	})
+	for _, c := range []struct {
+		name, resource string
+		restore        *velerov1.Restore
+		in, want       string
+		skip           bool
+		wantErr        string
+	}{
+		{name: "content: the driver's snapshot, Retain, bound to the restored snapshot in the mapped namespace",
+			resource: "volumesnapshotcontents.snapshot.storage.k8s.io", restore: mapped,
+			in: `{metadata: {name: snapcontent-1}, spec: {driver: hostpath.csi.k8s.io, deletionPolicy: Delete, volumeSnapshotClassName: csi-hostpath-snapclass,
+			      source: {volumeHandle: vol-1}, volumeSnapshotRef: {kind: VolumeSnapshot, namespace: shop, name: velero-data-abcde, uid: u1}},
+			      status: {snapshotHandle: snap-1, readyToUse: true}}`,
+			want: `{metadata: {name: ` + restored + `}, spec: {driver: hostpath.csi.k8s.io, deletionPolicy: Retain, source: {snapshotHandle: snap-1},
+			      volumeSnapshotRef: {apiVersion: snapshot.storage.k8s.io/v1, kind: VolumeSnapshot, namespace: shop-copy, name: ` + restored + `}},
+			      status: {snapshotHandle: snap-1, readyToUse: true}}`},
+		{name: "content without a handle", resource: "volumesnapshotcontents.snapshot.storage.k8s.io", restore: mapped,
+			in: `{metadata: {name: snapcontent-1}, spec: {volumeSnapshotRef: {namespace: shop, name: velero-data-abcde}}}`, wantErr: "no snapshot handle"},
+		{name: "snapshot: bound to the restored content", resource: "volumesnapshots.snapshot.storage.k8s.io", restore: mapped,
+			in: `{metadata: {name: velero-data-abcde, annotations: {velero.io/csi-volumesnapshot-handle: snap-1}},
+			      spec: {source: {persistentVolumeClaimName: data}, volumeSnapshotClassName: csi-hostpath-snapclass},
+			      status: {boundVolumeSnapshotContentName: snapcontent-1}}`,
+			want: `{metadata: {name: ` + restored + `, annotations: {velero.io/csi-volumesnapshot-handle: snap-1, velero.io/csi-vsc-deletion-policy: Retain}},
+			      spec: {source: {volumeSnapshotContentName: ` + restored + `}}, status: {boundVolumeSnapshotContentName: snapcontent-1}}`},
+		{name: "snapshot never bound", resource: "volumesnapshots.snapshot.storage.k8s.io", restore: mapped,
+			in: `{metadata: {name: velero-data-abcde}, spec: {source: {persistentVolumeClaimName: data}}}`, wantErr: "no bound VolumeSnapshotContent"},
+		{name: "claim: provisioned from the restored snapshot", resource: "persistentvolumeclaims", restore: mapped,
+			in: `{metadata: {annotations: {velero.io/volume-snapshot-name: velero-data-abcde, pv.kubernetes.io/bind-completed: "yes"}, labels: {velero.io/volume-snapshot-name: velero-data-abcde}},
+			      spec: {volumeName: pv-snap, dataSourceRef: {kind: Other, name: x}}}`,
+			want: `{metadata: {labels: {velero.io/volume-snapshot-name: velero-data-abcde}},
+			      spec: {dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: ` + restored + `}}}`},
+		{name: "claim without a snapshot keeps its volume", resource: "persistentvolumeclaims", restore: mapped,
+			in: `{spec: {volumeName: pv-1}}`, want: `{spec: {volumeName: pv-1}}`},
+		{name: "restorePVs false: the claim comes back empty", resource: "persistentvolumeclaims", restore: withoutVolumes,
+			in:   `{metadata: {annotations: {velero.io/volume-snapshot-name: velero-data-abcde}}, spec: {volumeName: pv-snap, dataSource: {kind: X, name: y}}}`,
+			want: `{metadata: {}, spec: {}}`},
+		{name: "restorePVs false: no snapshot", resource: "volumesnapshots.snapshot.storage.k8s.io", restore: withoutVolumes,
+			in: `{metadata: {name: velero-data-abcde}, status: {boundVolumeSnapshotContentName: snapcontent-1}}`, skip: true},
+		{name: "restorePVs false: no content", resource: "volumesnapshotcontents.snapshot.storage.k8s.io", restore: withoutVolumes,
+			in: `{metadata: {name: snapcontent-1}, status: {snapshotHandle: snap-1}}`, skip: true},
+		{name: "a volume backed up by a snapshot is provisioned anew", resource: "persistentvolumes", restore: mapped,
+			in: `{metadata: {name: pv-snap}, spec: {claimRef: {namespace: shop, name: data}}}`, skip: true},
+		{name: "a volume whose snapshot failed is restored", resource: "persistentvolumes", restore: mapped,
+			in:   `{metadata: {name: pv-failed}, spec: {claimRef: {namespace: shop, name: data}}}`,
+			want: `{metadata: {name: pv-failed}, spec: {claimRef: {namespace: shop-copy, name: data}}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			item := object(t, c.in)
+			res, err := Run(Default(), c.resource, Input{Item: item, FromBackup: object(t, c.in), Restore: c.restore, Volumes: volumes})
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, c.wantErr)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

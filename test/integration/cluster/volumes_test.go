@@ -135,8 +135,9 @@ func TestVolumeSnapshots(t *testing.T) {
 
 	// A backup of a namespace with two claims: a VolumeSnapshot of each,
 	// waited for, recorded in the backup (the tarball, the volume info
-	// file, the status), then let go of in the cluster: no VolumeSnapshot or
-	// content is left, the driver's snapshots stay (the backup owns them).
+	// file, the status); no VolumeSnapshot is left in the namespace, the
+	// contents stay with deletion policy Retain (the backup owns the
+	// driver's snapshots).
 	step("a backup snapshots each claim and keeps the snapshots", func(t *testing.T) {
 		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: orders}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -171,8 +172,13 @@ func TestVolumeSnapshots(t *testing.T) {
 			t.Errorf("VolumeSnapshots left in %s: %v (%v)", orders, left, err)
 		}
 		contents, err := snaps.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=orders-1"})
-		if err != nil || len(contents.Items) != 0 {
-			t.Errorf("VolumeSnapshotContents of the backup left in the cluster: %v (%v)", contents, err)
+		if err != nil || len(contents.Items) != 2 {
+			t.Fatalf("the backup's VolumeSnapshotContents: %v (%v), want 2 kept", contents, err)
+		}
+		for _, content := range contents.Items {
+			if content.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentRetain || content.Labels[velerov1.BackupUIDLabel] != string(b.UID) {
+				t.Errorf("content %s: policy %s, labels %v; want Retain and the backup's UID", content.Name, content.Spec.DeletionPolicy, content.Labels)
+			}
 		}
 
 		out := velero("backup", "describe", "orders-1", "--details", "--colorized=false")
@@ -182,6 +188,62 @@ func TestVolumeSnapshots(t *testing.T) {
 		for id := range taken {
 			wants("backup describe --details", out, "Storage Snapshot ID: "+id)
 		}
+	})
+
+	// What a restore brings back is the backup's moment: a file written
+	// after it is not there.
+	step("a file written after the backup", func(t *testing.T) {
+		c.CSI.WriteFiles(orders, "db", map[string][]byte{"later.txt": []byte("after the backup")})
+	})
+
+	// The namespace lost, and restored: each claim provisioned anew from
+	// its snapshot, with the snapshot's files.
+	step("a restore brings the claims back from their snapshots", func(t *testing.T) {
+		if err := c.Kube.CoreV1().Namespaces().Delete(ctx, orders, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "namespace "+orders+" gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := c.Kube.CoreV1().Namespaces().Get(ctx, orders, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		wants("restore create --wait", velero("restore", "create", "orders-1-back", "--from-backup", "orders-1", "--wait"),
+			"Restore completed with status: Completed")
+		for claim, want := range map[string]map[string][]byte{"db": dbFiles, "logs": logFiles} {
+			pvc := c.CSI.WaitBound(orders, claim)
+			if pvc.Spec.DataSource == nil || pvc.Spec.DataSource.Kind != "VolumeSnapshot" {
+				t.Errorf("claim %s: data source %v, want its VolumeSnapshot", claim, pvc.Spec.DataSource)
+			}
+			if diff := framework.DiffFiles(want, c.CSI.ReadFiles(orders, claim)); diff != "" {
+				t.Errorf("claim %s restored: %s", claim, diff)
+			}
+		}
+	})
+
+	// Beside the namespace, under another name: the same snapshots again.
+	step("a restore under namespaceMapping", func(t *testing.T) {
+		wants("restore create --wait", velero("restore", "create", "orders-1-copy", "--from-backup", "orders-1",
+			"--namespace-mappings", orders+":orders-copy", "--wait"), "Restore completed with status: Completed")
+		c.CSI.WaitBound("orders-copy", "db")
+		if diff := framework.DiffFiles(dbFiles, c.CSI.ReadFiles("orders-copy", "db")); diff != "" {
+			t.Errorf("claim db restored into orders-copy: %s", diff)
+		}
+	})
+
+	// Deleting the backup deletes its snapshots in the driver.
+	step("deleting the backup deletes its snapshots", func(t *testing.T) {
+		wants("backup delete", velero("backup", "delete", "orders-1", "--confirm"), `Request to delete backup "orders-1" submitted successfully`)
+		poll(t, "the backup and its snapshots gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "orders-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			left := snapshotIDs(c.CSI.Snapshots())
+			for id := range taken {
+				if left[id] {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
 	})
 }
 

@@ -1,0 +1,99 @@
+// Package volumeinfo is the format of a backup's volume info file,
+// <backup>-volumeinfo.json.gz: how each volume of the backup was backed
+// up, in Velero's JSON (internal/volume.BackupVolumeInfo of Velero v1.18).
+// `velero backup describe` lists a backup's volumes from it; a restore
+// knows from it which volumes come back from a snapshot.
+package volumeinfo
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Backup methods.
+const (
+	MethodCSISnapshot = "CSISnapshot"
+)
+
+// Results.
+const (
+	ResultSucceeded = "succeeded"
+	ResultFailed    = "failed"
+)
+
+// MaxSize bounds the file read back, uncompressed (a bucket is input).
+const MaxSize = 64 << 20
+
+// BackupVolumeInfo is one volume of a backup.
+type BackupVolumeInfo struct {
+	PVCName               string           `json:"pvcName,omitempty"`
+	PVCNamespace          string           `json:"pvcNamespace,omitempty"`
+	PVName                string           `json:"pvName,omitempty"`
+	BackupMethod          string           `json:"backupMethod,omitempty"`
+	SnapshotDataMoved     bool             `json:"snapshotDataMoved"`
+	PreserveLocalSnapshot bool             `json:"preserveLocalSnapshot"`
+	Skipped               bool             `json:"skipped"`
+	SkippedReason         string           `json:"skippedReason,omitempty"`
+	StartTimestamp        *metav1.Time     `json:"startTimestamp,omitempty"`
+	CompletionTimestamp   *metav1.Time     `json:"completionTimestamp,omitempty"`
+	Result                string           `json:"result,omitempty"`
+	CSISnapshotInfo       *CSISnapshotInfo `json:"csiSnapshotInfo,omitempty"`
+	PVInfo                *PVInfo          `json:"pvInfo,omitempty"`
+}
+
+// CSISnapshotInfo is a volume's CSI snapshot.
+type CSISnapshotInfo struct {
+	SnapshotHandle string `json:"snapshotHandle"`
+	Size           int64  `json:"size"`
+	Driver         string `json:"driver"`
+	VSCName        string `json:"vscName"`
+	OperationID    string `json:"operationID,omitempty"`
+	// ReadyToUse has no JSON name in Velero: its key is "ReadyToUse".
+	ReadyToUse *bool
+}
+
+// PVInfo is what of a volume a new one made from its snapshot keeps.
+type PVInfo struct {
+	ReclaimPolicy string            `json:"reclaimPolicy"`
+	Labels        map[string]string `json:"labels"`
+}
+
+// Read decodes a gzipped volume info file.
+func Read(r io.Reader) ([]BackupVolumeInfo, error) {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("the volume info file: %w", err)
+	}
+	defer gz.Close()
+	var out []BackupVolumeInfo
+	if err := json.NewDecoder(io.LimitReader(gz, MaxSize)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("decoding the volume info file: %w", err)
+	}
+	return out, nil
+}
+
+// Index is a backup's volumes by the name of the PersistentVolume.
+type Index map[string]BackupVolumeInfo
+
+// NewIndex indexes volumes.
+func NewIndex(volumes []BackupVolumeInfo) Index {
+	x := make(Index, len(volumes))
+	for _, v := range volumes {
+		if v.PVName != "" {
+			x[v.PVName] = v
+		}
+	}
+	return x
+}
+
+// FromCSISnapshot reports whether the backup holds a CSI snapshot of the
+// volume pv, in the cluster's storage (not moved), that succeeded: a
+// restore provisions its claim anew from it.
+func (x Index) FromCSISnapshot(pv string) bool {
+	v, ok := x[pv]
+	return ok && v.BackupMethod == MethodCSISnapshot && !v.SnapshotDataMoved && v.Result == ResultSucceeded
+}
