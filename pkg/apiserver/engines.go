@@ -148,6 +148,9 @@ type engineContext struct {
 	// orphanLoops are the tenant engines' orphan loops, filled as they are
 	// built.
 	orphanLoops []nonadmin.Resyncer
+	// recorder records Events on the engines' objects (aggregated; nil
+	// standalone, which serves no Events).
+	recorder record.EventRecorder
 }
 
 // orphans are the orphan loops of the term's tenant engines, for the
@@ -262,6 +265,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.extra.Events.Events("")})
 		recorder := broadcaster.NewRecorder(c.extra.Scheme, corev1.EventSource{Component: "backstop-apiserver"})
 		ectx.observers = append(ectx.observers, events.Observer{Recorder: recorder})
+		ectx.recorder = recorder
 	}
 	if ectx.scratch, err = c.scratchDir(); err != nil {
 		return nil, err

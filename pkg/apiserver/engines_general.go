@@ -24,6 +24,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/nonadmin"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
+	"github.com/backstop-io/backstop/pkg/engine/resourcepolicy"
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/engine/schedule"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
@@ -79,8 +80,12 @@ func newBackupEngine(e *engineContext) (engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	snapshots.Recorder = e.recorder
 	return backup.New(backup.Config{Client: e.client, Backups: e.velero.Backups(), Locations: e.velero.BackupStorageLocations(),
 		Source: source, Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch,
+		Policies: func(ctx context.Context, b *velerov1.Backup) (*resourcepolicy.Policies, error) {
+			return resourcepolicy.Read(ctx, snapshots.Kube, b)
+		},
 		Actions: []backup.ItemAction{
 			vmoperation.Action{Client: e.client, Virt: e.process.libvirt, VolumeRoot: e.volumes},
 			snapshots,

@@ -34,6 +34,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
+	"github.com/backstop-io/backstop/pkg/engine/resourcepolicy"
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
@@ -72,6 +73,10 @@ type Config struct {
 	Observers []status.Observer
 	// Crash kills the server at a named point (crash-point tests).
 	Crash failpoint.Set
+	// Policies reads the resource policies a backup names
+	// (spec.resourcePolicy; nil: none can be read, a backup naming some
+	// fails validation).
+	Policies func(ctx context.Context, b *velerov1.Backup) (*resourcepolicy.Policies, error)
 }
 
 // Controller is the backup engine.
@@ -185,7 +190,20 @@ func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 	startable := func(cur *velerov1.Backup) bool {
 		return cur.Status.Phase == velerov1.BackupPhaseReadyToStart && !cur.Spec.Cancel && cur.DeletionTimestamp == nil
 	}
-	if problems := c.validate(b); len(problems) > 0 {
+	problems := c.validate(b)
+	var policies *resourcepolicy.Policies
+	if len(problems) == 0 && b.Spec.ResourcePolicy != nil {
+		var err error
+		if c.cfg.Policies == nil {
+			err = errors.New("this server reads no resource policies")
+		} else {
+			policies, err = c.cfg.Policies(ctx, b)
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
 		_, err := c.statusOf(b.Namespace).Update(ctx, b, func(cur *velerov1.Backup) {
 			if startable(cur) {
 				cur.Status.Phase = velerov1.BackupPhaseFailedValidation
@@ -226,6 +244,7 @@ func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 	logger.Info("Backup started", "waited", waited)
 
 	runCtx, cancel := context.WithCancelCause(ctx)
+	runCtx = resourcepolicy.NewContext(runCtx, policies)
 	r := &run{uid: out.UID, cancel: cancel, done: make(chan struct{})}
 	c.mu.Lock()
 	c.running[out.Name] = r

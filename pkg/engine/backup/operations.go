@@ -55,6 +55,8 @@ type Started struct {
 	Modified bool
 	// Skipped says why the action did nothing for the item (logged).
 	Skipped string
+	// Warning is a warning of the backup about the item (logged, counted).
+	Warning string
 }
 
 // ResourceMaker is an ItemAction that makes objects of some resources in
@@ -226,6 +228,9 @@ func (o *operations) start(ctx context.Context, r items.Resource, item *unstruct
 		modified = modified || started.Modified
 		if started.Skipped != "" {
 			o.log.Info(started.Skipped, "action", a.Name())
+		}
+		if started.Warning != "" {
+			o.log.Warning(item.GetNamespace(), items.ScopeOf(r), a.Name()+": "+started.Warning)
 		}
 		if started.OperationID == "" {
 			continue

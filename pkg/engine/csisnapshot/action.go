@@ -15,11 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/engine/resourcepolicy"
 )
 
 // Action is the backup engine's action for claims (backup.ItemAction,
@@ -28,7 +30,13 @@ type Action struct {
 	Kube      kubernetes.Interface
 	Snapshots snapshotclient.Interface
 	Clock     clock.Clock
+	// Recorder, when set, records a Warning Event on the backup for each
+	// snapshot that failed.
+	Recorder record.EventRecorder
 }
+
+// FailedReason is the reason of the Event of a failed snapshot.
+const FailedReason = "CSISnapshotFailed"
 
 var (
 	_ backup.OperationFinisher = Action{}
@@ -59,21 +67,35 @@ func (Action) MadeResources() []string {
 	return []string{volumeSnapshotsResource.GroupResource(), volumeSnapshotContentsResource.GroupResource()}
 }
 
-// Start implements backup.ItemAction: a VolumeSnapshot of the claim.
+// Start implements backup.ItemAction: a VolumeSnapshot of the claim,
+// unless the backup's volume policies (resourcepolicy.FromContext) or its
+// snapshotVolumes say otherwise.
 func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructured.Unstructured) (backup.Started, error) {
 	ns, name := item.GetNamespace(), item.GetName()
-	if b.Spec.SnapshotVolumes != nil && !*b.Spec.SnapshotVolumes {
-		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: the backup's snapshotVolumes is false", ns, name)}, nil
-	}
 	var pvc corev1.PersistentVolumeClaim
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &pvc); err != nil {
 		return backup.Started{}, fmt.Errorf("decoding PVC %s/%s: %w", ns, name, err)
 	}
-	if pvc.Spec.VolumeName == "" {
-		return backup.Started{}, fmt.Errorf("PVC %s/%s has no volume backing this claim", ns, name)
+	var pv *corev1.PersistentVolume
+	if pvc.Spec.VolumeName != "" {
+		var err error
+		if pv, err = a.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{}); err != nil {
+			return backup.Started{}, fmt.Errorf("failed to get PV %s for PVC %s/%s: %w", pvc.Spec.VolumeName, ns, name, err)
+		}
 	}
-	if pvc.Status.Phase != corev1.ClaimBound {
-		return backup.Started{}, fmt.Errorf("PVC %s/%s is in phase %v and is not bound to a volume", ns, name, pvc.Status.Phase)
+	policy := resourcepolicy.FromContext(ctx).Match(resourcepolicy.Volume{PV: pv, PVC: &pvc})
+	switch {
+	case policy != nil && policy.Type == resourcepolicy.Skip:
+		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: a volume policy says skip", ns, name)}, nil
+	case policy != nil && policy.Type == resourcepolicy.FSBackup:
+		return backup.Started{Warning: fmt.Sprintf("no snapshot of PVC %s/%s: a volume policy says fs-backup, which this server does not do; its data is not in the backup", ns, name)}, nil
+	case policy == nil && b.Spec.SnapshotVolumes != nil && !*b.Spec.SnapshotVolumes:
+		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: the backup's snapshotVolumes is false", ns, name)}, nil
+	}
+	// Velero fails the claim here; a claim bound to no volume has no data
+	// to lose, so it is taken as it is, said in the log.
+	if pv == nil || pvc.Status.Phase != corev1.ClaimBound {
+		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: it is in phase %v and is not bound to a volume", ns, name, pvc.Status.Phase)}, nil
 	}
 	// The claim may have gone since it was listed.
 	if _, err := a.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
@@ -81,25 +103,15 @@ func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructure
 	} else if err != nil {
 		return backup.Started{}, fmt.Errorf("reading PVC %s/%s: %w", ns, name, err)
 	}
-	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
-		return backup.Started{}, fmt.Errorf("Cannot snapshot PVC %s/%s, PVC has no storage class.", ns, name) //nolint:staticcheck // Velero's message
-	}
-	pv, err := a.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
-	if err != nil {
-		return backup.Started{}, fmt.Errorf("failed to get PV %s for PVC %s/%s: %w", pvc.Spec.VolumeName, ns, name, err)
-	}
 	if pv.Spec.CSI == nil {
-		setAnnotation(item, SkippedNoCSIPVAnnotation, "true")
-		return backup.Started{Modified: true,
-			Skipped: fmt.Sprintf("Skipping PVC %s/%s, associated PV %s is not a CSI volume", ns, name, pv.Name)}, nil
+		return backup.Started{Skipped: fmt.Sprintf("Skipping PVC %s/%s, associated PV %s is not a CSI volume", ns, name, pv.Name)}, nil
 	}
-	sc, err := a.Kube.StorageV1().StorageClasses().Get(ctx, *pvc.Spec.StorageClassName, metav1.GetOptions{})
+	// The driver is the volume's (Velero reads it from the claim's
+	// StorageClass, which names the same driver, and fails a claim without
+	// one: a statically provisioned CSI volume is snapshotted here too).
+	class, err := a.snapshotClass(ctx, b, &pvc, pv.Spec.CSI.Driver)
 	if err != nil {
-		return backup.Started{}, fmt.Errorf("error getting storage class %s of PVC %s/%s: %w", *pvc.Spec.StorageClassName, ns, name, err)
-	}
-	class, err := a.snapshotClass(ctx, b, &pvc, sc.Provisioner)
-	if err != nil {
-		return backup.Started{}, fmt.Errorf("failed to get VolumeSnapshotClass for StorageClass %s: %w", sc.Name, err)
+		return backup.Started{}, fmt.Errorf("failed to get VolumeSnapshotClass for PVC %s/%s: %w", ns, name, err)
 	}
 
 	labels := map[string]string{}

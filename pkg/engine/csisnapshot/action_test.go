@@ -18,11 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
+	"github.com/backstop-io/backstop/pkg/engine/resourcepolicy"
 	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
@@ -142,12 +144,10 @@ func TestSnapshotStart(t *testing.T) {
 		name, claim       string
 		snapshotVolumes   *bool
 		wantErr, wantSkip string
-		wantAnnotation    string
 	}{
 		{name: "snapshotVolumes false", claim: "data", snapshotVolumes: ptr.To(false), wantSkip: "snapshotVolumes is false"},
-		{name: "a volume that is not CSI", claim: "shared", wantSkip: "is not a CSI volume", wantAnnotation: SkippedNoCSIPVAnnotation},
-		{name: "a claim not bound", claim: "pending", wantErr: "has no volume backing this claim"},
-		{name: "a claim without a storage class", claim: "classless", wantErr: "PVC has no storage class"},
+		{name: "a volume that is not CSI", claim: "shared", wantSkip: "is not a CSI volume"},
+		{name: "a claim not bound", claim: "pending", wantSkip: "is in phase Pending and is not bound to a volume"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -166,14 +166,32 @@ func TestSnapshotStart(t *testing.T) {
 			if started.OperationID != "" {
 				t.Errorf("an operation %s was started", started.OperationID)
 			}
-			if tc.wantAnnotation != "" && item.GetAnnotations()[tc.wantAnnotation] != "true" {
-				t.Errorf("annotations %v, want %s", item.GetAnnotations(), tc.wantAnnotation)
+			if started.Modified {
+				t.Errorf("the claim was changed: %v %v", item.GetLabels(), item.GetAnnotations())
 			}
 			if list, _ := f.snaps.SnapshotV1().VolumeSnapshots("").List(ctx, metav1.ListOptions{}); len(list.Items) != 0 {
 				t.Errorf("%d VolumeSnapshots made", len(list.Items))
 			}
 		})
 	}
+	t.Run("a claim without a storage class: the driver is its volume's", func(t *testing.T) {
+		f := newFixture(t)
+		started, err := f.action.Start(ctx, f.backup, f.item(t, "classless"))
+		if err != nil || started.OperationID == "" {
+			t.Errorf("started %+v, %v; want a snapshot", started, err)
+		}
+	})
+	t.Run("a driver without a VolumeSnapshotClass", func(t *testing.T) {
+		f := newFixture(t)
+		pv, _ := f.kube.CoreV1().PersistentVolumes().Get(ctx, "pv-data", metav1.GetOptions{})
+		pv.Spec.CSI.Driver = "other.csi"
+		if _, err := f.kube.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.action.Start(ctx, f.backup, f.item(t, "data")); err == nil || !strings.Contains(err.Error(), "failed to get VolumeSnapshotClass for provisioner other.csi") {
+			t.Errorf("error %v, want Velero's about the missing class", err)
+		}
+	})
 	t.Run("a claim deleted during the backup", func(t *testing.T) {
 		f := newFixture(t)
 		item := f.item(t, "data")
@@ -453,4 +471,70 @@ func TestSnapshotDiscard(t *testing.T) {
 			t.Errorf("the VolumeSnapshot is gone: %v", err)
 		}
 	})
+}
+
+// TestSnapshotFailed: a snapshot that failed leaves no item, a volume
+// entry saying so, and a Warning Event on the backup.
+func TestSnapshotFailed(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	events := record.NewFakeRecorder(10)
+	f.action.Recorder = events
+	op := f.started(t)
+	op.Status.Phase, op.Status.Error = backup.OperationPhaseFailed, "VolumeSnapshot shop/x was not ready to use within csiSnapshotTimeout 10m0s"
+	got, err := f.action.FinalItems(ctx, f.backup, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Items) != 0 || got.Volume == nil || got.Volume.Result != volumeinfo.ResultFailed || got.Volume.PVCName != "data" {
+		t.Errorf("items %d, volume %+v; want none and a failed volume of PVC data", len(got.Items), got.Volume)
+	}
+	select {
+	case e := <-events.Events:
+		if !strings.HasPrefix(e, "Warning "+FailedReason+" ") || !strings.Contains(e, "csiSnapshotTimeout") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no Event for the failed snapshot")
+	}
+}
+
+// TestSnapshotVolumePolicies: the backup's volume policies decide before
+// snapshotVolumes does.
+func TestSnapshotVolumePolicies(t *testing.T) {
+	for _, tc := range []struct {
+		name, policy       string
+		snapshotVolumes    *bool
+		wantSnapshot       bool
+		wantSkip, wantWarn string
+	}{
+		{name: "skip by storage class", policy: "{conditions: {storageClass: [csi-hostpath-sc]}, action: {type: skip}}", wantSkip: "a volume policy says skip"},
+		{name: "skip by capacity", policy: "{conditions: {capacity: '0,1Gi'}, action: {type: skip}}", wantSkip: "a volume policy says skip"},
+		{name: "a capacity that does not hold", policy: "{conditions: {capacity: '5Gi,'}, action: {type: skip}}", wantSnapshot: true},
+		{name: "snapshot though snapshotVolumes is false", policy: "{conditions: {csi: {driver: hostpath.csi.k8s.io}}, action: {type: snapshot}}",
+			snapshotVolumes: ptr.To(false), wantSnapshot: true},
+		{name: "fs-backup: no snapshot, a warning", policy: "{conditions: {}, action: {type: fs-backup}}", wantWarn: "fs-backup, which this server does not do"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.backup.Spec.SnapshotVolumes = tc.snapshotVolumes
+			pv, _ := f.kube.CoreV1().PersistentVolumes().Get(context.Background(), "pv-data", metav1.GetOptions{})
+			pv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+			pv.Spec.StorageClassName = "csi-hostpath-sc"
+			if _, err := f.kube.CoreV1().PersistentVolumes().Update(context.Background(), pv, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			policies, err := resourcepolicy.Parse("version: v1\nvolumePolicies: [" + tc.policy + "]")
+			if err != nil {
+				t.Fatal(err)
+			}
+			started, err := f.action.Start(resourcepolicy.NewContext(context.Background(), policies), f.backup, f.item(t, "data"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (started.OperationID != "") != tc.wantSnapshot || !strings.Contains(started.Skipped, tc.wantSkip) || !strings.Contains(started.Warning, tc.wantWarn) {
+				t.Errorf("started %+v; want a snapshot %v, skipped %q, warning %q", started, tc.wantSnapshot, tc.wantSkip, tc.wantWarn)
+			}
+		})
+	}
 }

@@ -11,8 +11,8 @@
 //     driver's class labelled velero.io/csi-volumesnapshot-class, its
 //     default class, its only class). The claim in the tarball names its
 //     snapshot (velero.io/volume-snapshot-name), which is what a restore
-//     finds it by. A claim of a volume that is not CSI is annotated
-//     backup.velero.io/skipped-no-csi-pv and taken without a snapshot.
+//     finds it by. A claim of a volume that is not CSI, or bound to none,
+//     is taken without a snapshot.
 //   - Progress: the operation ("<namespace>/<snapshot>/<RFC 3339 start>")
 //     completes when the snapshot's content is ReadyToUse, fails on the
 //     content's error or when spec.csiSnapshotTimeout has passed since it
@@ -51,8 +51,6 @@ const (
 	// MustIncludeAnnotation marks items whose related items are backed up
 	// whatever the filters.
 	MustIncludeAnnotation = "backup.velero.io/must-include-additional-items"
-	// SkippedNoCSIPVAnnotation marks a claim of a volume that is not CSI.
-	SkippedNoCSIPVAnnotation = "backup.velero.io/skipped-no-csi-pv"
 
 	// On the VolumeSnapshot in the tarball.
 	HandleAnnotation         = "velero.io/csi-volumesnapshot-handle"

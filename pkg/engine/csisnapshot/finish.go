@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,9 @@ import (
 // holds them.
 func (a Action) FinalItems(ctx context.Context, b *velerov1.Backup, op *backup.BackupOperation) (backup.FinalItems, error) {
 	id := op.Spec.ResourceIdentifier
+	if op.Status.Phase == backup.OperationPhaseFailed && a.Recorder != nil {
+		a.Recorder.Eventf(b, corev1.EventTypeWarning, FailedReason, "CSI snapshot %s/%s failed: %s", id.Namespace, id.Name, op.Status.Error)
+	}
 	vs, err := a.own(ctx, b, id.Namespace, id.Name)
 	if err != nil {
 		return backup.FinalItems{}, err

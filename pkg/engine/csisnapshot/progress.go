@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
@@ -108,6 +109,17 @@ func (a Action) discard(ctx context.Context, b *velerov1.Backup, ns, name string
 	if err != nil || vs == nil {
 		return err
 	}
+	// A VolumeSnapshot deleted before snapshot-controller has made its
+	// content can still get one, whose snapshot csi-snapshotter then cuts
+	// and, racing the deletion, may never delete (external-snapshotter
+	// v8.7): the content is waited for first, a while.
+	if st := vs.Status; st == nil || st.BoundVolumeSnapshotContentName == nil {
+		if bound, err := a.waitBound(ctx, b, ns, name); err != nil {
+			return err
+		} else if bound != nil {
+			vs = bound
+		}
+	}
 	if st := vs.Status; st != nil && st.BoundVolumeSnapshotContentName != nil {
 		if err := a.setDeletionPolicy(ctx, *st.BoundVolumeSnapshotContentName, snapshotv1.VolumeSnapshotContentDelete); err != nil {
 			return err
@@ -118,6 +130,31 @@ func (a Action) discard(ctx context.Context, b *velerov1.Backup, ns, name string
 		return fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", ns, name, err)
 	}
 	return nil
+}
+
+// bindWait bounds how long discard waits for a VolumeSnapshot's content.
+const bindWait = 15 * time.Second
+
+// waitBound waits until snapshot-controller has bound a content to the
+// VolumeSnapshot (at most bindWait), and returns it then (nil: not bound
+// in time, or gone).
+func (a Action) waitBound(ctx context.Context, b *velerov1.Backup, ns, name string) (*snapshotv1.VolumeSnapshot, error) {
+	var bound *snapshotv1.VolumeSnapshot
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, bindWait, true, func(ctx context.Context) (bool, error) {
+		vs, err := a.own(ctx, b, ns, name)
+		if err != nil || vs == nil {
+			return vs == nil, err
+		}
+		if st := vs.Status; st != nil && st.BoundVolumeSnapshotContentName != nil {
+			bound = vs
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil && !wait.Interrupted(err) {
+		return nil, err
+	}
+	return bound, nil
 }
 
 // own reads a VolumeSnapshot of the backup; nil when it is gone.

@@ -19,8 +19,9 @@ import (
 )
 
 const (
-	scheduleLabel  = "schedule"
-	namespaceLabel = "namespace"
+	scheduleLabel   = "schedule"
+	namespaceLabel  = "namespace"
+	backupNameLabel = "backupName"
 )
 
 // Velero's duration buckets: one minute to four hours.
@@ -33,6 +34,8 @@ type Recorder struct {
 	backupDuration                                                                             *metrics.HistogramVec
 	backupItems, backupItemErrors, backupLastSuccess, backupLastStatus                         *metrics.GaugeVec
 	deletionAttempt, deletionSuccess, deletionFailure                                          *metrics.CounterVec
+	// CSI snapshots of backups, by schedule and backup (Velero's).
+	csiAttempt, csiSuccess, csiFailure *metrics.CounterVec
 
 	restoreAttempt, restoreSuccess, restorePartialFailure, restoreFailed, restoreValidationFailed *metrics.CounterVec
 
@@ -40,8 +43,8 @@ type Recorder struct {
 	vmDuration                      *metrics.HistogramVec
 }
 
-func counter(namespace, name, help string, label string) *metrics.CounterVec {
-	return metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: name, Help: help, StabilityLevel: metrics.ALPHA}, []string{label})
+func counter(namespace, name, help string, labels ...string) *metrics.CounterVec {
+	return metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: name, Help: help, StabilityLevel: metrics.ALPHA}, labels)
 }
 
 func gauge(name, help string) *metrics.GaugeVec {
@@ -67,6 +70,9 @@ func New(register func(...metrics.Registerable)) *Recorder {
 		deletionAttempt:   counter("velero", "backup_deletion_attempt_total", "Total number of attempted backup deletions", scheduleLabel),
 		deletionSuccess:   counter("velero", "backup_deletion_success_total", "Total number of successful backup deletions", scheduleLabel),
 		deletionFailure:   counter("velero", "backup_deletion_failure_total", "Total number of failed backup deletions", scheduleLabel),
+		csiAttempt:        counter("velero", "csi_snapshot_attempt_total", "Total number of CSI attempted volume snapshots", scheduleLabel, backupNameLabel),
+		csiSuccess:        counter("velero", "csi_snapshot_success_total", "Total number of CSI successful volume snapshots", scheduleLabel, backupNameLabel),
+		csiFailure:        counter("velero", "csi_snapshot_failure_total", "Total number of CSI failed volume snapshots", scheduleLabel, backupNameLabel),
 
 		restoreAttempt:          counter("velero", "restore_attempt_total", "Total number of attempted restores", scheduleLabel),
 		restoreSuccess:          counter("velero", "restore_success_total", "Total number of successful restores", scheduleLabel),
@@ -82,7 +88,7 @@ func New(register func(...metrics.Registerable)) *Recorder {
 	}
 	for _, c := range []metrics.Registerable{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
 		r.backupValidationFailure, r.backupWarnings, r.backupDuration, r.backupItems, r.backupItemErrors, r.backupLastSuccess,
-		r.backupLastStatus, r.deletionAttempt, r.deletionSuccess, r.deletionFailure, r.restoreAttempt, r.restoreSuccess,
+		r.backupLastStatus, r.deletionAttempt, r.deletionSuccess, r.deletionFailure, r.csiAttempt, r.csiSuccess, r.csiFailure, r.restoreAttempt, r.restoreSuccess,
 		r.restorePartialFailure, r.restoreFailed, r.restoreValidationFailed, r.vmAttempt, r.vmSuccess, r.vmFailure, r.vmDuration} {
 		register(c)
 	}
@@ -123,6 +129,16 @@ func (r *Recorder) backup(b *velerov1.Backup, to velerov1.BackupPhase) {
 		return
 	case velerov1.BackupPhaseDeleting:
 		r.deletionAttempt.WithLabelValues(schedule).Inc()
+		return
+	case velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseFinalizingPartiallyFailed:
+		// The write that enters Finalizing counts the backup's CSI
+		// snapshots, once.
+		if attempted := b.Status.CSIVolumeSnapshotsAttempted; attempted > 0 {
+			completed := b.Status.CSIVolumeSnapshotsCompleted
+			r.csiAttempt.WithLabelValues(schedule, b.Name).Add(float64(attempted))
+			r.csiSuccess.WithLabelValues(schedule, b.Name).Add(float64(completed))
+			r.csiFailure.WithLabelValues(schedule, b.Name).Add(float64(attempted - completed))
+		}
 		return
 	case velerov1.BackupPhaseCompleted:
 		r.backupSuccess.WithLabelValues(schedule).Inc()

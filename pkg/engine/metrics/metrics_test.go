@@ -29,6 +29,7 @@ func TestBackupTransitions(t *testing.T) {
 	step(velerov1.BackupPhaseQueued, velerov1.BackupPhaseReadyToStart)
 	b.Status.StartTimestamp = &metav1.Time{Time: start}
 	step(velerov1.BackupPhaseReadyToStart, velerov1.BackupPhaseInProgress)
+	b.Status.CSIVolumeSnapshotsAttempted, b.Status.CSIVolumeSnapshotsCompleted = 3, 2
 	step(velerov1.BackupPhaseInProgress, velerov1.BackupPhaseFinalizing)
 	b.Status.CompletionTimestamp = &metav1.Time{Time: start.Add(90 * time.Second)}
 	b.Status.Progress = &velerov1.BackupProgress{ItemsBackedUp: 42, TotalItems: 42}
@@ -48,6 +49,15 @@ func TestBackupTransitions(t *testing.T) {
 		{"velero_backup_failure_total", func() (float64, error) {
 			return testutil.GetCounterMetricValue(r.backupFailure.WithLabelValues("nightly"))
 		}, 0},
+		{"velero_csi_snapshot_attempt_total", func() (float64, error) {
+			return testutil.GetCounterMetricValue(r.csiAttempt.WithLabelValues("nightly", "b"))
+		}, 3},
+		{"velero_csi_snapshot_success_total", func() (float64, error) {
+			return testutil.GetCounterMetricValue(r.csiSuccess.WithLabelValues("nightly", "b"))
+		}, 2},
+		{"velero_csi_snapshot_failure_total", func() (float64, error) {
+			return testutil.GetCounterMetricValue(r.csiFailure.WithLabelValues("nightly", "b"))
+		}, 1},
 		{"velero_backup_items_total", func() (float64, error) { return testutil.GetGaugeMetricValue(r.backupItems.WithLabelValues("nightly")) }, 42},
 		{"velero_backup_last_status", func() (float64, error) {
 			return testutil.GetGaugeMetricValue(r.backupLastStatus.WithLabelValues("nightly"))
@@ -69,7 +79,8 @@ func TestBackupTransitions(t *testing.T) {
 	for _, f := range families {
 		served[f.GetName()] = true
 	}
-	for _, name := range []string{"velero_backup_attempt_total", "velero_backup_success_total", "velero_backup_duration_seconds", "velero_backup_last_successful_timestamp"} {
+	for _, name := range []string{"velero_backup_attempt_total", "velero_backup_success_total", "velero_backup_duration_seconds", "velero_backup_last_successful_timestamp",
+		"velero_csi_snapshot_attempt_total", "velero_csi_snapshot_success_total", "velero_csi_snapshot_failure_total"} {
 		if !served[name] {
 			t.Errorf("%s is not gathered (have %v)", name, served)
 		}

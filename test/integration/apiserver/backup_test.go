@@ -447,7 +447,7 @@ func TestBackupToS3(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	want := []string{"to-s3-itemoperations.json.gz", "to-s3-logs.gz", "to-s3-resource-list.json.gz", "to-s3-results.gz",
-		"to-s3-volumesnapshots.json.gz", "to-s3.tar.gz", "velero-backup.json"}
+		"to-s3-volumeinfo.json.gz", "to-s3-volumesnapshots.json.gz", "to-s3.tar.gz", "velero-backup.json"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("objects in the bucket:\n got %v\nwant %v", names, want)
 	}

@@ -52,6 +52,16 @@ type CSI struct {
 	driver     *process
 	driverArgs []string
 	conn       *grpc.ClientConn
+	// sidecars talk to the driver; each exits when it loses the driver
+	// (csi-lib-utils), as in a pod, where kubelet restarts it.
+	sidecars []*sidecar
+}
+
+// sidecar is a CSI sidecar process and how to start it again.
+type sidecar struct {
+	name, bin string
+	env, args []string
+	proc      *process
 }
 
 // startCSI installs the snapshot CRDs and starts the stack.
@@ -90,11 +100,19 @@ func (c *Cluster) startCSI() {
 	s.startDriver()
 
 	kubeconfig := c.AdminKubeconfig
-	c.start("snapshot-controller", bins["snapshot-controller"], "--kubeconfig="+kubeconfig, "--v=4")
-	c.start("csi-snapshotter", bins["csi-snapshotter"], "--kubeconfig="+kubeconfig, "--csi-address="+s.Socket, "--v=4")
-	// KUBECONFIG in the environment would win over the flag.
-	c.startEnv("csi-provisioner", bins["csi-provisioner"], []string{"KUBECONFIG="},
-		"--kubeconfig="+kubeconfig, "--csi-address="+s.Socket, "--v=4")
+	// Retries back off to 5 minutes by default; a test that stops the
+	// driver waits for them: 5 seconds at most here.
+	retry := "--retry-interval-max=5s"
+	c.start("snapshot-controller", bins["snapshot-controller"], "--kubeconfig="+kubeconfig, retry, "--v=4")
+	s.sidecars = []*sidecar{
+		{name: "csi-snapshotter", bin: bins["csi-snapshotter"], args: []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + s.Socket, retry, "--v=4"}},
+		// KUBECONFIG in the environment would win over the flag.
+		{name: "csi-provisioner", bin: bins["csi-provisioner"], env: []string{"KUBECONFIG="},
+			args: []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + s.Socket, retry, "--v=4"}},
+	}
+	for _, sc := range s.sidecars {
+		sc.proc = c.startEnv(sc.name, sc.bin, sc.env, sc.args...)
+	}
 
 	objects := fmt.Sprintf(`apiVersion: storage.k8s.io/v1
 kind: CSIDriver
@@ -158,20 +176,29 @@ func (s *CSI) startDriver() {
 	})
 }
 
-// StopDriver stops the CSI driver (SIGKILL when kill is set): snapshots
-// and volumes wait until StartDriver.
+// StopDriver stops the CSI driver's pod, as it were: the driver (SIGKILL
+// when kill is set) and its sidecars (which would exit without it).
+// Snapshots and volumes wait until StartDriver; snapshot-controller runs
+// on.
 func (s *CSI) StopDriver(kill bool) {
 	sig := syscall.SIGTERM
 	if kill {
 		sig = syscall.SIGKILL
 	}
 	s.driver.stop(sig)
+	for _, sc := range s.sidecars {
+		sc.proc.stop(syscall.SIGTERM)
+	}
 }
 
-// StartDriver starts the driver again (after StopDriver), with its state.
+// StartDriver starts the driver again (after StopDriver), with its state,
+// and its sidecars.
 func (s *CSI) StartDriver() {
 	s.c.t.Helper()
 	s.startDriver()
+	for _, sc := range s.sidecars {
+		sc.proc = s.c.startEnv(sc.name, sc.bin, sc.env, sc.args...)
+	}
 }
 
 // CreateClaim creates a claim of the CSI storage class and waits until it
