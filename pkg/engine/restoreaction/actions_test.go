@@ -22,6 +22,22 @@ func object(t *testing.T, y string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: obj}
 }
 
+// checkResult checks what the actions made of an item: skipped (with a
+// reason), or the want object.
+func checkResult(t *testing.T, res Result, item *unstructured.Unstructured, skip bool, want string) {
+	t.Helper()
+	if res.Skip != skip || skip && res.Reason == "" {
+		t.Fatalf("skip %v (%q), want %v", res.Skip, res.Reason, skip)
+	}
+	if skip {
+		return
+	}
+	if w := object(t, want); !equality.Semantic.DeepEqual(item.Object, w.Object) {
+		got, _ := yaml.Marshal(item.Object)
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestActions(t *testing.T) {
 	preserve := true
 	mapped := &velerov1.Restore{Spec: velerov1.RestoreSpec{NamespaceMapping: map[string]string{"shop": "shop-copy"}}}
@@ -99,16 +115,7 @@ func TestActions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Skip != c.skip || c.skip && res.Reason == "" {
-				t.Fatalf("skip %v (%q), want %v", res.Skip, res.Reason, c.skip)
-			}
-			if c.skip {
-				return
-			}
-			if want := object(t, c.want); !equality.Semantic.DeepEqual(item.Object, want.Object) {
-				got, _ := yaml.Marshal(item.Object)
-				t.Errorf("got\n%s\nwant\n%s", got, c.want)
-			}
+			checkResult(t, res, item, c.skip, c.want)
 		})
 	}
 }
@@ -186,16 +193,7 @@ func TestCSISnapshotRestoreActions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Skip != c.skip || c.skip && res.Reason == "" {
-				t.Fatalf("skip %v (%q), want %v", res.Skip, res.Reason, c.skip)
-			}
-			if c.skip {
-				return
-			}
-			if want := object(t, c.want); !equality.Semantic.DeepEqual(item.Object, want.Object) {
-				got, _ := yaml.Marshal(item.Object)
-				t.Errorf("got\n%s\nwant\n%s", got, c.want)
-			}
+			checkResult(t, res, item, c.skip, c.want)
 		})
 	}
 }
