@@ -192,6 +192,30 @@ func PutGzip(ctx context.Context, store Store, key string, data []byte) error {
 	return nil
 }
 
+// GetGzip reads an object PutGzip stored, uncompressed, refusing one
+// over max bytes uncompressed (a bucket is input); ErrNotFound when there
+// is none.
+func GetGzip(ctx context.Context, store Store, key string, max int64) ([]byte, error) {
+	rc, err := store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	gz, err := gzip.NewReader(rc)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	defer gz.Close()
+	data, err := io.ReadAll(io.LimitReader(gz, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("reading %s: more than %d bytes uncompressed", key, max)
+	}
+	return data, nil
+}
+
 // DeletePrefix deletes every object under prefix but those named in keep,
 // and what interrupted uploads left there (a store that keeps such
 // leftovers in view of its own, as the filesystem does its temporary

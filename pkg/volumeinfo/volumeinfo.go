@@ -6,10 +6,8 @@
 package volumeinfo
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -62,15 +60,10 @@ type PVInfo struct {
 	Labels        map[string]string `json:"labels"`
 }
 
-// Read decodes a gzipped volume info file.
-func Read(r io.Reader) ([]BackupVolumeInfo, error) {
-	gz, err := gzip.NewReader(r)
-	if err != nil {
-		return nil, fmt.Errorf("the volume info file: %w", err)
-	}
-	defer gz.Close()
+// Decode decodes a volume info file (uncompressed).
+func Decode(data []byte) ([]BackupVolumeInfo, error) {
 	var out []BackupVolumeInfo
-	if err := json.NewDecoder(io.LimitReader(gz, MaxSize)).Decode(&out); err != nil {
+	if err := json.Unmarshal(data, &out); err != nil {
 		return nil, fmt.Errorf("decoding the volume info file: %w", err)
 	}
 	return out, nil

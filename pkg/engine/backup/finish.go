@@ -12,7 +12,6 @@ package backup
 // them again (idempotent) and completes the backup.
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +27,10 @@ import (
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
+
+// maxRecordSize bounds a record file of a backup read back (the item
+// operations, the resource list), uncompressed.
+const maxRecordSize = 256 << 20
 
 // finished is what the ended operations left to the backup.
 type finished struct {
@@ -151,6 +154,18 @@ func rewriteTarball(ctx context.Context, store objectstore.Store, layout objects
 		replaced.Insert(itemKey(it.Resource.GroupResource(), it.Object.GetNamespace(), it.Object.GetName()))
 	}
 
+	return putStreamed(ctx, store, key, "the tarball with the operations' items", func(w io.Writer) error {
+		if err := copyWith(reader, w, replaced, add, now); err != nil {
+			return fmt.Errorf("writing the tarball with the operations' items: %w", err)
+		}
+		return nil
+	})
+}
+
+// putStreamed uploads to key what write writes, as it writes it (the
+// store reads a pipe: nothing is held whole). An error of write aborts
+// the upload and is returned as it is; a failed upload says what failed.
+func putStreamed(ctx context.Context, store objectstore.Store, key, what string, write func(io.Writer) error) error {
 	pr, pw := io.Pipe()
 	uploaded := make(chan error, 1)
 	go func() {
@@ -158,15 +173,14 @@ func rewriteTarball(ctx context.Context, store objectstore.Store, layout objects
 		_ = pr.CloseWithError(fmt.Errorf("upload ended: %v", err))
 		uploaded <- err
 	}()
-	err = copyWith(reader, pw, replaced, add, now)
-	if err != nil {
+	if err := write(pw); err != nil {
 		_ = pw.CloseWithError(err)
 		<-uploaded
-		return fmt.Errorf("writing the tarball with the operations' items: %w", err)
+		return err
 	}
 	_ = pw.Close()
 	if err := <-uploaded; err != nil {
-		return fmt.Errorf("uploading the tarball with the operations' items: %w", err)
+		return fmt.Errorf("uploading %s: %w", what, err)
 	}
 	return nil
 }
@@ -206,17 +220,12 @@ func copyWith(reader *archive.Reader, w io.Writer, replaced sets.Set[string], ad
 // addToResourceList adds the items to the backup's resource list.
 func addToResourceList(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string, add []FinalItem) error {
 	key, _ := layout.Key(velerov1.DownloadTargetKindBackupResourceList, name)
-	rc, err := store.Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("reading the resource list: %w", err)
-	}
-	defer rc.Close()
-	gz, err := gzip.NewReader(rc)
+	stored, err := objectstore.GetGzip(ctx, store, key, maxRecordSize)
 	if err != nil {
 		return fmt.Errorf("reading the resource list: %w", err)
 	}
 	list := map[string][]string{}
-	if err := json.NewDecoder(gz).Decode(&list); err != nil {
+	if err := json.Unmarshal(stored, &list); err != nil {
 		return fmt.Errorf("decoding the resource list: %w", err)
 	}
 	for _, it := range add {

@@ -1,11 +1,9 @@
 package backup
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
@@ -98,16 +96,7 @@ func (r *backupRun) cancelRecordedOperations(ctx context.Context) {
 // recordedOperations reads the backup's item operations file.
 func (r *backupRun) recordedOperations(ctx context.Context) (*operations, error) {
 	key, _ := r.layout.Key(velerov1.DownloadTargetKindBackupItemOperations, r.b.Name)
-	rc, err := r.store.Get(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	gz, err := gzip.NewReader(rc)
-	if err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(gz)
+	data, err := objectstore.GetGzip(ctx, r.store, key, maxRecordSize)
 	if err != nil {
 		return nil, err
 	}

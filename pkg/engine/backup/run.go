@@ -162,35 +162,24 @@ func (r *backupRun) collect(ctx context.Context) error {
 	defer list.close()
 
 	tarKey, _ := layout.Key(velerov1.DownloadTargetKindBackupContents, b.Name)
-	pr, pw := io.Pipe()
-	uploaded := make(chan error, 1)
-	go func() {
-		err := store.Put(ctx, tarKey, pr)
-		_ = pr.CloseWithError(fmt.Errorf("upload ended: %v", err))
-		uploaded <- err
-	}()
-	aw, err := archive.NewWriter(pw, c.cfg.Clock.Now())
-	if err == nil {
+	if err := putStreamed(ctx, store, tarKey, "the backup tarball", func(w io.Writer) error {
+		aw, err := archive.NewWriter(w, c.cfg.Clock.Now())
+		if err != nil {
+			return err
+		}
 		col := &collector{source: c.cfg.Source, filter: filter, archive: aw, resources: list, log: log, counter: counter, operations: ops,
 			written: func(n int64) {
 				if n == 1 {
 					c.cfg.Crash.Hit(failpoint.BackupMidCollection)
 				}
 			}}
-		err = col.run(ctx, resources)
-		if err == nil {
-			c.cfg.Crash.Hit(failpoint.BackupBeforeUpload)
-			err = aw.Close()
+		if err := col.run(ctx, resources); err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		_ = pw.CloseWithError(err)
-		<-uploaded
+		c.cfg.Crash.Hit(failpoint.BackupBeforeUpload)
+		return aw.Close()
+	}); err != nil {
 		return err
-	}
-	_ = pw.Close()
-	if err := <-uploaded; err != nil {
-		return fmt.Errorf("uploading the backup tarball: %w", err)
 	}
 	c.cfg.Crash.Hit(failpoint.BackupAfterUpload)
 	ops.discover(ctx, filter, c.cfg.Source.Has, func(r items.Resource) bool {

@@ -205,14 +205,13 @@ func (run *restoreRun) execute(ctx, work context.Context) {
 // written before Velero v1.14 has none).
 func (run *restoreRun) readVolumes(ctx context.Context) volumeinfo.Index {
 	key, _ := run.layout.Key(velerov1.DownloadTargetKindBackupVolumeInfos, run.backup.Name)
-	rc, err := run.store.Get(ctx, key)
+	data, err := objectstore.GetGzip(ctx, run.store, key, volumeinfo.MaxSize)
 	if errors.Is(err, objectstore.ErrNotFound) {
 		return nil
 	}
 	if err == nil {
-		defer rc.Close()
 		var list []volumeinfo.BackupVolumeInfo
-		if list, err = volumeinfo.Read(rc); err == nil {
+		if list, err = volumeinfo.Decode(data); err == nil {
 			return volumeinfo.NewIndex(list)
 		}
 	}
