@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-authz bench-nonadmin bench-scaleout bench-peers run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-authz bench-nonadmin bench-scaleout bench-peers run setup
 
 all: build
 
@@ -25,15 +25,18 @@ build:
 
 # The control plane the aggregated-mode tests serve Backstop through: etcd,
 # kube-apiserver and kube-controller-manager at the release of go.mod's
-# k8s.io/apiserver (hack/install-etcd.sh, hack/install-kube.sh; cached in
-# _output/bin). The clients the tests drive the server with: kubectl (k8s.io/kubectl at the
-# client-go version of go.mod) and the velero CLI and server (v1.18.3, with velero-plugin-for-aws v1.14.3, module proxy); the
-# S3 server the S3 storage location tests run on loopback (versitygw); the
-# libvirt daemon and QEMU the VM backup tests drive (Debian packages, as root);
-# the small Linux guest with QEMU's guest agent the quiesce tests boot
-# (hack/build-guest.sh: Debian's cloud kernel, busybox, qemu-ga).
-# (hack/install-tools.sh runs these scripts, the Debian packages' while the
-# Go tools build).
+# k8s.io/apiserver (hack/install-etcd.sh, hack/install-kube.sh); the CSI
+# stack the volume tests run (hack/install-csi.sh: the hostpath driver,
+# snapshot-controller, csi-snapshotter, csi-provisioner). The clients the
+# tests drive the server with: kubectl (k8s.io/kubectl at the client-go
+# version of go.mod) and the velero CLI and server (v1.18.3, with
+# velero-plugin-for-aws v1.14.3, module proxy); the S3 server the S3
+# storage location tests run on loopback (versitygw); the libvirt daemon
+# and QEMU the VM backup tests drive (Debian packages, as root); the small
+# Linux guest with QEMU's guest agent the quiesce tests boot
+# (hack/build-guest.sh: Debian's cloud kernel, busybox, qemu-ga). All
+# cached in _output/bin. hack/install-tools.sh runs these scripts in two
+# lanes side by side: what builds inside this module, and the rest.
 tools: setup
 	bash hack/install-tools.sh
 
@@ -54,13 +57,13 @@ codegen:
 verify-codegen:
 	bash hack/verify-codegen.sh
 
-# Every test: formatting, vet, generated code, the build and the tools,
-# then hack/test.sh: every package's tests against the real binaries, the
+# Every test: formatting, then hack/test.sh: vet, generated code, the build
+# and the tools, every package's tests against the real binaries, the
 # server's suite again on etcd3, the crash-point matrix, the imported kube
 # RBAC packages' tests, fuzzing (the corpora are committed under
 # testdata/fuzz: the main pass runs every entry as a test) and the storage
-# under the race detector, each step timed.
-test: fmt-check vet verify-codegen build tools
+# under the race detector, each step timed, independent steps side by side.
+test: fmt-check setup
 	bash hack/test.sh
 
 # The fast tier, for the edit-test loop: the package tests in short mode,
@@ -87,6 +90,14 @@ bench-backup:
 # creating the same objects (docs/benchmarks.md).
 bench-cluster:
 	bash hack/bench-cluster.sh
+
+# A backup's CSI snapshots of 100 claims against creating the same
+# VolumeSnapshots bare (test/clusterbench, the CSI stack of the harness; as
+# root). CLAIMS=N for another count.
+bench-snapshots: build tools
+	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen,bench ./test/clusterbench -run '^$$' \
+		-bench VolumeSnapshots -benchtime=1x -timeout 60m -clusterbench.claims=$${CLAIMS:-100} 2>&1 | \
+		grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-snapshots.txt
 
 # Against the real peer: Velero server v1.18.3 (CRDs in kube-apiserver+etcd) and Backstop: backup and restore of 10k and 100k objects, cancel and delete, the Backup API, a 200-backup burst; rewrites docs/benchmarks.md's section and charts.
 bench-peers:

@@ -23,6 +23,10 @@
 # release archive committed under third_party/ (its dependencies vendored),
 # whose checksum is checked first. Idempotent: a binary that already reports
 # its version is kept.
+#
+# `install-csi.sh driver` builds the driver only (a module of its own: it
+# builds beside this module's compiles, see hack/install-tools.sh),
+# `install-csi.sh sidecars` the sidecars and the CRDs; no argument, both.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -111,20 +115,35 @@ build_in_module() {
     return
   fi
   echo "install-csi: building ${name} ${version} in this module"
-  go build -ldflags "-X main.version=${version}" -o "${bin_dir}/${name}.tmp" "${pkg}"
+  go build -ldflags "-s -w -X main.version=${version}" -o "${bin_dir}/${name}.tmp" "${pkg}"
   mv -f "${bin_dir}/${name}.tmp" "${bin_dir}/${name}"
   "${bin_dir}/${name}" --version
 }
 
-build_hostpath
-build_in_module snapshot-controller "${snapshotter_module}" "${snapshotter_module}/cmd/snapshot-controller"
-build_in_module csi-snapshotter "${snapshotter_module}" "${snapshotter_module}/cmd/csi-snapshotter"
-build_in_module csi-provisioner "${provisioner_module}" "${provisioner_module}/cmd/csi-provisioner"
+build_sidecars() {
+  build_in_module snapshot-controller "${snapshotter_module}" "${snapshotter_module}/cmd/snapshot-controller"
+  build_in_module csi-snapshotter "${snapshotter_module}" "${snapshotter_module}/cmd/csi-snapshotter"
+  build_in_module csi-provisioner "${provisioner_module}" "${provisioner_module}/cmd/csi-provisioner"
 
-# The CRDs of the snapshot API, at the client module's version (the one the
-# snapshot-controller is built with).
-client_dir="$(go list -m -f '{{.Dir}}' "${client_module}")"
-for kind in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
-  install -m 0644 "${client_dir}/config/crd/snapshot.storage.k8s.io_${kind}.yaml" "${crd_dir}/"
-done
-echo "install-csi: the snapshot.storage.k8s.io CRDs of ${client_module} $(go list -m -f '{{.Version}}' "${client_module}") in ${crd_dir}"
+  # The CRDs of the snapshot API, at the client module's version (the one
+  # the snapshot-controller is built with).
+  local client_dir kind
+  client_dir="$(go list -m -f '{{.Dir}}' "${client_module}")"
+  for kind in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
+    install -m 0644 "${client_dir}/config/crd/snapshot.storage.k8s.io_${kind}.yaml" "${crd_dir}/"
+  done
+  echo "install-csi: the snapshot.storage.k8s.io CRDs of ${client_module} $(go list -m -f '{{.Version}}' "${client_module}") in ${crd_dir}"
+}
+
+case "${1:-all}" in
+driver) build_hostpath ;;
+sidecars) build_sidecars ;;
+all)
+  build_hostpath
+  build_sidecars
+  ;;
+*)
+  echo "usage: install-csi.sh [driver|sidecars|all]" >&2
+  exit 2
+  ;;
+esac

@@ -48,7 +48,7 @@ trap 'rm -rf "${work}"' EXIT
     "go.etcd.io/etcd/client/v3@${version}" \
     "go.etcd.io/etcd/pkg/v3@${version}"
   mkdir -p "${bin_dir}"
-  CGO_ENABLED=0 go build -trimpath -o "${etcd_bin}.tmp" go.etcd.io/etcd/server/v3
+  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${etcd_bin}.tmp" go.etcd.io/etcd/server/v3
 )
 mv -f "${etcd_bin}.tmp" "${etcd_bin}"
 echo "install-etcd: built $("${etcd_bin}" --version | head -1) at ${etcd_bin}"

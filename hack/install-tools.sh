@@ -1,28 +1,57 @@
 #!/usr/bin/env bash
-# Installs what the tests run besides the server (make tools): the Debian
-# packages (libvirt, QEMU) and the guest image, fetched while the Go tools
-# build (those steps wait on the network and the disk, the builds on the
-# CPU), then etcd, kube-apiserver and kube-controller-manager, the CSI stack
-# (hostpath driver and sidecars), the velero CLI, server and AWS plugin, and
-# versitygw, one after the other. Each script
-# says what it installs and skips what is there already.
+# Installs what the tests run besides the server (make tools), in two
+# lanes that run side by side:
+#   module  kube-apiserver and kube-controller-manager, the CSI sidecars and
+#           the snapshot CRDs: built inside this module, reusing the
+#           packages its own build compiled;
+#   peers   the Debian packages (libvirt, QEMU) and the guest image, etcd,
+#           the hostpath CSI driver, the velero CLI, server and AWS plugin,
+#           and versitygw: modules of their own, whose downloads wait on the
+#           network while the other lane computes.
+# `install-tools.sh module` or `install-tools.sh peers` runs one lane
+# (hack/test.sh starts the peers beside vet, the module lane after it);
+# without an argument, both. A lane's output comes in one piece (the peers'
+# after the module's). Each script says what it installs and skips what is
+# there already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p _output
-packages_log=_output/install-packages.log
-(bash hack/install-libvirt.sh && bash hack/build-guest.sh) >"${packages_log}" 2>&1 &
-packages=$!
-trap 'kill "${packages}" 2>/dev/null || true' EXIT
-bash hack/install-etcd.sh
-bash hack/install-kube.sh
-bash hack/install-csi.sh
-bash hack/install-velero.sh
-bash hack/install-versitygw.sh
-status=0
-wait "${packages}" || status=$?
-trap - EXIT
-cat "${packages_log}"
-if [[ ${status} -ne 0 ]]; then
-  echo "install-tools: installing libvirt or building the guest failed (exit ${status}); its output is above" >&2
-  exit "${status}"
-fi
+source hack/lib.sh
+
+module_lane() {
+  bash hack/install-kube.sh
+  bash hack/install-csi.sh sidecars
+}
+
+peers_lane() {
+  mkdir -p _output
+  local packages_log=_output/install-packages.log packages
+  (bash hack/install-libvirt.sh && bash hack/build-guest.sh) >"${packages_log}" 2>&1 &
+  packages=$!
+  # A failed build ends the lane: the packages' install goes with it.
+  trap 'killtree "${packages}"' EXIT
+  bash hack/install-etcd.sh
+  bash hack/install-csi.sh driver
+  bash hack/install-velero.sh
+  bash hack/install-versitygw.sh
+  trap - EXIT
+  await "${packages}" "${packages_log}" "install-tools: installing libvirt or building the guest"
+}
+
+case "${1:-all}" in
+module) module_lane ;;
+peers) peers_lane ;;
+all)
+  mkdir -p _output
+  peers_log=_output/install-peers.log
+  (peers_lane) >"${peers_log}" 2>&1 &
+  peers=$!
+  trap 'killtree "${peers}"' EXIT
+  module_lane
+  trap - EXIT
+  await "${peers}" "${peers_log}" "install-tools: the peers' lane"
+  ;;
+*)
+  echo "usage: install-tools.sh [module|peers]" >&2
+  exit 2
+  ;;
+esac

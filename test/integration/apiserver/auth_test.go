@@ -17,6 +17,7 @@ import (
 // TestStandaloneAuth: nobody gets in without a certificate signed by the
 // server's CA (but for health probes), and only system:masters may act.
 func TestStandaloneAuth(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	anon := rest.AnonymousClientConfig(s.Config)
 
@@ -77,6 +78,7 @@ func TestStandaloneAuth(t *testing.T) {
 
 // TestKubeconfigWithoutCA: the subcommand explains what is missing.
 func TestKubeconfigWithoutCA(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command(framework.Binary(t, "backstop-apiserver"), "kubeconfig", "--data-dir", dir, "--user", "bob")
 	out, err := cmd.CombinedOutput()
@@ -91,6 +93,7 @@ func TestKubeconfigWithoutCA(t *testing.T) {
 // TestSecondServerOnSameDataDir: the second process is refused at start
 // with a clear message and the first keeps serving.
 func TestSecondServerOnSameDataDir(t *testing.T) {
+	t.Parallel()
 	// The data directory's lock, taken before the storage is opened.
 	s := framework.Start(t, framework.Options{Args: []string{"--storage-backend=pebble"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -162,6 +162,7 @@ func backupLogs(t *testing.T, s *framework.Server, name string) string {
 // tarball layout in the default storage location, with metadata, resource
 // list, results and logs beside it.
 func TestBackupRuns(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	createTracker(t, s, "shop", "t1", map[string]string{"app": "web"})
@@ -271,8 +272,6 @@ var slowSource = []string{"--client-page-size=1", "--client-qps=2", "--client-bu
 // the seed's reason after FinalizingCancelled. Deleting a running backup
 // stops it and removes its data.
 func TestCancelRunningBackup(t *testing.T) {
-	// Mostly waiting (a slow source, an S3 client's retries): beside the
-	// package's other waiting tests, on a server of its own.
 	t.Parallel()
 	framework.StorageIndependent(t, "cancelling a running backup (the backup engine and the object store)")
 	s := framework.Start(t, framework.Options{Args: slowSource})
@@ -371,8 +370,6 @@ func TestCancelRunningBackup(t *testing.T) {
 // killed ends Failed with a reason at the next start and its partial data
 // is removed; the queue goes on (nothing stuck InProgress, velero #10519).
 func TestBackupInterruptedByRestart(t *testing.T) {
-	// Mostly waiting (a slow source, an S3 client's retries): beside the
-	// package's other waiting tests, on a server of its own.
 	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: slowSource})
 	for i := 0; i < 20; i++ {
@@ -407,6 +404,7 @@ func TestBackupInterruptedByRestart(t *testing.T) {
 // on loopback) lands in the bucket under the location's prefix in Velero's
 // layout, and its log is read back from there.
 func TestBackupToS3(t *testing.T) {
+	t.Parallel()
 	framework.StorageIndependent(t, "backups to an S3 location (the object store client)")
 	srv := framework.StartS3(t)
 	srv.MakeBucket(t, "velero")

@@ -15,6 +15,7 @@ import (
 // TestBadInput sends malformed and invalid requests: each gets a clear 4xx,
 // nothing is stored, and the server keeps serving.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	const backups = "/apis/velero.io/v1/namespaces/" + ns + "/backups"
 	huge := `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"huge","annotations":{"a":"` +
@@ -95,6 +96,7 @@ func truncate(s string) string {
 // TestAdminNamespaceOnly: the Velero objects the engines process are
 // refused outside the admin namespace, with the reason.
 func TestAdminNamespaceOnly(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	for _, c := range []struct{ resource, body string }{
 		{"backups", `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"x"}}`},

@@ -69,8 +69,6 @@ func createBackupTo(t *testing.T, s *framework.Server, name, location string) *v
 // check fails the backups and restores that use it with the reason, and
 // leaves nothing half-written in the bucket.
 func TestUnusableStorageLocations(t *testing.T) {
-	// Mostly waiting (a slow source, an S3 client's retries): beside the
-	// package's other waiting tests, on a server of its own.
 	t.Parallel()
 	framework.StorageIndependent(t, "unusable storage locations (the object store clients)")
 	srv := framework.StartS3(t)

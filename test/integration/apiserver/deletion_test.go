@@ -47,6 +47,7 @@ func deleteRequest(t *testing.T, s *framework.Server, name, backup string) {
 // data, its restores and the backup; a missing backup is an error on the
 // request; a running backup is cancelled first and deleted once stopped.
 func TestDeleteBackupRequests(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 	bucket := createFilesystemLocation(t, s, "local")
@@ -115,7 +116,12 @@ func TestDeleteBackupRequests(t *testing.T) {
 	}
 	setBackupPhase(t, s, "running", velerov1.BackupPhaseFailed) // what the backup engine does after a cancel
 	waitProcessed(t, s, "del-running")
-	if _, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, "running", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("cancelled backup after deletion: %v, want NotFound", err)
+	// Gone once its finalizer's cleanup is done, after the request.
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = s.Clientset.VeleroV1().Backups(ns).Get(ctx, "running", metav1.GetOptions{})
+		return apierrors.IsNotFound(last), nil
+	}); err != nil {
+		t.Errorf("cancelled backup after deletion: %v, want NotFound", last)
 	}
 }

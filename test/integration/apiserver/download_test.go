@@ -23,6 +23,7 @@ import (
 // the object or 404, that is refused once tampered with, and that still
 // opens after the server restarted.
 func TestDownloadRequests(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -26,6 +26,7 @@ func expireAt(t *testing.T, s *framework.Server, name string, at time.Time) {
 // (through a DeleteBackupRequest) when it expires; one whose location is
 // unavailable is kept and labelled with the reason.
 func TestExpiredBackupsAreCollected(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

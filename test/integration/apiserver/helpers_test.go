@@ -111,7 +111,13 @@ var withoutBackupEngine = []string{"--disable-controllers=backup,backup-sync"}
 
 // apiServer is the server the tests of the API alone share (without the
 // backup engine, as withoutBackupEngine): started once for them. Each of
-// them names its objects so that no other uses those names.
+// them names its objects so that no other uses those names. They run one
+// after another (a shared server serves one test at a time); every other
+// test of this package starts a server of its own and runs beside the
+// others (t.Parallel). The system libvirt is shared too: a server's backup
+// engine takes every domain named <namespace>_<vm> of a namespace it backs
+// up, so a test that runs VMs keeps them in namespaces of its own, which
+// no other test's backup takes (by name, glob or all namespaces).
 func apiServer(t *testing.T) *framework.Server {
 	return framework.Shared(t, "api", framework.Options{Args: withoutBackupEngine})
 }

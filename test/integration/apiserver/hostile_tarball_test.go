@@ -41,6 +41,7 @@ const trackers = "virtualmachinebackuptrackers.backup.kubevirt.io"
 // with the limit in its reason, and the next restore runs; the data
 // directory's files are unchanged throughout.
 func TestRestoreHostileTarballs(t *testing.T) {
+	t.Parallel()
 	framework.StorageIndependent(t, "hostile tarballs (the restore engine's reader)")
 	s := framework.Start(t, framework.Options{Args: []string{"--restore-max-items=50", "--restore-max-bytes=8388608", "--restore-max-scratch-bytes=1048576"}})
 	ctx := context.Background()
@@ -142,6 +143,7 @@ func TestRestoreHostileTarballs(t *testing.T) {
 // --backup-sync-max-per-pass (a bucket a tenant filled) is taken a pass at a
 // time: the first pass makes that many Backups and says the rest wait.
 func TestBackupSyncBoundedPerPass(t *testing.T) {
+	t.Parallel()
 	framework.StorageIndependent(t, "the backup sync engine's bound per pass")
 	first := framework.Start(t, framework.Options{})
 	ctx := context.Background()

@@ -34,6 +34,7 @@ func mustKubectl(t *testing.T, s *framework.Server, args ...string) string {
 
 // TestKubectl drives the server with kubectl the way a user would.
 func TestKubectl(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 
 	// create from the examples; the storage location first so backups default to it.

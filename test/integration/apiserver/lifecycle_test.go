@@ -86,6 +86,7 @@ func TestStatusBelongsToTheServer(t *testing.T) {
 // annotation), never un-cancelled (422, through the resource or its
 // status), and the status of one that has ended does not change.
 func TestVMBackupCancelRules(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=vmbackup,vmcbt"}})
 	ctx := context.Background()
 	const vmNS = "vms"
@@ -128,6 +129,7 @@ func TestVMBackupCancelRules(t *testing.T) {
 // TestMetricsAfterBackup: a backup's transitions are counted at /metrics
 // with Velero's names and labels.
 func TestMetricsAfterBackup(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	createBackup(t, s, "counted", "app")
@@ -167,6 +169,7 @@ func TestMetricsAfterBackup(t *testing.T) {
 // until the engine has deleted its data from the storage location; then
 // the object is gone and so are its files.
 func TestFinalizersOwnCleanup(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	createBackup(t, s, "kept", "app")

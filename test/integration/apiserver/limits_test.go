@@ -47,6 +47,7 @@ func waitLogged(t *testing.T, s *framework.Server, parts ...string) {
 // waits for it even with a slot free; the server log says what holds each
 // waiting backup back.
 func TestConcurrencyLimits(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		complete []string
 		want     map[string]string

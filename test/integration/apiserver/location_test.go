@@ -38,6 +38,7 @@ func waitLocation(t *testing.T, s *framework.Server, name string, cond func(*vel
 // TestStorageLocations: the default location made at first start, the
 // availability check, and a single default per namespace.
 func TestStorageLocations(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 
@@ -85,7 +86,10 @@ func TestStorageLocations(t *testing.T) {
 	// new backups go to the new one.
 	createFilesystemLocation(t, s, "local")
 	waitLocation(t, s, "default", func(l *velerov1.BackupStorageLocation) bool { return !l.Spec.Default })
-	b, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns}}, metav1.CreateOptions{})
+	// Of one namespace: a backup of all would take the VMs of the tests
+	// running beside this one (the system libvirt is shared).
+	b, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns},
+		Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"app"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

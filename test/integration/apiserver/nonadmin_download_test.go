@@ -26,6 +26,7 @@ import (
 // expires (its Velero request is gone); targets of other namespaces, and
 // unknown kinds, are refused at admission.
 func TestNonAdminDownloadRequests(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
@@ -115,6 +116,7 @@ func TestNonAdminDownloadRequests(t *testing.T) {
 // like a log's (the cluster suite's TestTenantContentsLinks has the rule for
 // backups that hold them).
 func TestNonAdminLinksRevoked(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")

@@ -28,6 +28,7 @@ import (
 // namespace is refused at create and at update; deleting the schedule
 // removes its Velero Schedule and keeps the backups.
 func TestNonAdminSchedules(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
@@ -156,6 +157,7 @@ func TestNonAdminSchedules(t *testing.T) {
 // while the tenant has it paused. The backup engine is off: the test
 // finishes each run's backup.
 func TestNonAdminScheduleClock(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=schedule,backup,backup-sync"}})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")

@@ -143,6 +143,7 @@ func condition(conds []metav1.Condition, t oadpv1alpha1.NonAdminCondition) metav
 // log; a NonAdminRestore from it; the three delete flows and a finalizer
 // removed by hand; what admission refuses.
 func TestNonAdminBackupAndRestore(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
@@ -458,6 +459,7 @@ func waitQueueInfo(t *testing.T, queue string, want map[string]int, read func() 
 // of a backup not finished yet backs off and goes on by itself once it is.
 // The backup engine is off: the test makes its transitions.
 func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: append([]string{"--concurrent-backups=1"}, withoutBackupEngine...)})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
@@ -590,6 +592,7 @@ func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
 // the queue without the NonAdminRestore being rewritten, and is 0 once the
 // restore has run. The restore engine is off while the queue is read.
 func TestNonAdminRestoreQueue(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=restore"}})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
@@ -679,6 +682,7 @@ func TestNonAdminRestoreQueue(t *testing.T) {
 // standalone server, tenants authenticated by client certificates and
 // authorized by the server's own RBAC.
 func TestTenantAttackMatrix(t *testing.T) {
+	t.Parallel()
 	framework.StorageIndependent(t, "tenant isolation (admission, authorization, the engines' mirrors and the data directory)")
 	s := framework.Start(t, framework.Options{})
 	alice := newTenant(t, s, "alice", "tenant-a")
@@ -698,6 +702,7 @@ func TestTenantAttackMatrix(t *testing.T) {
 // changes, enable false turns tenants off; the DPAs' statuses say which is
 // in effect and which fields Backstop does not act on.
 func TestNonAdminPolicy(t *testing.T) {
+	t.Parallel()
 	off := []string{"--disable-controllers=backup,backup-sync,nonadmin-backup"}
 	s := framework.Start(t, framework.Options{Args: off})
 	ctx := context.Background()
@@ -798,6 +803,7 @@ func TestNonAdminPolicy(t *testing.T) {
 // namespace. The whole flow runs in a cluster
 // (test/integration/cluster TestTenantStorageLocations).
 func TestNonAdminStorageLocationStandalone(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
@@ -846,6 +852,7 @@ func TestNonAdminStorageLocationStandalone(t *testing.T) {
 // the admin without system:masters; a tenant's records the tenant, whatever
 // annotation it sent.
 func TestNonAdminRestoreRights(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
@@ -943,6 +950,7 @@ func httpClient(t *testing.T, kubeconfig string) *http.Client {
 // it with the server's rights, and the log warns of it; a tenant's backup
 // that records no user who made it is not restored without it.
 func TestAdminRestoreOfTenantBackup(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")
@@ -1009,6 +1017,7 @@ func TestAdminRestoreOfTenantBackup(t *testing.T) {
 // NonAdminRestore or NonAdminSchedule past the namespace's maximum are
 // refused at admission (422) with the field path and the limit.
 func TestTenantLimits(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=backup"}})
 	ctx := context.Background()
 	alice := newTenant(t, s, "alice", "tenant-a")

@@ -135,6 +135,7 @@ func waiting(b *velerov1.Backup) bool {
 // operations' outcomes, timeouts, a cancel and a restart while waiting
 // end it as Velero users expect, with the item operations file beside it.
 func TestBackupAsyncOperations(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: fastOperations})
 	ctx := context.Background()
 

@@ -64,6 +64,7 @@ func waitQueue(t *testing.T, s *framework.Server, want map[string]string) {
 // queue positions are exact on get, list and watch without the queued
 // backups being rewritten.
 func TestBackupQueue(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: append([]string{"--concurrent-backups=2"}, withoutBackupEngine...)})
 	ctx := context.Background()
 
@@ -170,6 +171,7 @@ func queueStateOf(name string) string {
 // it out (FinalizingCancelled → Failed, with the reason), and the backups
 // behind it move up.
 func TestCancelQueuedBackup(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 	createBackup(t, s, "first", "a")

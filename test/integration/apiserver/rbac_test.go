@@ -88,6 +88,7 @@ spec:
 // resourceNames, nonResourceURLs, whoami, and a can-i matrix that equals
 // what the bound rules say.
 func TestRBACKubectl(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	admin := s.KubeconfigPath
 	alice := s.IssueKubeconfig("alice", "dev")
@@ -279,6 +280,7 @@ func waitAllowed(t *testing.T, s *framework.Server, kubeconfig, verb, resource, 
 // TestRBACAggregation: a ClusterRole labelled aggregate-to-edit shows up in
 // edit (and in admin, which aggregates edit), and its removal takes it out.
 func TestRBACAggregation(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	admin := s.KubeconfigPath
 	client := rbacClient(t, admin)
@@ -373,6 +375,7 @@ func containsAny(list []string, want ...string) bool {
 // their namespace grants no more than they hold, as kube-apiserver
 // enforces it; bind and escalate lift that where an admin allows.
 func TestRBACEscalation(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	admin := s.KubeconfigPath
 	erin := s.IssueKubeconfig("erin")
@@ -468,6 +471,7 @@ subjects: [{kind: User, name: erin, apiGroup: rbac.authorization.k8s.io}]
 // TestRBACRestart: roles, bindings and the decisions they make survive
 // kill -9.
 func TestRBACRestart(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	admin := s.KubeconfigPath
 	gina := s.IssueKubeconfig("gina")
@@ -499,6 +503,7 @@ func TestRBACRestart(t *testing.T) {
 // TestRBACBadInput: clear 4xx answers, never a panic; a binding to a
 // missing role is accepted (as in kube) and grants nothing.
 func TestRBACBadInput(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	admin := s.KubeconfigPath
 	client := rbacClient(t, admin)

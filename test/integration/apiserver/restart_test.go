@@ -17,6 +17,7 @@ import (
 // resourceVersion no older than the last one read (the queue engine moves
 // backups on meanwhile).
 func TestObjectsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	want := map[string]velerov1.Backup{}

@@ -116,6 +116,7 @@ func wantRestored(t *testing.T, got, orig *kvbackupv1alpha1.VirtualMachineBackup
 // Velero's rules for deleted and existing objects, namespace mapping,
 // label selectors, status and bad input.
 func TestRestore(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	createTracker(t, s, "shop", "t1", map[string]string{"app": "web"})
@@ -287,6 +288,7 @@ func trackersOf(t *testing.T, s *framework.Server, namespace string) string {
 // every object equal to the original; when the first server deletes the
 // backup, the second one's Backup goes too.
 func TestRestoreIntoSecondServer(t *testing.T) {
+	t.Parallel()
 	first := framework.Start(t, framework.Options{})
 	ctx := context.Background()
 	namespaces := []string{"app-a", "app-b", "app-c"}
@@ -391,8 +393,6 @@ func TestRestoreIntoSecondServer(t *testing.T) {
 // velerov1.RestoreDeletedReason, its finalizer goes, and the next restore
 // runs.
 func TestDeleteRunningRestore(t *testing.T) {
-	// Mostly waiting (a slow source, an S3 client's retries): beside the
-	// package's other waiting tests, on a server of its own.
 	t.Parallel()
 	const namespace, trackers = "many", 20
 	s := framework.Start(t, framework.Options{})

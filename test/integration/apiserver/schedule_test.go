@@ -94,6 +94,7 @@ func postSchedule(s *framework.Server, name, sub string, body string) (*velerov1
 // subresources and the spec, a due run, and a due run skipped while the
 // schedule's backup has not finished.
 func TestSchedules(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 
@@ -218,6 +219,7 @@ func TestSchedules(t *testing.T) {
 // new schedule that leaves the field unset skips its immediate run (the
 // engine consumes the flag); one that says false does not.
 func TestScheduleSkipImmediatelyDefault(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: append([]string{"--schedule-skip-immediately"}, withoutBackupEngine...)})
 	if sch := createSchedule(t, s, "default-on", "0 3 * * *", nil); sch.Spec.SkipImmediately == nil || !*sch.Spec.SkipImmediately {
 		t.Errorf("skipImmediately of a new schedule with the server default on: %v", sch.Spec.SkipImmediately)
@@ -317,6 +319,7 @@ func settle(t *testing.T, s *framework.Server, name, what string, cond func(*vel
 // without skipImmediately), and a server restart between due times (no
 // duplicate, no lost run, missed runs not caught up one by one).
 func TestScheduleClock(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=schedule,backup,backup-sync"}})
 	hourly, err := cron.ParseStandard("45 * * * *")
 	if err != nil {

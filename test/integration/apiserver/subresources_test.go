@@ -60,7 +60,10 @@ func TestLogsSubresource(t *testing.T) {
 	s := apiServer(t)
 	ctx := context.Background()
 	bucket := createFilesystemLocationAt(t, s, "local", filepath.Join(s.DataDir, "logs-bucket"))
-	if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "logs-b1", Namespace: ns}}, metav1.CreateOptions{}); err != nil {
+	// Its location named: another default may still be marked (the new
+	// one unmarks it asynchronously).
+	if _, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "logs-b1", Namespace: ns},
+		Spec: velerov1.BackupSpec{StorageLocation: "local"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Clientset.VeleroV1().Restores(ns).Create(ctx, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "logs-r1", Namespace: ns},

@@ -45,6 +45,7 @@ func requireContains(t *testing.T, what, out string, wants ...string) {
 
 // TestVeleroCLI: the unmodified velero CLI works against the server.
 func TestVeleroCLI(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: withoutBackupEngine})
 	ctx := context.Background()
 	bucket := createFilesystemLocation(t, s, "local")
@@ -159,6 +160,7 @@ func putGzip(t *testing.T, path, content string) {
 
 // TestServerStatusRequest: a new request is answered with the server version.
 func TestServerStatusRequest(t *testing.T) {
+	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -110,11 +110,12 @@ func checkManifest(t *testing.T, dir string) vmmanifest.Manifest {
 // whose VM disk backup runs as its async operation. Full backups are
 // copied in pull mode (--vm-full-backup-mode=pull) here.
 func TestVMBackups(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	// Full backups in pull mode; the other VM tests run the default, push.
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms", "--vm-full-backup-mode=pull"}})
 	ctx := context.Background()
-	const vmNS = "vms"
+	const vmNS = "vmpull"
 	dom := virttest.NewDomain(t, vmNS+"_vm1", "64M")
 	conn, err := virt.Open(virttest.URI)
 	if err != nil {
@@ -342,6 +343,7 @@ func runCommand(name string, args ...string) (string, error) {
 // A VM stopping during a backup, and the server killed during one, end it
 // Failed with the reason, leaving nothing behind.
 func TestVMBackupCancel(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	// Full backups in push mode (the default): the test slows QEMU's backup
 	// job down (pull-mode copies are interrupted in pkg/virt's tests).
@@ -475,6 +477,7 @@ func TestVMBackupCancel(t *testing.T) {
 // clean; with skipQuiesce it is QuiesceSkipped and the copy of the mounted
 // file system needs journal recovery.
 func TestVMBackupQuiesced(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
 	ctx := context.Background()

@@ -77,6 +77,7 @@ func annotateTracker(t *testing.T, s *framework.Server, namespace, name, value s
 // a bad annotation value is refused with its field path; deleting the last
 // tracker of a VM disables it.
 func TestVMChangedBlockTracking(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
 	ctx := context.Background()

@@ -37,6 +37,7 @@ func runVeleroBackup(t *testing.T, s *framework.Server, name string, labels map[
 // tracking. VMs of other namespaces, and all VMs when the backup excludes
 // virtualmachines, are left alone.
 func TestVeleroBackupDiscoversVMs(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()

@@ -37,6 +37,7 @@ import (
 // restored to when it was taken, and the series' next backup after the
 // newest was deleted is full and says why.
 func TestVMBackupsLeaveWithTheirBackups(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()
@@ -183,6 +184,7 @@ func TestVMBackupsLeaveWithTheirBackups(t *testing.T) {
 // backup is gone, and with it the VM's changed block tracking (its
 // checkpoints and their bitmaps).
 func TestScheduleRetention(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()
@@ -242,6 +244,23 @@ func TestScheduleRetention(t *testing.T) {
 		t.Fatalf("keep-5, expired with the runs after it failed, is not labelled kept: %v", err)
 	}
 	backupsLeft("keep-3", "keep-4-failed", "keep-5", "keep-6-failed")
+	// A Backup goes once its VM backups are asked to go; they leave their
+	// chain (merged into the next) after it: the chain is read once they
+	// are gone.
+	var vmbsLeft []string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(vmNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		vmbsLeft = nil
+		for _, b := range list.Items {
+			vmbsLeft = append(vmbsLeft, b.Name)
+		}
+		return strings.Join(vmbsLeft, ",") == "keep-3-vm-vm1,keep-5-vm-vm1", nil
+	}); err != nil {
+		t.Fatalf("the VM backups left: %v, want keep-3's and keep-5's", vmbsLeft)
+	}
 	dirs := []string{filepath.Join(volume, "keep-3-vm-vm1"), filepath.Join(volume, "keep-5-vm-vm1")}
 	if _, err := vmrestore.Restore(ctx, dirs, "vda", filepath.Join(t.TempDir(), "vda.raw")); err != nil {
 		t.Errorf("the chain after keep-last deleted the older backups: %v", err)
@@ -304,10 +323,11 @@ func TestScheduleRetention(t *testing.T) {
 // incremental since it, and both chains restore the disks they were taken
 // of, bit for bit.
 func TestStoppedVMBackup(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
 	ctx := context.Background()
-	const vmNS = "stopped"
+	const vmNS = "halted"
 	vm := virttest.NewDomain(t, vmNS+"_vm1", "32M")
 	volume := filepath.Join(root, vmNS, "pvc1")
 	if err := os.MkdirAll(volume, 0o755); err != nil {
@@ -415,6 +435,7 @@ func restoredVDA(t *testing.T, volume string, backups ...string) string {
 // chain restores (sha256); a restored VM's next backup is full, its
 // checkpoints dropped with the data they tracked.
 func TestVMRestoreThroughVelero(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()
@@ -566,6 +587,7 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 // restores bit-identically to what it restored to when taken, and the
 // volume holds the remaining backups' directories only.
 func TestVMChainOfTenThroughVelero(t *testing.T) {
+	t.Parallel()
 	root := vmVolumeRoot(t)
 	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()

@@ -1,7 +1,9 @@
 // Package cluster tests Backstop in aggregated mode behind a real control
 // plane (framework.StartCluster): registered by artifacts/deploy as users
 // apply it, running as the manifests' ServiceAccount with the shipped RBAC,
-// reached only through kube-apiserver.
+// reached only through kube-apiserver. Each test runs a control plane of
+// its own and runs beside the others (t.Parallel; the framework gives each
+// cluster its own ports and pod address in the test network namespace).
 package cluster
 
 import (
@@ -54,6 +56,7 @@ func forbidden(err error) bool {
 // absence denies, through the aggregator); killed while registered and
 // back.
 func TestAggregated(t *testing.T) {
+	t.Parallel()
 	c := framework.StartCluster(t)
 	ctx := context.Background()
 	admin := c.AdminKubeconfig

@@ -166,6 +166,7 @@ spec:
 // copy, minus what servers set, or was left to the cluster by a rule; the
 // table of kinds is in the test log.
 func TestRestoreWorkloads(t *testing.T) {
+	t.Parallel()
 	c := framework.StartCluster(t)
 	ctx := context.Background()
 	admin := c.AdminKubeconfig

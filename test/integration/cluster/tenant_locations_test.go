@@ -38,6 +38,7 @@ import (
 // admin withdrawing approval removes the location and the copy, rejecting
 // says so, deleting the location removes its request.
 func TestTenantStorageLocations(t *testing.T) {
+	t.Parallel()
 	c := framework.StartCluster(t)
 	srv := framework.StartS3(t)
 	srv.MakeBucket(t, "team")

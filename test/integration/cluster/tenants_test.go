@@ -69,6 +69,7 @@ func tenantOf(t *testing.T, c *framework.Cluster, user, namespace string) confor
 // kube-apiserver: tenants authenticated by kube-apiserver, authorized by
 // its RBAC (delegated), Secrets of the admin namespace among the targets.
 func TestTenantAttackMatrixAggregated(t *testing.T) {
+	t.Parallel()
 	c := framework.StartCluster(t)
 	conformance.TenantAttacks(t, conformance.TenantTarget{
 		Admin: c.Backstop, AdminKube: c.Kube, AdminNamespace: adminNamespace,
@@ -85,6 +86,7 @@ func TestTenantAttackMatrixAggregated(t *testing.T) {
 // bound to view, who reads the NonAdminDownloadRequest and its link. A
 // log's link stays a bearer link, as the OADP CLI fetches it.
 func TestTenantContentsLinks(t *testing.T) {
+	t.Parallel()
 	c := framework.StartCluster(t)
 	ctx := context.Background()
 	alice := tenantOf(t, c, "alice", "tenant-a")

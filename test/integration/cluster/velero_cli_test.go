@@ -27,6 +27,7 @@ import (
 // kube-apiserver too (what a user outside the cluster reaches), fetched
 // without credentials and trusted by the CA the storage location carries.
 func TestVeleroCLIAggregated(t *testing.T) {
+	t.Parallel()
 	c := framework.StartCluster(t)
 	ctx := context.Background()
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {

@@ -27,6 +27,7 @@ import (
 // through kube-apiserver; then kubectl's verbs on every resource, and the
 // subresources.
 func TestEveryVerbThroughKubeAPIServer(t *testing.T) {
+	t.Parallel()
 	c := framework.StartCluster(t)
 	ctx := context.Background()
 	// As in the standalone suite: the backup engine off, and a user the
@@ -59,9 +60,6 @@ func TestEveryVerbThroughKubeAPIServer(t *testing.T) {
 			resources = append(resources, r)
 		}
 		sort.Strings(resources)
-		// kubectl edit's editor, for every resource's run (set here: a
-		// parallel test may not set the environment).
-		t.Setenv("KUBE_EDITOR", kubeEditor)
 		// Each resource's object is its own: their kubectl runs go side by
 		// side (starting kubectl is most of their time).
 		for _, resource := range resources {
@@ -160,7 +158,7 @@ func kubectlVerbs(t *testing.T, c *framework.Cluster, resource, namespace string
 	ref := []string{resource, name, "-n", namespace}
 	run := func(stdin []byte, args ...string) string {
 		t.Helper()
-		out, err := c.Kubectl(admin, stdin, args...)
+		out, err := c.KubectlEnv([]string{"KUBE_EDITOR=" + kubeEditor}, admin, stdin, args...)
 		if err != nil {
 			t.Fatal(err)
 		}

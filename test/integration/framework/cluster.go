@@ -37,12 +37,38 @@ import (
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
 )
 
-// Ports of the control plane, inside the test network namespace.
-const (
-	kubeAPIServerPort = 6443
-	etcdClientPort    = 2379
-	etcdPeerPort      = 2380
-)
+// maxClusters is how many Clusters a test process runs at once (tests
+// that start one run side by side with t.Parallel); one more waits for a
+// slot.
+const maxClusters = 8
+
+// clusterSlot is what a Cluster has to itself in the test network
+// namespace, which the clusters of one test process share: its ports
+// (outside the ephemeral range, which free-port picks draw from) and the
+// address its Backstop serves on, as its pod would.
+type clusterSlot int
+
+// clusterSlots are the free slots.
+var clusterSlots = func() chan clusterSlot {
+	free := make(chan clusterSlot, maxClusters)
+	for i := range maxClusters {
+		free <- clusterSlot(i)
+	}
+	return free
+}()
+
+func (s clusterSlot) etcdClientPort() int    { return 2379 + 10*int(s) }
+func (s clusterSlot) etcdPeerPort() int      { return 2380 + 10*int(s) }
+func (s clusterSlot) kubeAPIServerPort() int { return 6443 + int(s) }
+func (s clusterSlot) controllerPort() int    { return 10257 + int(s) }
+
+// backstopPodIP is where the harness runs this cluster's
+// backstop-apiserver, as the pod of artifacts/deploy's Deployment would
+// be: the address of the EndpointSlice kube-apiserver routes the
+// APIServices to (RunInNetNS puts every slot's on lo).
+func (s clusterSlot) backstopPodIP() string {
+	return fmt.Sprintf("%s.%d", backstopPodNet, backstopPodHost+int(s))
+}
 
 // BackstopNamespace, BackstopServiceAccount and BackstopService are
 // artifacts/deploy's.
@@ -83,12 +109,17 @@ type Cluster struct {
 	kubeAPIServer     *process
 	kubeAPIServerArgs []string
 	// BackstopArgs are the arguments backstop-apiserver runs with: the
-	// Deployment's, with its data directory here and the ServiceAccount's
-	// kubeconfig.
+	// Deployment's, with its data directory here, its address the slot's
+	// pod IP and the ServiceAccount's kubeconfig.
 	BackstopArgs []string
-	// backstopPort is the port backstop-apiserver serves on at
-	// BackstopPodIP (the Deployment's container port).
+	// BackstopEnv are more environment variables of backstop-apiserver
+	// (a crash point, say).
+	BackstopEnv []string
+	// backstopPort is the port backstop-apiserver serves on at the slot's
+	// pod IP (the Deployment's container port).
 	backstopPort int32
+	// slot holds the cluster's ports and addresses while it runs.
+	slot clusterSlot
 	// CSI is the CSI stack (ClusterOptions.CSI), else nil.
 	CSI *CSI
 }
@@ -123,7 +154,10 @@ type ClusterOptions struct {
 func StartClusterWith(t testing.TB, opts ClusterOptions) *Cluster {
 	t.Helper()
 	RequireNetNS(t)
-	c := &Cluster{t: t, Dir: t.TempDir()}
+	c := &Cluster{t: t, Dir: t.TempDir(), slot: <-clusterSlots}
+	// Cleanups run last-in first-out: the slot is free once every process
+	// has stopped.
+	t.Cleanup(func() { clusterSlots <- c.slot })
 	t.Cleanup(c.stopAll)
 	c.pki()
 	c.startEtcd()
@@ -190,13 +224,24 @@ func (c *Cluster) clientCert(ca *pki.CA, file, user string, groups ...string) (c
 	return c.write(file+".crt", certPEM), c.write(file+".key", keyPEM)
 }
 
+// clientAuth is a client certificate of the cluster CA for user and
+// groups, in the kubeconfig itself: a client config of a certificate
+// file is watched for rotation by a goroutine of client-go's transport
+// cache, which outlives the test's directory (and logs its loss every few
+// seconds).
 func (c *Cluster) clientAuth(user string, groups ...string) *clientcmdapi.AuthInfo {
-	certFile, keyFile := c.clientCert(c.ca, "user-"+strings.ReplaceAll(user, ":", "_"), user, groups...)
-	return &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
+	c.t.Helper()
+	certPEM, keyPEM, err := c.ca.ClientCert(user, groups)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
 }
 
 // URL is kube-apiserver's address.
-func (c *Cluster) URL() string { return fmt.Sprintf("https://127.0.0.1:%d", kubeAPIServerPort) }
+func (c *Cluster) URL() string {
+	return fmt.Sprintf("https://127.0.0.1:%d", c.slot.kubeAPIServerPort())
+}
 
 func (c *Cluster) writeKubeconfig(name string, auth *clientcmdapi.AuthInfo) string {
 	c.t.Helper()
@@ -248,7 +293,7 @@ func (c *Cluster) startEnv(name, bin string, env []string, args ...string) *proc
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := diesWithTest(exec.Command(bin, args...))
 	cmd.Dir = c.Dir
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
@@ -345,6 +390,7 @@ func (c *Cluster) waitFor(what string, p *process, timeout time.Duration, cond f
 }
 
 func (c *Cluster) startEtcd() {
+	etcdClientPort, etcdPeerPort := c.slot.etcdClientPort(), c.slot.etcdPeerPort()
 	p := c.start("etcd", Binary(c.t, "etcd"),
 		"--data-dir", c.path("etcd"),
 		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClientPort),
@@ -362,8 +408,8 @@ func (c *Cluster) startKubeAPIServer() {
 	kubeCA := pki.New(c.path("kube-ca"))
 	frontProxyCA := pki.New(c.path("front-proxy-ca"))
 	c.kubeAPIServerArgs = []string{
-		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClientPort),
-		"--bind-address=127.0.0.1", "--advertise-address=" + KubeAdvertiseIP, fmt.Sprintf("--secure-port=%d", kubeAPIServerPort),
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.slot.etcdClientPort()),
+		"--bind-address=127.0.0.1", "--advertise-address=" + KubeAdvertiseIP, fmt.Sprintf("--secure-port=%d", c.slot.kubeAPIServerPort()),
 		"--tls-cert-file=" + filepath.Join(kubeCA.Path, "serving.crt"), "--tls-private-key-file=" + filepath.Join(kubeCA.Path, "serving.key"),
 		"--client-ca-file=" + kubeCA.CAFile(),
 		"--service-cluster-ip-range=" + ServiceCIDR,
@@ -434,7 +480,7 @@ func (c *Cluster) BackstopDirect() *rest.Config {
 		c.t.Fatalf("APIService %s: no caBundle (%v)", apiServiceNames[0], err)
 	}
 	config := rest.CopyConfig(c.Admin)
-	config.Host = fmt.Sprintf("https://%s:%d", BackstopPodIP, c.backstopPort)
+	config.Host = fmt.Sprintf("https://%s:%d", c.slot.backstopPodIP(), c.backstopPort)
 	config.TLSClientConfig.CAFile = ""
 	config.TLSClientConfig.CAData = ca
 	config.TLSClientConfig.ServerName = BackstopService + "." + BackstopNamespace + ".svc"
@@ -456,7 +502,7 @@ func (c *Cluster) startKubeControllerManager() {
 	kubeconfig := c.path("kube-controller-manager.kubeconfig")
 	p := c.start("kube-controller-manager", Binary(c.t, "kube-controller-manager"),
 		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port=10257", "--leader-elect=false",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.slot.controllerPort()), "--leader-elect=false",
 		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,endpointslice-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,job-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,statefulset-controller,daemonset-controller,cronjob-controller,persistentvolume-binder-controller",
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+c.path("sa.key"), "--root-ca-file="+pki.New(c.path("kube-ca")).CAFile(),
@@ -477,7 +523,14 @@ func (c *Cluster) Mapper() meta.RESTMapper {
 // Kubectl runs kubectl against kube-apiserver with kubeconfig.
 func (c *Cluster) Kubectl(kubeconfig string, stdin []byte, args ...string) (string, error) {
 	c.t.Helper()
-	return kubectl(c.t, kubeconfig, stdin, args...)
+	return kubectl(c.t, kubeconfig, nil, stdin, args...)
+}
+
+// KubectlEnv is Kubectl with more environment variables (a parallel test
+// may not set the process's).
+func (c *Cluster) KubectlEnv(env []string, kubeconfig string, stdin []byte, args ...string) (string, error) {
+	c.t.Helper()
+	return kubectl(c.t, kubeconfig, env, stdin, args...)
 }
 
 // deployDir is artifacts/deploy of this module.
@@ -514,7 +567,7 @@ metadata:
 addressType: IPv4
 endpoints: [{addresses: [%s], conditions: {ready: true}}]
 ports: [{port: %d, protocol: TCP}]
-`, BackstopNamespace, BackstopService, BackstopPodIP, port)
+`, BackstopNamespace, BackstopService, c.slot.backstopPodIP(), port)
 	if out, err := c.Kubectl(c.AdminKubeconfig, []byte(slice), "apply", "-f", "-"); err != nil {
 		t.Fatalf("creating the EndpointSlice: %v\n%s", err, out)
 	}
@@ -524,10 +577,13 @@ ports: [{port: %d, protocol: TCP}]
 		return err
 	})
 	saKubeconfig = c.TokenKubeconfig(BackstopNamespace, BackstopServiceAccount)
-	// The pod's volume is a directory here.
+	// The pod's volume is a directory here; its address, the slot's.
 	for i, a := range args {
-		if strings.HasPrefix(a, "--data-dir=") {
+		switch {
+		case strings.HasPrefix(a, "--data-dir="):
 			args[i] = "--data-dir=" + c.BackstopDataDir()
+		case strings.HasPrefix(a, "--bind-address="):
+			args[i] = "--bind-address=" + c.slot.backstopPodIP()
 		}
 	}
 	c.BackstopArgs = append(append(args,
@@ -543,7 +599,7 @@ func (c *Cluster) BackstopDataDir() string { return c.path("backstop-data") }
 // kube-apiserver reports its APIServices Available and serves its groups.
 func (c *Cluster) StartBackstop() {
 	c.t.Helper()
-	c.backstop = c.start("backstop-apiserver", Binary(c.t, "backstop-apiserver"), c.BackstopArgs...)
+	c.backstop = c.startEnv("backstop-apiserver", Binary(c.t, "backstop-apiserver"), c.BackstopEnv, c.BackstopArgs...)
 	c.waitFor("Backstop's APIServices Available", c.backstop, 2*time.Minute, func(ctx context.Context) error {
 		for _, name := range apiServiceNames {
 			if cond := c.APIServiceAvailable(ctx, name); cond.Status != "True" {

@@ -101,11 +101,15 @@ func (c *Cluster) startCSI() {
 
 	kubeconfig := c.AdminKubeconfig
 	// Retries back off to 5 minutes by default; a test that stops the
-	// driver waits for them: 5 seconds at most here.
-	retry := "--retry-interval-max=5s"
-	c.start("snapshot-controller", bins["snapshot-controller"], "--kubeconfig="+kubeconfig, retry, "--v=4")
+	// driver waits for them: 5 seconds at most here. The snapshot
+	// controllers go over every object again each resync period (15
+	// minutes by default), which is how a cluster ends a deletion whose
+	// event they let pass (seen: a VolumeSnapshot deleted while the driver
+	// was down stays terminating until then): 15 seconds here.
+	retry, resync := "--retry-interval-max=5s", "--resync-period=15s"
+	c.start("snapshot-controller", bins["snapshot-controller"], "--kubeconfig="+kubeconfig, retry, resync, "--v=4")
 	s.sidecars = []*sidecar{
-		{name: "csi-snapshotter", bin: bins["csi-snapshotter"], args: []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + s.Socket, retry, "--v=4"}},
+		{name: "csi-snapshotter", bin: bins["csi-snapshotter"], args: []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + s.Socket, retry, resync, "--v=4"}},
 		// KUBECONFIG in the environment would win over the flag.
 		{name: "csi-provisioner", bin: bins["csi-provisioner"], env: []string{"KUBECONFIG="},
 			args: []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + s.Socket, retry, "--v=4"}},

@@ -173,7 +173,7 @@ func (m *EtcdMember) startErr() error {
 		return err
 	}
 	m.log = log
-	m.cmd = exec.Command(m.etcdBinary,
+	m.cmd = diesWithTest(exec.Command(m.etcdBinary,
 		"--name", m.Name,
 		"--data-dir", m.dataDir,
 		"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
@@ -182,7 +182,7 @@ func (m *EtcdMember) startErr() error {
 		// The test machines' disks are slow to fsync at times: no spurious
 		// elections under load.
 		"--heartbeat-interval", "100", "--election-timeout", "1000",
-	)
+	))
 	m.cmd.Stdout, m.cmd.Stderr = log, log
 	if err := m.cmd.Start(); err != nil {
 		m.cmd = nil

@@ -187,7 +187,7 @@ func (s *Server) start() {
 		"--engine-groups", EngineGroup,
 	}, s.storageArgs...)
 	args = append(args, s.args...)
-	cmd := exec.Command(bin, args...)
+	cmd := diesWithTest(exec.Command(bin, args...))
 	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -343,14 +343,17 @@ func (s *Server) Kubectl(stdin []byte, args ...string) (string, error) {
 // KubectlAs runs kubectl with the given kubeconfig.
 func (s *Server) KubectlAs(kubeconfig string, stdin []byte, args ...string) (string, error) {
 	s.t.Helper()
-	return kubectl(s.t, kubeconfig, stdin, args...)
+	return kubectl(s.t, kubeconfig, nil, stdin, args...)
 }
 
 // kubectl runs kubectl with kubeconfig and returns its stdout; a failure
 // carries its stderr. stdin may be nil.
-func kubectl(t testing.TB, kubeconfig string, stdin []byte, args ...string) (string, error) {
+func kubectl(t testing.TB, kubeconfig string, env []string, stdin []byte, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(Binary(t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if stdin != nil {

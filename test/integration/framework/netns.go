@@ -18,10 +18,10 @@ const (
 	KubeAdvertiseIP = "10.96.0.1"
 	// ServiceCIDR is the cluster's service IP range.
 	ServiceCIDR = "10.96.0.0/24"
-	// BackstopPodIP is where the harness runs backstop-apiserver, as the
-	// pod of artifacts/deploy's Deployment would be: the address of the
-	// EndpointSlice kube-apiserver routes the APIServices to.
-	BackstopPodIP = "10.244.0.10"
+	// backstopPodNet and backstopPodHost: the first cluster's Backstop
+	// serves on 10.244.0.10, the next on .11, and so on (clusterSlot).
+	backstopPodNet  = "10.244.0"
+	backstopPodHost = 10
 )
 
 // RunInNetNS is a TestMain for tests that run a control plane: as root, it
@@ -44,7 +44,7 @@ func RunInNetNS(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "finding the test binary: %v\n", err)
 			return 1
 		}
-		cmd := exec.Command("unshare", append([]string{"--net", "--mount", "--", self}, os.Args[1:]...)...)
+		cmd := diesWithTest(exec.Command("unshare", append([]string{"--net", "--mount", "--", self}, os.Args[1:]...)...))
 		cmd.Env = append(os.Environ(), netnsEnv+"=1")
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -56,11 +56,14 @@ func RunInNetNS(m *testing.M) int {
 		}
 		return 0
 	}
-	for _, args := range [][]string{
+	setup := [][]string{
 		{"link", "set", "lo", "up"},
 		{"addr", "add", KubeAdvertiseIP + "/32", "dev", "lo"},
-		{"addr", "add", BackstopPodIP + "/32", "dev", "lo"},
-	} {
+	}
+	for slot := range clusterSlot(maxClusters) {
+		setup = append(setup, []string{"addr", "add", slot.backstopPodIP() + "/32", "dev", "lo"})
+	}
+	for _, args := range setup {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "ip %v in the test network namespace: %v: %s\n", args, err, out)
 			return 1

@@ -3,12 +3,22 @@ package framework
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// diesWithTest makes a process the test starts get SIGKILL when the test
+// process goes (killed before its cleanups ran, say), so that nothing it
+// started outlives it: servers, control planes, the test binary run again
+// in its network namespace.
+func diesWithTest(cmd *exec.Cmd) *exec.Cmd {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
 
 // signalAndWait sends sig to a started process and waits until it exited
 // (exited closes), killing it after grace.

@@ -76,10 +76,9 @@ func StartS3(t testing.TB) *S3Server {
 	}
 	// Object metadata in a sidecar directory: the test directory's file
 	// system need not support extended attributes.
-	s.cmd = exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", "127.0.0.1:"+strconv.Itoa(port),
-		"posix", "--sidecar", sidecar, root)
+	s.cmd = diesWithTest(exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", "127.0.0.1:"+strconv.Itoa(port),
+		"posix", "--sidecar", sidecar, root))
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("starting versitygw: %v", err)
 	}
