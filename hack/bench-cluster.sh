@@ -18,6 +18,6 @@ cd "${root}"
 make build tools >/dev/null
 mkdir -p _output
 
-BACKSTOP_BIN_DIR="${root}/_output/bin" go test -tags=libvirt_dlopen,bench ./test/clusterbench -run '^$' -bench . -benchtime=1x \
+BACKSTOP_BIN_DIR="${root}/_output/bin" go test -tags=libvirt_dlopen,bench ./test/clusterbench -run '^$' -bench '^BenchmarkCluster$' -benchtime=1x \
   -count="${COUNT:-1}" -timeout=120m -clusterbench.objects="${OBJECTS:-10000,100000}" "$@" 2>&1 |
   grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-cluster.txt

@@ -7,7 +7,9 @@
 // references: a bare client reading the same objects with the same paged
 // lists, and a bare client creating the same objects one by one, at the
 // same rate limits. The backing-up server's peak RSS is reported beside.
-// docs/benchmarks.md has the figures; hack/bench-cluster.sh runs it.
+// BenchmarkVolumeSnapshots (snapshots_test.go) times a backup's CSI
+// snapshots against bare VolumeSnapshots. docs/benchmarks.md has the
+// figures; hack/bench-cluster.sh and make bench-snapshots run them.
 package clusterbench
 
 import (

@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/resourcepolicy"
@@ -203,6 +204,28 @@ func TestSnapshotStart(t *testing.T) {
 			t.Errorf("started %+v, %v; want skipped as deleted", started, err)
 		}
 	})
+}
+
+// TestClaimClass: a claim's annotation chooses its class, but for a
+// tenant's backup, whose classes are the admin's.
+func TestClaimClass(t *testing.T) {
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{ClassSelector: "fast"}}}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        string
+	}{
+		{"an admin's backup", nil, "fast"},
+		{"a NonAdminBackup's", map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: "tenant-a"}, ""},
+		{"a NonAdminSchedule's", map[string]string{oadpv1alpha1.NasOriginNamespaceAnnotation: "tenant-a"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}}
+			if got := claimClass(b, claim); got != tc.want {
+				t.Errorf("claimClass = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
 
 func TestSnapshotClassChoice(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
 
@@ -24,7 +25,20 @@ func (a Action) snapshotClass(ctx context.Context, b *velerov1.Backup, pvc *core
 	if err != nil {
 		return "", fmt.Errorf("listing VolumeSnapshotClasses: %w", err)
 	}
-	return chooseClass(list.Items, pvc.Annotations[ClassSelector], b.Annotations[ClassSelector+"_"+strings.ToLower(driver)], driver)
+	return chooseClass(list.Items, claimClass(b, pvc), b.Annotations[ClassSelector+"_"+strings.ToLower(driver)], driver)
+}
+
+// claimClass is the class a claim's annotation names, unless the backup is
+// a tenant's (made for a NonAdminBackup or NonAdminSchedule): a class is
+// cluster-scoped, the admin's to choose (the class labelled ClassSelector,
+// else the default), and a tenant's claim does not choose another.
+func claimClass(b *velerov1.Backup, pvc *corev1.PersistentVolumeClaim) string {
+	for _, key := range []string{oadpv1alpha1.NabOriginNamespaceAnnotation, oadpv1alpha1.NasOriginNamespaceAnnotation} {
+		if b.Annotations[key] != "" {
+			return ""
+		}
+	}
+	return pvc.Annotations[ClassSelector]
 }
 
 // chooseClass is snapshotClass's choice among classes.

@@ -75,6 +75,10 @@ func (run *restoreRun) selected(it *archive.Item) bool {
 		// Not served (yet): counted, and reported when restored.
 		return run.pass.filter.IncludesNamespace(it.Namespace) || it.Namespace == ""
 	}
+	if run.forUser() && it.GroupResource == snapshotContentsGR && it.Namespace == "" {
+		// Cluster-scoped, but its VolumeSnapshot's (snapshots.go).
+		return run.userContent(it)
+	}
 	if res.Namespaced != (it.Namespace != "") {
 		// Where the tarball put it says another scope than the target
 		// serves: a namespaced item claimed cluster-wide, or the reverse.
@@ -173,7 +177,8 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[BackupNameLabel], l[RestoreNameLabel] = run.backup.Name, run.r.Name
+	// Label values: names of over 63 characters shortened, as Velero does.
+	l[BackupNameLabel], l[RestoreNameLabel] = velerov1.LabelValue(run.backup.Name), velerov1.LabelValue(run.r.Name)
 	obj.SetLabels(l)
 
 	what := fmt.Sprintf("%s %s", it.GroupResource, qualified(obj.GetNamespace(), obj.GetName()))
@@ -194,8 +199,17 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 			return
 		}
 	}
+	writer := run.target
+	if run.forUser() && it.GroupResource == snapshotContentsGR {
+		if err := run.vouch(ctx, obj); err != nil {
+			fail(fmt.Sprintf("not restoring %s: %v", what, err))
+			return
+		}
+		// Vouched for: the server writes it (snapshots.go).
+		writer = run.c.cfg.Target.Dynamic
+	}
 	gvr := schema.GroupVersionResource{Group: res.GVR.Group, Version: it.Version, Resource: res.GVR.Resource}
-	client := run.target.Resource(gvr)
+	client := writer.Resource(gvr)
 	var ri = client.Namespace(obj.GetNamespace())
 	if !res.Namespaced {
 		ri = client.Namespace("")

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 )
 
@@ -77,7 +78,7 @@ func (run *restoreRun) ensureNamespace(ctx context.Context, name string) error {
 	if !exists {
 		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
 		ns.SetName(name)
-		ns.SetLabels(map[string]string{BackupNameLabel: run.backup.Name, RestoreNameLabel: run.r.Name})
+		ns.SetLabels(map[string]string{BackupNameLabel: velerov1.LabelValue(run.backup.Name), RestoreNameLabel: velerov1.LabelValue(run.r.Name)})
 		if _, err := run.target.Resource(namespacesResource).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating namespace %s: %w", name, err)
 		}

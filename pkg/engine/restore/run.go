@@ -245,7 +245,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 	noClusterItems := r.Spec.IncludeClusterResources != nil && !*r.Spec.IncludeClusterResources
 	spooled := func(it *archive.Item) bool {
 		if it.Namespace == "" {
-			return !noClusterItems
+			return !noClusterItems || run.forUser() && it.GroupResource == snapshotContentsGR
 		}
 		return nsFilter.IncludesNamespace(it.Namespace)
 	}

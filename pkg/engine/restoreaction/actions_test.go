@@ -145,10 +145,11 @@ func TestCSISnapshotRestoreActions(t *testing.T) {
 	}{
 		{name: "content: the driver's snapshot, Retain, bound to the restored snapshot in the mapped namespace",
 			resource: "volumesnapshotcontents.snapshot.storage.k8s.io", restore: mapped,
-			in: `{metadata: {name: snapcontent-1}, spec: {driver: hostpath.csi.k8s.io, deletionPolicy: Delete, volumeSnapshotClassName: csi-hostpath-snapclass,
+			in: `{metadata: {name: snapcontent-1, labels: {velero.io/backup-name: b1, velero.io/backup-uid: b-uid}},
+			      spec: {driver: hostpath.csi.k8s.io, deletionPolicy: Delete, volumeSnapshotClassName: csi-hostpath-snapclass,
 			      source: {volumeHandle: vol-1}, volumeSnapshotRef: {kind: VolumeSnapshot, namespace: shop, name: velero-data-abcde, uid: u1}},
 			      status: {snapshotHandle: snap-1, readyToUse: true}}`,
-			want: `{metadata: {name: ` + restored + `}, spec: {driver: hostpath.csi.k8s.io, deletionPolicy: Retain, source: {snapshotHandle: snap-1},
+			want: `{metadata: {name: ` + restored + `, labels: {velero.io/backup-name: b1}}, spec: {driver: hostpath.csi.k8s.io, deletionPolicy: Retain, source: {snapshotHandle: snap-1},
 			      volumeSnapshotRef: {apiVersion: snapshot.storage.k8s.io/v1, kind: VolumeSnapshot, namespace: shop-copy, name: ` + restored + `}},
 			      status: {snapshotHandle: snap-1, readyToUse: true}}`},
 		{name: "content without a handle", resource: "volumesnapshotcontents.snapshot.storage.k8s.io", restore: mapped,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
 
 // Claims backed up with a CSI snapshot come back from it, as Velero's CSI
@@ -78,6 +80,11 @@ func (VolumeSnapshotContent) Execute(in Input) (Result, error) {
 		return Result{}, err
 	}
 	unstructured.RemoveNestedField(obj, "spec", "volumeSnapshotClassName")
+	// The content is the restore's, not the backup's: the backup's
+	// deletion does not take it, and it never passes for one of the
+	// contents the backup kept (a restore for a user writes only a
+	// snapshot those vouch for).
+	unstructured.RemoveNestedField(obj, "metadata", "labels", velerov1.BackupUIDLabel)
 	return Result{}, unstructured.SetNestedField(obj, retain, "spec", "deletionPolicy")
 }
 

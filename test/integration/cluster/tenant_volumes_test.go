@@ -1,0 +1,258 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/archive"
+	"github.com/backstop-io/backstop/test/integration/conformance"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestTenantVolumeSnapshots: a tenant's NonAdminBackup snapshots its
+// claims and its NonAdminRestore brings them back from the snapshots,
+// though the restore runs with the tenant's rights and a
+// VolumeSnapshotContent is cluster-scoped: the server writes the content,
+// once the backup vouches for its snapshot. A tarball whose content names
+// another tenant's snapshot (a tenant can rewrite what its bucket holds)
+// restores no content of it.
+func TestTenantVolumeSnapshots(t *testing.T) {
+	t.Parallel()
+	c := framework.StartClusterWith(t, framework.ClusterOptions{CSI: true})
+	ctx := context.Background()
+	snaps, err := snapshotclient.NewForConfig(c.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := inOrder(t)
+	// Tenants take VolumeSnapshots in their namespaces, as distributions
+	// give namespace editors (aggregated into edit).
+	if _, err := c.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "volume-snapshots-edit", Labels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{snapshotv1.GroupName}, Resources: []string{"volumesnapshots"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alice := tenantOf(t, c, "alice", "tenant-a")
+	bob := tenantOf(t, c, "bob", "tenant-b")
+	aliceFiles := map[string][]byte{"notes.txt": []byte("alice's notes\n"), "db/rows.bin": bytes.Repeat([]byte("a"), 1<<20)}
+	bobFiles := map[string][]byte{"secret.txt": []byte("bob's secret\n")}
+
+	// backup makes a NonAdminBackup of tn's namespace and returns its
+	// Backup once Completed with snapshots of its claims (0 or 1), and the
+	// content the backup kept.
+	backup := func(t *testing.T, tn conformance.Tenant, name string, snapshots int) (*velerov1.Backup, *snapshotv1.VolumeSnapshotContent) {
+		t.Helper()
+		if _, err := tn.Client.OadpV1alpha1().NonAdminBackups(tn.Namespace).Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var b *velerov1.Backup
+		poll(t, "NonAdminBackup "+tn.Namespace+"/"+name+" finished", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			nab, err := c.Backstop.OadpV1alpha1().NonAdminBackups(tn.Namespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || nab.Status.VeleroBackup == nil || nab.Status.VeleroBackup.Name == "" {
+				return false, nil
+			}
+			b, err = c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, nab.Status.VeleroBackup.Name, metav1.GetOptions{})
+			return err == nil && b.Status.Phase.Terminal(), nil
+		})
+		if b.Status.Phase != velerov1.BackupPhaseCompleted || b.Status.CSIVolumeSnapshotsAttempted != snapshots || b.Status.CSIVolumeSnapshotsCompleted != snapshots {
+			t.Fatalf("backup %s: %s, %d of %d snapshots, want %d", b.Name, b.Status.Phase, b.Status.CSIVolumeSnapshotsCompleted, b.Status.CSIVolumeSnapshotsAttempted, snapshots)
+		}
+		kept, err := snaps.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupUIDLabel + "=" + string(b.UID)})
+		if err != nil || len(kept.Items) != snapshots {
+			t.Fatalf("the contents backup %s kept: %v (%v), want %d", b.Name, kept, err, snapshots)
+		}
+		if snapshots == 0 {
+			return b, nil
+		}
+		if kept.Items[0].Status == nil || kept.Items[0].Status.SnapshotHandle == nil {
+			t.Fatalf("the content backup %s kept has no handle: %v", b.Name, kept.Items[0])
+		}
+		return b, &kept.Items[0]
+	}
+	// restore makes a NonAdminRestore of tn's backup nab and returns its
+	// Restore once finished.
+	restore := func(t *testing.T, tn conformance.Tenant, name, nab string) *velerov1.Restore {
+		t.Helper()
+		if _, err := tn.Client.OadpV1alpha1().NonAdminRestores(tn.Namespace).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: nab}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var r *velerov1.Restore
+		poll(t, "NonAdminRestore "+tn.Namespace+"/"+name+" finished", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			nar, err := c.Backstop.OadpV1alpha1().NonAdminRestores(tn.Namespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Name == "" {
+				return false, nil
+			}
+			r, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
+			return err == nil && r.Status.Phase.Terminal(), nil
+		})
+		return r
+	}
+	// deleteClaim deletes a claim and waits until it is gone.
+	deleteClaim := func(t *testing.T, ns, name string) {
+		t.Helper()
+		if err := c.Kube.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "claim "+ns+"/"+name+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := c.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
+
+	// A snapshot's class is the admin's (the one labelled for Velero):
+	// a tenant's claim naming another is not followed.
+	var bobHandle string
+	step("each tenant's backup snapshots its claim, of the admin's class", func(t *testing.T) {
+		if _, err := snaps.SnapshotV1().VolumeSnapshotClasses().Create(ctx, &snapshotv1.VolumeSnapshotClass{
+			ObjectMeta: metav1.ObjectMeta{Name: "tenant-pick"}, Driver: framework.CSIDriver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.CSI.CreateClaim(alice.Namespace, "data", "1Gi", nil)
+		if _, err := alice.Kube.CoreV1().PersistentVolumeClaims(alice.Namespace).Patch(ctx, "data", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"velero.io/csi-volumesnapshot-class":"tenant-pick"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.CSI.WriteFiles(alice.Namespace, "data", aliceFiles)
+		c.CSI.CreateClaim(bob.Namespace, "vault", "1Gi", nil)
+		c.CSI.WriteFiles(bob.Namespace, "vault", bobFiles)
+		_, kept := backup(t, alice, "nab1", 1)
+		if class := kept.Spec.VolumeSnapshotClassName; class == nil || *class != framework.CSISnapshotClass {
+			t.Errorf("alice's snapshot is of class %v, want the admin's %s", class, framework.CSISnapshotClass)
+		}
+		_, bobKept := backup(t, bob, "nab-bob", 1)
+		bobHandle = *bobKept.Status.SnapshotHandle
+	})
+
+	step("a tenant's restore brings its claim back from its snapshot", func(t *testing.T) {
+		deleteClaim(t, alice.Namespace, "data")
+		r := restore(t, alice, "nar1", "nab1")
+		if r.Status.Phase != velerov1.RestorePhaseCompleted {
+			t.Fatalf("restore %s: %s, %d errors, %d warnings", r.Name, r.Status.Phase, r.Status.Errors, r.Status.Warnings)
+		}
+		c.CSI.WaitBound(alice.Namespace, "data")
+		if diff := framework.DiffFiles(aliceFiles, c.CSI.ReadFiles(alice.Namespace, "data")); diff != "" {
+			t.Fatalf("the restored claim: %s", diff)
+		}
+		// The content the server wrote for it: the snapshot the backup
+		// kept, Retain, the restore's (not labelled with the backup's UID).
+		contents, err := snaps.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{LabelSelector: velerov1.RestoreNameLabel + "=" + velerov1.LabelValue(r.Name)})
+		if err != nil || len(contents.Items) != 1 {
+			t.Fatalf("the restore's contents: %v (%v)", contents, err)
+		}
+		vsc := contents.Items[0]
+		if vsc.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentRetain || vsc.Labels[velerov1.BackupUIDLabel] != "" ||
+			vsc.Spec.VolumeSnapshotRef.Namespace != alice.Namespace {
+			t.Errorf("restored content %s: policy %s, labels %v, for %s/%s", vsc.Name, vsc.Spec.DeletionPolicy, vsc.Labels,
+				vsc.Spec.VolumeSnapshotRef.Namespace, vsc.Spec.VolumeSnapshotRef.Name)
+		}
+	})
+
+	step("a tarball naming another tenant's snapshot restores no content of it", func(t *testing.T) {
+		b, kept := backup(t, alice, "nab2", 1)
+		aliceHandle := *kept.Status.SnapshotHandle
+		// Alice rewrites her backup's tarball: every mention of her
+		// snapshot's handle now names bob's.
+		tarball := filepath.Join(c.BackstopDataDir(), "backups", "backups", b.Name, b.Name+".tar.gz")
+		rewriteTarball(t, tarball, func(it *archive.Item) {
+			it.Data = bytes.ReplaceAll(it.Data, []byte(aliceHandle), []byte(bobHandle))
+		})
+		deleteClaim(t, alice.Namespace, "data")
+		r := restore(t, alice, "nar2", "nab2")
+		if r.Status.Phase != velerov1.RestorePhasePartiallyFailed || r.Status.Errors == 0 {
+			t.Errorf("restore %s: %s, %d errors: want PartiallyFailed for the content refused", r.Name, r.Status.Phase, r.Status.Errors)
+		}
+		contents, err := snaps.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, vsc := range contents.Items {
+			handle := vsc.Spec.Source.SnapshotHandle
+			if vsc.Status != nil && vsc.Status.SnapshotHandle != nil {
+				handle = vsc.Status.SnapshotHandle
+			}
+			if handle != nil && *handle == bobHandle && vsc.Spec.VolumeSnapshotRef.Namespace != bob.Namespace {
+				t.Errorf("content %s of bob's snapshot, for %s/%s", vsc.Name, vsc.Spec.VolumeSnapshotRef.Namespace, vsc.Spec.VolumeSnapshotRef.Name)
+			}
+		}
+		if claim, err := c.Kube.CoreV1().PersistentVolumeClaims(alice.Namespace).Get(ctx, "data", metav1.GetOptions{}); err == nil && claim.Status.Phase == corev1.ClaimBound {
+			if files := c.CSI.ReadFiles(alice.Namespace, "data"); files["secret.txt"] != nil {
+				t.Errorf("alice's restored claim holds bob's files")
+			}
+		}
+	})
+
+	// The admin's policy enforces snapshotVolumes: false on tenants'
+	// backups.
+	step("the admin's policy turns snapshots off for tenants", func(t *testing.T) {
+		no := false
+		if _, err := c.Backstop.OadpV1alpha1().DataProtectionApplications(adminNamespace).Create(ctx, &oadpv1alpha1.DataProtectionApplication{
+			ObjectMeta: metav1.ObjectMeta{Name: "dpa"},
+			Spec:       oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{EnforceBackupSpec: &velerov1.BackupSpec{SnapshotVolumes: &no}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := backup(t, bob, "nab-no-snapshots", 0)
+		if b.Spec.SnapshotVolumes == nil || *b.Spec.SnapshotVolumes {
+			t.Errorf("backup %s: snapshotVolumes %v, want the policy's false", b.Name, b.Spec.SnapshotVolumes)
+		}
+	})
+}
+
+// rewriteTarball rewrites a backup's tarball in place, each item through
+// edit.
+func rewriteTarball(t *testing.T, path string, edit func(*archive.Item)) {
+	t.Helper()
+	in, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	r, err := archive.NewReader(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	w, err := archive.NewWriter(&out, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		it, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(it)
+		if err := w.Copy(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
