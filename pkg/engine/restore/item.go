@@ -199,13 +199,16 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 			return
 		}
 	}
-	writer := run.target
+	writer, serverWrites := run.target, false
 	if run.forUser() && it.GroupResource == snapshotContentsGR {
-		if err := run.vouch(ctx, obj); err != nil {
+		vouched, err := run.vouchedContent(ctx, obj)
+		if err != nil {
 			fail(fmt.Sprintf("not restoring %s: %v", what, err))
 			return
 		}
-		// Vouched for: the server writes it (snapshots.go).
+		// Vouched for: the server writes it, as made from what it kept
+		// (snapshots.go), without a status.
+		obj, hasStatus, serverWrites = vouched, false, true
 		writer = run.c.cfg.Target.Dynamic
 	}
 	gvr := schema.GroupVersionResource{Group: res.GVR.Group, Version: it.Version, Resource: res.GVR.Resource}
@@ -243,7 +246,7 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 			run.log.Item("Already exists, unchanged", "item", what)
 			break
 		}
-		if run.r.Spec.ExistingResourcePolicy != velerov1.PolicyTypeUpdate {
+		if run.r.Spec.ExistingResourcePolicy != velerov1.PolicyTypeUpdate || serverWrites {
 			run.log.Warning(namespace, scope, fmt.Sprintf("could not restore, %s already exists. Warning: the in-cluster version is different than the backed-up version", what))
 			return
 		}

@@ -12,11 +12,16 @@ package restore
 // UID, which the server assigned) has the same driver and handle. The
 // handle in the tarball is what a tenant can rewrite (in its own bucket,
 // or a backup synced from it); the Backup's UID and the contents the
-// server kept are not.
+// server kept are not. The content written is made from the kept one:
+// nothing else of the tarball's (annotations such as
+// snapshot.storage.kubernetes.io/allow-volume-mode-change, finalizers,
+// its status) is written with the server's rights, and an existing content
+// is never updated for it. This rests on tenants not writing the status
+// of their VolumeSnapshots (the backup keeps the content its snapshot's
+// status names).
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,19 +45,15 @@ func (run *restoreRun) forUser() bool { return run.as != "" }
 
 // userContent reports whether a restore for a user takes a backed-up
 // VolumeSnapshotContent: the content of a VolumeSnapshot of a namespace
-// it restores, when it restores VolumeSnapshots.
+// it restores, when it restores VolumeSnapshots (read as the restore
+// action reads it; vouchedContent checks the namespace again on what the
+// server keeps).
 func (run *restoreRun) userContent(it *archive.Item) bool {
-	var obj struct {
-		Spec struct {
-			VolumeSnapshotRef struct {
-				Namespace string `json:"namespace"`
-			} `json:"volumeSnapshotRef"`
-		} `json:"spec"`
-	}
-	if err := json.Unmarshal(it.Data, &obj); err != nil {
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(it.Data); err != nil {
 		return false
 	}
-	ns := obj.Spec.VolumeSnapshotRef.Namespace
+	ns, _, _ := unstructured.NestedString(obj.Object, "spec", "volumeSnapshotRef", "namespace")
 	if ns == "" || !run.pass.filter.IncludesNamespace(ns) {
 		return false
 	}
@@ -60,24 +61,47 @@ func (run *restoreRun) userContent(it *archive.Item) bool {
 	return ok && run.pass.filter.IncludesResource(snapshots)
 }
 
-// vouch checks a content a restore for a user is about to write (as the
-// restore action made it: a pre-provisioned content of a driver's
-// snapshot): the backup kept a content of that driver and handle.
-func (run *restoreRun) vouch(ctx context.Context, content *unstructured.Unstructured) error {
-	handle, _, _ := unstructured.NestedString(content.Object, "spec", "source", "snapshotHandle")
-	driver, _, _ := unstructured.NestedString(content.Object, "spec", "driver")
+// vouchedContent is the content a restore for a user writes for restored
+// (the restore action's pre-provisioned content of a driver's snapshot):
+// made here from what the server kept, never from the tarball's fields. A
+// content the backup's snapshots left in the cluster (labelled with the
+// Backup's UID, not being deleted) must have restored's driver and handle,
+// and be of a VolumeSnapshot of a namespace the restore takes, which
+// restored's reference names as the restore maps it. The result holds the
+// name, the restore's labels and the spec a pre-provisioned content needs
+// (the kept content's source volume mode): no annotation, finalizer or
+// status of the tarball's.
+func (run *restoreRun) vouchedContent(ctx context.Context, restored *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	handle, _, _ := unstructured.NestedString(restored.Object, "spec", "source", "snapshotHandle")
+	driver, _, _ := unstructured.NestedString(restored.Object, "spec", "driver")
+	ref, _, _ := unstructured.NestedStringMap(restored.Object, "spec", "volumeSnapshotRef")
 	kept, err := run.c.cfg.Target.Dynamic.Resource(snapshotContentsGVR).List(ctx,
 		metav1.ListOptions{LabelSelector: velerov1.BackupUIDLabel + "=" + string(run.backup.UID)})
 	if err != nil {
-		return fmt.Errorf("listing the snapshot contents backup %s kept: %w", run.backup.Name, err)
+		return nil, fmt.Errorf("listing the snapshot contents backup %s kept: %w", run.backup.Name, err)
 	}
 	for _, k := range kept.Items {
 		h, _, _ := unstructured.NestedString(k.Object, "status", "snapshotHandle")
 		d, _, _ := unstructured.NestedString(k.Object, "spec", "driver")
-		if handle != "" && h == handle && d == driver {
-			return nil
+		if handle == "" || h != handle || d != driver || k.GetDeletionTimestamp() != nil {
+			continue
 		}
+		keptNS, _, _ := unstructured.NestedString(k.Object, "spec", "volumeSnapshotRef", "namespace")
+		if !run.pass.filter.IncludesNamespace(keptNS) || ref["namespace"] != run.mapNamespace(keptNS) {
+			return nil, fmt.Errorf("its snapshot is backup %s's snapshot of namespace %s, which this restore does not restore into %s", run.backup.Name, keptNS, ref["namespace"])
+		}
+		spec := map[string]any{
+			"driver": driver, "deletionPolicy": "Retain", "source": map[string]any{"snapshotHandle": handle},
+			"volumeSnapshotRef": map[string]any{"apiVersion": ref["apiVersion"], "kind": ref["kind"], "namespace": ref["namespace"], "name": ref["name"]},
+		}
+		if mode, ok, _ := unstructured.NestedString(k.Object, "spec", "sourceVolumeMode"); ok && mode != "" {
+			spec["sourceVolumeMode"] = mode
+		}
+		out := &unstructured.Unstructured{Object: map[string]any{"apiVersion": restored.GetAPIVersion(), "kind": restored.GetKind(), "spec": spec}}
+		out.SetName(restored.GetName())
+		out.SetLabels(map[string]string{BackupNameLabel: velerov1.LabelValue(run.backup.Name), RestoreNameLabel: velerov1.LabelValue(run.r.Name)})
+		return out, nil
 	}
-	return fmt.Errorf("its snapshot (driver %q, handle %q) is none of those backup %s made in this cluster: a restore for a user brings back only those",
+	return nil, fmt.Errorf("its snapshot (driver %q, handle %q) is none of those backup %s made in this cluster: a restore for a user brings back only those",
 		driver, handle, run.backup.Name)
 }

@@ -3,9 +3,11 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,6 +123,7 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 	// A snapshot's class is the admin's (the one labelled for Velero):
 	// a tenant's claim naming another is not followed.
 	var bobHandle string
+	var nab1 *velerov1.Backup
 	step("each tenant's backup snapshots its claim, of the admin's class", func(t *testing.T) {
 		if _, err := snaps.SnapshotV1().VolumeSnapshotClasses().Create(ctx, &snapshotv1.VolumeSnapshotClass{
 			ObjectMeta: metav1.ObjectMeta{Name: "tenant-pick"}, Driver: framework.CSIDriver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
@@ -135,7 +138,8 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 		c.CSI.WriteFiles(alice.Namespace, "data", aliceFiles)
 		c.CSI.CreateClaim(bob.Namespace, "vault", "1Gi", nil)
 		c.CSI.WriteFiles(bob.Namespace, "vault", bobFiles)
-		_, kept := backup(t, alice, "nab1", 1)
+		var kept *snapshotv1.VolumeSnapshotContent
+		nab1, kept = backup(t, alice, "nab1", 1)
 		if class := kept.Spec.VolumeSnapshotClassName; class == nil || *class != framework.CSISnapshotClass {
 			t.Errorf("alice's snapshot is of class %v, want the admin's %s", class, framework.CSISnapshotClass)
 		}
@@ -143,7 +147,27 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 		bobHandle = *bobKept.Status.SnapshotHandle
 	})
 
+	// The content is made from the one the server kept: what the tarball
+	// adds (an annotation snapshot.storage.kubernetes.io acts on, a
+	// finalizer) is not written with the server's rights.
 	step("a tenant's restore brings its claim back from its snapshot", func(t *testing.T) {
+		rewriteTarball(t, tarballOf(c, nab1), func(it *archive.Item) {
+			if it.GroupResource != "volumesnapshotcontents.snapshot.storage.k8s.io" {
+				return
+			}
+			var obj map[string]any
+			if err := json.Unmarshal(it.Data, &obj); err != nil {
+				t.Fatal(err)
+			}
+			meta, _ := obj["metadata"].(map[string]any)
+			meta["annotations"] = map[string]any{"snapshot.storage.kubernetes.io/allow-volume-mode-change": "true"}
+			meta["finalizers"] = []any{"tenant.example.com/keep"}
+			data, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			it.Data = data
+		})
 		deleteClaim(t, alice.Namespace, "data")
 		r := restore(t, alice, "nar1", "nab1")
 		if r.Status.Phase != velerov1.RestorePhaseCompleted {
@@ -161,9 +185,9 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 		}
 		vsc := contents.Items[0]
 		if vsc.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentRetain || vsc.Labels[velerov1.BackupUIDLabel] != "" ||
-			vsc.Spec.VolumeSnapshotRef.Namespace != alice.Namespace {
-			t.Errorf("restored content %s: policy %s, labels %v, for %s/%s", vsc.Name, vsc.Spec.DeletionPolicy, vsc.Labels,
-				vsc.Spec.VolumeSnapshotRef.Namespace, vsc.Spec.VolumeSnapshotRef.Name)
+			vsc.Spec.VolumeSnapshotRef.Namespace != alice.Namespace || len(vsc.Annotations) != 0 || slices.Contains(vsc.Finalizers, "tenant.example.com/keep") {
+			t.Errorf("restored content %s: policy %s, labels %v, annotations %v, finalizers %v, for %s/%s", vsc.Name, vsc.Spec.DeletionPolicy, vsc.Labels,
+				vsc.Annotations, vsc.Finalizers, vsc.Spec.VolumeSnapshotRef.Namespace, vsc.Spec.VolumeSnapshotRef.Name)
 		}
 	})
 
@@ -172,8 +196,7 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 		aliceHandle := *kept.Status.SnapshotHandle
 		// Alice rewrites her backup's tarball: every mention of her
 		// snapshot's handle now names bob's.
-		tarball := filepath.Join(c.BackstopDataDir(), "backups", "backups", b.Name, b.Name+".tar.gz")
-		rewriteTarball(t, tarball, func(it *archive.Item) {
+		rewriteTarball(t, tarballOf(c, b), func(it *archive.Item) {
 			it.Data = bytes.ReplaceAll(it.Data, []byte(aliceHandle), []byte(bobHandle))
 		})
 		deleteClaim(t, alice.Namespace, "data")
@@ -216,6 +239,12 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 			t.Errorf("backup %s: snapshotVolumes %v, want the policy's false", b.Name, b.Spec.SnapshotVolumes)
 		}
 	})
+}
+
+// tarballOf is the path of a backup's tarball in the default location
+// (a directory of the server's data directory).
+func tarballOf(c *framework.Cluster, b *velerov1.Backup) string {
+	return filepath.Join(c.BackstopDataDir(), "backups", "backups", b.Name, b.Name+".tar.gz")
 }
 
 // rewriteTarball rewrites a backup's tarball in place, each item through
