@@ -67,7 +67,11 @@ type restoreRun struct {
 type passState struct {
 	filter       *items.Filter
 	statusFilter *items.Filter
-	byGR         map[string]items.Resource
+	// excluded is the restore's excludedResources alone (every scope):
+	// what a restore for a user asks of the snapshot contents it takes
+	// with the VolumeSnapshots it restores (snapshots.go).
+	excluded *items.Filter
+	byGR     map[string]items.Resource
 	// counting: the first pass, which counts every item the restore
 	// takes and says nothing of those it leaves to the second.
 	counting bool
@@ -278,7 +282,11 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		for _, res := range resources {
 			byGR[res.GroupResource()] = res
 		}
-		run.pass = passState{filter: filter, statusFilter: statusFilter, byGR: byGR, counting: pass == 0, skipped: map[string]bool{}}
+		excluded, err := items.NewFilter(&velerov1.BackupSpec{ExcludedResources: r.Spec.ExcludedResources, IncludeClusterResources: ptrTrue()}, resources)
+		if err != nil {
+			return err
+		}
+		run.pass = passState{filter: filter, statusFilter: statusFilter, excluded: excluded, byGR: byGR, counting: pass == 0, skipped: map[string]bool{}}
 		visit := func(it *archive.Item) error {
 			if restoredFirst[it.GroupResource] != (pass == 0) {
 				if pass == 0 && run.selected(it) {

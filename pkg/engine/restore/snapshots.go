@@ -45,10 +45,13 @@ func (run *restoreRun) forUser() bool { return run.as != "" }
 
 // userContent reports whether a restore for a user takes a backed-up
 // VolumeSnapshotContent: the content of a VolumeSnapshot of a namespace
-// it restores, when it restores VolumeSnapshots (read as the restore
-// action reads it; vouchedContent checks the namespace again on what the
-// server keeps).
+// it restores, when it restores VolumeSnapshots and does not exclude
+// contents (read as the restore action reads it; vouchedContent checks the
+// namespace again on what the server keeps).
 func (run *restoreRun) userContent(it *archive.Item) bool {
+	if contents, ok := run.pass.byGR[snapshotContentsGR]; !ok || !run.pass.excluded.IncludesResource(contents) {
+		return false
+	}
 	obj := &unstructured.Unstructured{}
 	if err := obj.UnmarshalJSON(it.Data); err != nil {
 		return false

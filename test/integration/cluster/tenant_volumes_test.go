@@ -191,6 +191,27 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 		}
 	})
 
+	// A restore that excludes the contents gets none.
+	step("a tenant's restore excluding volumesnapshotcontents writes none", func(t *testing.T) {
+		if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(alice.Namespace).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "nar-excluding"},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "nab1", ExcludedResources: []string{"volumesnapshotcontents"}}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var r *velerov1.Restore
+		poll(t, "NonAdminRestore nar-excluding finished", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			nar, err := c.Backstop.OadpV1alpha1().NonAdminRestores(alice.Namespace).Get(ctx, "nar-excluding", metav1.GetOptions{})
+			if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Name == "" {
+				return false, nil
+			}
+			r, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
+			return err == nil && r.Status.Phase.Terminal(), nil
+		})
+		contents, err := snaps.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{LabelSelector: velerov1.RestoreNameLabel + "=" + velerov1.LabelValue(r.Name)})
+		if err != nil || len(contents.Items) != 0 {
+			t.Errorf("restore %s (%s) excluding volumesnapshotcontents made %v (%v)", r.Name, r.Status.Phase, contents, err)
+		}
+	})
+
 	step("a tarball naming another tenant's snapshot restores no content of it", func(t *testing.T) {
 		b, kept := backup(t, alice, "nab2", 1)
 		aliceHandle := *kept.Status.SnapshotHandle
