@@ -33,10 +33,8 @@ func (a Action) snapshotClass(ctx context.Context, b *velerov1.Backup, pvc *core
 // cluster-scoped, the admin's to choose (the class labelled ClassSelector,
 // else the default), and a tenant's claim does not choose another.
 func claimClass(b *velerov1.Backup, pvc *corev1.PersistentVolumeClaim) string {
-	for _, key := range []string{oadpv1alpha1.NabOriginNamespaceAnnotation, oadpv1alpha1.NasOriginNamespaceAnnotation} {
-		if b.Annotations[key] != "" {
-			return ""
-		}
+	if oadpv1alpha1.OriginNamespace(b.Annotations) != "" {
+		return ""
 	}
 	return pvc.Annotations[ClassSelector]
 }

@@ -15,10 +15,8 @@ import (
 // on (or synced from) a tenant's storage location. Its contents are what
 // the tenant could back up or write in its bucket.
 func (c *Controller) tenantOf(b *velerov1.Backup) string {
-	for _, key := range []string{oadpv1alpha1.NabOriginNamespaceAnnotation, oadpv1alpha1.NasOriginNamespaceAnnotation} {
-		if ns := b.Annotations[key]; ns != "" {
-			return ns
-		}
+	if ns := oadpv1alpha1.OriginNamespace(b.Annotations); ns != "" {
+		return ns
 	}
 	if bsl, err := c.locations.BackupStorageLocations(b.Namespace).Get(b.Spec.StorageLocation); err == nil && objectstore.IsTenantLocation(bsl) {
 		return bsl.Annotations[oadpv1alpha1.NabslOriginNamespaceAnnotation]

@@ -89,12 +89,12 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 		}
 		return b, &kept.Items[0]
 	}
-	// restore makes a NonAdminRestore of tn's backup nab and returns its
+	// restore makes a NonAdminRestore of tn with spec and returns its
 	// Restore once finished.
-	restore := func(t *testing.T, tn conformance.Tenant, name, nab string) *velerov1.Restore {
+	restore := func(t *testing.T, tn conformance.Tenant, name string, spec velerov1.RestoreSpec) *velerov1.Restore {
 		t.Helper()
 		if _, err := tn.Client.OadpV1alpha1().NonAdminRestores(tn.Namespace).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: nab}}}, metav1.CreateOptions{}); err != nil {
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &spec}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		var r *velerov1.Restore
@@ -169,7 +169,7 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 			it.Data = data
 		})
 		deleteClaim(t, alice.Namespace, "data")
-		r := restore(t, alice, "nar1", "nab1")
+		r := restore(t, alice, "nar1", velerov1.RestoreSpec{BackupName: "nab1"})
 		if r.Status.Phase != velerov1.RestorePhaseCompleted {
 			t.Fatalf("restore %s: %s, %d errors, %d warnings", r.Name, r.Status.Phase, r.Status.Errors, r.Status.Warnings)
 		}
@@ -193,19 +193,7 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 
 	// A restore that excludes the contents gets none.
 	step("a tenant's restore excluding volumesnapshotcontents writes none", func(t *testing.T) {
-		if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(alice.Namespace).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "nar-excluding"},
-			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "nab1", ExcludedResources: []string{"volumesnapshotcontents"}}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var r *velerov1.Restore
-		poll(t, "NonAdminRestore nar-excluding finished", 3*time.Minute, func(ctx context.Context) (bool, error) {
-			nar, err := c.Backstop.OadpV1alpha1().NonAdminRestores(alice.Namespace).Get(ctx, "nar-excluding", metav1.GetOptions{})
-			if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Name == "" {
-				return false, nil
-			}
-			r, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
-			return err == nil && r.Status.Phase.Terminal(), nil
-		})
+		r := restore(t, alice, "nar-excluding", velerov1.RestoreSpec{BackupName: "nab1", ExcludedResources: []string{"volumesnapshotcontents"}})
 		contents, err := snaps.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{LabelSelector: velerov1.RestoreNameLabel + "=" + velerov1.LabelValue(r.Name)})
 		if err != nil || len(contents.Items) != 0 {
 			t.Errorf("restore %s (%s) excluding volumesnapshotcontents made %v (%v)", r.Name, r.Status.Phase, contents, err)
@@ -221,7 +209,7 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 			it.Data = bytes.ReplaceAll(it.Data, []byte(aliceHandle), []byte(bobHandle))
 		})
 		deleteClaim(t, alice.Namespace, "data")
-		r := restore(t, alice, "nar2", "nab2")
+		r := restore(t, alice, "nar2", velerov1.RestoreSpec{BackupName: "nab2"})
 		if r.Status.Phase != velerov1.RestorePhasePartiallyFailed || r.Status.Errors == 0 {
 			t.Errorf("restore %s: %s, %d errors: want PartiallyFailed for the content refused", r.Name, r.Status.Phase, r.Status.Errors)
 		}

@@ -257,3 +257,14 @@ func allDigits(s string) bool {
 	}
 	return s != ""
 }
+
+// OriginNamespace is the tenant namespace a Backup was made for, by its
+// annotations: a NonAdminBackup's or a NonAdminSchedule's; "" for none.
+func OriginNamespace(annotations map[string]string) string {
+	for _, key := range []string{NabOriginNamespaceAnnotation, NasOriginNamespaceAnnotation} {
+		if ns := annotations[key]; ns != "" {
+			return ns
+		}
+	}
+	return ""
+}
