@@ -21,6 +21,7 @@ const (
 	BackupMidCollection      = "backup-mid-collection"        // some items in the tarball upload
 	BackupBeforeUpload       = "backup-before-upload-records" // tarball uploaded, records (log, results) not yet
 	BackupAfterUpload        = "backup-after-upload-records"  // records uploaded, velero-backup.json not yet
+	BackupOperationStarted   = "backup-operation-started"     // an async operation started (a snapshot taken, a VM backup made), not recorded yet
 	BackupWaitingForOps      = "backup-waiting-for-operations"
 	BackupFinalizing         = "backup-finalizing"
 	BackupFinalizingCanceled = "backup-finalizing-cancelled"
@@ -45,7 +46,7 @@ const (
 )
 
 // Points lists every point.
-var Points = []string{BackupInProgress, BackupMidCollection, BackupBeforeUpload, BackupAfterUpload, BackupWaitingForOps,
+var Points = []string{BackupInProgress, BackupMidCollection, BackupBeforeUpload, BackupAfterUpload, BackupOperationStarted, BackupWaitingForOps,
 	BackupFinalizing, BackupFinalizingCanceled, RestoreInProgress, DeletionInProgress, DeleteBeforeCleanup,
 	VMBackupAfterBegin, VMBackupBeforeTrackerMoves, VMBackupMergeJournaled, NonAdminBackupRecorded, NonAdminBackupMade, NonAdminBackupDeleting,
 	NonAdminRestoreMade, NonAdminScheduleRunAdopting}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +117,20 @@ type ItemDiscoverer interface {
 	Discover(ctx context.Context, backup *velerov1.Backup, includesNamespace func(string) bool) ([]*unstructured.Unstructured, error)
 }
 
+// OperationFinder is an ItemAction that finds in the source cluster the
+// operations it started for a backup (by the backup's UID on what it
+// made). A backup's item operations file is written when it begins to wait
+// for them: one the server stopped in while it collected has recorded
+// none, and at the next start its operations are found through this,
+// cancelled and what they made discarded, so that nothing it started is
+// left running or kept.
+type OperationFinder interface {
+	ItemAction
+	// StartedOperations are the operations started for the backup, each
+	// with its OperationID and Resource (what the operation is for).
+	StartedOperations(ctx context.Context, backup *velerov1.Backup) ([]Started, error)
+}
+
 // ErrNoSource is the error of a discoverer whose source does not run here:
 // the backup logs it, and it is no warning (a cluster without VMs has no
 // libvirt daemon beside the server).
@@ -191,6 +206,9 @@ type operations struct {
 	clock   clock.Clock
 	list    []*BackupOperation
 	byName  map[string]ItemAction
+	// afterStart, if set, runs each time an operation has started, before
+	// anything records it (a crash point).
+	afterStart func()
 }
 
 func newOperations(actions []ItemAction, b *velerov1.Backup, log *items.Log, clk clock.Clock) *operations {
@@ -249,6 +267,9 @@ func (o *operations) start(ctx context.Context, r items.Resource, item *unstruct
 		})
 		o.log.Info("Started an async operation", "action", a.Name(), "operationID", started.OperationID,
 			"item", r.GroupResource()+" "+qualified(item.GetNamespace(), item.GetName()))
+		if o.afterStart != nil {
+			o.afterStart()
+		}
 	}
 	return modified
 }
@@ -400,6 +421,41 @@ func (o *operations) pending() bool {
 		}
 	}
 	return false
+}
+
+// find adds the operations the actions find in the source cluster
+// (OperationFinder) that the list does not hold yet: not the same
+// operation ID, nor the same resource, of the same action.
+func (o *operations) find(ctx context.Context) {
+	for _, a := range o.actions {
+		f, ok := a.(OperationFinder)
+		if !ok {
+			continue
+		}
+		found, err := f.StartedOperations(ctx, o.backup)
+		if err != nil {
+			o.log.Warning("", items.ScopeVelero, fmt.Sprintf("%s: finding the operations the backup started: %v", a.Name(), err))
+			continue
+		}
+		for _, started := range found {
+			if started.OperationID == "" || started.Resource == nil {
+				continue
+			}
+			if slices.ContainsFunc(o.list, func(op *BackupOperation) bool {
+				return op.Spec.BackupItemAction == a.Name() && (op.Spec.OperationID == started.OperationID || op.Spec.ResourceIdentifier == *started.Resource)
+			}) {
+				continue
+			}
+			o.list = append(o.list, &BackupOperation{
+				Spec: BackupOperationSpec{
+					BackupName: o.backup.Name, BackupUID: string(o.backup.UID), BackupItemAction: a.Name(), OperationID: started.OperationID,
+					ResourceIdentifier: *started.Resource, PostOperationItems: started.PostOperationItems,
+				},
+				Status: OperationStatus{Phase: OperationPhaseInProgress},
+			})
+			o.log.Info("Found an async operation the backup started", "action", a.Name(), "operationID", started.OperationID)
+		}
+	}
 }
 
 // cancelAll cancels the unfinished operations (the backup was cancelled

@@ -28,18 +28,15 @@ func (c *Controller) recover(ctx context.Context) {
 			velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed:
 			if r.store, r.layout, err = c.openStore(ctx, b); err != nil {
 				r.store = nil
-				r.fail(ctx, velerov1.BackupRestartedReason)
-				continue
 			}
 			if log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name); err == nil {
 				r.log = log
+				r.cancelInterruptedOperations(ctx)
 			}
-			if b.Status.Phase != velerov1.BackupPhaseInProgress && r.log != nil {
-				// Its async operations are in the item operations file.
-				r.cancelRecordedOperations(ctx)
-			}
-			if err := deleteData(ctx, r.store, r.layout, b.Name, false); err != nil {
-				logger.Error(err, "Removing the partial data of an interrupted backup")
+			if r.store != nil {
+				if err := deleteData(ctx, r.store, r.layout, b.Name, false); err != nil {
+					logger.Error(err, "Removing the partial data of an interrupted backup")
+				}
 			}
 			r.fail(ctx, velerov1.BackupRestartedReason)
 			if r.log != nil {
@@ -82,15 +79,24 @@ func (c *Controller) recover(ctx context.Context) {
 	}
 }
 
-// cancelRecordedOperations cancels the operations a backup interrupted by
-// a restart was waiting for, as recorded in its item operations file.
-func (r *backupRun) cancelRecordedOperations(ctx context.Context) {
-	ops, err := r.recordedOperations(ctx)
-	if err != nil {
-		r.log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the async operations to cancel them: %v", err))
-		return
+// cancelInterruptedOperations cancels the async operations a backup
+// interrupted by a restart had started, and discards what they made: those
+// its item operations file records (it was waiting for them) and those the
+// actions find in the cluster (started while it collected, not recorded
+// yet).
+func (r *backupRun) cancelInterruptedOperations(ctx context.Context) {
+	ops := newOperations(r.c.cfg.Actions, r.b, r.log, r.c.cfg.Clock)
+	if r.b.Status.Phase != velerov1.BackupPhaseInProgress && r.store != nil {
+		recorded, err := r.recordedOperations(ctx)
+		switch {
+		case err == nil:
+			ops = recorded
+		case !errors.Is(err, objectstore.ErrNotFound):
+			r.log.Warning("", items.ScopeVelero, fmt.Sprintf("reading the async operations to cancel them: %v", err))
+		}
 	}
-	ops.cancelAll(ctx, "the server stopped while the backup waited for it")
+	ops.find(ctx)
+	ops.cancelAll(ctx, "the server stopped while the backup ran it")
 }
 
 // recordedOperations reads the backup's item operations file.

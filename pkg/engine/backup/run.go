@@ -57,6 +57,7 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *velerov1.Backup) {
 	}
 	r.counter = &Counter{}
 	r.ops = newOperations(c.cfg.Actions, b, log, c.cfg.Clock)
+	r.ops.afterStart = func() { c.cfg.Crash.Hit(failpoint.BackupOperationStarted) }
 	progressDone := make(chan struct{})
 	go r.reportProgress(ctx, progressDone)
 	err = r.collect(runCtx)

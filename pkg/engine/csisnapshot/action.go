@@ -41,6 +41,7 @@ const FailedReason = "CSISnapshotFailed"
 var (
 	_ backup.OperationFinisher = Action{}
 	_ backup.ResourceMaker     = Action{}
+	_ backup.OperationFinder   = Action{}
 )
 
 // Resources of the items the action adds.

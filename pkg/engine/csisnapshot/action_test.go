@@ -561,3 +561,35 @@ func TestSnapshotVolumePolicies(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotStartedOperations: the snapshots a backup took are found by
+// its UID (a restart finds those it had not recorded), each as an
+// operation that cancels it; another backup's are not.
+func TestSnapshotStartedOperations(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	op := f.started(t)
+	f.cut(t, op, false, "")
+	other := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "velero-x-1",
+		Labels: map[string]string{velerov1.BackupUIDLabel: "another-uid"}}}
+	if _, err := f.snaps.SnapshotV1().VolumeSnapshots(other.Namespace).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	found, err := f.action.StartedOperations(ctx, f.backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := op.Spec.ResourceIdentifier
+	if len(found) != 1 || found[0].Resource == nil || *found[0].Resource != id {
+		t.Fatalf("found %+v, want the operation of %s/%s", found, id.Namespace, id.Name)
+	}
+	if err := f.action.Cancel(ctx, f.backup, found[0].OperationID); err != nil {
+		t.Fatalf("cancelling the found operation %q: %v", found[0].OperationID, err)
+	}
+	if _, err := f.snaps.SnapshotV1().VolumeSnapshots(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the VolumeSnapshot is still there: %v", err)
+	}
+	if _, err := f.snaps.SnapshotV1().VolumeSnapshots(other.Namespace).Get(ctx, other.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("another backup's VolumeSnapshot: %v", err)
+	}
+}

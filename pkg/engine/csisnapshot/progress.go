@@ -101,6 +101,31 @@ func (a Action) Discard(ctx context.Context, b *velerov1.Backup, op *backup.Back
 	return a.discard(ctx, b, id.Namespace, id.Name)
 }
 
+// StartedOperations implements backup.OperationFinder: the backup's
+// VolumeSnapshots (labelled with its UID) in every namespace. A cluster
+// that serves no snapshot API has none.
+func (a Action) StartedOperations(ctx context.Context, b *velerov1.Backup) ([]backup.Started, error) {
+	list, err := a.Snapshots.SnapshotV1().VolumeSnapshots(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		LabelSelector: velerov1.BackupUIDLabel + "=" + string(b.UID),
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the VolumeSnapshots of backup %s: %w", b.Name, err)
+	}
+	var out []backup.Started
+	for _, vs := range list.Items {
+		snapshot := backup.ResourceIdentifier{Group: SnapshotGroup, Resource: VolumeSnapshots, Namespace: vs.Namespace, Name: vs.Name}
+		out = append(out, backup.Started{
+			OperationID:        operationID(vs.Namespace, vs.Name, vs.CreationTimestamp.Time),
+			Resource:           &snapshot,
+			PostOperationItems: []backup.ResourceIdentifier{snapshot},
+		})
+	}
+	return out, nil
+}
+
 // discard deletes one of the backup's VolumeSnapshots with its content's
 // deletion policy Delete, so that the driver deletes the snapshot. One
 // the backup did not take (another UID) is left alone.
@@ -140,7 +165,10 @@ const bindWait = 15 * time.Second
 // in time, or gone).
 func (a Action) waitBound(ctx context.Context, b *velerov1.Backup, ns, name string) (*snapshotv1.VolumeSnapshot, error) {
 	var bound *snapshotv1.VolumeSnapshot
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, bindWait, true, func(ctx context.Context) (bool, error) {
+	// Each read has the whole of ctx: a read cut by the wait's deadline
+	// (the client's rate limiter refuses one that would not end before
+	// it) is the wait's end, not an error.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, bindWait, true, func(context.Context) (bool, error) {
 		vs, err := a.own(ctx, b, ns, name)
 		if err != nil || vs == nil {
 			return vs == nil, err

@@ -101,8 +101,9 @@ type Action struct {
 }
 
 var (
-	_ backup.ItemAction     = Action{}
-	_ backup.ItemDiscoverer = Action{}
+	_ backup.ItemAction      = Action{}
+	_ backup.ItemDiscoverer  = Action{}
+	_ backup.OperationFinder = Action{}
 )
 
 // Name implements backup.ItemAction.
@@ -345,6 +346,26 @@ func (a Action) Progress(ctx context.Context, b *velerov1.Backup, operationID st
 		}
 	}
 	return p, nil
+}
+
+// StartedOperations implements backup.OperationFinder: the
+// VirtualMachineBackups labelled with the backup's UID, in every
+// namespace.
+func (a Action) StartedOperations(ctx context.Context, b *velerov1.Backup) ([]backup.Started, error) {
+	list, err := a.Client.BackupV1alpha1().VirtualMachineBackups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		LabelSelector: BackupUIDLabel + "=" + string(b.UID),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the VirtualMachineBackups of backup %s: %w", b.Name, err)
+	}
+	var out []backup.Started
+	for _, vmb := range list.Items {
+		out = append(out, backup.Started{
+			OperationID: vmb.Namespace + "/" + vmb.Name,
+			Resource:    &backup.ResourceIdentifier{Group: kvbackupv1alpha1.GroupName, Resource: "virtualmachinebackups", Namespace: vmb.Namespace, Name: vmb.Name},
+		})
+	}
+	return out, nil
 }
 
 // Cancel implements backup.ItemAction through the VirtualMachineBackup's

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
-	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,12 +34,8 @@ import (
 // restores no content of it.
 func TestTenantVolumeSnapshots(t *testing.T) {
 	t.Parallel()
-	c := framework.StartClusterWith(t, framework.ClusterOptions{CSI: true})
+	c, snaps := csiCluster(t)
 	ctx := context.Background()
-	snaps, err := snapshotclient.NewForConfig(c.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	step := inOrder(t)
 	// Tenants take VolumeSnapshots in their namespaces, as distributions
 	// give namespace editors (aggregated into edit).

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
-	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -38,15 +37,23 @@ func volumeFiles(t *testing.T) map[string][]byte {
 	return files
 }
 
-// TestVolumeSnapshots runs the CSI stack of the harness and the volume
-// data of backups on it.
-func TestVolumeSnapshots(t *testing.T) {
-	t.Parallel()
+// csiCluster starts a cluster with the CSI stack, and the admin's client
+// of its snapshot API.
+func csiCluster(t *testing.T) (*framework.Cluster, snapshotclient.Interface) {
+	t.Helper()
 	c := framework.StartClusterWith(t, framework.ClusterOptions{CSI: true})
 	snaps, err := snapshotclient.NewForConfig(c.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, snaps
+}
+
+// TestVolumeSnapshots runs the CSI stack of the harness and the volume
+// data of backups on it.
+func TestVolumeSnapshots(t *testing.T) {
+	t.Parallel()
+	c, snaps := csiCluster(t)
 	ctx := context.Background()
 	step := inOrder(t)
 	const ns = "csi-stack"
@@ -389,46 +396,6 @@ func TestVolumeSnapshots(t *testing.T) {
 			left := snapshotIDs(c.CSI.Snapshots())
 			for id := range taken {
 				if left[id] {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-	})
-
-	// Killed after Finalizing is written, before the snapshots are
-	// released (their VolumeSnapshots deleted, the contents kept): the
-	// restart finishes the backup and releases them.
-	step("the server killed as a backup finalizes: its restart releases the snapshots", func(t *testing.T) {
-		c.StopBackstop(false)
-		c.BackstopEnv = []string{failpoint.EnvVar + "=" + failpoint.BackupFinalizing}
-		c.StartBackstop()
-		velero("backup", "create", "orders-crash", "--include-namespaces", orders)
-		poll(t, "the server killed at "+failpoint.BackupFinalizing, 3*time.Minute, func(context.Context) (bool, error) {
-			return !c.BackstopRunning(), nil
-		})
-		c.BackstopEnv = nil
-		c.StartBackstop()
-		var b *velerov1.Backup
-		poll(t, "backup orders-crash finished after the restart", 3*time.Minute, func(ctx context.Context) (bool, error) {
-			var err error
-			b, err = c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "orders-crash", metav1.GetOptions{})
-			return err == nil && b.Status.Phase.Terminal(), nil
-		})
-		if b.Status.Phase != velerov1.BackupPhaseCompleted || b.Status.CSIVolumeSnapshotsCompleted == 0 {
-			t.Fatalf("backup orders-crash: %s, %d CSI snapshots completed", b.Status.Phase, b.Status.CSIVolumeSnapshotsCompleted)
-		}
-		poll(t, "the backup's VolumeSnapshots gone, its contents kept", time.Minute, func(ctx context.Context) (bool, error) {
-			left, err := snaps.SnapshotV1().VolumeSnapshots(orders).List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=orders-crash"})
-			if err != nil || len(left.Items) != 0 {
-				return false, nil
-			}
-			contents, err := snaps.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupUIDLabel + "=" + string(b.UID)})
-			if err != nil || len(contents.Items) != b.Status.CSIVolumeSnapshotsCompleted {
-				return false, nil
-			}
-			for _, content := range contents.Items {
-				if content.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentRetain || content.DeletionTimestamp != nil {
 					return false, nil
 				}
 			}

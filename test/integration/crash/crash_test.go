@@ -78,6 +78,27 @@ func points() []point {
 			r.domain("vm1")
 			r.createBackup("b1", r.vmNS)
 		}},
+		// Killed as the backup made a VM's VirtualMachineBackup, before
+		// it recorded the operation: the restart finds it by the
+		// backup's UID and cancels it.
+		{name: failpoint.BackupOperationStarted, vm: true, drive: func(r *run) {
+			r.domain("vm1")
+			r.createBackup("b1", r.vmNS)
+		}, verify: func(r *run) {
+			if b := r.backup("b1"); b == nil || b.Status.Phase != velerov1.BackupPhaseFailed {
+				r.t.Fatalf("backup b1 after the restart: %+v, want Failed", b)
+			}
+			vmbs, err := r.s.Clientset.BackupV1alpha1().VirtualMachineBackups(r.vmNS).List(context.Background(), metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=b1"})
+			r.check(err)
+			if len(vmbs.Items) == 0 {
+				r.t.Fatal("backup b1 made no VirtualMachineBackup before the crash")
+			}
+			for _, vmb := range vmbs.Items {
+				if vmb.State() != kv.BackupFailed {
+					r.t.Errorf("VirtualMachineBackup %s of the interrupted backup b1 is %s, want it cancelled (Failed)", vmb.Name, vmb.State())
+				}
+			}
+		}},
 		{name: failpoint.BackupFinalizingCanceled, flags: []string{"--client-page-size=1", "--client-qps=2", "--client-burst=1"}, drive: func(r *run) {
 			r.createBackup("b1", app)
 			r.waitFor("backup b1 collecting", func() bool {

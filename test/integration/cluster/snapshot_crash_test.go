@@ -1,0 +1,161 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/failpoint"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestSnapshotCrashPoints is the crash matrix of backups with CSI
+// snapshots: the server is killed at each point a backup of claims passes
+// (a snapshot taken and not recorded, snapshots waited for, the backup
+// finalizing, its deletion half done), started again, and then no snapshot
+// is orphaned: no VolumeSnapshot of a backup is left in the claims'
+// namespace, every kept VolumeSnapshotContent is a Completed backup's
+// (Retain, one per snapshot it counts), and the driver holds exactly the
+// snapshots of those contents.
+func TestSnapshotCrashPoints(t *testing.T) {
+	t.Parallel()
+	c, snaps := csiCluster(t)
+	ctx := context.Background()
+	const ns = "ledger"
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, claim := range []string{"db", "wal"} {
+		c.CSI.CreateClaim(ns, claim, "64Mi", nil)
+		c.CSI.WriteFiles(ns, claim, map[string][]byte{"entries.log": []byte("entries of " + claim + "\n")})
+	}
+	velero, wants := veleroCLI(t, c)
+	backupOf := func(name string) {
+		velero("backup", "create", name, "--include-namespaces", ns)
+	}
+
+	for _, p := range []struct {
+		point string
+		drive func(t *testing.T, backup string)
+		// want is the backup's phase after the restart; "" for gone.
+		want velerov1.BackupPhase
+	}{
+		{point: failpoint.BackupOperationStarted, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseFailed},
+		{point: failpoint.BackupWaitingForOps, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseFailed},
+		{point: failpoint.BackupFinalizing, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseCompleted},
+		{point: failpoint.DeletionInProgress, drive: func(t *testing.T, b string) {
+			backupOf(b)
+			poll(t, "backup "+b+" Completed", 3*time.Minute, func(ctx context.Context) (bool, error) {
+				got, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, b, metav1.GetOptions{})
+				return err == nil && got.Status.Phase == velerov1.BackupPhaseCompleted, nil
+			})
+			wants("backup delete", velero("backup", "delete", b, "--confirm"), fmt.Sprintf("Request to delete backup %q submitted successfully", b))
+		}},
+	} {
+		t.Run(p.point, func(t *testing.T) {
+			name := "at-" + p.point
+			c.StopBackstop(false)
+			c.BackstopEnv = []string{failpoint.EnvVar + "=" + p.point}
+			c.StartBackstop()
+			p.drive(t, name)
+			poll(t, "the server killed at "+p.point, 3*time.Minute, func(context.Context) (bool, error) {
+				return !c.BackstopRunning(), nil
+			})
+			c.BackstopEnv = nil
+			c.StartBackstop()
+
+			poll(t, "backup "+name+" settled after the restart", 3*time.Minute, func(ctx context.Context) (bool, error) {
+				b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, name, metav1.GetOptions{})
+				if p.want == "" {
+					return apierrors.IsNotFound(err), nil
+				}
+				return err == nil && b.Status.Phase.Terminal(), nil
+			})
+			if p.want != "" {
+				b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.Status.Phase != p.want {
+					t.Fatalf("backup %s after the restart: %s (%s), want %s", name, b.Status.Phase, b.Status.FailureReason, p.want)
+				}
+				if p.want == velerov1.BackupPhaseCompleted && b.Status.CSIVolumeSnapshotsCompleted != 2 {
+					t.Errorf("backup %s: %d CSI snapshots completed, want one per claim (2)", name, b.Status.CSIVolumeSnapshotsCompleted)
+				}
+			}
+			var orphans []string
+			var listErr error
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+				orphans, listErr = snapshotOrphans(ctx, c, snaps, ns)
+				return listErr == nil && len(orphans) == 0, nil
+			}); err != nil {
+				t.Fatalf("snapshots orphaned after a crash at %s: %v (last listing error: %v)", p.point, orphans, listErr)
+			}
+		})
+	}
+}
+
+// snapshotOrphans lists the snapshots nobody owns: VolumeSnapshots of a
+// backup in the claims' namespace (a finished backup leaves none),
+// VolumeSnapshotContents of a backup that does not exist or did not
+// complete (or kept otherwise than Retain, or more or fewer than it
+// counts), and driver snapshots no such content holds.
+func snapshotOrphans(ctx context.Context, c *framework.Cluster, snaps snapshotclient.Interface, ns string) ([]string, error) {
+	var out []string
+	left, err := snaps.SnapshotV1().VolumeSnapshots(ns).List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel})
+	if err != nil {
+		return nil, err
+	}
+	for _, vs := range left.Items {
+		out = append(out, fmt.Sprintf("VolumeSnapshot %s/%s of backup %s", vs.Namespace, vs.Name, vs.Labels[velerov1.BackupNameLabel]))
+	}
+	backups, err := c.Backstop.VeleroV1().Backups(adminNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	completed := map[string]*velerov1.Backup{}
+	for i, b := range backups.Items {
+		if b.Status.Phase == velerov1.BackupPhaseCompleted && b.DeletionTimestamp == nil {
+			completed[string(b.UID)] = &backups.Items[i]
+		}
+	}
+	contents, err := snaps.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	held, perBackup := map[string]bool{}, map[string]int{}
+	for _, content := range contents.Items {
+		uid := content.Labels[velerov1.BackupUIDLabel]
+		b := completed[uid]
+		switch {
+		case b == nil:
+			out = append(out, fmt.Sprintf("VolumeSnapshotContent %s of no completed backup (UID %q)", content.Name, uid))
+		case content.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentRetain || content.DeletionTimestamp != nil:
+			out = append(out, fmt.Sprintf("VolumeSnapshotContent %s of backup %s: policy %s, deleting %v", content.Name, b.Name, content.Spec.DeletionPolicy, content.DeletionTimestamp != nil))
+		}
+		perBackup[uid]++
+		if st := content.Status; st != nil && st.SnapshotHandle != nil {
+			held[*st.SnapshotHandle] = true
+		}
+	}
+	for uid, b := range completed {
+		if perBackup[uid] != b.Status.CSIVolumeSnapshotsCompleted {
+			out = append(out, fmt.Sprintf("backup %s: %d VolumeSnapshotContents kept, %d snapshots completed", b.Name, perBackup[uid], b.Status.CSIVolumeSnapshotsCompleted))
+		}
+	}
+	for _, s := range c.CSI.Snapshots() {
+		if !held[s.GetSnapshotId()] {
+			out = append(out, "driver snapshot "+s.GetSnapshotId()+" that no backup's content holds")
+		}
+	}
+	return out, nil
+}
