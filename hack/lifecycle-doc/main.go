@@ -10,6 +10,7 @@ import (
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 )
 
 func main() {
@@ -40,6 +41,8 @@ Staying in a phase is always allowed; terminal phases lead only to other termina
 		{"Restore", "status.phase.", velerov1.RestoreLifecycle.Markdown()},
 		{"DeleteBackupRequest", "status.phase.", velerov1.DeleteBackupRequestLifecycle.Markdown()},
 		{"Schedule", "status.phase: follows the validity of the spec, which users may change at any time.", velerov1.ScheduleLifecycle.Markdown()},
+		{"DataUpload", "status.phase (velero.io/v2alpha1), Velero's phases. The spec changes only to set spec.cancel.", velerov2alpha1.DataUploadLifecycle.Markdown()},
+		{"DataDownload", "status.phase (velero.io/v2alpha1), as for DataUploads.", velerov2alpha1.DataDownloadLifecycle.Markdown()},
 		{"NonAdminBackup", "status.phase, as the OADP non-admin design gives it: it only moves forward. Clients cannot write it.", oadpv1alpha1.NonAdminBackupLifecycle.Markdown()},
 		{"NonAdminRestore", "status.phase, as for NonAdminBackups.", oadpv1alpha1.NonAdminRestoreLifecycle.Markdown()},
 		{"NonAdminBackupStorageLocation", "status.phase, as for NonAdminBackups. An approval withdrawn later removes the Velero location and is said in condition ClusterAdminApproved; the phase stays.", oadpv1alpha1.NonAdminBackupStorageLocationLifecycle.Markdown()},

@@ -46,6 +46,7 @@ import (
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
 	restoreengine "github.com/backstop-io/backstop/pkg/engine/restore"
@@ -64,6 +65,8 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backuprepository"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backupstoragelocation"
+	"github.com/backstop-io/backstop/pkg/registry/velero/datadownload"
+	"github.com/backstop-io/backstop/pkg/registry/velero/dataupload"
 	"github.com/backstop-io/backstop/pkg/registry/velero/deletebackuprequest"
 	"github.com/backstop-io/backstop/pkg/registry/velero/downloadrequest"
 	"github.com/backstop-io/backstop/pkg/registry/velero/podvolumebackup"
@@ -398,6 +401,20 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	}
 	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations)
 
+	veleroV2alpha1 := storageSet{}
+	for _, r := range []struct {
+		name string
+		new  func(*runtime.Scheme, generic.RESTOptionsGetter, string) (*resource.REST, *resource.StatusREST, error)
+	}{
+		{"datauploads", dataupload.NewREST},
+		{"datadownloads", datadownload.NewREST},
+	} {
+		main, status, err := r.new(scheme, getter, c.extra.Namespace)
+		if err := veleroV2alpha1.add(r.name, main, status, err); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+
 	oadpV1alpha1 := storageSet{}
 	dpas, dpaStatus, err := dataprotectionapplication.NewREST(scheme, getter, c.extra.Namespace)
 	if err := oadpV1alpha1.add("dataprotectionapplications", dpas, dpaStatus, err); err != nil {
@@ -465,8 +482,10 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		info.NegotiatedSerializer = withoutProtobuf{codecs}
 		return info
 	}
+	veleroGroup := ownGroup(velero.GroupName, velerov1.SchemeGroupVersion.Version, veleroV1)
+	veleroGroup.VersionedResourcesStorageMap[velerov2alpha1.SchemeGroupVersion.Version] = veleroV2alpha1
 	groups := []genericapiserver.APIGroupInfo{
-		ownGroup(velero.GroupName, velerov1.SchemeGroupVersion.Version, veleroV1),
+		veleroGroup,
 		ownGroup(oadp.GroupName, oadpv1alpha1.SchemeGroupVersion.Version, oadpV1alpha1),
 		ownGroup(kubevirtbackup.GroupName, kubevirtbackupv1alpha1.SchemeGroupVersion.Version, vmV1alpha1),
 	}

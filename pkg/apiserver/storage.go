@@ -48,16 +48,16 @@ type restOptionsGetter struct {
 
 var _ generic.RESTOptionsGetter = &restOptionsGetter{}
 
-func (g *restOptionsGetter) GetRESTOptions(resource schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
-	versions := g.scheme.PrioritizedVersionsForGroup(resource.Group)
-	if len(versions) == 0 {
-		return generic.RESTOptions{}, fmt.Errorf("no storage version for %s: the group is not registered", resource)
+func (g *restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	storageVersion, err := g.storageVersion(resource, example)
+	if err != nil {
+		return generic.RESTOptions{}, err
 	}
 	config := g.config
 	codec, versioner, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
 		StorageMediaType:  runtime.ContentTypeJSON,
 		StorageSerializer: g.codecs,
-		StorageVersion:    versions[0],
+		StorageVersion:    storageVersion,
 		MemoryVersion:     schema.GroupVersion{Group: resource.Group, Version: runtime.APIVersionInternal},
 		Config:            config,
 	})
@@ -80,6 +80,30 @@ func (g *restOptionsGetter) GetRESTOptions(resource schema.GroupResource, _ runt
 		ResourcePrefix:          "/" + resource.Group + "/" + resource.Resource,
 		CountMetricPollPeriod:   time.Minute,
 	}, nil
+}
+
+// storageVersion is the version a resource's objects are stored in: the
+// group's most preferred version that has the resource's kind (velero.io
+// stores Backups as v1, DataUploads as v2alpha1, the only version that has
+// them).
+func (g *restOptionsGetter) storageVersion(resource schema.GroupResource, example runtime.Object) (schema.GroupVersion, error) {
+	versions := g.scheme.PrioritizedVersionsForGroup(resource.Group)
+	if len(versions) == 0 {
+		return schema.GroupVersion{}, fmt.Errorf("no storage version for %s: the group is not registered", resource)
+	}
+	if example == nil {
+		return versions[0], nil
+	}
+	kinds, _, err := g.scheme.ObjectKinds(example)
+	if err != nil {
+		return schema.GroupVersion{}, fmt.Errorf("no storage version for %s: %w", resource, err)
+	}
+	for _, v := range versions {
+		if g.scheme.Recognizes(v.WithKind(kinds[0].Kind)) {
+			return v, nil
+		}
+	}
+	return schema.GroupVersion{}, fmt.Errorf("no storage version for %s: no version of %s has kind %s", resource, resource.Group, kinds[0].Kind)
 }
 
 // etcd3Decorator is how an etcd3 store is opened: the upstream etcd3 store,

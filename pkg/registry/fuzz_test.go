@@ -48,6 +48,8 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backuprepository"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backupstoragelocation"
+	"github.com/backstop-io/backstop/pkg/registry/velero/datadownload"
+	"github.com/backstop-io/backstop/pkg/registry/velero/dataupload"
 	"github.com/backstop-io/backstop/pkg/registry/velero/deletebackuprequest"
 	"github.com/backstop-io/backstop/pkg/registry/velero/downloadrequest"
 	"github.com/backstop-io/backstop/pkg/registry/velero/podvolumebackup"
@@ -73,6 +75,9 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	velerov1 := func(kind string) schema.GroupVersionKind {
 		return schema.GroupVersionKind{Group: "velero.io", Version: "v1", Kind: kind}
 	}
+	velerov2 := func(kind string) schema.GroupVersionKind {
+		return schema.GroupVersionKind{Group: "velero.io", Version: "v2alpha1", Kind: kind}
+	}
 	oadpv1 := func(kind string) schema.GroupVersionKind {
 		return schema.GroupVersionKind{Group: "oadp.openshift.io", Version: "v1alpha1", Kind: kind}
 	}
@@ -97,6 +102,8 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	nas := nonadminschedule.NewStrategy(scheme, nil, nil)
 	nar := nonadminrestore.NewStrategy(scheme, anyNonAdminBackup{}, nil)
 	dpa := dataprotectionapplication.NewStrategy(scheme)
+	du := dataupload.NewStrategy(scheme)
+	dd := datadownload.NewStrategy(scheme)
 	dr, drStatus := plain(downloadrequest.NewStrategy(scheme))
 	ssr, ssrStatus := plain(serverstatusrequest.NewStrategy(scheme))
 	pvb, pvbStatus := plain(podvolumebackup.NewStrategy(scheme))
@@ -157,6 +164,10 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 			`{"apiVersion":"velero.io/v1","kind":"BackupRepository",` + meta + `,"spec":{"volumeNamespace":"a","backupStorageLocation":"b","resticIdentifier":"r"}}`, nil},
 		reflect.TypeOf(&velero.VolumeSnapshotLocation{}): {velerov1("VolumeSnapshotLocation"), vsl, vslStatus,
 			`{"apiVersion":"velero.io/v1","kind":"VolumeSnapshotLocation",` + meta + `,"spec":{"provider":"aws"}}`, nil},
+		reflect.TypeOf(&velero.DataUpload{}): {velerov2("DataUpload"), du, dataupload.NewStatusStrategy(du),
+			`{"apiVersion":"velero.io/v2alpha1","kind":"DataUpload",` + meta + `,"spec":{"snapshotType":"CSI","csiSnapshot":{"volumeSnapshot":"vs","storageClass":"sc"},"sourcePVC":"data","sourceNamespace":"shop","backupStorageLocation":"default","operationTimeout":"10m"}}`, nil},
+		reflect.TypeOf(&velero.DataDownload{}): {velerov2("DataDownload"), dd, datadownload.NewStatusStrategy(dd),
+			`{"apiVersion":"velero.io/v2alpha1","kind":"DataDownload",` + meta + `,"spec":{"targetVolume":{"pvc":"data","pv":"","namespace":"shop"},"snapshotID":"k0123abcd","sourceNamespace":"shop","backupStorageLocation":"default","operationTimeout":"10m"}}`, nil},
 		reflect.TypeOf(&oadp.NonAdminBackup{}): {oadpv1("NonAdminBackup"), nab, resource.NewStatusStrategy(nab.Strategy),
 			`{"apiVersion":"oadp.openshift.io/v1alpha1","kind":"NonAdminBackup","metadata":{"name":"x","namespace":"team"},"spec":{"backupSpec":{}}}`, nil},
 		reflect.TypeOf(&oadp.NonAdminRestore{}): {oadpv1("NonAdminRestore"), nar, resource.NewStatusStrategy(nar.Strategy),

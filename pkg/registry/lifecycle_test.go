@@ -18,10 +18,13 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/lifecycle"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
+	"github.com/backstop-io/backstop/pkg/registry/velero/datadownload"
+	"github.com/backstop-io/backstop/pkg/registry/velero/dataupload"
 	"github.com/backstop-io/backstop/pkg/registry/velero/deletebackuprequest"
 	"github.com/backstop-io/backstop/pkg/registry/velero/restore"
 	"github.com/backstop-io/backstop/pkg/registry/velero/schedule"
@@ -119,6 +122,26 @@ func lifeCases() map[string]lifeCase {
 			}),
 			field: "status.phase",
 			edit:  func(o runtime.Object) { o.(*velero.Schedule).Status.LastSkipped = &metav1.Time{} },
+		},
+		"DataUpload": {
+			strategy: dataupload.NewStatusStrategy(dataupload.NewStrategy(scheme)),
+			changes: changesOf(velerov2alpha1.DataUploadLifecycle, func(p velerov2alpha1.DataUploadPhase) runtime.Object {
+				return &velero.DataUpload{ObjectMeta: meta("du"), Spec: velero.DataUploadSpec{SnapshotType: velero.SnapshotTypeCSI,
+					CSISnapshot: &velero.CSISnapshotSpec{VolumeSnapshot: "vs", StorageClass: "sc"}, SourcePVC: "data", SourceNamespace: "shop", BackupStorageLocation: "default"},
+					Status: velero.DataUploadStatus{Phase: velero.DataUploadPhase(p)}}
+			}),
+			field: "status.phase",
+			edit:  func(o runtime.Object) { o.(*velero.DataUpload).Status.Progress.BytesDone++ },
+		},
+		"DataDownload": {
+			strategy: datadownload.NewStatusStrategy(datadownload.NewStrategy(scheme)),
+			changes: changesOf(velerov2alpha1.DataDownloadLifecycle, func(p velerov2alpha1.DataDownloadPhase) runtime.Object {
+				return &velero.DataDownload{ObjectMeta: meta("dd"), Spec: velero.DataDownloadSpec{TargetVolume: velero.TargetVolumeSpec{PVC: "data", Namespace: "shop"},
+					SnapshotID: "k1", SourceNamespace: "shop", BackupStorageLocation: "default"},
+					Status: velero.DataDownloadStatus{Phase: velero.DataDownloadPhase(p)}}
+			}),
+			field: "status.phase",
+			edit:  func(o runtime.Object) { o.(*velero.DataDownload).Status.Progress.BytesDone++ },
 		},
 		"VirtualMachineBackup": {
 			strategy: virtualmachinebackup.NewStatusStrategy(virtualmachinebackup.NewStrategy(scheme)),

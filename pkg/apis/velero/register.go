@@ -47,6 +47,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&BackupStorageLocation{}, &BackupStorageLocationList{},
 		&VolumeSnapshotLocation{}, &VolumeSnapshotLocationList{},
 		&ServerStatusRequest{}, &ServerStatusRequestList{},
+		&DataUpload{}, &DataUploadList{},
+		&DataDownload{}, &DataDownloadList{},
 	)
 	return nil
 }

@@ -22,10 +22,12 @@ import (
 	v1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	v1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	v2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	internal "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/internal"
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/kubevirtbackup/v1alpha1"
 	applyconfigurationoadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/velero/v2alpha1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	managedfields "k8s.io/apimachinery/pkg/util/managedfields"
@@ -244,6 +246,26 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &velerov1.VolumeSnapshotLocationSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("VolumeSnapshotLocationStatus"):
 		return &velerov1.VolumeSnapshotLocationStatusApplyConfiguration{}
+
+		// Group=velero.io, Version=v2alpha1
+	case v2alpha1.SchemeGroupVersion.WithKind("CSISnapshotSpec"):
+		return &velerov2alpha1.CSISnapshotSpecApplyConfiguration{}
+	case v2alpha1.SchemeGroupVersion.WithKind("DataDownload"):
+		return &velerov2alpha1.DataDownloadApplyConfiguration{}
+	case v2alpha1.SchemeGroupVersion.WithKind("DataDownloadSpec"):
+		return &velerov2alpha1.DataDownloadSpecApplyConfiguration{}
+	case v2alpha1.SchemeGroupVersion.WithKind("DataDownloadStatus"):
+		return &velerov2alpha1.DataDownloadStatusApplyConfiguration{}
+	case v2alpha1.SchemeGroupVersion.WithKind("DataMoveOperationProgress"):
+		return &velerov2alpha1.DataMoveOperationProgressApplyConfiguration{}
+	case v2alpha1.SchemeGroupVersion.WithKind("DataUpload"):
+		return &velerov2alpha1.DataUploadApplyConfiguration{}
+	case v2alpha1.SchemeGroupVersion.WithKind("DataUploadSpec"):
+		return &velerov2alpha1.DataUploadSpecApplyConfiguration{}
+	case v2alpha1.SchemeGroupVersion.WithKind("DataUploadStatus"):
+		return &velerov2alpha1.DataUploadStatusApplyConfiguration{}
+	case v2alpha1.SchemeGroupVersion.WithKind("TargetVolumeSpec"):
+		return &velerov2alpha1.TargetVolumeSpecApplyConfiguration{}
 
 	}
 	return nil

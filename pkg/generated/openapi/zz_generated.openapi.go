@@ -25,6 +25,7 @@ import (
 	v1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	v1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	v2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -165,6 +166,18 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.VolumeSnapshotLocationList{}.OpenAPIModelName():                           schema_pkg_apis_velero_v1_VolumeSnapshotLocationList(ref),
 		v1.VolumeSnapshotLocationSpec{}.OpenAPIModelName():                           schema_pkg_apis_velero_v1_VolumeSnapshotLocationSpec(ref),
 		v1.VolumeSnapshotLocationStatus{}.OpenAPIModelName():                         schema_pkg_apis_velero_v1_VolumeSnapshotLocationStatus(ref),
+		v2alpha1.CSISnapshotSpec{}.OpenAPIModelName():                                schema_pkg_apis_velero_v2alpha1_CSISnapshotSpec(ref),
+		v2alpha1.DataDownload{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v2alpha1_DataDownload(ref),
+		v2alpha1.DataDownloadList{}.OpenAPIModelName():                               schema_pkg_apis_velero_v2alpha1_DataDownloadList(ref),
+		v2alpha1.DataDownloadSpec{}.OpenAPIModelName():                               schema_pkg_apis_velero_v2alpha1_DataDownloadSpec(ref),
+		v2alpha1.DataDownloadStatus{}.OpenAPIModelName():                             schema_pkg_apis_velero_v2alpha1_DataDownloadStatus(ref),
+		v2alpha1.DataMoveOperationProgress{}.OpenAPIModelName():                      schema_pkg_apis_velero_v2alpha1_DataMoveOperationProgress(ref),
+		v2alpha1.DataUpload{}.OpenAPIModelName():                                     schema_pkg_apis_velero_v2alpha1_DataUpload(ref),
+		v2alpha1.DataUploadList{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v2alpha1_DataUploadList(ref),
+		v2alpha1.DataUploadResult{}.OpenAPIModelName():                               schema_pkg_apis_velero_v2alpha1_DataUploadResult(ref),
+		v2alpha1.DataUploadSpec{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v2alpha1_DataUploadSpec(ref),
+		v2alpha1.DataUploadStatus{}.OpenAPIModelName():                               schema_pkg_apis_velero_v2alpha1_DataUploadStatus(ref),
+		v2alpha1.TargetVolumeSpec{}.OpenAPIModelName():                               schema_pkg_apis_velero_v2alpha1_TargetVolumeSpec(ref),
 		authenticationv1.BoundObjectReference{}.OpenAPIModelName():                   schema_k8sio_api_authentication_v1_BoundObjectReference(ref),
 		authenticationv1.SelfSubjectReview{}.OpenAPIModelName():                      schema_k8sio_api_authentication_v1_SelfSubjectReview(ref),
 		authenticationv1.SelfSubjectReviewStatus{}.OpenAPIModelName():                schema_k8sio_api_authentication_v1_SelfSubjectReviewStatus(ref),
@@ -6803,6 +6816,740 @@ func schema_pkg_apis_velero_v1_VolumeSnapshotLocationStatus(ref common.Reference
 						},
 					},
 				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_CSISnapshotSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CSISnapshotSpec is the specification for a CSI snapshot.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"volumeSnapshot": {
+						SchemaProps: spec.SchemaProps{
+							Description: "VolumeSnapshot is the name of the volume snapshot to be backed up",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"storageClass": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageClass is the name of the storage class of the PVC that the volume snapshot is created from",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"snapshotClass": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SnapshotClass is the name of the snapshot class that the volume snapshot is created with",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"driver": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Driver is the driver used by the VolumeSnapshotContent",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"volumeSnapshot", "storageClass"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataDownload(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DataDownload acts as the protocol between data mover plugins and data mover controller for the datamover restore operation",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v2alpha1.DataDownloadSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v2alpha1.DataDownloadStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v2alpha1.DataDownloadSpec{}.OpenAPIModelName(), v2alpha1.DataDownloadStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataDownloadList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DataDownloadList is a list of DataDownloads.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v2alpha1.DataDownload{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v2alpha1.DataDownload{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataDownloadSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DataDownloadSpec is the specification for a DataDownload.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"targetVolume": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TargetVolume is the information of the target PVC and PV.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v2alpha1.TargetVolumeSpec{}.OpenAPIModelName()),
+						},
+					},
+					"backupStorageLocation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BackupStorageLocation is the name of the backup storage location where the backup repository is stored.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"datamover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataMover specifies the data mover to be used by the backup. If DataMover is \"\" or \"velero\", the built-in data mover will be used.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"snapshotID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SnapshotID is the ID of the Velero backup snapshot to be restored from.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"sourceNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SourceNamespace is the original namespace where the volume is backed up from. It may be different from SourcePVC's namespace if namespace is remapped during restore.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"dataMoverConfig": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataMoverConfig is for data-mover-specific configuration fields.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"cancel": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cancel indicates request to cancel the ongoing DataDownload. It can be set when the DataDownload is in InProgress phase",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"operationTimeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "OperationTimeout specifies the time used to wait internal operations, before returning error as timeout.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"nodeOS": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeOS is OS of the node where the DataDownload is processed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"snapshotSize": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SnapshotSize is the logical size in Bytes of the snapshot.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"targetVolume", "backupStorageLocation", "snapshotID", "sourceNamespace", "operationTimeout"},
+			},
+		},
+		Dependencies: []string{
+			v2alpha1.TargetVolumeSpec{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataDownloadStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DataDownloadStatus is the current status of a DataDownload.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Phase is the current state of the DataDownload.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message is a message about the DataDownload's status.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"startTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTimestamp records the time a restore was started. The server's time is used for StartTimestamps",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletionTimestamp records the time a restore was completed. Completion time is recorded even on failed restores. The server's time is used for CompletionTimestamps",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"progress": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Progress holds the total number of bytes of the snapshot and the current number of restored bytes. This can be used to display progress information about the restore operation.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v2alpha1.DataMoveOperationProgress{}.OpenAPIModelName()),
+						},
+					},
+					"node": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Node is name of the node where the DataDownload is processed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"acceptedByNode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Node is name of the node where the DataUpload is prepared.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"acceptedTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AcceptedTimestamp records the time the DataUpload is to be prepared. The server's time is used for AcceptedTimestamp",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v2alpha1.DataMoveOperationProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataMoveOperationProgress(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Type: []string{"object"},
+				Properties: map[string]spec.Schema{
+					"totalBytes": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"bytesDone": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataUpload(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DataUpload acts as the protocol between data mover plugins and data mover controller for the datamover backup operation",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v2alpha1.DataUploadSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v2alpha1.DataUploadStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v2alpha1.DataUploadSpec{}.OpenAPIModelName(), v2alpha1.DataUploadStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataUploadList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DataUploadList is a list of DataUploads.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v2alpha1.DataUpload{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v2alpha1.DataUpload{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataUploadResult(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DataUploadResult represents the SnasphotBackup result to be used by DataDownload.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"backupStorageLocation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BackupStorageLocation is the name of the backup storage location where the backup repository is stored.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"datamover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataMover specifies the data mover used by the DataUpload",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"snapshotID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SnapshotID is the identifier for the snapshot in the backup repository.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"sourceNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SourceNamespace is the original namespace where the volume is backed up from.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"dataMoverResult": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataMoverResult stores data-mover-specific information as a result of the DataUpload.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"nodeOS": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeOS is OS of the node where the DataUpload is processed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"snapshotSize": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SnapshotSize is the logical size in Bytes of the snapshot.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"backupStorageLocation", "sourceNamespace"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataUploadSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DataUploadSpec is the specification for a DataUpload.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"snapshotType": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SnapshotType is the type of the snapshot to be backed up.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"csiSnapshot": {
+						SchemaProps: spec.SchemaProps{
+							Description: "If SnapshotType is CSI, CSISnapshot provides the information of the CSI snapshot.",
+							Ref:         ref(v2alpha1.CSISnapshotSpec{}.OpenAPIModelName()),
+						},
+					},
+					"sourcePVC": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SourcePVC is the name of the PVC which the snapshot is taken for.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"datamover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataMover specifies the data mover to be used by the backup. If DataMover is \"\" or \"velero\", the built-in data mover will be used.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"backupStorageLocation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BackupStorageLocation is the name of the backup storage location where the backup repository is stored.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"sourceNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SourceNamespace is the original namespace where the volume is backed up from. It is the same namespace for SourcePVC and CSI namespaced objects.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"dataMoverConfig": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataMoverConfig is for data-mover-specific configuration fields.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"cancel": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cancel indicates request to cancel the ongoing DataUpload. It can be set when the DataUpload is in InProgress phase",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"operationTimeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "OperationTimeout specifies the time used to wait internal operations, before returning error as timeout.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"snapshotType", "sourcePVC", "backupStorageLocation", "sourceNamespace", "operationTimeout"},
+			},
+		},
+		Dependencies: []string{
+			v2alpha1.CSISnapshotSpec{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_DataUploadStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DataUploadStatus is the current status of a DataUpload.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Phase is the current state of the DataUpload.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"path": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Path is the full path of the snapshot volume being backed up.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"snapshotID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SnapshotID is the identifier for the snapshot in the backup repository.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"dataMoverResult": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataMoverResult stores data-mover-specific information as a result of the DataUpload.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message is a message about the DataUpload's status.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"startTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTimestamp records the time a backup was started. Separate from CreationTimestamp, since that value changes on restores. The server's time is used for StartTimestamps",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletionTimestamp records the time a backup was completed. Completion time is recorded even on failed backups. Completion time is recorded before uploading the backup object. The server's time is used for CompletionTimestamps",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"progress": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Progress holds the total number of bytes of the volume and the current number of backed up bytes. This can be used to display progress information about the backup operation.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v2alpha1.DataMoveOperationProgress{}.OpenAPIModelName()),
+						},
+					},
+					"incrementalBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IncrementalBytes holds the number of bytes new or changed since the last backup",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"node": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Node is name of the node where the DataUpload is processed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"nodeOS": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeOS is OS of the node where the DataUpload is processed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"acceptedByNode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AcceptedByNode is name of the node where the DataUpload is prepared.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"acceptedTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AcceptedTimestamp records the time the DataUpload is to be prepared. The server's time is used for AcceptedTimestamp",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v2alpha1.DataMoveOperationProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v2alpha1_TargetVolumeSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TargetVolumeSpec is the specification for a target PVC.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"pvc": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PVC is the name of the target PVC that is created by Velero restore",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pv": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PV is the name of the target PV that is created by Velero restore",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace is the target namespace",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"pvc", "pv", "namespace"},
 			},
 		},
 	}

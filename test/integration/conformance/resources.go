@@ -29,6 +29,7 @@ import (
 	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 )
 
@@ -600,6 +601,42 @@ func suite(target Target) map[string]suiteCase {
 				return &velerov1.VolumeSnapshotLocation{ObjectMeta: om(n)}
 			},
 			invalidAt: "spec.provider",
+		}),
+		"datauploads": newCase(resourceCase[velerov2alpha1.DataUpload, velerov2alpha1.DataUploadList]{
+			gvk: velerov2alpha1.SchemeGroupVersion.WithKind("DataUpload"), client: cs.VeleroV2alpha1().DataUploads(ns), engine: engine.VeleroV2alpha1().DataUploads(ns),
+			valid: func(n string) *velerov2alpha1.DataUpload {
+				return &velerov2alpha1.DataUpload{ObjectMeta: om(n), Spec: velerov2alpha1.DataUploadSpec{
+					SnapshotType: velerov2alpha1.SnapshotTypeCSI, CSISnapshot: &velerov2alpha1.CSISnapshotSpec{VolumeSnapshot: "velero-data-x1", StorageClass: "csi-hostpath-sc"},
+					SourcePVC: "data", SourceNamespace: "app", BackupStorageLocation: "default", OperationTimeout: metav1.Duration{Duration: 10 * time.Minute}}}
+			},
+			immutable: func(d *velerov2alpha1.DataUpload) { d.Spec.SourcePVC += "x" },
+			spec:      func(d *velerov2alpha1.DataUpload) any { return d.Spec },
+			status:    func(d *velerov2alpha1.DataUpload) any { return d.Status },
+			setStatus: func(d *velerov2alpha1.DataUpload) { d.Status.Phase = velerov2alpha1.DataUploadPhaseAccepted },
+			invalid: func(n string) *velerov2alpha1.DataUpload {
+				return &velerov2alpha1.DataUpload{ObjectMeta: om(n), Spec: velerov2alpha1.DataUploadSpec{
+					SnapshotType: velerov2alpha1.SnapshotTypeCSI, CSISnapshot: &velerov2alpha1.CSISnapshotSpec{VolumeSnapshot: "velero-data-x1", StorageClass: "csi-hostpath-sc"},
+					SourcePVC: "../../etc", SourceNamespace: "app", BackupStorageLocation: "default"}}
+			},
+			invalidAt: "spec.sourcePVC",
+		}),
+		"datadownloads": newCase(resourceCase[velerov2alpha1.DataDownload, velerov2alpha1.DataDownloadList]{
+			gvk: velerov2alpha1.SchemeGroupVersion.WithKind("DataDownload"), client: cs.VeleroV2alpha1().DataDownloads(ns), engine: engine.VeleroV2alpha1().DataDownloads(ns),
+			valid: func(n string) *velerov2alpha1.DataDownload {
+				return &velerov2alpha1.DataDownload{ObjectMeta: om(n), Spec: velerov2alpha1.DataDownloadSpec{
+					TargetVolume: velerov2alpha1.TargetVolumeSpec{PVC: "data", Namespace: "app"}, SnapshotID: "k3f9a0b1c2d3e4f5",
+					SourceNamespace: "app", BackupStorageLocation: "default", OperationTimeout: metav1.Duration{Duration: 10 * time.Minute}}}
+			},
+			immutable: func(d *velerov2alpha1.DataDownload) { d.Spec.SnapshotID += "x" },
+			spec:      func(d *velerov2alpha1.DataDownload) any { return d.Spec },
+			status:    func(d *velerov2alpha1.DataDownload) any { return d.Status },
+			setStatus: func(d *velerov2alpha1.DataDownload) { d.Status.Phase = velerov2alpha1.DataDownloadPhaseAccepted },
+			invalid: func(n string) *velerov2alpha1.DataDownload {
+				return &velerov2alpha1.DataDownload{ObjectMeta: om(n), Spec: velerov2alpha1.DataDownloadSpec{
+					TargetVolume: velerov2alpha1.TargetVolumeSpec{PVC: "data", Namespace: "app"}, SnapshotID: "../../k1",
+					SourceNamespace: "app", BackupStorageLocation: "default"}}
+			},
+			invalidAt: "spec.snapshotID",
 		}),
 		"nonadminbackups": newCase(resourceCase[oadpv1alpha1.NonAdminBackup, oadpv1alpha1.NonAdminBackupList]{
 			gvk: oadpv1alpha1.SchemeGroupVersion.WithKind("NonAdminBackup"), client: oadp.NonAdminBackups("tenant-a"), engine: engine.OadpV1alpha1().NonAdminBackups("tenant-a"),

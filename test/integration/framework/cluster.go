@@ -608,7 +608,7 @@ func (c *Cluster) StartBackstop() {
 		}
 		// Available can be the last process's, not yet found gone: the
 		// groups answer through kube-apiserver.
-		for _, gv := range []string{"velero.io/v1", "oadp.openshift.io/v1alpha1", "backup.kubevirt.io/v1alpha1"} {
+		for _, gv := range []string{"velero.io/v1", "velero.io/v2alpha1", "oadp.openshift.io/v1alpha1", "backup.kubevirt.io/v1alpha1"} {
 			if _, err := c.Backstop.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
 				return fmt.Errorf("discovery of %s: %w", gv, err)
 			}
@@ -628,7 +628,7 @@ func (c *Cluster) StopBackstop(kill bool) {
 
 // apiServiceNames are the APIServices of artifacts/deploy (the framework
 // cannot import pkg/apiserver: packages it imports test through it).
-var apiServiceNames = []string{"v1.velero.io", "v1alpha1.oadp.openshift.io", "v1alpha1.backup.kubevirt.io"}
+var apiServiceNames = []string{"v1.velero.io", "v2alpha1.velero.io", "v1alpha1.oadp.openshift.io", "v1alpha1.backup.kubevirt.io"}
 
 // APIServiceCondition is the Available condition of an APIService.
 type APIServiceCondition struct {

@@ -209,17 +209,19 @@ func (c *Cluster) RemoveVeleroCRDs() {
 			c.t.Fatalf("deleting CRD %s: %v\n%s", crd.GetName(), err, out)
 		}
 	}
-	// The aggregator's APIService for the CRDs' group version goes too.
-	c.waitFor("velero.io/v1 no longer served from CRDs", nil, 2*time.Minute, func(ctx context.Context) error {
-		_, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}).
-			Get(ctx, "v1.velero.io", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
+	// The aggregator's APIServices for the CRDs' group versions go too.
+	c.waitFor("velero.io no longer served from CRDs", nil, 2*time.Minute, func(ctx context.Context) error {
+		for _, name := range []string{"v1.velero.io", "v2alpha1.velero.io"} {
+			_, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}).
+				Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				return fmt.Errorf("APIService %s is still there", name)
+			}
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
 		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("APIService v1.velero.io is still there")
+		return nil
 	})
 }
 

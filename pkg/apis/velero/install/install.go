@@ -23,11 +23,14 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	v1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 )
 
-// Install registers the internal and v1 velero.io types in scheme.
+// Install registers the internal, v1 and v2alpha1 velero.io types in
+// scheme, v1 preferred.
 func Install(scheme *runtime.Scheme) {
 	utilruntime.Must(velero.AddToScheme(scheme))
 	utilruntime.Must(v1.AddToScheme(scheme))
-	utilruntime.Must(scheme.SetVersionPriority(v1.SchemeGroupVersion))
+	utilruntime.Must(v2alpha1.AddToScheme(scheme))
+	utilruntime.Must(scheme.SetVersionPriority(v1.SchemeGroupVersion, v2alpha1.SchemeGroupVersion))
 }

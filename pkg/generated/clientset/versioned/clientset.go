@@ -25,6 +25,7 @@ import (
 	backupv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/velero/v2alpha1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -35,6 +36,7 @@ type Interface interface {
 	BackupV1alpha1() backupv1alpha1.BackupV1alpha1Interface
 	OadpV1alpha1() oadpv1alpha1.OadpV1alpha1Interface
 	VeleroV1() velerov1.VeleroV1Interface
+	VeleroV2alpha1() velerov2alpha1.VeleroV2alpha1Interface
 }
 
 // Clientset contains the clients for groups.
@@ -43,6 +45,7 @@ type Clientset struct {
 	backupV1alpha1 *backupv1alpha1.BackupV1alpha1Client
 	oadpV1alpha1   *oadpv1alpha1.OadpV1alpha1Client
 	veleroV1       *velerov1.VeleroV1Client
+	veleroV2alpha1 *velerov2alpha1.VeleroV2alpha1Client
 }
 
 // BackupV1alpha1 retrieves the BackupV1alpha1Client
@@ -58,6 +61,11 @@ func (c *Clientset) OadpV1alpha1() oadpv1alpha1.OadpV1alpha1Interface {
 // VeleroV1 retrieves the VeleroV1Client
 func (c *Clientset) VeleroV1() velerov1.VeleroV1Interface {
 	return c.veleroV1
+}
+
+// VeleroV2alpha1 retrieves the VeleroV2alpha1Client
+func (c *Clientset) VeleroV2alpha1() velerov2alpha1.VeleroV2alpha1Interface {
+	return c.veleroV2alpha1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -116,6 +124,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.veleroV2alpha1, err = velerov2alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -140,6 +152,7 @@ func New(c rest.Interface) *Clientset {
 	cs.backupV1alpha1 = backupv1alpha1.New(c)
 	cs.oadpV1alpha1 = oadpv1alpha1.New(c)
 	cs.veleroV1 = velerov1.New(c)
+	cs.veleroV2alpha1 = velerov2alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

@@ -24,6 +24,7 @@ import (
 	v1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	v1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	v2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -99,6 +100,12 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Velero().V1().ServerStatusRequests().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("volumesnapshotlocations"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Velero().V1().VolumeSnapshotLocations().Informer()}, nil
+
+		// Group=velero.io, Version=v2alpha1
+	case v2alpha1.SchemeGroupVersion.WithResource("datadownloads"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Velero().V2alpha1().DataDownloads().Informer()}, nil
+	case v2alpha1.SchemeGroupVersion.WithResource("datauploads"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Velero().V2alpha1().DataUploads().Informer()}, nil
 
 	}
 

@@ -27,6 +27,8 @@ import (
 	fakeoadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/oadp/v1alpha1/fake"
 	velerov1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/velero/v1"
 	fakevelerov1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/velero/v1/fake"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/velero/v2alpha1"
+	fakevelerov2alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/velero/v2alpha1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -153,4 +155,9 @@ func (c *Clientset) OadpV1alpha1() oadpv1alpha1.OadpV1alpha1Interface {
 // VeleroV1 retrieves the VeleroV1Client
 func (c *Clientset) VeleroV1() velerov1.VeleroV1Interface {
 	return &fakevelerov1.FakeVeleroV1{Fake: &c.Fake}
+}
+
+// VeleroV2alpha1 retrieves the VeleroV2alpha1Client
+func (c *Clientset) VeleroV2alpha1() velerov2alpha1.VeleroV2alpha1Interface {
+	return &fakevelerov2alpha1.FakeVeleroV2alpha1{Fake: &c.Fake}
 }

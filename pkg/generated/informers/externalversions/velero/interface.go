@@ -21,12 +21,15 @@ package velero
 import (
 	internalinterfaces "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/internalinterfaces"
 	v1 "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	v2alpha1 "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v2alpha1"
 )
 
 // Interface provides access to each of this group's versions.
 type Interface interface {
 	// V1 provides access to shared informers for resources in V1.
 	V1() v1.Interface
+	// V2alpha1 provides access to shared informers for resources in V2alpha1.
+	V2alpha1() v2alpha1.Interface
 }
 
 type group struct {
@@ -43,4 +46,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // V1 returns a new v1.Interface.
 func (g *group) V1() v1.Interface {
 	return v1.New(g.factory, g.namespace, g.tweakListOptions)
+}
+
+// V2alpha1 returns a new v2alpha1.Interface.
+func (g *group) V2alpha1() v2alpha1.Interface {
+	return v2alpha1.New(g.factory, g.namespace, g.tweakListOptions)
 }
