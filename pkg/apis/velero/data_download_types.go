@@ -18,8 +18,6 @@ package velero
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	
 )
 
 // DataDownloadSpec is the specification for a DataDownload.

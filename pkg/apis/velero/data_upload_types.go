@@ -18,8 +18,6 @@ package velero
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	
 )
 
 // DataUploadSpec is the specification for a DataUpload.

@@ -437,6 +437,7 @@ func (o *operations) find(ctx context.Context) {
 			o.log.Warning("", items.ScopeVelero, fmt.Sprintf("%s: finding the operations the backup started: %v", a.Name(), err))
 			continue
 		}
+		now := metav1.NewTime(o.clock.Now())
 		for _, started := range found {
 			if started.OperationID == "" || started.Resource == nil {
 				continue
@@ -451,7 +452,7 @@ func (o *operations) find(ctx context.Context) {
 					BackupName: o.backup.Name, BackupUID: string(o.backup.UID), BackupItemAction: a.Name(), OperationID: started.OperationID,
 					ResourceIdentifier: *started.Resource, PostOperationItems: started.PostOperationItems,
 				},
-				Status: OperationStatus{Phase: OperationPhaseInProgress},
+				Status: OperationStatus{Phase: OperationPhaseInProgress, Created: &now, Started: &now, Updated: &now},
 			})
 			o.log.Info("Found an async operation the backup started", "action", a.Name(), "operationID", started.OperationID)
 		}

@@ -563,33 +563,63 @@ func TestSnapshotVolumePolicies(t *testing.T) {
 }
 
 // TestSnapshotStartedOperations: the snapshots a backup took are found by
-// its UID (a restart finds those it had not recorded), each as an
-// operation that cancels it; another backup's are not.
+// its UID, name label and name prefix (a restart finds those it had not
+// recorded), each as an operation that cancels it; another backup's are
+// not, nor one a user labelled as the backup's. Deleting the backup
+// discards such a snapshot left in the claim's namespace too.
 func TestSnapshotStartedOperations(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t)
-	op := f.started(t)
-	f.cut(t, op, false, "")
-	other := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "velero-x-1",
-		Labels: map[string]string{velerov1.BackupUIDLabel: "another-uid"}}}
-	if _, err := f.snaps.SnapshotV1().VolumeSnapshots(other.Namespace).Create(ctx, other, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	setUp := func(t *testing.T) (*fixture, backup.ResourceIdentifier) {
+		f := newFixture(t)
+		op := f.started(t)
+		f.cut(t, op, false, "")
+		for _, vs := range []*snapshotv1.VolumeSnapshot{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "velero-x-1", Labels: map[string]string{velerov1.BackupUIDLabel: "another-uid"}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "mine", Labels: map[string]string{velerov1.BackupUIDLabel: string(f.backup.UID), velerov1.BackupNameLabel: f.backup.Name}}},
+		} {
+			if _, err := f.snaps.SnapshotV1().VolumeSnapshots(vs.Namespace).Create(ctx, vs, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return f, op.Spec.ResourceIdentifier
 	}
-	found, err := f.action.StartedOperations(ctx, f.backup)
-	if err != nil {
-		t.Fatal(err)
+	untouched := func(t *testing.T, f *fixture) {
+		t.Helper()
+		for _, id := range [][2]string{{"elsewhere", "velero-x-1"}, {"shop", "mine"}} {
+			if _, err := f.snaps.SnapshotV1().VolumeSnapshots(id[0]).Get(ctx, id[1], metav1.GetOptions{}); err != nil {
+				t.Errorf("VolumeSnapshot %s/%s the backup did not take: %v", id[0], id[1], err)
+			}
+		}
 	}
-	id := op.Spec.ResourceIdentifier
-	if len(found) != 1 || found[0].Resource == nil || *found[0].Resource != id {
-		t.Fatalf("found %+v, want the operation of %s/%s", found, id.Namespace, id.Name)
-	}
-	if err := f.action.Cancel(ctx, f.backup, found[0].OperationID); err != nil {
-		t.Fatalf("cancelling the found operation %q: %v", found[0].OperationID, err)
-	}
-	if _, err := f.snaps.SnapshotV1().VolumeSnapshots(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the VolumeSnapshot is still there: %v", err)
-	}
-	if _, err := f.snaps.SnapshotV1().VolumeSnapshots(other.Namespace).Get(ctx, other.Name, metav1.GetOptions{}); err != nil {
-		t.Errorf("another backup's VolumeSnapshot: %v", err)
-	}
+	t.Run("found and cancelled", func(t *testing.T) {
+		f, id := setUp(t)
+		found, err := f.action.StartedOperations(ctx, f.backup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(found) != 1 || found[0].Resource == nil || *found[0].Resource != id {
+			t.Fatalf("found %+v, want the operation of %s/%s only", found, id.Namespace, id.Name)
+		}
+		if err := f.action.Cancel(ctx, f.backup, found[0].OperationID); err != nil {
+			t.Fatalf("cancelling the found operation %q: %v", found[0].OperationID, err)
+		}
+		if _, err := f.snaps.SnapshotV1().VolumeSnapshots(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the VolumeSnapshot is still there: %v", err)
+		}
+		untouched(t, f)
+	})
+	t.Run("discarded when the backup is deleted", func(t *testing.T) {
+		f, id := setUp(t)
+		if _, err := f.action.DeleteBackupSnapshots(ctx, f.backup); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.snaps.SnapshotV1().VolumeSnapshots(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the backup's VolumeSnapshot is still there: %v", err)
+		}
+		content, err := f.snaps.SnapshotV1().VolumeSnapshotContents().Get(ctx, "snapcontent-"+id.Name, metav1.GetOptions{})
+		if err != nil || content.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentDelete {
+			t.Errorf("its content %v, %v; want deletion policy Delete", content, err)
+		}
+		untouched(t, f)
+	})
 }

@@ -176,9 +176,21 @@ func (a Action) Release(ctx context.Context, b *velerov1.Backup, op *backup.Back
 
 // DeleteBackupSnapshots deletes the snapshots a deleted backup took: its
 // contents (labelled with its UID) get deletion policy Delete and are
-// deleted; the CSI sidecar then deletes the driver's snapshots. It returns
-// how many it deleted; a cluster that serves no snapshots has none.
+// deleted; the CSI sidecar then deletes the driver's snapshots. Its
+// VolumeSnapshots still in the claims' namespaces (a backup that failed
+// before it released them, and whose restart could not delete them) are
+// discarded too. It returns how many it deleted; a cluster that serves no
+// snapshots has none.
 func (a Action) DeleteBackupSnapshots(ctx context.Context, b *velerov1.Backup) (int, error) {
+	left, err := a.StartedOperations(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	for _, op := range left {
+		if err := a.discard(ctx, b, op.Resource.Namespace, op.Resource.Name); err != nil {
+			return 0, err
+		}
+	}
 	list, err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{
 		LabelSelector: velerov1.BackupUIDLabel + "=" + string(b.UID)})
 	if apierrors.IsNotFound(err) {

@@ -3,6 +3,7 @@ package csisnapshot
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -102,8 +103,9 @@ func (a Action) Discard(ctx context.Context, b *velerov1.Backup, op *backup.Back
 }
 
 // StartedOperations implements backup.OperationFinder: the backup's
-// VolumeSnapshots (labelled with its UID) in every namespace. A cluster
-// that serves no snapshot API has none.
+// VolumeSnapshots in every namespace, as Start makes them (labelled with
+// its UID and name, named velero-<claim>-). A cluster that serves no
+// snapshot API has none.
 func (a Action) StartedOperations(ctx context.Context, b *velerov1.Backup) ([]backup.Started, error) {
 	list, err := a.Snapshots.SnapshotV1().VolumeSnapshots(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		LabelSelector: velerov1.BackupUIDLabel + "=" + string(b.UID),
@@ -116,6 +118,9 @@ func (a Action) StartedOperations(ctx context.Context, b *velerov1.Backup) ([]ba
 	}
 	var out []backup.Started
 	for _, vs := range list.Items {
+		if !strings.HasPrefix(vs.Name, snapshotNamePrefix) || vs.Labels[velerov1.BackupNameLabel] != velerov1.LabelValue(b.Name) {
+			continue
+		}
 		snapshot := backup.ResourceIdentifier{Group: SnapshotGroup, Resource: VolumeSnapshots, Namespace: vs.Namespace, Name: vs.Name}
 		out = append(out, backup.Started{
 			OperationID:        operationID(vs.Namespace, vs.Name, vs.CreationTimestamp.Time),

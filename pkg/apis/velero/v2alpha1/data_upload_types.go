@@ -18,8 +18,6 @@ package v2alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	
 )
 
 // DataUploadSpec is the specification for a DataUpload.

@@ -28,6 +28,24 @@ var repositorySnapshotID = regexp.MustCompile(`^[a-zA-Z0-9]{1,128}$`)
 // maxDataMoverConfig bounds spec.dataMoverConfig (keys and values).
 const maxDataMoverConfig = 16 << 10
 
+// maxForeignValue bounds a string only another data mover reads.
+const maxForeignValue = 1024
+
+// builtInMover reports whether a data mover's name is the built-in one's
+// (Velero's: "" or "velero").
+func builtInMover(name string) bool { return name == "" || name == "velero" }
+
+// ValidateDataMoveName checks the name of a new DataUpload or
+// DataDownload: it names the objects the data mover makes for it (claims,
+// label values), so it is a DNS-1123 label (generated names are).
+func ValidateDataMoveName(name string, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(name) {
+		errs = append(errs, field.Invalid(fld, name, msg))
+	}
+	return errs
+}
+
 // ValidateDataUploadSpec checks a DataUpload's spec.
 func ValidateDataUploadSpec(spec *velero.DataUploadSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -41,7 +59,10 @@ func ValidateDataUploadSpec(spec *velero.DataUploadSpec, fldPath *field.Path) fi
 			break
 		}
 		errs = append(errs, requiredName(csi.Child("volumeSnapshot"), spec.CSISnapshot.VolumeSnapshot, "a VolumeSnapshot")...)
-		errs = append(errs, requiredName(csi.Child("storageClass"), spec.CSISnapshot.StorageClass, "a StorageClass")...)
+		// A statically provisioned claim has none.
+		if spec.CSISnapshot.StorageClass != "" {
+			errs = append(errs, requiredName(csi.Child("storageClass"), spec.CSISnapshot.StorageClass, "a StorageClass")...)
+		}
 		if spec.CSISnapshot.SnapshotClass != "" {
 			errs = append(errs, requiredName(csi.Child("snapshotClass"), spec.CSISnapshot.SnapshotClass, "a VolumeSnapshotClass")...)
 		}
@@ -68,11 +89,15 @@ func ValidateDataDownloadSpec(spec *velero.DataDownloadSpec, fldPath *field.Path
 		errs = append(errs, requiredName(target.Child("pv"), spec.TargetVolume.PV, "a PersistentVolume")...)
 	}
 	errs = append(errs, requiredNamespace(target.Child("namespace"), spec.TargetVolume.Namespace)...)
+	// The built-in data mover's IDs are kopia's; another mover's are its
+	// own business.
 	switch id := spec.SnapshotID; {
 	case id == "":
 		errs = append(errs, field.Required(fldPath.Child("snapshotID"), "the repository's snapshot to restore is required"))
-	case !repositorySnapshotID.MatchString(id):
+	case builtInMover(spec.DataMover) && !repositorySnapshotID.MatchString(id):
 		errs = append(errs, field.Invalid(fldPath.Child("snapshotID"), id, "a snapshot ID of the repository: 1 to 128 letters and digits"))
+	case len(id) > maxForeignValue:
+		errs = append(errs, field.TooLong(fldPath.Child("snapshotID"), "", maxForeignValue))
 	}
 	errs = append(errs, requiredNamespace(fldPath.Child("sourceNamespace"), spec.SourceNamespace)...)
 	if spec.NodeOS != "" && !nodeOSes.Has(spec.NodeOS) {
@@ -102,10 +127,10 @@ func ValidateDataMoveUpdate(spec, oldSpec any, cancel, oldCancel bool, fldPath *
 // validateDataMover checks the fields DataUploads and DataDownloads share.
 func validateDataMover(location, mover string, config map[string]string, timeout time.Duration, fldPath *field.Path) field.ErrorList {
 	errs := requiredName(fldPath.Child("backupStorageLocation"), location, "a BackupStorageLocation")
-	if mover != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(mover) {
-			errs = append(errs, field.Invalid(fldPath.Child("datamover"), mover, msg))
-		}
+	// Velero leaves a mover's name free (a Backup's spec.dataMover names
+	// it); only the built-in one runs here.
+	if len(mover) > maxForeignValue {
+		errs = append(errs, field.TooLong(fldPath.Child("datamover"), "", maxForeignValue))
 	}
 	size := 0
 	for k, v := range config {

@@ -42,7 +42,8 @@ func TestValidateDataUploadSpec(t *testing.T) {
 		{"an unknown snapshot type", func(s *velero.DataUploadSpec) { s.SnapshotType = "Restic" }, []string{"spec.snapshotType"}},
 		{"a CSI upload without its snapshot", func(s *velero.DataUploadSpec) { s.CSISnapshot = nil }, []string{"spec.csiSnapshot"}},
 		{"a snapshot name that is a path", func(s *velero.DataUploadSpec) { s.CSISnapshot.VolumeSnapshot = "../x" }, []string{"spec.csiSnapshot.volumeSnapshot"}},
-		{"no storage class", func(s *velero.DataUploadSpec) { s.CSISnapshot.StorageClass = "" }, []string{"spec.csiSnapshot.storageClass"}},
+		{"no storage class (a static volume)", func(s *velero.DataUploadSpec) { s.CSISnapshot.StorageClass = "" }, nil},
+		{"a storage class with a slash", func(s *velero.DataUploadSpec) { s.CSISnapshot.StorageClass = "a/b" }, []string{"spec.csiSnapshot.storageClass"}},
 		{"a snapshot class with a slash", func(s *velero.DataUploadSpec) { s.CSISnapshot.SnapshotClass = "a/b" }, []string{"spec.csiSnapshot.snapshotClass"}},
 		{"a driver name with a slash", func(s *velero.DataUploadSpec) { s.CSISnapshot.Driver = "csi/../x" }, []string{"spec.csiSnapshot.driver"}},
 		{"a driver name too long", func(s *velero.DataUploadSpec) { s.CSISnapshot.Driver = strings.Repeat("d", 64) }, []string{"spec.csiSnapshot.driver"}},
@@ -51,9 +52,12 @@ func TestValidateDataUploadSpec(t *testing.T) {
 		{"a namespace with dots", func(s *velero.DataUploadSpec) { s.SourceNamespace = "a.b" }, []string{"spec.sourceNamespace"}},
 		{"no location", func(s *velero.DataUploadSpec) { s.BackupStorageLocation = "" }, []string{"spec.backupStorageLocation"}},
 		{"a location with a NUL", func(s *velero.DataUploadSpec) { s.BackupStorageLocation = "a\x00b" }, []string{"spec.backupStorageLocation"}},
-		{"a data mover with spaces", func(s *velero.DataUploadSpec) { s.DataMover = "my mover" }, []string{"spec.datamover"}},
+		{"a data mover's name as Velero allows it", func(s *velero.DataUploadSpec) { s.DataMover = "My_Mover" }, nil},
+		{"a data mover's name too long", func(s *velero.DataUploadSpec) { s.DataMover = strings.Repeat("m", 1025) }, []string{"spec.datamover"}},
 		{"a config key that is a path", func(s *velero.DataUploadSpec) { s.DataMoverConfig = map[string]string{"../k": "v"} }, []string{"spec.dataMoverConfig[../k]"}},
-		{"a config too large", func(s *velero.DataUploadSpec) { s.DataMoverConfig = map[string]string{"k": strings.Repeat("v", 17<<10)} }, []string{"spec.dataMoverConfig"}},
+		{"a config too large", func(s *velero.DataUploadSpec) {
+			s.DataMoverConfig = map[string]string{"k": strings.Repeat("v", 17<<10)}
+		}, []string{"spec.dataMoverConfig"}},
 		{"a negative timeout", func(s *velero.DataUploadSpec) { s.OperationTimeout.Duration = -time.Second }, []string{"spec.operationTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,6 +85,8 @@ func TestValidateDataDownloadSpec(t *testing.T) {
 		{"no snapshot", func(s *velero.DataDownloadSpec) { s.SnapshotID = "" }, []string{"spec.snapshotID"}},
 		{"a snapshot ID that is a path", func(s *velero.DataDownloadSpec) { s.SnapshotID = "../../p" }, []string{"spec.snapshotID"}},
 		{"a snapshot ID too long", func(s *velero.DataDownloadSpec) { s.SnapshotID = strings.Repeat("a", 129) }, []string{"spec.snapshotID"}},
+		{"another mover's snapshot ID", func(s *velero.DataDownloadSpec) { s.DataMover = "vendor"; s.SnapshotID = "vol/snap:1" }, nil},
+		{"another mover's snapshot ID too long", func(s *velero.DataDownloadSpec) { s.DataMover = "vendor"; s.SnapshotID = strings.Repeat("a", 1025) }, []string{"spec.snapshotID"}},
 		{"a source namespace in capitals", func(s *velero.DataDownloadSpec) { s.SourceNamespace = "Shop" }, []string{"spec.sourceNamespace"}},
 		{"an unknown node OS", func(s *velero.DataDownloadSpec) { s.NodeOS = "plan9" }, []string{"spec.nodeOS"}},
 		{"a negative size", func(s *velero.DataDownloadSpec) { s.SnapshotSize = -1 }, []string{"spec.snapshotSize"}},
@@ -93,6 +99,14 @@ func TestValidateDataDownloadSpec(t *testing.T) {
 				t.Errorf("errors at %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestValidateDataMoveName(t *testing.T) {
+	for name, want := range map[string]bool{"nightly-x7k2p": true, strings.Repeat("n", 63): true, strings.Repeat("n", 64): false, "a.b": false, "": false} {
+		if got := len(ValidateDataMoveName(name, field.NewPath("metadata", "name"))) == 0; got != want {
+			t.Errorf("name %q valid: %v, want %v", name, got, want)
+		}
 	}
 }
 

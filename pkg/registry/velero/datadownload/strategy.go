@@ -15,17 +15,25 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
-// Strategy is the DataDownload strategy: the spec's rules on create, and on
-// update only cancel may change, from false to true.
+// Strategy is the DataDownload strategy: the name's and the spec's rules on
+// create; on update only cancel may change, from false to true, and the
+// spec, immutable, is not checked again (a rule tightened later never
+// holds up a stored object's status or finalizers).
 type Strategy struct{ resource.Strategy }
 
 // NewStrategy returns the DataDownload strategy.
 func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	s := resource.NewStrategy(typer, velerov2alpha1.SchemeGroupVersion.String())
-	s.ValidateObject = func(obj runtime.Object) field.ErrorList {
-		return velerovalidation.ValidateDataDownloadSpec(&obj.(*velero.DataDownload).Spec, field.NewPath("spec"))
+	return Strategy{resource.NewStrategy(typer, velerov2alpha1.SchemeGroupVersion.String())}
+}
+
+// Validate checks a new DataDownload.
+func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	o := obj.(*velero.DataDownload)
+	errs := s.Strategy.Validate(ctx, obj)
+	if o.Name != "" {
+		errs = append(errs, velerovalidation.ValidateDataMoveName(o.Name, field.NewPath("metadata", "name"))...)
 	}
-	return Strategy{s}
+	return append(errs, velerovalidation.ValidateDataDownloadSpec(&o.Spec, field.NewPath("spec"))...)
 }
 
 // ValidateUpdate checks the update: the spec keeps its rules and changes
