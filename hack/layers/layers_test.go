@@ -43,14 +43,16 @@ var layers = []layer{
 	{name: "storage", prefixes: []string{"pkg/storage/"}},
 	{name: "objectstore", prefixes: []string{"pkg/objectstore"}, uses: []string{"api", "leaf"}},
 	{name: "virt", prefixes: []string{"pkg/virt", "pkg/vmmanifest", "pkg/vmchain", "pkg/vmrestore"}, uses: []string{"api", "leaf"}},
+	// The data mover's data path (kopia repositories): no API objects.
+	{name: "datamover", prefixes: []string{"pkg/datamover/"}, uses: []string{"leaf"}},
 	{name: "standalone", prefixes: []string{"pkg/standalone/"}, uses: []string{"leaf"}},
 	// The registry is the API's rules: no engine, no storage backend.
 	{name: "registry", prefixes: []string{"pkg/registry/"}, uses: []string{"api", "generated", "leaf", "objectstore"}},
 	// Engines are clients of the API: no registry, no storage backend.
-	{name: "engine", prefixes: []string{"pkg/engine/"}, uses: []string{"api", "generated", "leaf", "objectstore", "virt"}},
+	{name: "engine", prefixes: []string{"pkg/engine/"}, uses: []string{"api", "generated", "leaf", "objectstore", "virt", "datamover"}},
 	{name: "artifacts", prefixes: []string{"artifacts"}},
-	{name: "wiring", prefixes: []string{"pkg/apiserver"}, uses: []string{"api", "generated", "leaf", "storage", "objectstore", "virt", "standalone", "registry", "engine", "artifacts"}},
-	{name: "command", prefixes: []string{"pkg/cmd/", "cmd/"}, uses: []string{"api", "generated", "leaf", "storage", "objectstore", "virt", "standalone", "registry", "engine", "artifacts", "wiring"}},
+	{name: "wiring", prefixes: []string{"pkg/apiserver"}, uses: []string{"api", "generated", "leaf", "storage", "objectstore", "virt", "datamover", "standalone", "registry", "engine", "artifacts"}},
+	{name: "command", prefixes: []string{"pkg/cmd/", "cmd/"}, uses: []string{"api", "generated", "leaf", "storage", "objectstore", "virt", "datamover", "standalone", "registry", "engine", "artifacts", "wiring"}},
 }
 
 // layerOf is the layer of a package path relative to the module ("" when
@@ -164,6 +166,7 @@ func TestLayerOf(t *testing.T) {
 		"pkg/rootdir/rootdirtest":    "leaf",
 		"cmd/backstop-apiserver":     "command",
 		"pkg/objectstore":            "objectstore",
+		"pkg/datamover/kopiarepo":    "datamover",
 		"pkg/objectstoreextra":       "",
 		"pkg/something/new/and/open": "",
 	} {

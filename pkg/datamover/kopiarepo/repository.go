@@ -1,0 +1,299 @@
+// Package kopiarepo owns the kopia repositories the data mover moves volume
+// data into: one per storage location and volume namespace, laid out as
+// Velero v1.18 lays them out (docs/datamover-reference.md, section 4), so
+// that Velero and the kopia CLI read what Backstop writes. It opens (and
+// first creates) a repository, uploads a directory as a snapshot
+// (incremental over the source's previous one), restores a snapshot into a
+// directory, and forgets one.
+package kopiarepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+
+	"github.com/kopia/kopia/fs/localfs"
+	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/blob/filesystem"
+	"github.com/kopia/kopia/repo/content"
+	"github.com/kopia/kopia/repo/format"
+	"github.com/kopia/kopia/repo/manifest"
+	"github.com/kopia/kopia/snapshot"
+	"github.com/kopia/kopia/snapshot/policy"
+	"github.com/kopia/kopia/snapshot/restore"
+	"github.com/kopia/kopia/snapshot/snapshotfs"
+	"github.com/kopia/kopia/snapshot/upload"
+)
+
+// Velero's names in the repository.
+const (
+	// Requester is the snapshot-requester tag of the data mover's
+	// snapshots, and the first element of their source path.
+	Requester = "snapshot-data-upload-download"
+	// Uploader is the snapshot-uploader tag.
+	Uploader = "kopia"
+	// RequesterTag and UploaderTag are the tags' keys.
+	RequesterTag = "snapshot-requester"
+	UploaderTag  = "snapshot-uploader"
+	// clientUser and clientHost are the identity every client connects
+	// as: Velero's, which owns the repository's maintenance.
+	clientUser, clientHost = "default", "default"
+	// description and pin are what Velero writes on its snapshots.
+	description = "Kopia Uploader"
+	pin         = "velero-pin"
+)
+
+// Prefix is where a volume namespace's repository lives under a storage
+// location's prefix: <prefix>/kopia/<namespace>/.
+func Prefix(locationPrefix, namespace string) string {
+	return path.Join(strings.Trim(locationPrefix, "/"), Uploader, namespace) + "/"
+}
+
+// SourcePath is the kopia source path of a claim's snapshots:
+// snapshot-data-upload-download/kopia/<namespace>/<claim>.
+func SourcePath(namespace, claim string) string {
+	return path.Join(Requester, Uploader, namespace, claim)
+}
+
+// FilesystemStorage is the blob storage of a repository in a directory.
+func FilesystemStorage(ctx context.Context, dir string) (blob.Storage, error) {
+	st, err := filesystem.New(ctx, &filesystem.Options{Path: dir}, true)
+	if err != nil {
+		return nil, fmt.Errorf("opening the repository storage in %s: %w", dir, err)
+	}
+	return st, nil
+}
+
+// Config says which repository to open, and how.
+type Config struct {
+	// Storage holds the repository (its prefix already applied).
+	Storage blob.Storage
+	// Password encrypts the repository.
+	Password string
+	// Dir is a private directory of the server's for the connection's
+	// configuration and cache (it holds the storage's credentials).
+	Dir string
+}
+
+// Repository is an open repository.
+type Repository struct {
+	rep repo.Repository
+}
+
+// ErrWrongPassword is the error of a repository the password does not open.
+var ErrWrongPassword = errors.New("the repository password does not open the repository")
+
+// Open opens the repository of cfg, creating it (kopia's default hash,
+// encryption and splitter, as Velero creates it) when the storage holds
+// none.
+func Open(ctx context.Context, cfg Config) (*Repository, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the repository's local directory: %w", err)
+	}
+	_, err := cfg.Storage.GetMetadata(ctx, format.KopiaRepositoryBlobID)
+	switch {
+	case errors.Is(err, blob.ErrBlobNotFound):
+		if err := repo.Initialize(ctx, cfg.Storage, &repo.NewRepositoryOptions{}, cfg.Password); err != nil {
+			return nil, fmt.Errorf("creating the repository: %w", err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("reading the repository's format: %w", err)
+	}
+	configFile := filepath.Join(cfg.Dir, "repository.config")
+	if _, err := os.Stat(configFile); errors.Is(err, os.ErrNotExist) {
+		err := repo.Connect(ctx, configFile, cfg.Storage, cfg.Password, &repo.ConnectOptions{
+			ClientOptions:  repo.ClientOptions{Hostname: clientHost, Username: clientUser},
+			CachingOptions: content.CachingOptions{CacheDirectory: filepath.Join(cfg.Dir, "cache")},
+		})
+		if errors.Is(err, format.ErrInvalidPassword) {
+			return nil, ErrWrongPassword
+		}
+		if err != nil {
+			return nil, fmt.Errorf("connecting to the repository: %w", err)
+		}
+	}
+	rep, err := repo.Open(ctx, configFile, cfg.Password, &repo.Options{
+		// kopia's default ends the process.
+		OnFatalError: func(error) {},
+	})
+	if errors.Is(err, format.ErrInvalidPassword) {
+		return nil, ErrWrongPassword
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the repository: %w", err)
+	}
+	return &Repository{rep: rep}, nil
+}
+
+// Close closes the repository.
+func (r *Repository) Close(ctx context.Context) error { return r.rep.Close(ctx) }
+
+// Progress reports an upload's or a download's bytes so far, of about
+// total.
+type Progress func(done, total int64)
+
+// UploadResult is what an upload made.
+type UploadResult struct {
+	// SnapshotID is the snapshot's manifest ID.
+	SnapshotID string
+	// TotalBytes is the size of the files in the snapshot.
+	TotalBytes int64
+	// UploadedBytes are the bytes written to the storage (new content
+	// only: what the previous snapshot held is not written again).
+	UploadedBytes int64
+}
+
+// Upload uploads the files of dir as a snapshot of source (SourcePath),
+// incremental over source's newest complete snapshot, with tags added to
+// Velero's.
+func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[string]string, progress Progress) (UploadResult, error) {
+	si := snapshot.SourceInfo{Host: clientHost, UserName: clientUser, Path: source}
+	entry, err := localfs.Directory(dir)
+	if err != nil {
+		return UploadResult{}, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	previous, err := r.latest(ctx, si)
+	if err != nil {
+		return UploadResult{}, err
+	}
+	var result UploadResult
+	counter := &uploadProgress{report: progress}
+	opts := repo.WriteSessionOptions{Purpose: "data upload", OnUpload: func(n int64) { counter.uploaded.Add(n) }}
+	err = repo.WriteSession(ctx, r.rep, opts, func(ctx context.Context, w repo.RepositoryWriter) error {
+		u := upload.NewUploader(w)
+		u.FailFast = true
+		u.Progress = counter
+		man, err := u.Upload(ctx, entry, policy.BuildTree(nil, policy.DefaultPolicy), si, previous...)
+		if err != nil {
+			return fmt.Errorf("uploading %s: %w", dir, err)
+		}
+		if man.IncompleteReason != "" {
+			return fmt.Errorf("uploading %s: incomplete: %s", dir, man.IncompleteReason)
+		}
+		if failed := man.RootEntry.DirSummary; failed != nil && len(failed.FailedEntries) > 0 {
+			return fmt.Errorf("uploading %s: %d entries failed, the first %s: %s", dir, len(failed.FailedEntries),
+				failed.FailedEntries[0].EntryPath, failed.FailedEntries[0].Error)
+		}
+		man.Tags = map[string]string{RequesterTag: Requester, UploaderTag: Uploader}
+		for k, v := range tags {
+			man.Tags[k] = v
+		}
+		man.Description = description
+		man.Pins = []string{pin}
+		id, err := snapshot.SaveSnapshot(ctx, w, man)
+		if err != nil {
+			return fmt.Errorf("saving the snapshot of %s: %w", dir, err)
+		}
+		result = UploadResult{SnapshotID: string(id), TotalBytes: man.Stats.TotalFileSize}
+		return nil
+	})
+	// The session's last writes are flushed as it ends.
+	result.UploadedBytes = counter.uploaded.Load()
+	return result, err
+}
+
+// latest is the newest complete snapshot of si the data mover made (its
+// tags), or none.
+func (r *Repository) latest(ctx context.Context, si snapshot.SourceInfo) ([]*snapshot.Manifest, error) {
+	all, err := snapshot.ListSnapshots(ctx, r.rep, si)
+	if err != nil {
+		return nil, fmt.Errorf("listing the snapshots of %s: %w", si.Path, err)
+	}
+	var newest *snapshot.Manifest
+	for _, m := range all {
+		if m.IncompleteReason != "" || m.Tags[RequesterTag] != Requester || m.Tags[UploaderTag] != Uploader {
+			continue
+		}
+		if newest == nil || m.StartTime.After(newest.StartTime) {
+			newest = m
+		}
+	}
+	if newest == nil {
+		return nil, nil
+	}
+	return []*snapshot.Manifest{newest}, nil
+}
+
+// Snapshots lists the data mover's snapshots of source, oldest first by
+// the repository's order.
+func (r *Repository) Snapshots(ctx context.Context, source string) ([]*snapshot.Manifest, error) {
+	all, err := snapshot.ListSnapshots(ctx, r.rep, snapshot.SourceInfo{Host: clientHost, UserName: clientUser, Path: source})
+	if err != nil {
+		return nil, fmt.Errorf("listing the snapshots of %s: %w", source, err)
+	}
+	return all, nil
+}
+
+// Restore writes snapshot id's files into target (an empty directory) and
+// returns how many bytes it wrote.
+func (r *Repository) Restore(ctx context.Context, id, target string) (int64, error) {
+	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
+	if err != nil {
+		return 0, fmt.Errorf("reading snapshot %s: %w", id, err)
+	}
+	root, err := snapshotfs.SnapshotRoot(r.rep, man)
+	if err != nil {
+		return 0, fmt.Errorf("reading snapshot %s: %w", id, err)
+	}
+	out := &restore.FilesystemOutput{TargetPath: target, OverwriteDirectories: true, OverwriteFiles: true, OverwriteSymlinks: true,
+		IgnorePermissionErrors: true}
+	if err := out.Init(ctx); err != nil {
+		return 0, fmt.Errorf("preparing %s: %w", target, err)
+	}
+	st, err := restore.Entry(ctx, r.rep, out, root, restore.Options{Parallel: runtime.NumCPU(), RestoreDirEntryAtDepth: math.MaxInt32})
+	if err != nil {
+		return st.RestoredTotalFileSize, fmt.Errorf("restoring snapshot %s into %s: %w", id, target, err)
+	}
+	return st.RestoredTotalFileSize, nil
+}
+
+// Forget deletes snapshot id's manifest: its data goes at the next
+// maintenance that finds it unreferenced. A snapshot already gone is no
+// error.
+func (r *Repository) Forget(ctx context.Context, id string) error {
+	err := repo.WriteSession(ctx, r.rep, repo.WriteSessionOptions{Purpose: "forget snapshot"}, func(ctx context.Context, w repo.RepositoryWriter) error {
+		return w.DeleteManifest(ctx, manifest.ID(id))
+	})
+	if err != nil && !errors.Is(err, manifest.ErrNotFound) {
+		return fmt.Errorf("forgetting snapshot %s: %w", id, err)
+	}
+	return nil
+}
+
+// uploadProgress counts an upload's bytes for Progress and UploadResult.
+type uploadProgress struct {
+	upload.NullUploadProgress
+	report         Progress
+	hashed, cached atomic.Int64
+	total          atomic.Int64
+	// uploaded counts the bytes the write session wrote to the storage.
+	uploaded atomic.Int64
+}
+
+func (p *uploadProgress) Enabled() bool { return true }
+
+func (p *uploadProgress) HashedBytes(n int64) {
+	p.hashed.Add(n)
+	p.tell()
+}
+
+func (p *uploadProgress) CachedFile(_ string, size int64) {
+	p.cached.Add(size)
+	p.tell()
+}
+
+func (p *uploadProgress) EstimatedDataSize(_ int64, size int64) { p.total.Store(size) }
+
+func (p *uploadProgress) tell() {
+	if p.report != nil {
+		p.report(p.hashed.Load()+p.cached.Load(), p.total.Load())
+	}
+}

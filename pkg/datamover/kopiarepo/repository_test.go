@@ -1,0 +1,169 @@
+package kopiarepo
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// writeTree writes files (relative path → content) under dir.
+func writeTree(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readTree reads every regular file under dir.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = data
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t *testing.T, what string, want, got map[string][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d files, want %d", what, len(got), len(want))
+	}
+	for name, data := range want {
+		if !bytes.Equal(got[name], data) {
+			t.Errorf("%s: %s differs (%d bytes, want %d)", what, name, len(got[name]), len(data))
+		}
+	}
+}
+
+// TestRepository: a volume's files uploaded into a new repository in
+// Velero's layout, uploaded again after a small change (only the change is
+// written), each snapshot restored byte for byte, the repository opened
+// again from another directory (and refused with a wrong password), a
+// snapshot forgotten.
+func TestRepository(t *testing.T) {
+	ctx := context.Background()
+	bucket := t.TempDir()
+	st, err := FilesystemStorage(ctx, filepath.Join(bucket, Prefix("/backups/", "shop")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	volume := t.TempDir()
+	big := make([]byte, 8<<20)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"data/orders.bin": big}
+	for i := range 300 {
+		files[fmt.Sprintf("data/small/%02d/item-%03d.json", i%10, i)] = fmt.Appendf(nil, `{"item":%d}`, i)
+	}
+	writeTree(t, volume, files)
+
+	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	source := SourcePath("shop", "data")
+	var reported int64
+	first, err := r.Upload(ctx, volume, source, map[string]string{"velero.io/async-operation-id": "du-1"}, func(done, _ int64) { reported = done })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for _, data := range files {
+		size += int64(len(data))
+	}
+	t.Run("the first upload", func(t *testing.T) {
+		if first.TotalBytes != size || first.UploadedBytes < int64(len(big)) || reported == 0 {
+			t.Errorf("first upload %+v, progress %d; want %d bytes in it, at least the big file's written", first, reported, size)
+		}
+		// The filesystem storage names a blob <id>.f.
+		if _, err := os.Stat(filepath.Join(bucket, "backups", "kopia", "shop", "kopia.repository.f")); err != nil {
+			t.Errorf("the repository is not at <prefix>/kopia/<namespace>/: %v", err)
+		}
+	})
+
+	changed := []byte(`{"item":7,"changed":true}`)
+	writeTree(t, volume, map[string][]byte{"data/small/07/item-007.json": changed})
+	second, err := r.Upload(ctx, volume, source, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("the second upload writes the change only", func(t *testing.T) {
+		// The change, and the metadata of the directories above it.
+		if second.UploadedBytes <= 0 || second.UploadedBytes > 1<<20 {
+			t.Errorf("second upload wrote %d bytes after a %d-byte change", second.UploadedBytes, len(changed))
+		}
+	})
+	t.Run("the snapshots as Velero makes them", func(t *testing.T) {
+		all, err := r.Snapshots(ctx, source)
+		if err != nil || len(all) != 2 {
+			t.Fatalf("snapshots of %s: %d, %v; want 2", source, len(all), err)
+		}
+		for _, m := range all {
+			if m.Source.Path != "snapshot-data-upload-download/kopia/shop/data" || m.Source.UserName != "default" || m.Source.Host != "default" ||
+				m.Tags[RequesterTag] != Requester || m.Tags[UploaderTag] != Uploader || m.Description != "Kopia Uploader" {
+				t.Errorf("snapshot %s: source %v, tags %v, description %q", m.ID, m.Source, m.Tags, m.Description)
+			}
+		}
+	})
+	t.Run("each snapshot restored", func(t *testing.T) {
+		target := t.TempDir()
+		if _, err := r.Restore(ctx, first.SnapshotID, target); err != nil {
+			t.Fatal(err)
+		}
+		sameTree(t, "the first snapshot", files, readTree(t, target))
+		target = t.TempDir()
+		if _, err := r.Restore(ctx, second.SnapshotID, target); err != nil {
+			t.Fatal(err)
+		}
+		files["data/small/07/item-007.json"] = changed
+		sameTree(t, "the second snapshot", files, readTree(t, target))
+	})
+	t.Run("opened again elsewhere", func(t *testing.T) {
+		if _, err := Open(ctx, Config{Storage: st, Password: "wrong", Dir: t.TempDir()}); !errors.Is(err, ErrWrongPassword) {
+			t.Errorf("opened with a wrong password: %v", err)
+		}
+		again, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer again.Close(ctx)
+		if n, err := again.Restore(ctx, second.SnapshotID, t.TempDir()); err != nil || n != second.TotalBytes {
+			t.Errorf("restored %d bytes, %v; want %d", n, err, second.TotalBytes)
+		}
+	})
+	t.Run("forgotten", func(t *testing.T) {
+		if err := r.Forget(ctx, first.SnapshotID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Restore(ctx, first.SnapshotID, t.TempDir()); err == nil {
+			t.Error("a forgotten snapshot restored")
+		}
+		if err := r.Forget(ctx, first.SnapshotID); err != nil {
+			t.Errorf("forgetting it again: %v", err)
+		}
+	})
+}
