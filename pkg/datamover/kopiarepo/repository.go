@@ -23,6 +23,7 @@ import (
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/filesystem"
+	"github.com/kopia/kopia/repo/blob/s3"
 	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/format"
 	"github.com/kopia/kopia/repo/manifest"
@@ -68,6 +69,28 @@ func FilesystemStorage(ctx context.Context, dir string) (blob.Storage, error) {
 	st, err := filesystem.New(ctx, &filesystem.Options{Path: dir}, true)
 	if err != nil {
 		return nil, fmt.Errorf("opening the repository storage in %s: %w", dir, err)
+	}
+	return st, nil
+}
+
+// S3 says where a repository is in an S3 bucket, as Velero derives it from
+// an aws storage location (its s3Url's host, TLS unless the URL is http).
+type S3 struct {
+	Bucket, Prefix string
+	// Endpoint is host:port.
+	Endpoint    string
+	DisableTLS  bool
+	Region      string
+	AccessKeyID string
+	SecretKey   string
+}
+
+// S3Storage is the blob storage of a repository in an S3 bucket.
+func S3Storage(ctx context.Context, o S3) (blob.Storage, error) {
+	st, err := s3.New(ctx, &s3.Options{BucketName: o.Bucket, Prefix: o.Prefix, Endpoint: o.Endpoint, DoNotUseTLS: o.DisableTLS,
+		Region: o.Region, AccessKeyID: o.AccessKeyID, SecretAccessKey: o.SecretKey}, false)
+	if err != nil {
+		return nil, fmt.Errorf("opening the repository storage s3://%s/%s: %w", o.Bucket, o.Prefix, err)
 	}
 	return st, nil
 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds the kopia CLI (_output/bin/kopia) from the Go module proxy, at the
+# version the data mover's library is (go.mod): the tests read the data
+# mover's repositories with it (`kopia repository connect`, `kopia snapshot
+# list`), and the data mover's benchmark runs it as the peer. The module
+# proxy lists no versions of kopia (a `go install kopia@version` asks for
+# the list), so the module is built as its own main module from a writable
+# copy under _output/src/, as install-velero.sh builds Velero.
+#
+# Idempotent: does nothing when _output/bin/kopia.version names the version.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+export PATH=/usr/local/go/bin:${PATH}
+# This module's build flags are not kopia's.
+export GOFLAGS=
+
+version="$(go list -m -f '{{.Version}}' github.com/kopia/kopia)"
+bin="${root}/_output/bin/kopia"
+stamp="${bin}.version"
+if [[ -x "${bin}" && "$(cat "${stamp}" 2>/dev/null)" == "${version}" ]]; then
+  echo "install-kopia: ${bin} is already kopia ${version}"
+  exit 0
+fi
+dir="$(go mod download -json "github.com/kopia/kopia@${version}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' | head -n1)"
+if [[ -z "${dir}" || ! -f "${dir}/go.mod" ]]; then
+  echo "install-kopia: could not download github.com/kopia/kopia@${version}" >&2
+  exit 1
+fi
+src="${root}/_output/src/kopia-${version}"
+if [[ ! -f "${src}/.complete" ]]; then
+  rm -rf "${src}" "${src}.tmp"
+  mkdir -p "$(dirname "${src}")"
+  cp -r "${dir}" "${src}.tmp"
+  chmod -R u+w "${src}.tmp"
+  touch "${src}.tmp/.complete"
+  mv "${src}.tmp" "${src}"
+fi
+echo "install-kopia: building kopia ${version}"
+mkdir -p "$(dirname "${bin}")"
+(cd "${src}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+  -ldflags "-s -w -X github.com/kopia/kopia/repo.BuildVersion=${version#v} -X github.com/kopia/kopia/repo.BuildInfo=${version}" \
+  -o "${bin}.tmp" .)
+mv -f "${bin}.tmp" "${bin}"
+echo "${version}" >"${stamp}"
+"${bin}" --version
