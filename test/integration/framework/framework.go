@@ -445,6 +445,7 @@ var binaryScripts = map[string]string{
 	"velero":                               "hack/install-velero.sh",
 	"velero-plugins/velero-plugin-for-aws": "hack/install-velero.sh",
 	"versitygw":                            "hack/install-versitygw.sh",
+	"kopia":                                "hack/install-kopia.sh",
 	"etcd":                                 "hack/install-etcd.sh",
 	"kube-apiserver":                       "hack/install-kube.sh",
 	"kube-controller-manager":              "hack/install-kube.sh",
