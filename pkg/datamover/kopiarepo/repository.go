@@ -116,7 +116,7 @@ var ErrWrongPassword = errors.New("the repository password does not open the rep
 
 // Open opens the repository of cfg, creating it (kopia's default hash,
 // encryption and splitter, as Velero creates it) when the storage holds
-// none.
+// none, and setting it up as Velero does (setUpForVelero).
 func Open(ctx context.Context, cfg Config) (*Repository, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the repository's local directory: %w", err)
@@ -152,6 +152,10 @@ func Open(ctx context.Context, cfg Config) (*Repository, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the repository: %w", err)
+	}
+	if err := setUpForVelero(ctx, cfg.Storage, rep); err != nil {
+		_ = rep.Close(ctx)
+		return nil, err
 	}
 	return &Repository{rep: rep}, nil
 }

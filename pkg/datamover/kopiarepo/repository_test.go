@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kopia/kopia/repo/format"
+	"github.com/kopia/kopia/repo/maintenance"
 )
 
 // writeTree writes files (relative path → content) under dir.
@@ -141,6 +145,27 @@ func TestRepository(t *testing.T) {
 		}
 		files["data/small/07/item-007.json"] = changed
 		sameTree(t, "the second snapshot", files, readTree(t, target))
+	})
+	t.Run("set up as Velero sets a repository up", func(t *testing.T) {
+		var formatBlob, markerBlob blobBuffer
+		if err := st.GetBlob(ctx, format.KopiaRepositoryBlobID, 0, -1, &formatBlob); err != nil {
+			t.Fatal(err)
+		}
+		f, err := format.ParseKopiaRepositoryJSON(formatBlob.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.GetBlob(ctx, MarkerBlob, 0, -1, &markerBlob); err != nil {
+			t.Fatalf("Velero's marker: %v", err)
+		}
+		var m marker
+		if err := json.Unmarshal(markerBlob.Bytes(), &m); err != nil || !bytes.Equal(m.UniqueID, f.UniqueID) || len(m.UniqueID) == 0 {
+			t.Errorf("marker %s (%v), want the repository's unique ID %x", markerBlob.Bytes(), err, f.UniqueID)
+		}
+		params, err := maintenance.GetParams(ctx, r.rep)
+		if err != nil || params.Owner != "default@default" || params.FullCycle.Interval != maintenance.DefaultParams().FullCycle.Interval {
+			t.Errorf("maintenance parameters %+v, %v; want kopia's defaults owned by default@default", params, err)
+		}
 	})
 	t.Run("opened again elsewhere", func(t *testing.T) {
 		if _, err := Open(ctx, Config{Storage: st, Password: "wrong", Dir: t.TempDir()}); !errors.Is(err, ErrWrongPassword) {
