@@ -31,6 +31,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
+source hack/lib.sh
 export PATH=/usr/local/go/bin:${PATH}
 
 bin_dir="${root}/_output/bin"
@@ -68,14 +69,7 @@ build_hostpath() {
     # A module zip has no vendor directory: its dependencies come from the
     # proxy too.
     mod_flag=-mod=mod
-    if [[ ! -f "${src}/.complete" ]]; then
-      rm -rf "${src}" "${src}.tmp"
-      mkdir -p "$(dirname "${src}")"
-      cp -r "${dir}" "${src}.tmp"
-      chmod -R u+w "${src}.tmp"
-      touch "${src}.tmp/.complete"
-      mv "${src}.tmp" "${src}"
-    fi
+    writable_module_copy "${dir}" "${src}"
   else
     echo "install-csi: the Go module proxy does not serve ${hostpath_module}@${hostpath_version};" \
       "building hostpathplugin from the release archive ${hostpath_archive#"${root}/"} (dependencies vendored)"

@@ -12,6 +12,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
+source hack/lib.sh
 export PATH=/usr/local/go/bin:${PATH}
 # This module's build flags are not kopia's.
 export GOFLAGS=
@@ -29,14 +30,7 @@ if [[ -z "${dir}" || ! -f "${dir}/go.mod" ]]; then
   exit 1
 fi
 src="${root}/_output/src/kopia-${version}"
-if [[ ! -f "${src}/.complete" ]]; then
-  rm -rf "${src}" "${src}.tmp"
-  mkdir -p "$(dirname "${src}")"
-  cp -r "${dir}" "${src}.tmp"
-  chmod -R u+w "${src}.tmp"
-  touch "${src}.tmp/.complete"
-  mv "${src}.tmp" "${src}"
-fi
+writable_module_copy "${dir}" "${src}"
 echo "install-kopia: building kopia ${version}"
 mkdir -p "$(dirname "${bin}")"
 (cd "${src}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \

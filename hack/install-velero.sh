@@ -17,6 +17,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
+source hack/lib.sh
 export PATH=/usr/local/go/bin:${PATH}
 # This module's build flags are not the peers'.
 export GOFLAGS=
@@ -43,18 +44,8 @@ build_velero() {
   fi
   git_sha="$(field Hash)" # commit of the tag, from the proxy's Origin (may be empty)
 
-  # Writable copy of the module (the module cache is read-only). Copied to a
-  # temporary name and renamed, so an interrupted copy is never mistaken for a
-  # complete one.
   local src="${root}/_output/src/velero-${version}"
-  if [[ ! -f "${src}/.complete" ]]; then
-    rm -rf "${src}" "${src}.tmp"
-    mkdir -p "$(dirname "${src}")"
-    cp -r "${dir}" "${src}.tmp"
-    chmod -R u+w "${src}.tmp"
-    touch "${src}.tmp/.complete"
-    mv "${src}.tmp" "${src}"
-  fi
+  writable_module_copy "${dir}" "${src}"
 
   # A module Velero pins that the module proxy may not serve (k8s.io/cli-runtime
   # v0.33.12, which v1.18.3 pins, answers 403 "not available" here) is built at

@@ -1,4 +1,4 @@
-# Shell functions hack/test.sh and hack/install-tools.sh share (sourced).
+# Shell functions the hack/ scripts share (sourced).
 
 # step runs a command and says how long it took ("test: <name>: N s"), also
 # when it failed (and then returns its status).
@@ -35,4 +35,21 @@ await() {
     echo "$3 failed (exit ${status}); its output is above" >&2
   fi
   return "${status}"
+}
+
+# writable_module_copy <module dir> <dest>: a writable copy of a module
+# from the read-only module cache, to build it as its own main module.
+# Copied to a temporary name and renamed, so an interrupted copy is never
+# mistaken for a complete one; a complete copy is kept.
+writable_module_copy() {
+  local dir=$1 dest=$2
+  if [[ -f "${dest}/.complete" ]]; then
+    return
+  fi
+  rm -rf "${dest}" "${dest}.tmp"
+  mkdir -p "$(dirname "${dest}")"
+  cp -r "${dir}" "${dest}.tmp"
+  chmod -R u+w "${dest}.tmp"
+  touch "${dest}.tmp/.complete"
+  mv "${dest}.tmp" "${dest}"
 }

@@ -322,7 +322,7 @@ const QueueIndexHookName = "backstop-queue-index"
 func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.APIGroupInfo, *download.Handler, genericapiserver.PostStartHookFunc, error) {
 	scheme, codecs, getter := c.extra.Scheme, c.extra.Codecs, c.generic.RESTOptionsGetter
 
-	veleroV1 := storageSet{}
+	veleroV1, veleroV2alpha1 := storageSet{}, storageSet{}
 	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter, c.extra.Namespace, c.extra.LinkCA)
 	if err := veleroV1.add("backupstoragelocations", bslREST, bslStatus, err); err != nil {
 		return nil, nil, nil, err
@@ -330,13 +330,16 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	defaultLocation := defaultLocationFrom(bslREST)
 	// Processed in the admin namespace only.
 	for _, r := range []struct {
+		set  storageSet
 		name string
 		new  func(*runtime.Scheme, generic.RESTOptionsGetter, string) (*resource.REST, *resource.StatusREST, error)
 	}{
-		{"deletebackuprequests", deletebackuprequest.NewREST},
+		{veleroV1, "deletebackuprequests", deletebackuprequest.NewREST},
+		{veleroV2alpha1, "datauploads", dataupload.NewREST},
+		{veleroV2alpha1, "datadownloads", datadownload.NewREST},
 	} {
 		main, status, err := r.new(scheme, getter, c.extra.Namespace)
-		if err := veleroV1.add(r.name, main, status, err); err != nil {
+		if err := r.set.add(r.name, main, status, err); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -400,20 +403,6 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, nil, err
 	}
 	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations)
-
-	veleroV2alpha1 := storageSet{}
-	for _, r := range []struct {
-		name string
-		new  func(*runtime.Scheme, generic.RESTOptionsGetter, string) (*resource.REST, *resource.StatusREST, error)
-	}{
-		{"datauploads", dataupload.NewREST},
-		{"datadownloads", datadownload.NewREST},
-	} {
-		main, status, err := r.new(scheme, getter, c.extra.Namespace)
-		if err := veleroV2alpha1.add(r.name, main, status, err); err != nil {
-			return nil, nil, nil, err
-		}
-	}
 
 	oadpV1alpha1 := storageSet{}
 	dpas, dpaStatus, err := dataprotectionapplication.NewREST(scheme, getter, c.extra.Namespace)

@@ -83,7 +83,7 @@ func TestKopiaCLIReadsTheRepository(t *testing.T) {
 	for _, s := range listed {
 		ids = append(ids, s.ID)
 		if s.ID == up.SnapshotID && (s.Source.Path != "snapshot-data-upload-download/kopia/shop/data" || s.Source.UserName != "default" || s.Source.Host != "default" ||
-			s.Tags["tag:snapshot-requester"] != Requester && s.Tags["snapshot-requester"] != Requester) {
+			s.Tags[RequesterTag] != Requester || s.Tags[UploaderTag] != Uploader) {
 			t.Errorf("kopia lists the snapshot as %+v", s)
 		}
 	}

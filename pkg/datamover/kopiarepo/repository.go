@@ -50,12 +50,15 @@ const (
 	// description and pin are what Velero writes on its snapshots.
 	description = "Kopia Uploader"
 	pin         = "velero-pin"
+	// backendDir is the directory of Velero's kopia repositories under a
+	// location's prefix (its repository backend's name).
+	backendDir = "kopia"
 )
 
 // Prefix is where a volume namespace's repository lives under a storage
 // location's prefix: <prefix>/kopia/<namespace>/.
 func Prefix(locationPrefix, namespace string) string {
-	return path.Join(strings.Trim(locationPrefix, "/"), Uploader, namespace) + "/"
+	return path.Join(strings.Trim(locationPrefix, "/"), backendDir, namespace) + "/"
 }
 
 // SourcePath is the kopia source path of a claim's snapshots:
@@ -182,12 +185,12 @@ type UploadResult struct {
 // incremental over source's newest complete snapshot, with tags added to
 // Velero's.
 func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[string]string, progress Progress) (UploadResult, error) {
-	si := snapshot.SourceInfo{Host: clientHost, UserName: clientUser, Path: source}
+	si := sourceInfo(source)
 	entry, err := localfs.Directory(dir)
 	if err != nil {
 		return UploadResult{}, fmt.Errorf("reading %s: %w", dir, err)
 	}
-	previous, err := r.latest(ctx, si)
+	previous, err := r.latest(ctx, source)
 	if err != nil {
 		return UploadResult{}, err
 	}
@@ -227,12 +230,12 @@ func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[st
 	return result, err
 }
 
-// latest is the newest complete snapshot of si the data mover made (its
-// tags), or none.
-func (r *Repository) latest(ctx context.Context, si snapshot.SourceInfo) ([]*snapshot.Manifest, error) {
-	all, err := snapshot.ListSnapshots(ctx, r.rep, si)
+// latest is the newest complete snapshot of source the data mover made
+// (its tags), or none.
+func (r *Repository) latest(ctx context.Context, source string) ([]*snapshot.Manifest, error) {
+	all, err := r.Snapshots(ctx, source)
 	if err != nil {
-		return nil, fmt.Errorf("listing the snapshots of %s: %w", si.Path, err)
+		return nil, err
 	}
 	var newest *snapshot.Manifest
 	for _, m := range all {
@@ -249,10 +252,15 @@ func (r *Repository) latest(ctx context.Context, si snapshot.SourceInfo) ([]*sna
 	return []*snapshot.Manifest{newest}, nil
 }
 
-// Snapshots lists the data mover's snapshots of source, oldest first by
-// the repository's order.
+// sourceInfo is the kopia source of a SourcePath, as Velero's clients name
+// it.
+func sourceInfo(source string) snapshot.SourceInfo {
+	return snapshot.SourceInfo{Host: clientHost, UserName: clientUser, Path: source}
+}
+
+// Snapshots lists every snapshot of source (SourcePath), in no order.
 func (r *Repository) Snapshots(ctx context.Context, source string) ([]*snapshot.Manifest, error) {
-	all, err := snapshot.ListSnapshots(ctx, r.rep, snapshot.SourceInfo{Host: clientHost, UserName: clientUser, Path: source})
+	all, err := snapshot.ListSnapshots(ctx, r.rep, sourceInfo(source))
 	if err != nil {
 		return nil, fmt.Errorf("listing the snapshots of %s: %w", source, err)
 	}

@@ -253,18 +253,11 @@ func (o *operations) start(ctx context.Context, r items.Resource, item *unstruct
 		if started.OperationID == "" {
 			continue
 		}
-		now := metav1.NewTime(o.clock.Now())
 		id := ResourceIdentifier{Group: r.GVR.Group, Resource: r.GVR.Resource, Namespace: item.GetNamespace(), Name: item.GetName()}
 		if started.Resource != nil {
 			id = *started.Resource
 		}
-		o.list = append(o.list, &BackupOperation{
-			Spec: BackupOperationSpec{
-				BackupName: o.backup.Name, BackupUID: string(o.backup.UID), BackupItemAction: a.Name(), OperationID: started.OperationID,
-				ResourceIdentifier: id, PostOperationItems: started.PostOperationItems,
-			},
-			Status: OperationStatus{Phase: OperationPhaseInProgress, Created: &now, Started: &now, Updated: &now},
-		})
+		o.record(a, started, id)
 		o.log.Info("Started an async operation", "action", a.Name(), "operationID", started.OperationID,
 			"item", r.GroupResource()+" "+qualified(item.GetNamespace(), item.GetName()))
 		if o.afterStart != nil {
@@ -423,6 +416,18 @@ func (o *operations) pending() bool {
 	return false
 }
 
+// record adds a running operation of action a for the item id.
+func (o *operations) record(a ItemAction, started Started, id ResourceIdentifier) {
+	now := metav1.NewTime(o.clock.Now())
+	o.list = append(o.list, &BackupOperation{
+		Spec: BackupOperationSpec{
+			BackupName: o.backup.Name, BackupUID: string(o.backup.UID), BackupItemAction: a.Name(), OperationID: started.OperationID,
+			ResourceIdentifier: id, PostOperationItems: started.PostOperationItems,
+		},
+		Status: OperationStatus{Phase: OperationPhaseInProgress, Created: &now, Started: &now, Updated: &now},
+	})
+}
+
 // find adds the operations the actions find in the source cluster
 // (OperationFinder) that the list does not hold yet: not the same
 // operation ID, nor the same resource, of the same action.
@@ -437,7 +442,6 @@ func (o *operations) find(ctx context.Context) {
 			o.log.Warning("", items.ScopeVelero, fmt.Sprintf("%s: finding the operations the backup started: %v", a.Name(), err))
 			continue
 		}
-		now := metav1.NewTime(o.clock.Now())
 		for _, started := range found {
 			if started.OperationID == "" || started.Resource == nil {
 				continue
@@ -447,13 +451,7 @@ func (o *operations) find(ctx context.Context) {
 			}) {
 				continue
 			}
-			o.list = append(o.list, &BackupOperation{
-				Spec: BackupOperationSpec{
-					BackupName: o.backup.Name, BackupUID: string(o.backup.UID), BackupItemAction: a.Name(), OperationID: started.OperationID,
-					ResourceIdentifier: *started.Resource, PostOperationItems: started.PostOperationItems,
-				},
-				Status: OperationStatus{Phase: OperationPhaseInProgress, Created: &now, Started: &now, Updated: &now},
-			})
+			o.record(a, started, *started.Resource)
 			o.log.Info("Found an async operation the backup started", "action", a.Name(), "operationID", started.OperationID)
 		}
 	}

@@ -138,13 +138,20 @@ func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructure
 	setLabel(item, VolumeSnapshotLabel, created.Name)
 	setLabel(item, velerov1.BackupNameLabel, velerov1.LabelValue(b.Name))
 	setAnnotation(item, VolumeSnapshotLabel, created.Name)
-	snapshot := backup.ResourceIdentifier{Group: SnapshotGroup, Resource: VolumeSnapshots, Namespace: ns, Name: created.Name}
+	started := snapshotOperation(ns, created.Name, a.Clock.Now())
+	started.Modified = true
+	return started, nil
+}
+
+// snapshotOperation is the operation of a VolumeSnapshot started at a
+// time: its ID, and the snapshot as what it is for and what it leaves.
+func snapshotOperation(ns, name string, at time.Time) backup.Started {
+	snapshot := backup.ResourceIdentifier{Group: SnapshotGroup, Resource: VolumeSnapshots, Namespace: ns, Name: name}
 	return backup.Started{
-		OperationID:        operationID(ns, created.Name, a.Clock.Now()),
+		OperationID:        operationID(ns, name, at),
 		Resource:           &snapshot,
 		PostOperationItems: []backup.ResourceIdentifier{snapshot},
-		Modified:           true,
-	}, nil
+	}
 }
 
 // operationID is Velero's ID of a snapshot's operation.

@@ -192,7 +192,7 @@ func (a Action) DeleteBackupSnapshots(ctx context.Context, b *velerov1.Backup) (
 		}
 	}
 	list, err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{
-		LabelSelector: velerov1.BackupUIDLabel + "=" + string(b.UID)})
+		LabelSelector: velerov1.BackupUIDSelector(b.UID)})
 	if apierrors.IsNotFound(err) {
 		return 0, nil
 	}

@@ -108,7 +108,7 @@ func (a Action) Discard(ctx context.Context, b *velerov1.Backup, op *backup.Back
 // snapshot API has none.
 func (a Action) StartedOperations(ctx context.Context, b *velerov1.Backup) ([]backup.Started, error) {
 	list, err := a.Snapshots.SnapshotV1().VolumeSnapshots(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		LabelSelector: velerov1.BackupUIDLabel + "=" + string(b.UID),
+		LabelSelector: velerov1.BackupUIDSelector(b.UID),
 	})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -121,12 +121,7 @@ func (a Action) StartedOperations(ctx context.Context, b *velerov1.Backup) ([]ba
 		if !strings.HasPrefix(vs.Name, snapshotNamePrefix) || vs.Labels[velerov1.BackupNameLabel] != velerov1.LabelValue(b.Name) {
 			continue
 		}
-		snapshot := backup.ResourceIdentifier{Group: SnapshotGroup, Resource: VolumeSnapshots, Namespace: vs.Namespace, Name: vs.Name}
-		out = append(out, backup.Started{
-			OperationID:        operationID(vs.Namespace, vs.Name, vs.CreationTimestamp.Time),
-			Resource:           &snapshot,
-			PostOperationItems: []backup.ResourceIdentifier{snapshot},
-		})
+		out = append(out, snapshotOperation(vs.Namespace, vs.Name, vs.CreationTimestamp.Time))
 	}
 	return out, nil
 }

@@ -79,7 +79,7 @@ func (run *restoreRun) vouchedContent(ctx context.Context, restored *unstructure
 	driver, _, _ := unstructured.NestedString(restored.Object, "spec", "driver")
 	ref, _, _ := unstructured.NestedStringMap(restored.Object, "spec", "volumeSnapshotRef")
 	kept, err := run.c.cfg.Target.Dynamic.Resource(snapshotContentsGVR).List(ctx,
-		metav1.ListOptions{LabelSelector: velerov1.BackupUIDLabel + "=" + string(run.backup.UID)})
+		metav1.ListOptions{LabelSelector: velerov1.BackupUIDSelector(run.backup.UID)})
 	if err != nil {
 		return nil, fmt.Errorf("listing the snapshot contents backup %s kept: %w", run.backup.Name, err)
 	}

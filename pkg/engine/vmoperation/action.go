@@ -69,10 +69,10 @@ const SeriesAnnotation = "backstop.io/vm-backup-series"
 // SeriesLabel on a tracker the action created names its series.
 const SeriesLabel = "backstop.io/vm-backup-series"
 
-// Labels on the VirtualMachineBackups a backup starts.
+// Labels on the VirtualMachineBackups a backup starts: Velero's.
 const (
-	BackupNameLabel = "velero.io/backup-name"
-	BackupUIDLabel  = "velero.io/backup-uid"
+	BackupNameLabel = velerov1.BackupNameLabel
+	BackupUIDLabel  = velerov1.BackupUIDLabel
 )
 
 // Name is the action's name in item operation records.
@@ -293,8 +293,11 @@ func (a Action) create(ctx context.Context, b *velerov1.Backup, ns, name, pvc st
 	if err != nil {
 		return "", fmt.Errorf("creating VirtualMachineBackup %s/%s: %w", ns, vmb.Name, err)
 	}
-	return ns + "/" + created.Name, nil
+	return operationID(ns, created.Name), nil
 }
+
+// operationID is the operation of VirtualMachineBackup ns/name.
+func operationID(ns, name string) string { return ns + "/" + name }
 
 // LabelValue fits a name into a label value: at most 63 characters,
 // ending with an alphanumeric one.
@@ -353,7 +356,7 @@ func (a Action) Progress(ctx context.Context, b *velerov1.Backup, operationID st
 // namespace.
 func (a Action) StartedOperations(ctx context.Context, b *velerov1.Backup) ([]backup.Started, error) {
 	list, err := a.Client.BackupV1alpha1().VirtualMachineBackups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		LabelSelector: BackupUIDLabel + "=" + string(b.UID),
+		LabelSelector: velerov1.BackupUIDSelector(b.UID),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the VirtualMachineBackups of backup %s: %w", b.Name, err)
@@ -361,7 +364,7 @@ func (a Action) StartedOperations(ctx context.Context, b *velerov1.Backup) ([]ba
 	var out []backup.Started
 	for _, vmb := range list.Items {
 		out = append(out, backup.Started{
-			OperationID: vmb.Namespace + "/" + vmb.Name,
+			OperationID: operationID(vmb.Namespace, vmb.Name),
 			Resource:    &backup.ResourceIdentifier{Group: kvbackupv1alpha1.GroupName, Resource: "virtualmachinebackups", Namespace: vmb.Namespace, Name: vmb.Name},
 		})
 	}

@@ -608,7 +608,9 @@ func (c *Cluster) StartBackstop() {
 		}
 		// Available can be the last process's, not yet found gone: the
 		// groups answer through kube-apiserver.
-		for _, gv := range []string{"velero.io/v1", "velero.io/v2alpha1", "oadp.openshift.io/v1alpha1", "backup.kubevirt.io/v1alpha1"} {
+		for _, name := range apiServiceNames {
+			version, group, _ := strings.Cut(name, ".")
+			gv := group + "/" + version
 			if _, err := c.Backstop.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
 				return fmt.Errorf("discovery of %s: %w", gv, err)
 			}

@@ -211,7 +211,10 @@ func (c *Cluster) RemoveVeleroCRDs() {
 	}
 	// The aggregator's APIServices for the CRDs' group versions go too.
 	c.waitFor("velero.io no longer served from CRDs", nil, 2*time.Minute, func(ctx context.Context) error {
-		for _, name := range []string{"v1.velero.io", "v2alpha1.velero.io"} {
+		for _, name := range apiServiceNames {
+			if !strings.HasSuffix(name, ".velero.io") {
+				continue
+			}
 			_, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}).
 				Get(ctx, name, metav1.GetOptions{})
 			if err == nil {

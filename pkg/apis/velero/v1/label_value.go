@@ -3,7 +3,13 @@ package v1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
+	"k8s.io/apimachinery/pkg/types"
 )
+
+// BackupUIDSelector selects the objects a backup made (labelled
+// BackupUIDLabel with its UID).
+func BackupUIDSelector(uid types.UID) string { return BackupUIDLabel + "=" + string(uid) }
 
 // LabelValue makes a name usable as a label value, as Velero's
 // label.GetValidName does: a name over 63 characters becomes its first 57
