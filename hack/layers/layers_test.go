@@ -167,6 +167,7 @@ func TestLayerOf(t *testing.T) {
 		"cmd/backstop-apiserver":     "command",
 		"pkg/objectstore":            "objectstore",
 		"pkg/datamover/kopiarepo":    "datamover",
+		"pkg/datamover/csivolume":    "datamover",
 		"pkg/objectstoreextra":       "",
 		"pkg/something/new/and/open": "",
 	} {

@@ -157,6 +157,8 @@ type ExtraConfig struct {
 	// CBTStateDir holds the overlays of raw VM disks with changed block
 	// tracking (default <volume-root>/.cbt).
 	CBTStateDir string
+	// DataMover configures this node's data-mover engine.
+	DataMover DataMoverConfig
 	// BackupSyncPeriod is how often storage locations are synced.
 	BackupSyncPeriod time.Duration
 	// ItemOperationSyncFrequency is how often backups' async operations are polled.
@@ -185,6 +187,18 @@ type ExtraConfig struct {
 	// server then serves rbac.authorization.k8s.io, the access reviews of
 	// authorization.k8s.io and authentication.k8s.io's SelfSubjectReview.
 	RBAC *authz.RBAC
+}
+
+// DataMoverConfig configures the data-mover engine of this node.
+type DataMoverConfig struct {
+	// Node is this node's name (the replicas of one node elect one to
+	// run it, with the VM engines).
+	Node string
+	// CSIEndpoints are the CSI drivers' node services on this node: the
+	// driver's name and its unix socket (unix:///path).
+	CSIEndpoints map[string]string
+	// Concurrency is how many uploads the node runs at once.
+	Concurrency int
 }
 
 // Election is the engines' leader election (package leader).

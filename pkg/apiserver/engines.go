@@ -32,6 +32,7 @@ import (
 	kvinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/kubevirtbackup/v1alpha1"
 	oadpinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/oadp/v1alpha1"
 	veleroinformers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
+	velerov2alpha1informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/virt"
 )
@@ -124,8 +125,10 @@ type engineContext struct {
 	loopback *restclient.Config
 	// client is the engines' client (--engine-qps).
 	client versioned.Interface
-	// velero are the admin namespace's Velero objects.
-	velero veleroinformers.Interface
+	// velero are the admin namespace's Velero objects; dataMovement its
+	// DataUploads and DataDownloads.
+	velero       veleroinformers.Interface
+	dataMovement velerov2alpha1informers.Interface
 	// admin are the admin namespace's oadp objects: the policy and the
 	// storage location requests.
 	admin oadpinformers.Interface
@@ -244,7 +247,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 		externalversions.WithNamespace(c.extra.Namespace), externalversions.WithTransform(withoutManagedFields))
 	everywhere := externalversions.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, externalversions.WithTransform(withoutManagedFields))
 	ectx := &engineContext{CompletedConfig: c, process: once, loopback: loopback, client: client,
-		velero: factory.Velero().V1(), admin: factory.Oadp().V1alpha1(),
+		velero: factory.Velero().V1(), dataMovement: factory.Velero().V2alpha1(), admin: factory.Oadp().V1alpha1(),
 		tenants: everywhere.Oadp().V1alpha1(), kubevirt: everywhere.Backup().V1alpha1(),
 		opener: c.extra.Opener, observers: []status.Observer{once.metrics}, crash: failpoint.FromEnv()}
 	// Tenants' storage locations reach what the admin's policy allows.

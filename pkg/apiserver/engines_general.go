@@ -81,6 +81,7 @@ func newBackupEngine(e *engineContext) (engine, error) {
 		return nil, err
 	}
 	snapshots.Recorder = e.recorder
+	move := csisnapshot.MoveAction{Action: snapshots, Client: e.client}
 	return backup.New(backup.Config{Client: e.client, Backups: e.velero.Backups(), Locations: e.velero.BackupStorageLocations(),
 		Source: source, Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch,
 		Policies: func(ctx context.Context, b *velerov1.Backup) (*resourcepolicy.Policies, error) {
@@ -89,6 +90,7 @@ func newBackupEngine(e *engineContext) (engine, error) {
 		Actions: []backup.ItemAction{
 			vmoperation.Action{Client: e.client, Virt: e.process.libvirt, VolumeRoot: e.volumes},
 			snapshots,
+			move,
 		},
 		OperationSyncFrequency: e.extra.ItemOperationSyncFrequency, Observers: e.observers, Crash: e.crash})
 }

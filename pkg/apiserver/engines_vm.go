@@ -2,24 +2,105 @@ package apiserver
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 
+	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 
 	kvv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
+	"github.com/backstop-io/backstop/pkg/datamover/csivolume"
+	"github.com/backstop-io/backstop/pkg/engine/backuprepo"
+	"github.com/backstop-io/backstop/pkg/engine/datamover"
+	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/engine/vmbackup"
 	"github.com/backstop-io/backstop/pkg/engine/vmcbt"
 	"github.com/backstop-io/backstop/pkg/virt"
 )
 
 // vmHostEngines run VM disk backups and changed block tracking on this
-// host's libvirt (each host its own, under its Lease).
+// host's libvirt, and moves volume data through this host's CSI node
+// services (each host its own, under its Lease).
 func vmHostEngines() []engineDescriptor {
 	return []engineDescriptor{
 		{name: kvv1alpha1.EngineVMBackup, part: vmHostPart, workers: 2, new: newVMBackupEngine},
 		{name: kvv1alpha1.EngineVMCBT, part: vmHostPart, workers: 1, new: newVMCBTEngine},
+		{name: velerov2alpha1.EngineDataMover, part: vmHostPart, workers: 2, new: newDataMoverEngine},
 	}
+}
+
+func newDataMoverEngine(e *engineContext) (engine, error) {
+	cfg := e.sourceConfig(e.loopback)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("source client: %w", err)
+	}
+	snapshots, err := snapshotclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("source snapshot client: %w", err)
+	}
+	dm := e.extra.DataMover
+	drivers := map[string]*csivolume.Node{}
+	for driver, endpoint := range dm.CSIEndpoints {
+		n, err := csivolume.Dial(endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("CSI driver %s: %w", driver, err)
+		}
+		drivers[driver] = n
+	}
+	dirs, err := e.dataMoverDirs()
+	if err != nil {
+		return nil, err
+	}
+	// The source cluster keeps the repositories' password; this server,
+	// the source standalone, serves no Secrets: Velero's default password.
+	var secrets typedcorev1.SecretsGetter
+	if e.extra.Source != nil {
+		secrets = kube.CoreV1()
+	}
+	writer := status.Writer{Engine: velerov2alpha1.EngineDataMover, Observers: e.observers}
+	repos := backuprepo.New(backuprepo.Config{Client: e.client, Namespace: e.extra.Namespace, Locations: e.velero.BackupStorageLocations().Lister(),
+		Secrets: secrets, Opener: e.opener, Dir: dirs.repositories, Status: writer})
+	c, err := datamover.New(datamover.Config{Client: e.client, DataUploads: e.dataMovement.DataUploads(), Kube: kube, Snapshots: snapshots,
+		Namespace: e.extra.Namespace, Node: dm.Node, Hosts: e.process.hosts, Drivers: drivers, Repositories: repos,
+		WorkDir: dirs.volumes, Concurrency: dm.Concurrency, Clock: clock.RealClock{}, Observers: e.observers, Crash: e.crash})
+	if err != nil {
+		return nil, err
+	}
+	c.WaitFor(e.velero.BackupStorageLocations().Informer())
+	return c, nil
+}
+
+// dataMoverDirs are the data mover's private directories.
+type dataMoverDirs struct {
+	// volumes is where volumes are published; repositories where the
+	// repositories' connections (with the locations' credentials) and
+	// caches are.
+	volumes, repositories string
+}
+
+// dataMoverDirs are <data-dir>/datamover/{volumes,repositories} (a
+// temporary directory without a data directory), private to the server.
+func (c CompletedConfig) dataMoverDirs() (dataMoverDirs, error) {
+	root := filepath.Join(c.extra.DataDir, "datamover")
+	if c.extra.DataDir == "" {
+		dir, err := os.MkdirTemp("", "backstop-datamover-")
+		if err != nil {
+			return dataMoverDirs{}, err
+		}
+		root = dir
+	}
+	d := dataMoverDirs{volumes: filepath.Join(root, "volumes"), repositories: filepath.Join(root, "repositories")}
+	for _, dir := range []string{root, d.volumes, d.repositories} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return dataMoverDirs{}, fmt.Errorf("creating %s: %w", dir, err)
+		}
+	}
+	return d, nil
 }
 
 func newVMBackupEngine(e *engineContext) (engine, error) {

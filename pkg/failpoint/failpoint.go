@@ -43,13 +43,20 @@ const (
 	VMBackupAfterBegin         = "vmbackup-after-begin"          // libvirt job started
 	VMBackupBeforeTrackerMoves = "vmbackup-before-tracker-moves" // output written, tracker not yet moved
 	VMBackupMergeJournaled     = "vmbackup-merge-journaled"      // a deleted backup's merge into the next: journal written, nothing renamed
+	// DataUpload.
+	DataUploadInProgress = "data-upload-in-progress" // volume published, InProgress written, nothing uploaded
 )
 
 // Points lists every point.
 var Points = []string{BackupInProgress, BackupMidCollection, BackupBeforeUpload, BackupAfterUpload, BackupOperationStarted, BackupWaitingForOps,
 	BackupFinalizing, BackupFinalizingCanceled, RestoreInProgress, DeletionInProgress, DeleteBeforeCleanup,
 	VMBackupAfterBegin, VMBackupBeforeTrackerMoves, VMBackupMergeJournaled, NonAdminBackupRecorded, NonAdminBackupMade, NonAdminBackupDeleting,
-	NonAdminRestoreMade, NonAdminScheduleRunAdopting}
+	NonAdminRestoreMade, NonAdminScheduleRunAdopting, DataUploadInProgress}
+
+// ClusterPoints are the points only a server with a cluster and its CSI
+// stack reaches: the cluster suite's crash tests cover them, the
+// standalone crash test the others.
+var ClusterPoints = []string{DataUploadInProgress}
 
 // Set is the point a server crashes at ("" for none).
 type Set struct{ at string }

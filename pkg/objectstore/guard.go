@@ -124,3 +124,27 @@ func (g EndpointGuard) DialContext(host string) func(ctx context.Context, networ
 	}
 	return d.DialContext
 }
+
+// CheckHost says why a connection to host (a name or an address, without
+// its port) is refused, nil when it is not: the admin allows it by name,
+// or every address it resolves to now passes Check. For clients whose
+// connections cannot go through DialContext (kopia's S3 client); a name
+// that resolves elsewhere later is not caught, which DialContext does.
+func (g EndpointGuard) CheckHost(ctx context.Context, host string) error {
+	if g.allowsHost(host) {
+		return nil
+	}
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return g.Check(addr)
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return fmt.Errorf("%s: %w (it does not resolve: %v)", host, ErrEndpointRefused, err)
+	}
+	for _, a := range addrs {
+		if err := g.Check(a); err != nil {
+			return fmt.Errorf("%s: %w", host, err)
+		}
+	}
+	return nil
+}

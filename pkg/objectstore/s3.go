@@ -78,14 +78,11 @@ func NewS3(opts S3Options) (*S3, error) {
 	if region == "" {
 		region = "us-east-1"
 	}
-	host, secure := "s3."+region+".amazonaws.com", true
-	if opts.Endpoint != "" {
-		u, err := url.Parse(opts.Endpoint)
-		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return nil, fmt.Errorf("s3: %s %q is not an http(s) URL", S3ConfigURL, opts.Endpoint)
-		}
-		host, secure = u.Host, u.Scheme == "https"
+	host, insecure, err := opts.HostPort()
+	if err != nil {
+		return nil, err
 	}
+	secure := !insecure
 	if opts.Guard != nil && len(opts.Credentials) == 0 {
 		return nil, errors.New("s3: a tenant's storage location needs credentials (spec.credential): it never uses the server's own")
 	}
@@ -129,6 +126,42 @@ func NewS3(opts S3Options) (*S3, error) {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
 	return &S3{client: client, bucket: opts.Bucket}, nil
+}
+
+// S3Keys are the keys a client signs its S3 requests with.
+type S3Keys struct {
+	AccessKeyID, SecretAccessKey, SessionToken string
+}
+
+// Keys returns the location's keys: its credentials file's profile, or
+// the environment's (AWS_ACCESS_KEY_ID, ...) when it has none.
+func (o S3Options) Keys() (S3Keys, error) {
+	creds, err := s3Credentials(o.Credentials, o.Profile)
+	if err != nil {
+		return S3Keys{}, err
+	}
+	v, err := creds.Get()
+	if err != nil {
+		return S3Keys{}, fmt.Errorf("s3 credentials: %w", err)
+	}
+	return S3Keys{AccessKeyID: v.AccessKeyID, SecretAccessKey: v.SecretAccessKey, SessionToken: v.SessionToken}, nil
+}
+
+// HostPort is the endpoint's host:port (AWS's in the region without an
+// endpoint) and whether TLS is off (an http URL).
+func (o S3Options) HostPort() (hostPort string, insecure bool, err error) {
+	if o.Endpoint == "" {
+		region := o.Region
+		if region == "" {
+			region = "us-east-1"
+		}
+		return "s3." + region + ".amazonaws.com", false, nil
+	}
+	u, err := url.Parse(o.Endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", false, fmt.Errorf("s3: %s %q is not an http(s) URL", S3ConfigURL, o.Endpoint)
+	}
+	return u.Host, u.Scheme == "http", nil
 }
 
 // s3Credentials reads a profile of an AWS shared credentials file, or

@@ -79,37 +79,9 @@ func (o Opener) Open(ctx context.Context, bsl *velerov1.BackupStorageLocation) (
 		fs, err := NewFilesystem(bsl.Spec.ObjectStorage.Bucket)
 		return fs, layout, err
 	case isS3(bsl.Spec.Provider):
-		secret, err := o.secret(ctx, bsl, "spec.credential", bsl.Spec.Credential)
+		opts, err := o.S3Of(ctx, bsl)
 		if err != nil {
 			return nil, Layout{}, err
-		}
-		caCert := bsl.Spec.ObjectStorage.CACert
-		if ref := bsl.Spec.ObjectStorage.CACertRef; ref != nil {
-			if caCert, err = o.secret(ctx, bsl, "spec.objectStorage.caCertRef", ref); err != nil {
-				return nil, Layout{}, err
-			}
-		}
-		config := bsl.Spec.Config
-		if IsTenantLocation(bsl) {
-			if config[S3ConfigCredentialsFile] != "" {
-				return nil, Layout{}, fmt.Errorf("backup storage location %s: a tenant's location reads no file of the server (config %s)", bsl.Name, S3ConfigCredentialsFile)
-			}
-			if len(secret) == 0 {
-				return nil, Layout{}, fmt.Errorf("backup storage location %s: a tenant's location needs credentials (spec.credential): it never uses the server's own", bsl.Name)
-			}
-		}
-		opts, err := s3OptionsOf(bsl.Spec.ObjectStorage.Bucket, config, caCert, secret)
-		if err != nil {
-			return nil, Layout{}, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
-		}
-		if IsTenantLocation(bsl) {
-			guard := &EndpointGuard{Denied: o.TenantDenied}
-			if o.TenantEndpoints != nil {
-				if guard.Allowed, err = o.TenantEndpoints(ctx); err != nil {
-					return nil, Layout{}, fmt.Errorf("backup storage location %s: reading the endpoints the admin allows: %w", bsl.Name, err)
-				}
-			}
-			opts.Guard = guard
 		}
 		store, err := NewS3(opts)
 		if err != nil {
@@ -120,6 +92,51 @@ func (o Opener) Open(ctx context.Context, bsl *velerov1.BackupStorageLocation) (
 		return nil, Layout{}, fmt.Errorf("backup storage location %s: provider %q is not supported (supported: %s, %s)",
 			bsl.Name, bsl.Spec.Provider, ProviderFilesystem, ProviderAWS)
 	}
+}
+
+// IsS3 reports whether a location's objects are in an S3 bucket.
+func IsS3(bsl *velerov1.BackupStorageLocation) bool { return isS3(bsl.Spec.Provider) }
+
+// S3Of reads an S3 location's settings: its config, its credentials and CA
+// bundle (from the Secrets it names), and for a tenant's location the
+// guard of the endpoints the admin's policy lets it reach.
+func (o Opener) S3Of(ctx context.Context, bsl *velerov1.BackupStorageLocation) (S3Options, error) {
+	if bsl.Spec.ObjectStorage == nil {
+		return S3Options{}, fmt.Errorf("backup storage location %s has no objectStorage", bsl.Name)
+	}
+	secret, err := o.secret(ctx, bsl, "spec.credential", bsl.Spec.Credential)
+	if err != nil {
+		return S3Options{}, err
+	}
+	caCert := bsl.Spec.ObjectStorage.CACert
+	if ref := bsl.Spec.ObjectStorage.CACertRef; ref != nil {
+		if caCert, err = o.secret(ctx, bsl, "spec.objectStorage.caCertRef", ref); err != nil {
+			return S3Options{}, err
+		}
+	}
+	config := bsl.Spec.Config
+	if IsTenantLocation(bsl) {
+		if config[S3ConfigCredentialsFile] != "" {
+			return S3Options{}, fmt.Errorf("backup storage location %s: a tenant's location reads no file of the server (config %s)", bsl.Name, S3ConfigCredentialsFile)
+		}
+		if len(secret) == 0 {
+			return S3Options{}, fmt.Errorf("backup storage location %s: a tenant's location needs credentials (spec.credential): it never uses the server's own", bsl.Name)
+		}
+	}
+	opts, err := s3OptionsOf(bsl.Spec.ObjectStorage.Bucket, config, caCert, secret)
+	if err != nil {
+		return S3Options{}, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+	}
+	if IsTenantLocation(bsl) {
+		guard := &EndpointGuard{Denied: o.TenantDenied}
+		if o.TenantEndpoints != nil {
+			if guard.Allowed, err = o.TenantEndpoints(ctx); err != nil {
+				return S3Options{}, fmt.Errorf("backup storage location %s: reading the endpoints the admin allows: %w", bsl.Name, err)
+			}
+		}
+		opts.Guard = guard
+	}
+	return opts, nil
 }
 
 // secret reads a Secret key a location refers to at field.

@@ -40,7 +40,25 @@ type BackupVolumeInfo struct {
 	CompletionTimestamp   *metav1.Time     `json:"completionTimestamp,omitempty"`
 	Result                string           `json:"result,omitempty"`
 	CSISnapshotInfo       *CSISnapshotInfo `json:"csiSnapshotInfo,omitempty"`
-	PVInfo                *PVInfo          `json:"pvInfo,omitempty"`
+	// SnapshotDataMovementInfo is the data mover's upload of the
+	// snapshot (SnapshotDataMoved).
+	SnapshotDataMovementInfo *SnapshotDataMovementInfo `json:"snapshotDataMovementInfo,omitempty"`
+	PVInfo                   *PVInfo                   `json:"pvInfo,omitempty"`
+}
+
+// SnapshotDataMovementInfo is a snapshot's data moved into the storage
+// location (a DataUpload).
+type SnapshotDataMovementInfo struct {
+	DataMover        string `json:"dataMover"`
+	UploaderType     string `json:"uploaderType"`
+	RetainedSnapshot string `json:"retainedSnapshot,omitempty"`
+	// SnapshotHandle is the kopia snapshot's ID.
+	SnapshotHandle  string `json:"snapshotHandle"`
+	OperationID     string `json:"operationID"`
+	Size            int64  `json:"size"`
+	IncrementalSize int64  `json:"incrementalSize,omitempty"`
+	// Phase has no JSON name in Velero: its key is "Phase".
+	Phase string
 }
 
 // CSISnapshotInfo is a volume's CSI snapshot.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
+	"github.com/backstop-io/backstop/pkg/engine/datamover"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/objectstore"
@@ -79,6 +80,8 @@ type Options struct {
 	EngineGroups               []string
 	LibvirtURI                 string
 	VMHost                     string
+	DataMoverCSIEndpoints      map[string]string
+	DataMoverConcurrency       int
 	VMFullBackupMode           string
 	VolumeRoot                 string
 	CBTStateDir                string
@@ -121,6 +124,7 @@ func NewOptions() *Options {
 		ItemOperationSyncFrequency: 10 * time.Second,
 		VMFullBackupMode:           "push",
 		VMHost:                     defaultVMHost(),
+		DataMoverConcurrency:       datamover.DefaultConcurrency,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:   true,
 			LeaseDuration: metav1.Duration{Duration: 15 * time.Second},
@@ -160,6 +164,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ScheduleSkipImmediately, "schedule-skip-immediately", o.ScheduleSkipImmediately, "skip the run that is due at once when a schedule is created or unpaused, for schedules that do not set spec.skipImmediately (Velero's --schedule-skip-immediately)")
 	fs.StringVar(&o.VMFullBackupMode, "vm-full-backup-mode", o.VMFullBackupMode, "how full VM disk backups copy: push (QEMU's backup job writes the target) or pull (QEMU exports the disk over NBD and qemu-img copies it, 8 requests in flight); docs/benchmarks.md compares them; incrementals are always pushed")
 	fs.StringVar(&o.VMHost, "vm-host", o.VMHost, "the name of the host --libvirt-uri runs on (a DNS subdomain; a Kubernetes node's name, say): with leader election, the replicas of one host elect one among them, on the Lease <--leader-elect-resource-name>-vm-<host>, to run the VM engines for that libvirt's VMs")
+	fs.StringToStringVar(&o.DataMoverCSIEndpoints, "data-mover-csi-endpoint", o.DataMoverCSIEndpoints, "a CSI driver's node service on this host, as <driver>=unix:///<socket> (repeatable): the data mover moves the data of that driver's snapshots here (DataUploads of backups with snapshotMoveData), publishing their volumes as kubelet would; the host is --vm-host, and with leader election its replicas elect one to do it")
+	fs.IntVar(&o.DataMoverConcurrency, "data-mover-concurrency", o.DataMoverConcurrency, "how many DataUploads this host's data mover runs at once (Velero's node-agent concurrency)")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
 	fs.StringVar(&o.CBTStateDir, "cbt-state-dir", o.CBTStateDir, "the directory holding the qcow2 overlays that give raw VM disks changed block tracking, one subdirectory per libvirt domain (default <volume-root>/.cbt); QEMU must be able to reach it")
 	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
@@ -256,6 +262,14 @@ func (o *Options) Validate() error {
 	}
 	if o.RestoreItemWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--restore-item-workers must be at least 1, not %d", o.RestoreItemWorkers))
+	}
+	if o.DataMoverConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("--data-mover-concurrency must be at least 1, not %d", o.DataMoverConcurrency))
+	}
+	for driver, endpoint := range o.DataMoverCSIEndpoints {
+		if p := strings.TrimPrefix(endpoint, "unix://"); !strings.HasPrefix(endpoint, "unix:///") || !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("--data-mover-csi-endpoint %s=%s: not a unix socket (unix:///<absolute path>)", driver, endpoint))
+		}
 	}
 	if o.EngineQPS <= 0 || o.EngineBurst < 1 {
 		errs = append(errs, fmt.Errorf("--engine-qps (%v) and --engine-burst (%d) must be positive", o.EngineQPS, o.EngineBurst))

@@ -86,12 +86,19 @@ type S3 struct {
 	Region      string
 	AccessKeyID string
 	SecretKey   string
+	// SessionToken goes with temporary keys.
+	SessionToken string
+	// RootCA is a PEM bundle the endpoint's certificate is checked
+	// against; SkipTLSVerify checks none (the location asks for it).
+	RootCA        []byte
+	SkipTLSVerify bool
 }
 
 // S3Storage is the blob storage of a repository in an S3 bucket.
 func S3Storage(ctx context.Context, o S3) (blob.Storage, error) {
 	st, err := s3.New(ctx, &s3.Options{BucketName: o.Bucket, Prefix: o.Prefix, Endpoint: o.Endpoint, DoNotUseTLS: o.DisableTLS,
-		Region: o.Region, AccessKeyID: o.AccessKeyID, SecretAccessKey: o.SecretKey}, false)
+		Region: o.Region, AccessKeyID: o.AccessKeyID, SecretAccessKey: o.SecretKey, SessionToken: o.SessionToken,
+		RootCA: o.RootCA, DoNotVerifyTLS: o.SkipTLSVerify}, false)
 	if err != nil {
 		return nil, fmt.Errorf("opening the repository storage s3://%s/%s: %w", o.Bucket, o.Prefix, err)
 	}
@@ -179,7 +186,13 @@ type UploadResult struct {
 	// UploadedBytes are the bytes written to the storage (new content
 	// only: what the previous snapshot held is not written again).
 	UploadedBytes int64
+	// HashedBytes are the bytes of the files read (those the previous
+	// snapshot did not hold unchanged): Velero's incremental size.
+	HashedBytes int64
 }
+
+// ErrCanceled is the error of an upload whose context ended.
+var ErrCanceled = errors.New("the upload was cancelled")
 
 // Upload uploads the files of dir as a snapshot of source (SourcePath),
 // incremental over source's newest complete snapshot, with tags added to
@@ -201,7 +214,14 @@ func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[st
 		u := upload.NewUploader(w)
 		u.FailFast = true
 		u.Progress = counter
+		// The uploader stops at its next file when cancelled; the
+		// context alone it checks less often.
+		stop := context.AfterFunc(ctx, u.Cancel)
+		defer stop()
 		man, err := u.Upload(ctx, entry, policy.BuildTree(nil, policy.DefaultPolicy), si, previous...)
+		if ctx.Err() != nil {
+			return fmt.Errorf("uploading %s: %w", dir, ErrCanceled)
+		}
 		if err != nil {
 			return fmt.Errorf("uploading %s: %w", dir, err)
 		}
@@ -226,8 +246,40 @@ func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[st
 		return nil
 	})
 	// The session's last writes are flushed as it ends.
-	result.UploadedBytes = counter.uploaded.Load()
+	result.UploadedBytes, result.HashedBytes = counter.uploaded.Load(), counter.hashed.Load()
+	if err != nil {
+		// A checkpoint the uploader saved on the way is not a snapshot
+		// of the volume: no restore, and no later upload, may use it.
+		if derr := r.dropIncomplete(context.WithoutCancel(ctx), source); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}
 	return result, err
+}
+
+// dropIncomplete deletes the incomplete snapshots (checkpoints) of source.
+func (r *Repository) dropIncomplete(ctx context.Context, source string) error {
+	all, err := r.Snapshots(ctx, source)
+	if err != nil {
+		return err
+	}
+	var ids []manifest.ID
+	for _, m := range all {
+		if m.IncompleteReason != "" {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return repo.WriteSession(ctx, r.rep, repo.WriteSessionOptions{Purpose: "drop checkpoints"}, func(ctx context.Context, w repo.RepositoryWriter) error {
+		for _, id := range ids {
+			if err := w.DeleteManifest(ctx, id); err != nil && !errors.Is(err, manifest.ErrNotFound) {
+				return fmt.Errorf("deleting checkpoint %s of %s: %w", id, source, err)
+			}
+		}
+		return nil
+	})
 }
 
 // latest is the newest complete snapshot of source the data mover made

@@ -70,49 +70,83 @@ func (Action) MadeResources() []string {
 
 // Start implements backup.ItemAction: a VolumeSnapshot of the claim,
 // unless the backup's volume policies (resourcepolicy.FromContext) or its
-// snapshotVolumes say otherwise.
+// snapshotVolumes say otherwise, or its data is moved (MoveAction takes
+// those).
 func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructured.Unstructured) (backup.Started, error) {
+	if MovesData(b) {
+		return backup.Started{}, nil
+	}
+	taken, err := a.snapshotClaim(ctx, b, item)
+	if err != nil || taken.snapshot == nil {
+		return taken.skipped, err
+	}
+	started := snapshotOperation(taken.snapshot.Namespace, taken.snapshot.Name, a.Clock.Now())
+	started.Modified = true
+	return started, nil
+}
+
+// MovesData reports whether a backup moves its snapshots' data into its
+// storage location (spec.snapshotMoveData).
+func MovesData(b *velerov1.Backup) bool {
+	return b.Spec.SnapshotMoveData != nil && *b.Spec.SnapshotMoveData
+}
+
+// taken is a claim's snapshot as snapshotClaim took it: the snapshot, the
+// claim and its volume, and the class; or why none was taken.
+type taken struct {
+	snapshot *snapshotv1.VolumeSnapshot
+	pvc      *corev1.PersistentVolumeClaim
+	pv       *corev1.PersistentVolume
+	class    string
+	skipped  backup.Started
+}
+
+// snapshotClaim takes a VolumeSnapshot of a backed-up claim, as Velero's
+// CSI action does, and marks the claim in the tarball with it; or says
+// why it takes none.
+func (a Action) snapshotClaim(ctx context.Context, b *velerov1.Backup, item *unstructured.Unstructured) (taken, error) {
+	skip := func(why string) (taken, error) { return taken{skipped: backup.Started{Skipped: why}}, nil }
 	ns, name := item.GetNamespace(), item.GetName()
 	var pvc corev1.PersistentVolumeClaim
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &pvc); err != nil {
-		return backup.Started{}, fmt.Errorf("decoding PVC %s/%s: %w", ns, name, err)
+		return taken{}, fmt.Errorf("decoding PVC %s/%s: %w", ns, name, err)
 	}
 	var pv *corev1.PersistentVolume
 	if pvc.Spec.VolumeName != "" {
 		var err error
 		if pv, err = a.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{}); err != nil {
-			return backup.Started{}, fmt.Errorf("failed to get PV %s for PVC %s/%s: %w", pvc.Spec.VolumeName, ns, name, err)
+			return taken{}, fmt.Errorf("failed to get PV %s for PVC %s/%s: %w", pvc.Spec.VolumeName, ns, name, err)
 		}
 	}
 	policy := resourcepolicy.FromContext(ctx).Match(resourcepolicy.Volume{PV: pv, PVC: &pvc})
 	switch {
 	case policy != nil && policy.Type == resourcepolicy.Skip:
-		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: a volume policy says skip", ns, name)}, nil
+		return skip(fmt.Sprintf("no snapshot of PVC %s/%s: a volume policy says skip", ns, name))
 	case policy != nil && policy.Type == resourcepolicy.FSBackup:
-		return backup.Started{Warning: fmt.Sprintf("no snapshot of PVC %s/%s: a volume policy says fs-backup, which this server does not do; its data is not in the backup", ns, name)}, nil
+		return taken{skipped: backup.Started{Warning: fmt.Sprintf("no snapshot of PVC %s/%s: a volume policy says fs-backup, which this server does not do; its data is not in the backup", ns, name)}}, nil
 	case policy == nil && b.Spec.SnapshotVolumes != nil && !*b.Spec.SnapshotVolumes:
-		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: the backup's snapshotVolumes is false", ns, name)}, nil
+		return skip(fmt.Sprintf("no snapshot of PVC %s/%s: the backup's snapshotVolumes is false", ns, name))
 	}
 	// Velero fails the claim here; a claim bound to no volume has no data
 	// to lose, so it is taken as it is, said in the log.
 	if pv == nil || pvc.Status.Phase != corev1.ClaimBound {
-		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: it is in phase %v and is not bound to a volume", ns, name, pvc.Status.Phase)}, nil
+		return skip(fmt.Sprintf("no snapshot of PVC %s/%s: it is in phase %v and is not bound to a volume", ns, name, pvc.Status.Phase))
 	}
 	// The claim may have gone since it was listed.
 	if _, err := a.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return backup.Started{Skipped: fmt.Sprintf("no snapshot of PVC %s/%s: it was deleted during the backup", ns, name)}, nil
+		return skip(fmt.Sprintf("no snapshot of PVC %s/%s: it was deleted during the backup", ns, name))
 	} else if err != nil {
-		return backup.Started{}, fmt.Errorf("reading PVC %s/%s: %w", ns, name, err)
+		return taken{}, fmt.Errorf("reading PVC %s/%s: %w", ns, name, err)
 	}
 	if pv.Spec.CSI == nil {
-		return backup.Started{Skipped: fmt.Sprintf("Skipping PVC %s/%s, associated PV %s is not a CSI volume", ns, name, pv.Name)}, nil
+		return skip(fmt.Sprintf("Skipping PVC %s/%s, associated PV %s is not a CSI volume", ns, name, pv.Name))
 	}
 	// The driver is the volume's (Velero reads it from the claim's
 	// StorageClass, which names the same driver, and fails a claim without
 	// one: a statically provisioned CSI volume is snapshotted here too).
 	class, err := a.snapshotClass(ctx, b, &pvc, pv.Spec.CSI.Driver)
 	if err != nil {
-		return backup.Started{}, fmt.Errorf("failed to get VolumeSnapshotClass for PVC %s/%s: %w", ns, name, err)
+		return taken{}, fmt.Errorf("failed to get VolumeSnapshotClass for PVC %s/%s: %w", ns, name, err)
 	}
 
 	labels := map[string]string{}
@@ -130,7 +164,7 @@ func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructure
 	}
 	created, err := a.Snapshots.SnapshotV1().VolumeSnapshots(ns).Create(ctx, vs, metav1.CreateOptions{})
 	if err != nil {
-		return backup.Started{}, fmt.Errorf("error creating volume snapshot of PVC %s/%s: %w", ns, name, err)
+		return taken{}, fmt.Errorf("error creating volume snapshot of PVC %s/%s: %w", ns, name, err)
 	}
 
 	// The claim in the tarball names its snapshot: a restore makes it
@@ -138,9 +172,7 @@ func (a Action) Start(ctx context.Context, b *velerov1.Backup, item *unstructure
 	setLabel(item, VolumeSnapshotLabel, created.Name)
 	setLabel(item, velerov1.BackupNameLabel, velerov1.LabelValue(b.Name))
 	setAnnotation(item, VolumeSnapshotLabel, created.Name)
-	started := snapshotOperation(ns, created.Name, a.Clock.Now())
-	started.Modified = true
-	return started, nil
+	return taken{snapshot: created, pvc: &pvc, pv: pv, class: class}, nil
 }
 
 // snapshotOperation is the operation of a VolumeSnapshot started at a

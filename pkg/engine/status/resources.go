@@ -4,6 +4,7 @@ import (
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 )
 
@@ -116,4 +117,16 @@ func (w Writer) NonAdminDownloadRequests(c versioned.Interface, namespace string
 func (w Writer) NonAdminSchedules(c versioned.Interface, namespace string) *ResourceWriter[oadpv1alpha1.NonAdminSchedule, *oadpv1alpha1.NonAdminSchedule] {
 	return For[oadpv1alpha1.NonAdminSchedule](w, oadpv1alpha1.Resource("nonadminschedules"), c.OadpV1alpha1().NonAdminSchedules(namespace),
 		func(s *oadpv1alpha1.NonAdminSchedule) string { return string(s.Status.Phase) })
+}
+
+// DataUploads writes the status of the DataUploads of namespace.
+func (w Writer) DataUploads(c versioned.Interface, namespace string) *ResourceWriter[velerov2alpha1.DataUpload, *velerov2alpha1.DataUpload] {
+	return For[velerov2alpha1.DataUpload](w, velerov2alpha1.Resource("datauploads"), c.VeleroV2alpha1().DataUploads(namespace),
+		func(d *velerov2alpha1.DataUpload) string { return string(d.Status.Phase) })
+}
+
+// BackupRepositories writes the status of the repositories of namespace.
+func (w Writer) BackupRepositories(c versioned.Interface, namespace string) *ResourceWriter[velerov1.BackupRepository, *velerov1.BackupRepository] {
+	return For[velerov1.BackupRepository](w, velerov1.Resource("backuprepositories"), c.VeleroV1().BackupRepositories(namespace),
+		func(r *velerov1.BackupRepository) string { return string(r.Status.Phase) })
 }

@@ -167,9 +167,19 @@ func StartClusterWith(t testing.TB, opts ClusterOptions) *Cluster {
 		c.startCSI()
 	}
 	if !opts.WithoutBackstop {
-		c.InstallBackstop()
+		c.InstallBackstop(c.DataMoverArgs()...)
 	}
 	return c
+}
+
+// DataMoverArgs are the flags that give Backstop's data mover the CSI
+// driver's node service (none without the CSI stack), as a node's
+// DaemonSet pod would mount its socket.
+func (c *Cluster) DataMoverArgs() []string {
+	if c.CSI == nil {
+		return nil
+	}
+	return []string{"--data-mover-csi-endpoint=" + CSIDriver + "=unix://" + c.CSI.Socket}
 }
 
 func (c *Cluster) path(name string) string { return filepath.Join(c.Dir, name) }

@@ -1,0 +1,299 @@
+// Package backuprepo gives the data mover's kopia repositories their life,
+// as Velero v1.18 gives them theirs (docs/datamover-reference.md, 4.4 to
+// 4.7): one repository per storage location and volume namespace, at
+// <location prefix>/kopia/<namespace>/ in the location's bucket, encrypted
+// with the password of the Secret velero-repo-credentials (made with
+// Velero's default password when missing), and described by a
+// BackupRepository <namespace>-<location>-kopia (Velero's name and three
+// labels), Ready once the repository opens, NotReady with the reason when
+// it does not.
+package backuprepo
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kopia/kopia/repo/blob"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
+	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	velerolisters "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+	"github.com/backstop-io/backstop/pkg/objectstore"
+)
+
+// Velero's names of the repository's password and of its repositories.
+const (
+	// CredentialsSecret holds the password of every repository, in the
+	// admin namespace of the source cluster, under CredentialsKey.
+	CredentialsSecret = "velero-repo-credentials"
+	CredentialsKey    = "repository-password"
+	// DefaultPassword is the password Velero puts in a Secret it makes.
+	DefaultPassword = "static-passw0rd"
+	// RepositoryType is the only repository type the data mover uses.
+	RepositoryType = "kopia"
+	// DefaultMaintenanceFrequency is Velero's for kopia repositories.
+	DefaultMaintenanceFrequency = time.Hour
+)
+
+// Name is Velero's name of a volume namespace's repository in a location.
+func Name(volumeNamespace, location string) string {
+	return fmt.Sprintf("%s-%s-%s", volumeNamespace, location, RepositoryType)
+}
+
+// Config is what the repositories need.
+type Config struct {
+	// Client writes BackupRepositories in Namespace.
+	Client    versioned.Interface
+	Namespace string
+	// Locations lists the storage locations of Namespace.
+	Locations velerolisters.BackupStorageLocationLister
+	// Secrets reads and makes the password's Secret (the source cluster's);
+	// nil where none are served (standalone): DefaultPassword.
+	Secrets typedcorev1.SecretsGetter
+	// Opener reads locations' settings and credentials.
+	Opener objectstore.Opener
+	// Dir is a private directory of the server's where connections keep
+	// their configuration (with the location's credentials) and cache.
+	Dir string
+	// Status writes the repositories' status (the engine's writer).
+	Status status.Writer
+}
+
+// Repositories opens repositories and keeps them open, one per location
+// and volume namespace, for the engine that uses them.
+type Repositories struct {
+	cfg  Config
+	mu   sync.Mutex
+	open map[string]*entry
+}
+
+// entry is one repository: opened once, by one caller at a time.
+type entry struct {
+	mu  sync.Mutex
+	rep *kopiarepo.Repository
+	// fingerprint is what it was opened with (the location's spec, the
+	// password): when it changes, it is opened again.
+	fingerprint string
+	dir         string
+}
+
+// New returns the repositories of cfg.
+func New(cfg Config) *Repositories {
+	return &Repositories{cfg: cfg, open: map[string]*entry{}}
+}
+
+// Open returns the repository of a volume namespace in a storage location,
+// creating it the first time, and sets its BackupRepository's phase. The
+// repository stays open until Close.
+func (r *Repositories) Open(ctx context.Context, location, volumeNamespace string) (*kopiarepo.Repository, error) {
+	bsl, err := r.cfg.Locations.BackupStorageLocations(r.cfg.Namespace).Get(location)
+	if err != nil {
+		return nil, fmt.Errorf("backup storage location %s: %w", location, err)
+	}
+	repoObj, err := r.ensureObject(ctx, bsl, volumeNamespace)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := r.openRepository(ctx, bsl, volumeNamespace)
+	phase, message := velerov1.BackupRepositoryPhaseReady, ""
+	if err != nil {
+		phase, message = velerov1.BackupRepositoryPhaseNotReady, err.Error()
+	}
+	if _, werr := r.cfg.Status.BackupRepositories(r.cfg.Client, r.cfg.Namespace).Update(ctx, repoObj, func(o *velerov1.BackupRepository) {
+		o.Status.Phase, o.Status.Message = phase, message
+	}); werr != nil && err == nil {
+		return nil, werr
+	}
+	return rep, err
+}
+
+// Close closes every open repository and forgets their connections.
+func (r *Repositories) Close(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, e := range r.open {
+		e.mu.Lock()
+		if e.rep != nil {
+			_ = e.rep.Close(ctx)
+		}
+		_ = os.RemoveAll(e.dir)
+		e.mu.Unlock()
+		delete(r.open, key)
+	}
+}
+
+// ensureObject returns the repository's BackupRepository, made when
+// missing.
+func (r *Repositories) ensureObject(ctx context.Context, bsl *velerov1.BackupStorageLocation, ns string) (*velerov1.BackupRepository, error) {
+	client := r.cfg.Client.VeleroV1().BackupRepositories(r.cfg.Namespace)
+	name := Name(ns, bsl.Name)
+	got, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		return got, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading BackupRepository %s: %w", name, err)
+	}
+	obj := &velerov1.BackupRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.cfg.Namespace, Labels: map[string]string{
+			velerov1.VolumeNamespaceLabel: velerov1.LabelValue(ns),
+			velerov1.StorageLocationLabel: velerov1.LabelValue(bsl.Name),
+			velerov1.RepositoryTypeLabel:  velerov1.LabelValue(RepositoryType),
+		}},
+		Spec: velerov1.BackupRepositorySpec{VolumeNamespace: ns, BackupStorageLocation: bsl.Name, RepositoryType: RepositoryType,
+			MaintenanceFrequency: metav1.Duration{Duration: DefaultMaintenanceFrequency}},
+	}
+	created, err := client.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return client.Get(ctx, name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating BackupRepository %s: %w", name, err)
+	}
+	return created, nil
+}
+
+// openRepository opens (or returns the open) repository of ns in bsl.
+func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupStorageLocation, ns string) (*kopiarepo.Repository, error) {
+	password, err := r.password(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := json.Marshal(bsl.Spec)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(append(append(spec, 0), password...))
+	fingerprint := hex.EncodeToString(sum[:])
+	key := string(bsl.UID) + "/" + ns
+
+	r.mu.Lock()
+	e := r.open[key]
+	if e == nil {
+		// The directory's name is the location's UID (the server's) and
+		// the namespace (a DNS label, checked at admission).
+		e = &entry{dir: filepath.Join(r.cfg.Dir, string(bsl.UID)+"-"+ns)}
+		r.open[key] = e
+	}
+	r.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rep != nil && e.fingerprint == fingerprint {
+		return e.rep, nil
+	}
+	if e.rep != nil {
+		_ = e.rep.Close(ctx)
+		e.rep = nil
+	}
+	// A connection made with other settings or another password is not
+	// reused: its configuration holds them.
+	if err := os.RemoveAll(e.dir); err != nil {
+		return nil, fmt.Errorf("removing the old connection of repository %s: %w", Name(ns, bsl.Name), err)
+	}
+	st, where, err := r.storage(ctx, bsl, ns)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: password, Dir: e.dir})
+	if errors.Is(err, kopiarepo.ErrWrongPassword) {
+		return nil, fmt.Errorf("the repository at %s: the password of Secret %s (key %s) does not open it", where, CredentialsSecret, CredentialsKey)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the repository at %s: %w", where, err)
+	}
+	e.rep, e.fingerprint = rep, fingerprint
+	return rep, nil
+}
+
+// storage is the blob storage of ns's repository in bsl, and where it is.
+func (r *Repositories) storage(ctx context.Context, bsl *velerov1.BackupStorageLocation, ns string) (st blob.Storage, where string, err error) {
+	if bsl.Spec.ObjectStorage == nil {
+		return nil, "", fmt.Errorf("backup storage location %s has no objectStorage", bsl.Name)
+	}
+	prefix := kopiarepo.Prefix(bsl.Spec.ObjectStorage.Prefix, ns)
+	switch {
+	case objectstore.IsServedByBackstop(bsl.Spec.Provider):
+		bucket := bsl.Spec.ObjectStorage.Bucket
+		if !filepath.IsAbs(bucket) {
+			return nil, "", fmt.Errorf("backup storage location %s: bucket %q is not an absolute directory", bsl.Name, bucket)
+		}
+		dir := filepath.Join(filepath.Clean(bucket), filepath.FromSlash(prefix))
+		st, err := kopiarepo.FilesystemStorage(ctx, dir)
+		return st, dir, err
+	case objectstore.IsS3(bsl):
+		opts, err := r.cfg.Opener.S3Of(ctx, bsl)
+		if err != nil {
+			return nil, "", err
+		}
+		hostPort, insecure, err := opts.HostPort()
+		if err != nil {
+			return nil, "", err
+		}
+		if opts.Guard != nil {
+			host := hostPort
+			if h, _, err := net.SplitHostPort(hostPort); err == nil {
+				host = h
+			}
+			if err := opts.Guard.CheckHost(ctx, host); err != nil {
+				return nil, "", fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+			}
+		}
+		keys, err := opts.Keys()
+		if err != nil {
+			return nil, "", fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+		}
+		where := "s3://" + strings.Trim(opts.Bucket, "/") + "/" + prefix
+		st, err := kopiarepo.S3Storage(ctx, kopiarepo.S3{Bucket: strings.Trim(opts.Bucket, "/"), Prefix: prefix, Endpoint: hostPort, DisableTLS: insecure,
+			Region: opts.Region, AccessKeyID: keys.AccessKeyID, SecretKey: keys.SecretAccessKey, SessionToken: keys.SessionToken,
+			RootCA: opts.CACert, SkipTLSVerify: opts.InsecureSkipTLSVerify})
+		return st, where, err
+	default:
+		return nil, "", fmt.Errorf("backup storage location %s: provider %q keeps no data mover repository (supported: %s, %s)",
+			bsl.Name, bsl.Spec.Provider, objectstore.ProviderFilesystem, objectstore.ProviderAWS)
+	}
+}
+
+// password is the repositories' password: the Secret's, made with
+// Velero's default when missing.
+func (r *Repositories) password(ctx context.Context) (string, error) {
+	if r.cfg.Secrets == nil {
+		return DefaultPassword, nil
+	}
+	secrets := r.cfg.Secrets.Secrets(r.cfg.Namespace)
+	s, err := secrets.Get(ctx, CredentialsSecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		s, err = secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: CredentialsSecret, Namespace: r.cfg.Namespace},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{CredentialsKey: []byte(DefaultPassword)},
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			s, err = secrets.Get(ctx, CredentialsSecret, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("the repository password (Secret %s/%s): %w", r.cfg.Namespace, CredentialsSecret, err)
+	}
+	password := strings.TrimSpace(string(s.Data[CredentialsKey]))
+	if password == "" {
+		return "", fmt.Errorf("the repository password: Secret %s/%s has no key %s", r.cfg.Namespace, CredentialsSecret, CredentialsKey)
+	}
+	return password, nil
+}

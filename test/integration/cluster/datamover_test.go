@@ -1,0 +1,239 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
+	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
+	"github.com/backstop-io/backstop/pkg/engine/backuprepo"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestDataMover moves claims' snapshot data into the storage location
+// (backups with snapshotMoveData): a DataUpload per claim, run by the
+// data mover of the node that has the CSI driver's node service; the
+// repository is the location's kopia repository in Velero's layout,
+// holding each claim's files byte for byte; nothing is left in the
+// cluster or the driver; the next backup uploads only what changed.
+func TestDataMover(t *testing.T) {
+	t.Parallel()
+	c, snaps := csiCluster(t)
+	ctx := context.Background()
+	step := inOrder(t)
+	velero, wants := veleroCLI(t, c)
+	const ns = "shop"
+	content := map[string]map[string][]byte{"db": volumeFiles(t), "logs": {"app.log": []byte("started\n"), "archive/2026-11.log": []byte("rotated\n")}}
+	// The location is the default one: a directory of the server's.
+	repoDir := filepath.Join(c.BackstopDataDir(), "backups", filepath.FromSlash(kopiarepo.Prefix("", ns)))
+
+	// uploads returns a backup's DataUploads by claim, once each has ended.
+	uploads := func(t *testing.T, backup string) map[string]*velerov2alpha1.DataUpload {
+		t.Helper()
+		out := map[string]*velerov2alpha1.DataUpload{}
+		list, err := c.Backstop.VeleroV2alpha1().DataUploads(adminNamespace).List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=" + backup})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			du := &list.Items[i]
+			out[du.Spec.SourcePVC] = du
+		}
+		return out
+	}
+	// restored reads a kopia snapshot of the repository back.
+	restored := func(t *testing.T, id string) map[string][]byte {
+		t.Helper()
+		st, err := kopiarepo.FilesystemStorage(ctx, repoDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: backuprepo.DefaultPassword, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("opening the repository at %s: %v", repoDir, err)
+		}
+		defer rep.Close(ctx)
+		dir := t.TempDir()
+		if _, err := rep.Restore(ctx, id, dir); err != nil {
+			t.Fatal(err)
+		}
+		return readTree(t, dir)
+	}
+	// leftNothing waits until the cluster and the driver hold nothing of
+	// the data mover's: no VolumeSnapshot in the claims' namespace or the
+	// admin namespace, no claim of a DataUpload's in the admin namespace,
+	// no driver snapshot but those there before.
+	leftNothing := func(t *testing.T, before map[string]bool, dus map[string]*velerov2alpha1.DataUpload) {
+		t.Helper()
+		var left string
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			for _, n := range []string{ns, adminNamespace} {
+				vs, err := snaps.SnapshotV1().VolumeSnapshots(n).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, err
+				}
+				if len(vs.Items) > 0 {
+					left = fmt.Sprintf("VolumeSnapshot %s/%s", n, vs.Items[0].Name)
+					return false, nil
+				}
+			}
+			claims, err := c.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, claim := range claims.Items {
+				for _, du := range dus {
+					if claim.Name == du.Name {
+						left = fmt.Sprintf("PVC %s/%s (%s)", adminNamespace, claim.Name, claim.Status.Phase)
+						return false, nil
+					}
+				}
+			}
+			now := snapshotIDs(c.CSI.Snapshots())
+			left = fmt.Sprintf("the driver's snapshots %v, before %v", now, before)
+			return maps.Equal(now, before), nil
+		})
+		if err != nil {
+			t.Fatalf("the data mover left %s: %v", left, err)
+		}
+	}
+
+	step("claims with files", func(t *testing.T) {
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for claim, files := range content {
+			c.CSI.CreateClaim(ns, claim, "256Mi", nil)
+			c.CSI.WriteFiles(ns, claim, files)
+		}
+	})
+
+	var first map[string]*velerov2alpha1.DataUpload
+	step("a backup that moves its snapshots' data", func(t *testing.T) {
+		before := snapshotIDs(c.CSI.Snapshots())
+		wants("backup create --snapshot-move-data --wait",
+			velero("backup", "create", "moved-1", "--include-namespaces", ns, "--snapshot-move-data", "--wait"),
+			"Backup completed with status: Completed")
+		first = uploads(t, "moved-1")
+		if len(first) != len(content) {
+			t.Fatalf("the backup has %d DataUploads, want one per claim (%d)", len(first), len(content))
+		}
+		for claim, du := range first {
+			var size int64
+			for _, data := range content[claim] {
+				size += int64(len(data))
+			}
+			st := du.Status
+			if st.Phase != velerov2alpha1.DataUploadPhaseCompleted || st.SnapshotID == "" || st.Node != framework.HarnessNode || st.AcceptedByNode != framework.HarnessNode {
+				t.Errorf("DataUpload %s of %s: phase %s, snapshot %q, node %q (accepted by %q); want Completed by %s: %s",
+					du.Name, claim, st.Phase, st.SnapshotID, st.Node, st.AcceptedByNode, framework.HarnessNode, st.Message)
+			}
+			if st.Progress.TotalBytes != size || st.Progress.BytesDone != size {
+				t.Errorf("DataUpload of %s: progress %d of %d bytes, want %d of %d", claim, st.Progress.BytesDone, st.Progress.TotalBytes, size, size)
+			}
+			if du.Spec.SourceNamespace != ns || du.Spec.BackupStorageLocation != "default" || du.Spec.CSISnapshot == nil || du.Spec.CSISnapshot.Driver != framework.CSIDriver {
+				t.Errorf("DataUpload of %s: spec %+v", claim, du.Spec)
+			}
+			if st.Path != kopiarepo.SourcePath(ns, claim) {
+				t.Errorf("DataUpload of %s: path %q, want the kopia source %q", claim, st.Path, kopiarepo.SourcePath(ns, claim))
+			}
+		}
+		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "moved-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Status.BackupItemOperationsAttempted != 2 || b.Status.BackupItemOperationsCompleted != 2 {
+			t.Errorf("backup operations: %d attempted, %d completed; want 2, 2", b.Status.BackupItemOperationsAttempted, b.Status.BackupItemOperationsCompleted)
+		}
+		leftNothing(t, before, first)
+	})
+
+	step("the repository is the location's, in Velero's layout, with each claim's files", func(t *testing.T) {
+		repo, err := c.Backstop.VeleroV1().BackupRepositories(adminNamespace).Get(ctx, backuprepo.Name(ns, "default"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantLabels := map[string]string{velerov1.VolumeNamespaceLabel: ns, velerov1.StorageLocationLabel: "default", velerov1.RepositoryTypeLabel: "kopia"}
+		if repo.Status.Phase != velerov1.BackupRepositoryPhaseReady || !maps.Equal(repo.Labels, wantLabels) || repo.Spec.VolumeNamespace != ns ||
+			repo.Spec.BackupStorageLocation != "default" || repo.Spec.RepositoryType != "kopia" {
+			t.Errorf("BackupRepository: labels %v, spec %+v, status %+v", repo.Labels, repo.Spec, repo.Status)
+		}
+		secret, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, backuprepo.CredentialsSecret, metav1.GetOptions{})
+		if err != nil || string(secret.Data[backuprepo.CredentialsKey]) != backuprepo.DefaultPassword {
+			t.Errorf("Secret %s: %v (%v), want Velero's default password", backuprepo.CredentialsSecret, secret, err)
+		}
+		// Velero's repository in the bucket: kopia's format blob and
+		// Velero's marker under <prefix>/kopia/<namespace>/.
+		for _, blob := range []string{"kopia.repository.f", "udmrepo.Repository.f"} {
+			if _, err := os.Stat(filepath.Join(repoDir, blob)); err != nil {
+				t.Errorf("the repository's %s: %v", blob, err)
+			}
+		}
+		for claim, du := range first {
+			if diff := framework.DiffFiles(content[claim], restored(t, du.Status.SnapshotID)); diff != "" {
+				t.Errorf("snapshot %s of %s in the repository: %s", du.Status.SnapshotID, claim, diff)
+			}
+		}
+		out := velero("backup", "describe", "moved-1", "--details", "--colorized=false")
+		wants("backup describe --details", out, "Snapshot Move Data:", "Data Movement:", "Data Mover: velero", "Uploader Type: kopia")
+	})
+
+	step("the next backup uploads what changed", func(t *testing.T) {
+		before := snapshotIDs(c.CSI.Snapshots())
+		added := make([]byte, 1<<20)
+		if _, err := rand.Read(added); err != nil {
+			t.Fatal(err)
+		}
+		c.CSI.WriteFiles(ns, "db", map[string][]byte{"data/added.bin": added})
+		content["db"]["data/added.bin"] = added
+		wants("backup create --snapshot-move-data --wait",
+			velero("backup", "create", "moved-2", "--include-namespaces", ns, "--snapshot-move-data", "--wait"),
+			"Backup completed with status: Completed")
+		second := uploads(t, "moved-2")
+		db, logs := second["db"], second["logs"]
+		if db == nil || logs == nil || db.Status.Phase != velerov2alpha1.DataUploadPhaseCompleted || logs.Status.Phase != velerov2alpha1.DataUploadPhaseCompleted {
+			t.Fatalf("the second backup's DataUploads: %v", second)
+		}
+		if got := db.Status.IncrementalBytes; got != int64(len(added)) {
+			t.Errorf("db's second upload read %d bytes of new files, want the %d added", got, len(added))
+		}
+		if got := logs.Status.IncrementalBytes; got != 0 {
+			t.Errorf("logs' second upload read %d bytes of new files, want none", got)
+		}
+		if diff := framework.DiffFiles(content["db"], restored(t, db.Status.SnapshotID)); diff != "" {
+			t.Errorf("the second snapshot of db: %s", diff)
+		}
+		leftNothing(t, before, second)
+	})
+}
+
+// readTree reads every regular file under dir by its "/"-separated path.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	fsys := os.DirFS(dir)
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, name)
+		files[name] = data
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
