@@ -199,6 +199,9 @@ type DataMoverConfig struct {
 	CSIEndpoints map[string]string
 	// Concurrency is how many uploads the node runs at once.
 	Concurrency int
+	// UploadBytesPerSecond limits what each repository of the node
+	// writes to its location (0: no limit).
+	UploadBytesPerSecond int64
 }
 
 // Election is the engines' leader election (package leader).

@@ -62,7 +62,8 @@ func (o *Options) Config() (*Config, error) {
 		RestoreItemWorkers: o.RestoreItemWorkers, RestoreLimits: o.RestoreLimits, BackupSyncMaxPerPass: o.BackupSyncMaxPerPass, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
-		DataMover: apiserver.DataMoverConfig{Node: o.VMHost, CSIEndpoints: o.DataMoverCSIEndpoints, Concurrency: o.DataMoverConcurrency},
+		DataMover: apiserver.DataMoverConfig{Node: o.VMHost, CSIEndpoints: o.DataMoverCSIEndpoints, Concurrency: o.DataMoverConcurrency,
+			UploadBytesPerSecond: o.DataMoverUploadBPS},
 	}
 	c.Extra.Opener.TenantDenied = tenantDenied
 	if le := o.LeaderElection; le.LeaderElect {

@@ -82,6 +82,7 @@ type Options struct {
 	VMHost                     string
 	DataMoverCSIEndpoints      map[string]string
 	DataMoverConcurrency       int
+	DataMoverUploadBPS         int64
 	VMFullBackupMode           string
 	VolumeRoot                 string
 	CBTStateDir                string
@@ -165,6 +166,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.VMFullBackupMode, "vm-full-backup-mode", o.VMFullBackupMode, "how full VM disk backups copy: push (QEMU's backup job writes the target) or pull (QEMU exports the disk over NBD and qemu-img copies it, 8 requests in flight); docs/benchmarks.md compares them; incrementals are always pushed")
 	fs.StringVar(&o.VMHost, "vm-host", o.VMHost, "the name of the host --libvirt-uri runs on (a DNS subdomain; a Kubernetes node's name, say): with leader election, the replicas of one host elect one among them, on the Lease <--leader-elect-resource-name>-vm-<host>, to run the VM engines for that libvirt's VMs")
 	fs.StringToStringVar(&o.DataMoverCSIEndpoints, "data-mover-csi-endpoint", o.DataMoverCSIEndpoints, "a CSI driver's node service on this host, as <driver>=unix:///<socket> (repeatable): the data mover moves the data of that driver's snapshots here (DataUploads of backups with snapshotMoveData), publishing their volumes as kubelet would; the host is --vm-host, and with leader election its replicas elect one to do it")
+	fs.Int64Var(&o.DataMoverUploadBPS, "data-mover-upload-bytes-per-second", o.DataMoverUploadBPS, "the most bytes per second each repository of this host's data mover writes to its storage location (0: no limit)")
 	fs.IntVar(&o.DataMoverConcurrency, "data-mover-concurrency", o.DataMoverConcurrency, "how many DataUploads this host's data mover runs at once (Velero's node-agent concurrency)")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
 	fs.StringVar(&o.CBTStateDir, "cbt-state-dir", o.CBTStateDir, "the directory holding the qcow2 overlays that give raw VM disks changed block tracking, one subdirectory per libvirt domain (default <volume-root>/.cbt); QEMU must be able to reach it")
@@ -262,6 +264,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RestoreItemWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--restore-item-workers must be at least 1, not %d", o.RestoreItemWorkers))
+	}
+	if o.DataMoverUploadBPS < 0 {
+		errs = append(errs, fmt.Errorf("--data-mover-upload-bytes-per-second must not be negative, not %d", o.DataMoverUploadBPS))
 	}
 	if o.DataMoverConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--data-mover-concurrency must be at least 1, not %d", o.DataMoverConcurrency))

@@ -24,6 +24,7 @@ import (
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/filesystem"
 	"github.com/kopia/kopia/repo/blob/s3"
+	"github.com/kopia/kopia/repo/blob/throttling"
 	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/format"
 	"github.com/kopia/kopia/repo/manifest"
@@ -114,6 +115,9 @@ type Config struct {
 	// Dir is a private directory of the server's for the connection's
 	// configuration and cache (it holds the storage's credentials).
 	Dir string
+	// UploadBytesPerSecond limits the bytes written to the storage (0: no
+	// limit).
+	UploadBytesPerSecond float64
 }
 
 // Repository is an open repository.
@@ -143,7 +147,8 @@ func Open(ctx context.Context, cfg Config) (*Repository, error) {
 	configFile := filepath.Join(cfg.Dir, "repository.config")
 	if _, err := os.Stat(configFile); errors.Is(err, os.ErrNotExist) {
 		err := repo.Connect(ctx, configFile, cfg.Storage, cfg.Password, &repo.ConnectOptions{
-			ClientOptions:  repo.ClientOptions{Hostname: clientHost, Username: clientUser},
+			ClientOptions: repo.ClientOptions{Hostname: clientHost, Username: clientUser,
+				Throttling: &throttling.Limits{UploadBytesPerSecond: cfg.UploadBytesPerSecond}},
 			CachingOptions: content.CachingOptions{CacheDirectory: filepath.Join(cfg.Dir, "cache")},
 		})
 		if errors.Is(err, format.ErrInvalidPassword) {
@@ -210,7 +215,13 @@ func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[st
 	var result UploadResult
 	counter := &uploadProgress{report: progress}
 	opts := repo.WriteSessionOptions{Purpose: "data upload", OnUpload: func(n int64) { counter.uploaded.Add(n) }}
-	err = repo.WriteSession(ctx, r.rep, opts, func(ctx context.Context, w repo.RepositoryWriter) error {
+	// The session is flushed whole, whatever happens to ctx after the
+	// upload: a snapshot is saved entirely or not at all (an upload
+	// cancelled before its end saves none; one cancelled after, the
+	// caller forgets).
+	uploadCtx := ctx
+	err = repo.WriteSession(context.WithoutCancel(ctx), r.rep, opts, func(sessionCtx context.Context, w repo.RepositoryWriter) error {
+		ctx := uploadCtx
 		u := upload.NewUploader(w)
 		u.FailFast = true
 		u.Progress = counter
@@ -238,7 +249,7 @@ func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[st
 		}
 		man.Description = description
 		man.Pins = []string{pin}
-		id, err := snapshot.SaveSnapshot(ctx, w, man)
+		id, err := snapshot.SaveSnapshot(sessionCtx, w, man)
 		if err != nil {
 			return fmt.Errorf("saving the snapshot of %s: %w", dir, err)
 		}

@@ -73,6 +73,8 @@ type Config struct {
 	Dir string
 	// Status writes the repositories' status (the engine's writer).
 	Status status.Writer
+	// UploadBytesPerSecond limits each repository's writes (0: none).
+	UploadBytesPerSecond float64
 }
 
 // Repositories opens repositories and keeps them open, one per location
@@ -211,7 +213,7 @@ func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupS
 	if err != nil {
 		return nil, err
 	}
-	rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: password, Dir: e.dir})
+	rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: password, Dir: e.dir, UploadBytesPerSecond: r.cfg.UploadBytesPerSecond})
 	if errors.Is(err, kopiarepo.ErrWrongPassword) {
 		return nil, fmt.Errorf("the repository at %s: the password of Secret %s (key %s) does not open it", where, CredentialsSecret, CredentialsKey)
 	}

@@ -166,13 +166,27 @@ func (a MoveAction) Progress(ctx context.Context, b *velerov1.Backup, id string)
 }
 
 // Cancel implements backup.ItemAction: the DataUpload's spec.cancel is set
-// (the data mover stops the upload).
+// (the data mover stops the upload and removes what it made), and the
+// claim's snapshot, if no data mover has taken it yet, deleted.
 func (a MoveAction) Cancel(ctx context.Context, b *velerov1.Backup, id string) error {
 	du, err := a.dataUpload(ctx, b, id)
 	if err != nil || du == nil {
 		return err
 	}
-	return a.cancel(ctx, du)
+	return a.cancelAndDiscard(ctx, b, du)
+}
+
+// cancelAndDiscard cancels a DataUpload and deletes the claim's snapshot
+// if it is still in the claim's namespace (a data mover that took it
+// moved it out).
+func (a MoveAction) cancelAndDiscard(ctx context.Context, b *velerov1.Backup, du *velerov2alpha1.DataUpload) error {
+	if err := a.cancel(ctx, du); err != nil {
+		return err
+	}
+	if s := du.Spec.CSISnapshot; s != nil && s.VolumeSnapshot != "" {
+		return a.discard(ctx, b, du.Spec.SourceNamespace, s.VolumeSnapshot)
+	}
+	return nil
 }
 
 func (a MoveAction) cancel(ctx context.Context, du *velerov2alpha1.DataUpload) error {
@@ -194,13 +208,7 @@ func (a MoveAction) Discard(ctx context.Context, b *velerov1.Backup, op *backup.
 	if err != nil || du == nil {
 		return err
 	}
-	if err := a.cancel(ctx, du); err != nil {
-		return err
-	}
-	if s := du.Spec.CSISnapshot; s != nil && s.VolumeSnapshot != "" {
-		return a.discard(ctx, b, du.Spec.SourceNamespace, s.VolumeSnapshot)
-	}
-	return nil
+	return a.cancelAndDiscard(ctx, b, du)
 }
 
 // Release implements backup.OperationFinisher: the data mover has removed

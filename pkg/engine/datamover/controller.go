@@ -108,6 +108,12 @@ type Controller struct {
 	lister listers.DataUploadLister
 	status *status.ResourceWriter[velerov2alpha1.DataUpload, *velerov2alpha1.DataUpload]
 	runs   *runs
+	// begin runs a DataUpload a slot was reserved for (start; tests of
+	// the decisions replace it).
+	begin func(ctx context.Context, du *velerov2alpha1.DataUpload)
+	// requeue syncs a key again later (the loop's AddAfter; tests record
+	// it).
+	requeue func(key cache.ObjectName, after time.Duration)
 }
 
 // New returns the engine of cfg.
@@ -123,7 +129,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, lister: cfg.DataUploads.Lister(), runs: newRuns(cfg.Concurrency),
 		status: status.Writer{Engine: velerov2alpha1.EngineDataMover, Observers: cfg.Observers}.DataUploads(cfg.Client, cfg.Namespace)}
+	c.begin = c.start
 	c.Loop = reconcile.NewLoop(velerov2alpha1.EngineDataMover, c.sync)
+	c.requeue = c.AddAfter
 	if err := c.Watch(cfg.DataUploads.Informer()); err != nil {
 		return nil, err
 	}
@@ -192,7 +200,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			return nil
 		}
 		if !c.runs.reserve() {
-			c.AddAfter(key, 2*time.Second)
+			c.requeue(key, 2*time.Second)
 			return nil
 		}
 		now := metav1.NewTime(c.cfg.Clock.Now())
@@ -209,17 +217,17 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			}
 			return err
 		}
-		c.start(ctx, accepted)
+		c.begin(ctx, accepted)
 		return nil
 	default:
 		// This node's, and it runs nowhere: the replica that ran it
 		// stopped; this one runs it again.
 		if !c.runs.reserve() {
-			c.AddAfter(key, 2*time.Second)
+			c.requeue(key, 2*time.Second)
 			return nil
 		}
 		klog.FromContext(ctx).Info("Running a DataUpload again: the replica that ran it stopped", "dataUpload", key.String(), "phase", du.Status.Phase)
-		c.start(ctx, du)
+		c.begin(ctx, du)
 		return nil
 	}
 }
@@ -235,7 +243,7 @@ func (c *Controller) checkOwner(ctx context.Context, du *velerov2alpha1.DataUplo
 	}
 	if slices.Contains(live, owner) {
 		// Looked at again later: the owner may stop.
-		c.AddAfter(cache.MetaObjectToName(du), time.Minute)
+		c.requeue(cache.MetaObjectToName(du), time.Minute)
 		return nil
 	}
 	return c.end(ctx, du, velerov2alpha1.DataUploadPhaseFailed,

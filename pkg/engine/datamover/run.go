@@ -96,7 +96,7 @@ func (c *Controller) execute(engineCtx, ctx context.Context, r *run, du *velerov
 	}
 	if err != nil {
 		log.Error(err, "Writing the end of the upload")
-		c.AddAfter(r.key, time.Second)
+		c.requeue(r.key, time.Second)
 	}
 }
 

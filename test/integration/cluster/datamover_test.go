@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,6 +218,82 @@ func TestDataMover(t *testing.T) {
 		}
 		leftNothing(t, before, second)
 	})
+
+	// Cancelled while its upload runs (uploads slowed to 4 MiB/s: db's
+	// 64 new MiB take about 16 seconds): the upload stops, the DataUpload is
+	// Canceled, the repository holds no snapshot of it (complete or not),
+	// the backup ends Failed as the seed has it, its logs kept, and the
+	// cluster holds nothing of the data mover's.
+	step("cancelling the backup stops its upload", func(t *testing.T) {
+		c.StopBackstop(false)
+		c.BackstopArgs = append(c.BackstopArgs, "--data-mover-upload-bytes-per-second=4194304")
+		c.StartBackstop()
+		// New data: what kopia already holds would not be uploaded again.
+		more := make([]byte, 64<<20)
+		if _, err := rand.Read(more); err != nil {
+			t.Fatal(err)
+		}
+		c.CSI.WriteFiles(ns, "db", map[string][]byte{"data/more.bin": more})
+		before := snapshotIDs(c.CSI.Snapshots())
+		velero("backup", "create", "moved-3", "--include-namespaces", ns, "--snapshot-move-data")
+		var du *velerov2alpha1.DataUpload
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			du = uploads(t, "moved-3")["db"]
+			return du != nil && du.Status.Phase == velerov2alpha1.DataUploadPhaseInProgress, nil
+		}); err != nil {
+			for claim, d := range uploads(t, "moved-3") {
+				t.Logf("DataUpload of %s: cancel %v, status %+v", claim, d.Spec.Cancel, d.Status)
+			}
+			dataMoverLog(t, c)
+			t.Fatalf("db's DataUpload of moved-3 not InProgress: %v", err)
+		}
+		if err := c.Backstop.VeleroV1().RESTClient().Post().Namespace(adminNamespace).Resource("backups").Name("moved-3").SubResource("cancel").Do(ctx).Error(); err != nil {
+			t.Fatalf("backups/cancel: %v", err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			du = uploads(t, "moved-3")["db"]
+			return du.Status.Phase == velerov2alpha1.DataUploadPhaseCanceled, nil
+		}); err != nil {
+			t.Fatalf("db's DataUpload not Canceled: cancel %v, status %+v", du.Spec.Cancel, du.Status)
+		}
+		if du.Status.SnapshotID != "" || !du.Spec.Cancel {
+			t.Errorf("the cancelled DataUpload: cancel %v, snapshot %q; want cancel and no snapshot", du.Spec.Cancel, du.Status.SnapshotID)
+		}
+		var b *velerov1.Backup
+		poll(t, "backup moved-3 Failed", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			var err error
+			b, err = c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "moved-3", metav1.GetOptions{})
+			return err == nil && b.Status.Phase == velerov1.BackupPhaseFailed, nil
+		})
+		logs := velero("backup", "logs", "moved-3")
+		for _, want := range []string{velerov1.BackupCancelledReason, du.Labels[velerov1.AsyncOperationIDLabel]} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("the log of the cancelled backup lacks %q:\n%s", want, logs)
+			}
+		}
+		st, err := kopiarepo.FilesystemStorage(ctx, repoDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: backuprepo.DefaultPassword, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rep.Close(ctx)
+		all, err := rep.Snapshots(ctx, kopiarepo.SourcePath(ns, "db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range all {
+			if m.IncompleteReason != "" || m.Tags[velerov1.AsyncOperationIDLabel] == du.Labels[velerov1.AsyncOperationIDLabel] {
+				t.Errorf("the repository holds snapshot %s of the cancelled upload (incomplete: %q)", m.ID, m.IncompleteReason)
+			}
+		}
+		if len(all) != 2 {
+			t.Errorf("the repository holds %d snapshots of db, want the 2 of the completed backups", len(all))
+		}
+		leftNothing(t, before, uploads(t, "moved-3"))
+	})
 }
 
 // readTree reads every regular file under dir by its "/"-separated path.
@@ -236,4 +313,18 @@ func readTree(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// dataMoverLog logs what the server's log says of the data mover.
+func dataMoverLog(t *testing.T, c *framework.Cluster) {
+	data, err := os.ReadFile(filepath.Join(c.Dir, "logs", "backstop-apiserver.log"))
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "data-mover") || strings.Contains(line, "DataUpload") || strings.Contains(line, "dataUpload") {
+			t.Log(line)
+		}
+	}
 }

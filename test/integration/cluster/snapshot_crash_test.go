@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,16 +43,19 @@ func TestSnapshotCrashPoints(t *testing.T) {
 	backupOf := func(name string) {
 		velero("backup", "create", name, "--include-namespaces", ns)
 	}
+	movingBackupOf := func(name string) {
+		velero("backup", "create", name, "--include-namespaces", ns, "--snapshot-move-data")
+	}
 
-	for _, p := range []struct {
-		point string
-		drive func(t *testing.T, backup string)
-		// want is the backup's phase after the restart; "" for gone.
-		want velerov1.BackupPhase
-	}{
+	points := []snapshotCrashPoint{
 		{point: failpoint.BackupOperationStarted, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseFailed},
 		{point: failpoint.BackupWaitingForOps, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseFailed},
 		{point: failpoint.BackupFinalizing, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseCompleted},
+		// The server (its backup engine with its data mover) killed while
+		// an upload runs: the restart fails the backup, which cancels its
+		// DataUploads; each ends Canceled and the data mover removes its
+		// claim and the storage snapshot (dataUploadOrphans).
+		{point: failpoint.DataUploadInProgress, drive: func(_ *testing.T, b string) { movingBackupOf(b) }, want: velerov1.BackupPhaseFailed},
 		{point: failpoint.DeletionInProgress, drive: func(t *testing.T, b string) {
 			backupOf(b)
 			poll(t, "backup "+b+" Completed", 3*time.Minute, func(ctx context.Context) (bool, error) {
@@ -60,7 +64,13 @@ func TestSnapshotCrashPoints(t *testing.T) {
 			})
 			wants("backup delete", velero("backup", "delete", b, "--confirm"), fmt.Sprintf("Request to delete backup %q submitted successfully", b))
 		}},
-	} {
+	}
+	for _, point := range failpoint.ClusterPoints {
+		if !slices.ContainsFunc(points, func(p snapshotCrashPoint) bool { return p.point == point }) {
+			t.Errorf("cluster crash point %s has no scenario", point)
+		}
+	}
+	for _, p := range points {
 		t.Run(p.point, func(t *testing.T) {
 			name := "at-" + p.point
 			c.StopBackstop(false)
@@ -96,12 +106,26 @@ func TestSnapshotCrashPoints(t *testing.T) {
 			var listErr error
 			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 				orphans, listErr = snapshotOrphans(ctx, c, snaps, ns)
+				if listErr == nil {
+					var left []string
+					left, listErr = dataUploadOrphans(ctx, c)
+					orphans = append(orphans, left...)
+				}
 				return listErr == nil && len(orphans) == 0, nil
 			}); err != nil {
 				t.Fatalf("snapshots orphaned after a crash at %s: %v (last listing error: %v)", p.point, orphans, listErr)
 			}
 		})
 	}
+}
+
+// snapshotCrashPoint is a crash point of TestSnapshotCrashPoints: how a
+// backup is driven to it, and the backup's phase after the restart ("":
+// gone).
+type snapshotCrashPoint struct {
+	point string
+	drive func(t *testing.T, backup string)
+	want  velerov1.BackupPhase
 }
 
 // snapshotOrphans lists the snapshots nobody owns: VolumeSnapshots of a
@@ -155,6 +179,29 @@ func snapshotOrphans(ctx context.Context, c *framework.Cluster, snaps snapshotcl
 	for _, s := range c.CSI.Snapshots() {
 		if !held[s.GetSnapshotId()] {
 			out = append(out, "driver snapshot "+s.GetSnapshotId()+" that no backup's content holds")
+		}
+	}
+	return out, nil
+}
+
+// dataUploadOrphans lists what the data mover left of DataUploads that
+// ended: one not ended (of a backup that did), and a claim of one's in
+// the admin namespace.
+func dataUploadOrphans(ctx context.Context, c *framework.Cluster) ([]string, error) {
+	var out []string
+	dus, err := c.Backstop.VeleroV2alpha1().DataUploads(adminNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, du := range dus.Items {
+		if !du.Status.Phase.Terminal() {
+			out = append(out, fmt.Sprintf("DataUpload %s %s of an ended backup", du.Name, du.Status.Phase))
+		}
+		_, err := c.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{})
+		if err == nil {
+			out = append(out, "the claim of DataUpload "+du.Name)
+		} else if !apierrors.IsNotFound(err) {
+			return nil, err
 		}
 	}
 	return out, nil

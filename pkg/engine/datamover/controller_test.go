@@ -1,0 +1,124 @@
+package datamover
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	snapshotfake "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/fake"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
+	"github.com/backstop-io/backstop/pkg/datamover/csivolume"
+	"github.com/backstop-io/backstop/pkg/engine/vmhost"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned/fake"
+	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
+)
+
+const (
+	adminNS  = "velero"
+	driver   = "hostpath.csi.k8s.io"
+	thisNode = "node-a"
+)
+
+// decision is what one sync of a DataUpload decided on this node.
+type decision struct {
+	phase    velerov2alpha1.DataUploadPhase
+	accepted string
+	message  string
+	started  bool
+	requeued bool
+}
+
+func TestSync(t *testing.T) {
+	du := func(mutate func(*velerov2alpha1.DataUpload)) *velerov2alpha1.DataUpload {
+		d := &velerov2alpha1.DataUpload{ObjectMeta: metav1.ObjectMeta{Namespace: adminNS, Name: "nightly-1", UID: "du-uid"},
+			Spec: velerov2alpha1.DataUploadSpec{SourceNamespace: "shop", SourcePVC: "db", BackupStorageLocation: "default",
+				CSISnapshot: &velerov2alpha1.CSISnapshotSpec{VolumeSnapshot: "velero-db-1", Driver: driver}}}
+		if mutate != nil {
+			mutate(d)
+		}
+		return d
+	}
+	accepted := func(node string, phase velerov2alpha1.DataUploadPhase) func(*velerov2alpha1.DataUpload) {
+		return func(d *velerov2alpha1.DataUpload) { d.Status.AcceptedByNode, d.Status.Phase = node, phase }
+	}
+	for _, tc := range []struct {
+		name string
+		du   *velerov2alpha1.DataUpload
+		// busy: every slot taken; live: the live nodes.
+		busy bool
+		live []string
+		want decision
+	}{
+		{name: "new, of this node's driver: taken and run", du: du(nil),
+			want: decision{phase: velerov2alpha1.DataUploadPhaseAccepted, accepted: thisNode, started: true}},
+		{name: "new, every slot taken: left for later (or another node)", du: du(nil), busy: true,
+			want: decision{requeued: true}},
+		{name: "new, of a driver this node has not: left to another node", du: du(func(d *velerov2alpha1.DataUpload) { d.Spec.CSISnapshot.Driver = "ebs.csi.aws.com" }),
+			want: decision{}},
+		{name: "another data mover's: left to it", du: du(func(d *velerov2alpha1.DataUpload) { d.Spec.DataMover = "acme" }),
+			want: decision{}},
+		{name: "cancelled before any node took it: Canceled at once", du: du(func(d *velerov2alpha1.DataUpload) { d.Spec.Cancel = true }),
+			want: decision{phase: velerov2alpha1.DataUploadPhaseCanceled}},
+		{name: "cancelled, taken by this node, running nowhere: cleaned up, Canceled",
+			du: du(func(d *velerov2alpha1.DataUpload) {
+				accepted(thisNode, velerov2alpha1.DataUploadPhasePrepared)(d)
+				d.Spec.Cancel = true
+			}),
+			want: decision{phase: velerov2alpha1.DataUploadPhaseCanceled, accepted: thisNode}},
+		{name: "this node's, running nowhere (the replica stopped): run again", du: du(accepted(thisNode, velerov2alpha1.DataUploadPhaseInProgress)),
+			want: decision{phase: velerov2alpha1.DataUploadPhaseInProgress, accepted: thisNode, started: true}},
+		{name: "another live node's: left to it", du: du(accepted("node-b", velerov2alpha1.DataUploadPhaseInProgress)), live: []string{thisNode, "node-b"},
+			want: decision{phase: velerov2alpha1.DataUploadPhaseInProgress, accepted: "node-b", requeued: true}},
+		{name: "a node that is no longer live: Failed with the reason", du: du(accepted("node-b", velerov2alpha1.DataUploadPhaseInProgress)), live: []string{thisNode},
+			want: decision{phase: velerov2alpha1.DataUploadPhaseFailed, accepted: "node-b", message: "the data mover of node node-b, which took it, no longer runs"}},
+		{name: "ended: nothing", du: du(accepted(thisNode, velerov2alpha1.DataUploadPhaseCompleted)),
+			want: decision{phase: velerov2alpha1.DataUploadPhaseCompleted, accepted: thisNode}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			client := fake.NewSimpleClientset(tc.du)
+			factory := externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithNamespace(adminNS))
+			live := tc.live
+			if live == nil {
+				live = []string{thisNode}
+			}
+			c, err := New(Config{Client: client, DataUploads: factory.Velero().V2alpha1().DataUploads(), Kube: kubefake.NewClientset(),
+				Snapshots: snapshotfake.NewSimpleClientset(), Namespace: adminNS, Node: thisNode,
+				Hosts:   &vmhost.Hosts{Self: thisNode, Live: func(context.Context) ([]string, error) { return live, nil }},
+				Drivers: map[string]*csivolume.Node{driver: {}}, WorkDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got decision
+			c.begin = func(context.Context, *velerov2alpha1.DataUpload) { got.started = true }
+			c.requeue = func(cache.ObjectName, time.Duration) { got.requeued = true }
+			if tc.busy {
+				c.runs.reserve()
+			}
+			factory.Start(ctx.Done())
+			factory.WaitForCacheSync(ctx.Done())
+			if err := c.sync(ctx, cache.MetaObjectToName(tc.du)); err != nil {
+				t.Fatal(err)
+			}
+			stored, err := client.VeleroV2alpha1().DataUploads(adminNS).Get(ctx, tc.du.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.phase, got.accepted = stored.Status.Phase, stored.Status.AcceptedByNode
+			if !strings.Contains(stored.Status.Message, tc.want.message) {
+				t.Errorf("message %q, want it to say %q", stored.Status.Message, tc.want.message)
+			}
+			got.message = tc.want.message
+			if got != tc.want {
+				t.Errorf("decided %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
