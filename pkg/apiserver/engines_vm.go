@@ -65,7 +65,7 @@ func newDataMoverEngine(e *engineContext) (engine, error) {
 	writer := status.Writer{Engine: velerov2alpha1.EngineDataMover, Observers: e.observers}
 	repos := backuprepo.New(backuprepo.Config{Client: e.client, Namespace: e.extra.Namespace, Locations: e.velero.BackupStorageLocations().Lister(),
 		Secrets: secrets, Opener: e.opener, Dir: dirs.repositories, Status: writer, UploadBytesPerSecond: float64(dm.UploadBytesPerSecond)})
-	c, err := datamover.New(datamover.Config{Client: e.client, DataUploads: e.dataMovement.DataUploads(), Kube: kube, Snapshots: snapshots,
+	c, err := datamover.New(datamover.Config{Client: e.client, DataUploads: e.dataMovement.DataUploads(), DataDownloads: e.dataMovement.DataDownloads(), Kube: kube, Snapshots: snapshots,
 		Namespace: e.extra.Namespace, Node: dm.Node, Hosts: e.process.hosts, Drivers: drivers, Repositories: repos,
 		WorkDir: dirs.volumes, Concurrency: dm.Concurrency, Clock: clock.RealClock{}, Observers: e.observers, Crash: e.crash})
 	if err != nil {

@@ -108,3 +108,28 @@ func (x Index) FromCSISnapshot(pv string) bool {
 	v, ok := x[pv]
 	return ok && v.BackupMethod == MethodCSISnapshot && !v.SnapshotDataMoved && v.Result == ResultSucceeded
 }
+
+// movedOK reports whether a volume's snapshot data was moved into the
+// storage location, successfully.
+func movedOK(v BackupVolumeInfo) bool {
+	return v.SnapshotDataMoved && v.Result == ResultSucceeded && v.SnapshotDataMovementInfo != nil && v.SnapshotDataMovementInfo.SnapshotHandle != ""
+}
+
+// FromMovedData reports whether the backup moved the data of volume pv's
+// snapshot into the storage location, successfully: a restore provisions
+// its claim anew and the data mover writes the data into it.
+func (x Index) FromMovedData(pv string) bool {
+	v, ok := x[pv]
+	return ok && movedOK(v)
+}
+
+// Moved returns the moved data of a claim (by its namespace and name in
+// the backup), if the backup moved it successfully.
+func (x Index) Moved(namespace, claim string) (BackupVolumeInfo, bool) {
+	for _, v := range x {
+		if v.PVCNamespace == namespace && v.PVCName == claim && movedOK(v) {
+			return v, true
+		}
+	}
+	return BackupVolumeInfo{}, false
+}

@@ -196,7 +196,7 @@ type UploadResult struct {
 	HashedBytes int64
 }
 
-// ErrCanceled is the error of an upload whose context ended.
+// ErrCanceled is the error of an upload or a restore whose context ended.
 var ErrCanceled = errors.New("the upload was cancelled")
 
 // Upload uploads the files of dir as a snapshot of source (SourcePath),
@@ -330,9 +330,11 @@ func (r *Repository) Snapshots(ctx context.Context, source string) ([]*snapshot.
 	return all, nil
 }
 
-// Restore writes snapshot id's files into target (an empty directory) and
-// returns how many bytes it wrote.
-func (r *Repository) Restore(ctx context.Context, id, target string) (int64, error) {
+// Restore writes snapshot id's files into target (an empty directory, or
+// the root of an empty volume), reporting the bytes written so far of
+// the snapshot's total, and returns how many bytes it wrote. It stops when
+// ctx ends.
+func (r *Repository) Restore(ctx context.Context, id, target string, progress Progress) (int64, error) {
 	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
 	if err != nil {
 		return 0, fmt.Errorf("reading snapshot %s: %w", id, err)
@@ -346,11 +348,32 @@ func (r *Repository) Restore(ctx context.Context, id, target string) (int64, err
 	if err := out.Init(ctx); err != nil {
 		return 0, fmt.Errorf("preparing %s: %w", target, err)
 	}
-	st, err := restore.Entry(ctx, r.rep, out, root, restore.Options{Parallel: runtime.NumCPU(), RestoreDirEntryAtDepth: math.MaxInt32})
+	cancel := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { close(cancel) })
+	defer stop()
+	total := man.Stats.TotalFileSize
+	st, err := restore.Entry(ctx, r.rep, out, root, restore.Options{Parallel: runtime.NumCPU(), RestoreDirEntryAtDepth: math.MaxInt32, Cancel: cancel,
+		ProgressCallback: func(_ context.Context, s restore.Stats) {
+			if progress != nil {
+				progress(s.RestoredTotalFileSize+s.SkippedTotalFileSize, total)
+			}
+		}})
+	if err == nil && ctx.Err() != nil {
+		err = ErrCanceled
+	}
 	if err != nil {
 		return st.RestoredTotalFileSize, fmt.Errorf("restoring snapshot %s into %s: %w", id, target, err)
 	}
 	return st.RestoredTotalFileSize, nil
+}
+
+// SourceOf returns the source (SourcePath) of snapshot id.
+func (r *Repository) SourceOf(ctx context.Context, id string) (string, error) {
+	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
+	if err != nil {
+		return "", fmt.Errorf("reading snapshot %s: %w", id, err)
+	}
+	return man.Source.Path, nil
 }
 
 // Forget deletes snapshot id's manifest: its data goes at the next

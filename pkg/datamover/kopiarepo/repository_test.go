@@ -135,12 +135,12 @@ func TestRepository(t *testing.T) {
 	})
 	t.Run("each snapshot restored", func(t *testing.T) {
 		target := t.TempDir()
-		if _, err := r.Restore(ctx, first.SnapshotID, target); err != nil {
+		if _, err := r.Restore(ctx, first.SnapshotID, target, nil); err != nil {
 			t.Fatal(err)
 		}
 		sameTree(t, "the first snapshot", files, readTree(t, target))
 		target = t.TempDir()
-		if _, err := r.Restore(ctx, second.SnapshotID, target); err != nil {
+		if _, err := r.Restore(ctx, second.SnapshotID, target, nil); err != nil {
 			t.Fatal(err)
 		}
 		files["data/small/07/item-007.json"] = changed
@@ -176,7 +176,7 @@ func TestRepository(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer again.Close(ctx)
-		if n, err := again.Restore(ctx, second.SnapshotID, t.TempDir()); err != nil || n != second.TotalBytes {
+		if n, err := again.Restore(ctx, second.SnapshotID, t.TempDir(), nil); err != nil || n != second.TotalBytes {
 			t.Errorf("restored %d bytes, %v; want %d", n, err, second.TotalBytes)
 		}
 	})
@@ -184,7 +184,7 @@ func TestRepository(t *testing.T) {
 		if err := r.Forget(ctx, first.SnapshotID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.Restore(ctx, first.SnapshotID, t.TempDir()); err == nil {
+		if _, err := r.Restore(ctx, first.SnapshotID, t.TempDir(), nil); err == nil {
 			t.Error("a forgotten snapshot restored")
 		}
 		if err := r.Forget(ctx, first.SnapshotID); err != nil {

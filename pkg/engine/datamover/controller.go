@@ -74,8 +74,9 @@ const defaultOperationTimeout = 10 * time.Minute
 // Config is what the engine needs.
 type Config struct {
 	// Client writes the DataUploads' status (this server).
-	Client      versioned.Interface
-	DataUploads informers.DataUploadInformer
+	Client        versioned.Interface
+	DataUploads   informers.DataUploadInformer
+	DataDownloads informers.DataDownloadInformer
 	// Kube and Snapshots reach the source cluster, where the snapshots,
 	// the claims and the volumes are.
 	Kube      kubernetes.Interface
@@ -107,13 +108,19 @@ type Controller struct {
 	cfg    Config
 	lister listers.DataUploadLister
 	status *status.ResourceWriter[velerov2alpha1.DataUpload, *velerov2alpha1.DataUpload]
-	runs   *runs
+	// downloads is the loop of the DataDownloads (the embedded loop is
+	// the DataUploads').
+	downloads      *reconcile.Loop
+	downloadLister listers.DataDownloadLister
+	downloadStatus *status.ResourceWriter[velerov2alpha1.DataDownload, *velerov2alpha1.DataDownload]
+	runs           *runs
 	// begin runs a DataUpload a slot was reserved for (start; tests of
 	// the decisions replace it).
-	begin func(ctx context.Context, du *velerov2alpha1.DataUpload)
+	begin         func(ctx context.Context, du *velerov2alpha1.DataUpload)
+	beginDownload func(ctx context.Context, dd *velerov2alpha1.DataDownload)
 	// requeue syncs a key again later (the loop's AddAfter; tests record
 	// it).
-	requeue func(key cache.ObjectName, after time.Duration)
+	requeue, requeueDownload func(key cache.ObjectName, after time.Duration)
 }
 
 // New returns the engine of cfg.
@@ -127,12 +134,17 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	c := &Controller{cfg: cfg, lister: cfg.DataUploads.Lister(), runs: newRuns(cfg.Concurrency),
-		status: status.Writer{Engine: velerov2alpha1.EngineDataMover, Observers: cfg.Observers}.DataUploads(cfg.Client, cfg.Namespace)}
-	c.begin = c.start
+	writer := status.Writer{Engine: velerov2alpha1.EngineDataMover, Observers: cfg.Observers}
+	c := &Controller{cfg: cfg, lister: cfg.DataUploads.Lister(), downloadLister: cfg.DataDownloads.Lister(), runs: newRuns(cfg.Concurrency),
+		status: writer.DataUploads(cfg.Client, cfg.Namespace), downloadStatus: writer.DataDownloads(cfg.Client, cfg.Namespace)}
+	c.begin, c.beginDownload = c.start, c.startDownload
 	c.Loop = reconcile.NewLoop(velerov2alpha1.EngineDataMover, c.sync)
-	c.requeue = c.AddAfter
+	c.downloads = reconcile.NewLoop(velerov2alpha1.EngineDataMover+"-downloads", c.syncDownload)
+	c.requeue, c.requeueDownload = c.AddAfter, c.downloads.AddAfter
 	if err := c.Watch(cfg.DataUploads.Informer()); err != nil {
+		return nil, err
+	}
+	if err := c.downloads.Watch(cfg.DataDownloads.Informer()); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -142,7 +154,13 @@ func New(cfg Config) (*Controller, error) {
 // stop (cleaned up enough for the next holder to run them again) and
 // closes the repositories.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.downloads.Run(ctx, workers)
+	}()
 	c.Loop.Run(ctx, workers)
+	<-done
 	c.runs.wait()
 	c.cfg.Repositories.Close(context.WithoutCancel(ctx))
 	for _, n := range c.cfg.Drivers {
@@ -158,7 +176,7 @@ func builtIn(mover string) bool { return mover == "" || mover == "velero" }
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	du, err := c.lister.DataUploads(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		c.runs.cancelName(key)
+		c.runs.cancelName(key, false)
 		return nil
 	}
 	if err != nil {
@@ -234,20 +252,33 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 
 // checkOwner fails a DataUpload taken by a node that is no longer live.
 func (c *Controller) checkOwner(ctx context.Context, du *velerov2alpha1.DataUpload, owner string) error {
+	gone, err := c.ownerGone(ctx, cache.MetaObjectToName(du), owner, c.requeue)
+	if err != nil || !gone {
+		return err
+	}
+	return c.end(ctx, du, velerov2alpha1.DataUploadPhaseFailed, ownerGoneMessage(owner)+"; the snapshot's data was not moved")
+}
+
+// ownerGone reports whether the node that took an object is no longer
+// live; one that is, is looked at again later (requeue: it may stop).
+func (c *Controller) ownerGone(ctx context.Context, key cache.ObjectName, owner string, requeue func(cache.ObjectName, time.Duration)) (bool, error) {
 	if c.cfg.Hosts == nil {
-		return nil
+		return false, nil
 	}
 	live, err := c.cfg.Hosts.Live(ctx)
 	if err != nil {
-		return fmt.Errorf("listing the live nodes: %w", err)
+		return false, fmt.Errorf("listing the live nodes: %w", err)
 	}
 	if slices.Contains(live, owner) {
-		// Looked at again later: the owner may stop.
-		c.requeue(cache.MetaObjectToName(du), time.Minute)
-		return nil
+		requeue(key, time.Minute)
+		return false, nil
 	}
-	return c.end(ctx, du, velerov2alpha1.DataUploadPhaseFailed,
-		fmt.Sprintf("the data mover of node %s, which took it, no longer runs; the snapshot's data was not moved", owner))
+	return true, nil
+}
+
+// ownerGoneMessage says why an object a gone node took failed.
+func ownerGoneMessage(owner string) string {
+	return fmt.Sprintf("the data mover of node %s, which took it, no longer runs", owner)
 }
 
 // end writes a final phase (with a message, if any).
@@ -306,12 +337,12 @@ func (r *runs) get(uid types.UID) *run {
 	return r.byUID[uid]
 }
 
-// cancelName cancels the run of a deleted DataUpload.
-func (r *runs) cancelName(key cache.ObjectName) {
+// cancelName cancels the run of a deleted DataUpload (or DataDownload).
+func (r *runs) cancelName(key cache.ObjectName, download bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, run := range r.byUID {
-		if run.key == key {
+		if run.key == key && run.download == download {
 			run.cancel()
 		}
 	}

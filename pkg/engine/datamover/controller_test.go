@@ -89,7 +89,7 @@ func TestSync(t *testing.T) {
 			if live == nil {
 				live = []string{thisNode}
 			}
-			c, err := New(Config{Client: client, DataUploads: factory.Velero().V2alpha1().DataUploads(), Kube: kubefake.NewClientset(),
+			c, err := New(Config{Client: client, DataUploads: factory.Velero().V2alpha1().DataUploads(), DataDownloads: factory.Velero().V2alpha1().DataDownloads(), Kube: kubefake.NewClientset(),
 				Snapshots: snapshotfake.NewSimpleClientset(), Namespace: adminNS, Node: thisNode,
 				Hosts:   &vmhost.Hosts{Self: thisNode, Live: func(context.Context) ([]string, error) { return live, nil }},
 				Drivers: map[string]*csivolume.Node{driver: {}}, WorkDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now())})

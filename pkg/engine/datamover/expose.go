@@ -2,6 +2,7 @@ package datamover
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -24,10 +25,11 @@ import (
 // after it, as Velero's exposer names them: the VolumeSnapshot and the
 // claim in the admin namespace, and the VolumeSnapshotContent.
 
-// operationTimeout is how long the snapshot and the claim are waited for.
-func operationTimeout(du *velerov2alpha1.DataUpload) time.Duration {
-	if d := du.Spec.OperationTimeout.Duration; d > 0 {
-		return d
+// operationTimeout is how long a snapshot and a claim are waited for
+// (spec.operationTimeout, or the default).
+func operationTimeout(d metav1.Duration) time.Duration {
+	if d.Duration > 0 {
+		return d.Duration
 	}
 	return defaultOperationTimeout
 }
@@ -46,7 +48,7 @@ func (c *Controller) expose(ctx context.Context, du *velerov2alpha1.DataUpload) 
 	if node == nil {
 		return exposed{}, fmt.Errorf("this node has no node service of CSI driver %s", du.Spec.CSISnapshot.Driver)
 	}
-	timeout := operationTimeout(du)
+	timeout := operationTimeout(du.Spec.OperationTimeout)
 	restoreSize, err := c.moveSnapshot(ctx, du, timeout)
 	if err != nil {
 		return exposed{}, err
@@ -239,28 +241,32 @@ func (c *Controller) waitBound(ctx context.Context, pvc *corev1.PersistentVolume
 	return pv, nil
 }
 
-// publishDir is where a DataUpload's volume is published.
-func (c *Controller) publishDir(du *velerov2alpha1.DataUpload) string {
+// publishDirOf is where the volume of a DataUpload's or DataDownload's
+// claim is published.
+func (c *Controller) publishDirOf(uid types.UID) string {
 	// The UID is the server's: no user string becomes a path.
-	return filepath.Join(c.cfg.WorkDir, string(du.UID))
+	return filepath.Join(c.cfg.WorkDir, string(uid))
 }
+
+// publishDir is where a DataUpload's volume is published.
+func (c *Controller) publishDir(du *velerov2alpha1.DataUpload) string { return c.publishDirOf(du.UID) }
 
 // unpublish takes the DataUpload's volume down from its directory, if it
 // is published there.
 func (c *Controller) unpublish(ctx context.Context, du *velerov2alpha1.DataUpload) error {
-	if du.Spec.CSISnapshot == nil {
-		return nil
-	}
-	node := c.cfg.Drivers[du.Spec.CSISnapshot.Driver]
-	if node == nil {
-		return nil
-	}
-	pvc, err := c.cfg.Kube.CoreV1().PersistentVolumeClaims(c.cfg.Namespace).Get(ctx, du.Name, metav1.GetOptions{})
+	return c.unpublishClaim(ctx, du.Name, du.UID)
+}
+
+// unpublishClaim takes the volume of the admin namespace's claim down from
+// the directory of the object uid, if it is published there (through the
+// node service of the volume's driver).
+func (c *Controller) unpublishClaim(ctx context.Context, claim string, uid types.UID) error {
+	pvc, err := c.cfg.Kube.CoreV1().PersistentVolumeClaims(c.cfg.Namespace).Get(ctx, claim, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || (err == nil && pvc.Spec.VolumeName == "") {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("reading PVC %s/%s: %w", c.cfg.Namespace, du.Name, err)
+		return fmt.Errorf("reading PVC %s/%s: %w", c.cfg.Namespace, claim, err)
 	}
 	pv, err := c.cfg.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -269,11 +275,20 @@ func (c *Controller) unpublish(ctx context.Context, du *velerov2alpha1.DataUploa
 	if err != nil {
 		return fmt.Errorf("reading PV %s: %w", pvc.Spec.VolumeName, err)
 	}
-	if pv.Spec.CSI == nil {
+	if pv.Spec.CSI == nil || c.cfg.Drivers[pv.Spec.CSI.Driver] == nil {
 		return nil
 	}
 	vol := csivolume.Volume{Handle: pv.Spec.CSI.VolumeHandle, Block: pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock}
-	return node.Unpublish(ctx, vol, c.publishDir(du))
+	return c.cfg.Drivers[pv.Spec.CSI.Driver].Unpublish(ctx, vol, c.publishDirOf(uid))
+}
+
+// jsonMerge encodes a merge patch.
+func jsonMerge(patch map[string]any) ([]byte, error) {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("encoding a patch: %w", err)
+	}
+	return data, nil
 }
 
 // cleanUp removes what a DataUpload's run made: the publication, the

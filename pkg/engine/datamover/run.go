@@ -28,7 +28,9 @@ const nodeOS = "linux"
 
 // run is one DataUpload running on this node.
 type run struct {
-	key       cache.ObjectName
+	key cache.ObjectName
+	// download: a DataDownload's (key names one), not a DataUpload's.
+	download  bool
 	uid       types.UID
 	stop      context.CancelFunc
 	cancelled atomic.Bool

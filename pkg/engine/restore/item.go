@@ -33,6 +33,9 @@ var nonRestorable = map[string]bool{
 	"backups.velero.io": true, "restores.velero.io": true, "resticrepositories.velero.io": true,
 	"csinodes.storage.k8s.io": true, "volumeattachments.storage.k8s.io": true, "backuprepositories.velero.io": true,
 	"deletebackuprequests.velero.io": true, "downloadrequests.velero.io": true, "serverstatusrequests.velero.io": true,
+	// A backup's DataUploads say where its claims' data is (the volume
+	// info file says it too); the data mover makes DataDownloads anew.
+	"datauploads.velero.io": true, "datadownloads.velero.io": true,
 }
 
 // tenantKind reports whether a resource is one of the tenants' kinds
@@ -227,6 +230,9 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 	case err == nil:
 		run.log.Item("Restored", "item", what)
 		run.addDependent(gvr, obj.GetNamespace(), obj.GetName(), owners)
+		if it.GroupResource == "persistentvolumeclaims" {
+			run.recordMoved(fromBackup, obj)
+		}
 		if hasStatus {
 			created.Object["status"] = status
 			if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {

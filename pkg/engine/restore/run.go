@@ -57,6 +57,9 @@ type restoreRun struct {
 	// dependents are the items written without the owner references
 	// they had (owners.go).
 	dependents []dependent
+	// moved are the restored claims whose data the data mover writes
+	// (moved.go).
+	moved []movedClaim
 	// nsMu makes one item at a time create a missing namespace.
 	nsMu sync.Mutex
 }
@@ -325,6 +328,9 @@ func (run *restoreRun) restore(ctx context.Context) error {
 	}
 	run.relinkOwners(ctx, resources)
 	if err := run.restoreVMs(ctx, spec, resources); err != nil {
+		return err
+	}
+	if err := run.restoreMovedData(ctx); err != nil {
 		return err
 	}
 	return ctx.Err()

@@ -50,7 +50,7 @@ type Action interface {
 func Default() []Action {
 	return []Action{
 		Service{}, Pod{}, ControlledByOwner{}, Job{}, ServiceAccount{}, ServiceAccountToken{},
-		BindingSubjects{}, PersistentVolumeClaim{}, ClaimFromSnapshot{}, SnapshottedVolume{}, PersistentVolume{},
+		BindingSubjects{}, PersistentVolumeClaim{}, ClaimFromMovedData{}, ClaimFromSnapshot{}, SnapshottedVolume{}, PersistentVolume{},
 		VolumeSnapshotContent{}, VolumeSnapshot{}, ManagedEndpoints{},
 	}
 }

@@ -128,6 +128,10 @@ func (ClaimFromSnapshot) AppliesTo() []string { return []string{"persistentvolum
 func (ClaimFromSnapshot) Execute(in Input) (Result, error) {
 	obj := in.Item.Object
 	snapshot := in.FromBackup.GetAnnotations()[VolumeSnapshotAnnotation]
+	if _, moved := in.Volumes.Moved(in.FromBackup.GetNamespace(), in.FromBackup.GetName()); moved {
+		// ClaimFromMovedData's.
+		return Result{}, nil
+	}
 	annotations := in.Item.GetAnnotations()
 	delete(annotations, VolumeSnapshotAnnotation)
 	if len(annotations) == 0 {
@@ -157,6 +161,12 @@ func (SnapshottedVolume) Name() string        { return "persistentvolume: backed
 func (SnapshottedVolume) AppliesTo() []string { return []string{"persistentvolumes"} }
 
 func (SnapshottedVolume) Execute(in Input) (Result, error) {
+	if in.Volumes.FromMovedData(in.FromBackup.GetName()) {
+		if !restoresVolumes(in) {
+			return Result{Skip: true, Reason: "restorePVs is false"}, nil
+		}
+		return Result{Skip: true, Reason: "dynamically re-provisioned; the data mover writes its data from the storage location"}, nil
+	}
 	if in.Volumes == nil || !in.Volumes.FromCSISnapshot(in.FromBackup.GetName()) {
 		return Result{}, nil
 	}
@@ -164,4 +174,47 @@ func (SnapshottedVolume) Execute(in Input) (Result, error) {
 		return Result{Skip: true, Reason: "restorePVs is false"}, nil
 	}
 	return Result{Skip: true, Reason: "dynamically re-provisioned from its CSI snapshot"}, nil
+}
+
+// ClaimFromMovedData provisions anew a claim whose snapshot's data the
+// backup moved into the storage location, as Velero's CSI PVC restorer
+// does: bound to no volume, with no data source, and selecting only a
+// volume labelled for it (DynamicPVRestoreLabel), which the data mover
+// hands it once it has written the data (the restore makes the
+// DataDownload). With restorePVs: false it is provisioned anew, empty.
+type ClaimFromMovedData struct{}
+
+func (ClaimFromMovedData) Name() string {
+	return "persistentvolumeclaim: its data from the storage location"
+}
+func (ClaimFromMovedData) AppliesTo() []string { return []string{"persistentvolumeclaims"} }
+
+func (ClaimFromMovedData) Execute(in Input) (Result, error) {
+	if _, moved := in.Volumes.Moved(in.FromBackup.GetNamespace(), in.FromBackup.GetName()); !moved {
+		return Result{}, nil
+	}
+	obj := in.Item.Object
+	unstructured.RemoveNestedField(obj, "spec", "volumeName")
+	unstructured.RemoveNestedField(obj, "spec", "dataSource")
+	unstructured.RemoveNestedField(obj, "spec", "dataSourceRef")
+	annotations := in.Item.GetAnnotations()
+	delete(annotations, velerov1.DataUploadNameAnnotation)
+	delete(annotations, VolumeSnapshotAnnotation)
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	in.Item.SetAnnotations(annotations)
+	if !restoresVolumes(in) {
+		return Result{}, nil
+	}
+	return Result{}, unstructured.SetNestedField(obj, MovedDataSelector(in.Restore, in.Item.GetNamespace(), in.Item.GetName()),
+		"spec", "selector", "matchLabels", velerov1.DynamicPVRestoreLabel)
+}
+
+// MovedDataSelector is the value of DynamicPVRestoreLabel a restored claim
+// selects its volume by: Velero's "<namespace>.<claim>.<suffix>", the
+// suffix the restore's (the same on a restart of it).
+func MovedDataSelector(r *velerov1.Restore, namespace, claim string) string {
+	sum := sha256.Sum256([]byte(r.UID))
+	return velerov1.LabelValue(namespace + "." + claim + "." + hex.EncodeToString(sum[:])[:5])
 }

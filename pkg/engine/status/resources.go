@@ -130,3 +130,9 @@ func (w Writer) BackupRepositories(c versioned.Interface, namespace string) *Res
 	return For[velerov1.BackupRepository](w, velerov1.Resource("backuprepositories"), c.VeleroV1().BackupRepositories(namespace),
 		func(r *velerov1.BackupRepository) string { return string(r.Status.Phase) })
 }
+
+// DataDownloads writes the status of the DataDownloads of namespace.
+func (w Writer) DataDownloads(c versioned.Interface, namespace string) *ResourceWriter[velerov2alpha1.DataDownload, *velerov2alpha1.DataDownload] {
+	return For[velerov2alpha1.DataDownload](w, velerov2alpha1.Resource("datadownloads"), c.VeleroV2alpha1().DataDownloads(namespace),
+		func(d *velerov2alpha1.DataDownload) string { return string(d.Status.Phase) })
+}

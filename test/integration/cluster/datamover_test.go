@@ -67,7 +67,7 @@ func TestDataMover(t *testing.T) {
 		}
 		defer rep.Close(ctx)
 		dir := t.TempDir()
-		if _, err := rep.Restore(ctx, id, dir); err != nil {
+		if _, err := rep.Restore(ctx, id, dir, nil); err != nil {
 			t.Fatal(err)
 		}
 		return readTree(t, dir)
@@ -217,6 +217,51 @@ func TestDataMover(t *testing.T) {
 			t.Errorf("the second snapshot of db: %s", diff)
 		}
 		leftNothing(t, before, second)
+	})
+
+	// The backup restored into another namespace: each claim provisioned
+	// anew (selecting only the volume made for it), a DataDownload each,
+	// run by the data mover, which writes the kopia snapshot into a new
+	// volume and hands it to the claim; the files byte for byte, nothing
+	// left in the admin namespace, the volume's reclaim policy as it was.
+	step("a restore writes each claim's data back, into a mapped namespace", func(t *testing.T) {
+		const restored = "shop-restored"
+		wants("restore create --wait",
+			velero("restore", "create", "moved-2-restore", "--from-backup", "moved-2", "--namespace-mappings", ns+":"+restored, "--wait"),
+			"Restore completed with status: Completed")
+		r, err := c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, "moved-2-restore", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.RestoreItemOperationsAttempted != 2 || r.Status.RestoreItemOperationsCompleted != 2 {
+			t.Errorf("restore operations: %d attempted, %d completed; want 2, 2", r.Status.RestoreItemOperationsAttempted, r.Status.RestoreItemOperationsCompleted)
+		}
+		dds, err := c.Backstop.VeleroV2alpha1().DataDownloads(adminNamespace).List(ctx, metav1.ListOptions{LabelSelector: velerov1.RestoreNameLabel + "=moved-2-restore"})
+		if err != nil || len(dds.Items) != 2 {
+			t.Fatalf("the restore's DataDownloads: %v (%v), want one per claim", dds, err)
+		}
+		for _, dd := range dds.Items {
+			st := dd.Status
+			if st.Phase != velerov2alpha1.DataDownloadPhaseCompleted || st.Node != framework.HarnessNode || dd.Spec.SourceNamespace != ns || dd.Spec.TargetVolume.Namespace != restored {
+				t.Errorf("DataDownload %s: spec %+v, status %+v", dd.Name, dd.Spec, st)
+			}
+			if _, err := c.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).Get(ctx, dd.Name, metav1.GetOptions{}); err == nil {
+				t.Errorf("the claim of DataDownload %s is left in %s", dd.Name, adminNamespace)
+			}
+		}
+		for claim, files := range content {
+			pvc := c.CSI.WaitBound(restored, claim)
+			pv, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || pv.Labels[velerov1.DynamicPVRestoreLabel] == "" {
+				t.Errorf("the volume of %s/%s: reclaim policy %s, labels %v", restored, claim, pv.Spec.PersistentVolumeReclaimPolicy, pv.Labels)
+			}
+			if diff := framework.DiffFiles(files, c.CSI.ReadFiles(restored, claim)); diff != "" {
+				t.Errorf("restored claim %s/%s: %s", restored, claim, diff)
+			}
+		}
 	})
 
 	// Cancelled while its upload runs (uploads slowed to 4 MiB/s: db's
