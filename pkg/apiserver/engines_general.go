@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
 
@@ -121,10 +122,18 @@ func newDeletionEngine(e *engineContext) (engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	dirs, err := e.dataMoverDirs()
+	if err != nil {
+		return nil, err
+	}
+	repos, err := e.repositories(snapshots.Kube, velerov1.EngineBackupDeletion, filepath.Join(dirs.repositories, "deletion"))
+	if err != nil {
+		return nil, err
+	}
 	return deletion.New(e.client, deletion.Informers{
 		Requests: e.velero.DeleteBackupRequests(), Backups: e.velero.Backups(), Restores: e.velero.Restores(),
 		Locations: e.velero.BackupStorageLocations(),
-	}, e.opener, snapshots, clock.RealClock{}, e.crash, e.observers...)
+	}, e.opener, snapshots, repos, clock.RealClock{}, e.crash, e.observers...)
 }
 
 func newGCEngine(e *engineContext) (engine, error) {

@@ -56,15 +56,10 @@ func newDataMoverEngine(e *engineContext) (engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The source cluster keeps the repositories' password; this server,
-	// the source standalone, serves no Secrets: Velero's default password.
-	var secrets typedcorev1.SecretsGetter
-	if e.extra.Source != nil {
-		secrets = kube.CoreV1()
+	repos, err := e.repositories(kube, velerov2alpha1.EngineDataMover, filepath.Join(dirs.repositories, "mover"))
+	if err != nil {
+		return nil, err
 	}
-	writer := status.Writer{Engine: velerov2alpha1.EngineDataMover, Observers: e.observers}
-	repos := backuprepo.New(backuprepo.Config{Client: e.client, Namespace: e.extra.Namespace, Locations: e.velero.BackupStorageLocations().Lister(),
-		Secrets: secrets, Opener: e.opener, Dir: dirs.repositories, Status: writer, UploadBytesPerSecond: float64(dm.UploadBytesPerSecond)})
 	c, err := datamover.New(datamover.Config{Client: e.client, DataUploads: e.dataMovement.DataUploads(), DataDownloads: e.dataMovement.DataDownloads(), Kube: kube, Snapshots: snapshots,
 		Namespace: e.extra.Namespace, Node: dm.Node, Hosts: e.process.hosts, Drivers: drivers, Repositories: repos,
 		WorkDir: dirs.volumes, Concurrency: dm.Concurrency, Clock: clock.RealClock{}, Observers: e.observers, Crash: e.crash})
@@ -73,6 +68,23 @@ func newDataMoverEngine(e *engineContext) (engine, error) {
 	}
 	c.WaitFor(e.velero.BackupStorageLocations().Informer())
 	return c, nil
+}
+
+// repositories are the kopia repositories of the locations, as the engine
+// named uses them, with their connections under dir (each engine its own).
+func (e *engineContext) repositories(kube kubernetes.Interface, engine, dir string) (*backuprepo.Repositories, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	// The source cluster keeps the repositories' password; this server,
+	// the source standalone, serves no Secrets: Velero's default password.
+	var secrets typedcorev1.SecretsGetter
+	if e.extra.Source != nil {
+		secrets = kube.CoreV1()
+	}
+	return backuprepo.New(backuprepo.Config{Client: e.client, Namespace: e.extra.Namespace, Locations: e.velero.BackupStorageLocations().Lister(),
+		Secrets: secrets, Opener: e.opener, Dir: dir, Status: status.Writer{Engine: engine, Observers: e.observers},
+		UploadBytesPerSecond: float64(e.extra.DataMover.UploadBytesPerSecond)}), nil
 }
 
 // dataMoverDirs are the data mover's private directories.

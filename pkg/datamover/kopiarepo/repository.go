@@ -335,9 +335,9 @@ func (r *Repository) Snapshots(ctx context.Context, source string) ([]*snapshot.
 // the snapshot's total, and returns how many bytes it wrote. It stops when
 // ctx ends.
 func (r *Repository) Restore(ctx context.Context, id, target string, progress Progress) (int64, error) {
-	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
+	man, err := r.load(ctx, id)
 	if err != nil {
-		return 0, fmt.Errorf("reading snapshot %s: %w", id, err)
+		return 0, err
 	}
 	root, err := snapshotfs.SnapshotRoot(r.rep, man)
 	if err != nil {
@@ -367,13 +367,37 @@ func (r *Repository) Restore(ctx context.Context, id, target string, progress Pr
 	return st.RestoredTotalFileSize, nil
 }
 
+// ErrNoSnapshot is the error of a snapshot the repository does not hold.
+var ErrNoSnapshot = errors.New("no such snapshot")
+
+// load reads snapshot id's manifest.
+func (r *Repository) load(ctx context.Context, id string) (*snapshot.Manifest, error) {
+	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
+	if errors.Is(err, snapshot.ErrSnapshotNotFound) {
+		return nil, fmt.Errorf("snapshot %s: %w", id, ErrNoSnapshot)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
+	}
+	return man, nil
+}
+
 // SourceOf returns the source (SourcePath) of snapshot id.
 func (r *Repository) SourceOf(ctx context.Context, id string) (string, error) {
-	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
+	man, err := r.load(ctx, id)
 	if err != nil {
-		return "", fmt.Errorf("reading snapshot %s: %w", id, err)
+		return "", err
 	}
 	return man.Source.Path, nil
+}
+
+// TagsOf returns the tags of snapshot id.
+func (r *Repository) TagsOf(ctx context.Context, id string) (map[string]string, error) {
+	man, err := r.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return man.Tags, nil
 }
 
 // Forget deletes snapshot id's manifest: its data goes at the next

@@ -35,6 +35,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	velerolisters "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
 // Velero's names of the repository's password and of its repositories.
@@ -298,4 +299,41 @@ func (r *Repositories) password(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("the repository password: Secret %s/%s has no key %s", r.cfg.Namespace, CredentialsSecret, CredentialsKey)
 	}
 	return password, nil
+}
+
+// ForgetBackup forgets the kopia snapshots a backup's DataUploads made:
+// those of the volumes its volume info file says it moved, each in the
+// repository of its claim's namespace. A snapshot is forgotten only if
+// kopia holds it as one of this backup's uploads (its operation ID tag is
+// the backup's: du-<backup UID>.): a bucket's file names no other. Its data
+// goes at the repository's next maintenance. It returns how many it
+// forgot.
+func (r *Repositories) ForgetBackup(ctx context.Context, b *velerov1.Backup, volumes []volumeinfo.BackupVolumeInfo) (int, error) {
+	prefix := string(velerov1.AsyncOperationIDPrefixDataUpload) + string(b.UID) + "."
+	n := 0
+	for _, v := range volumes {
+		m := v.SnapshotDataMovementInfo
+		if !v.SnapshotDataMoved || m == nil || m.SnapshotHandle == "" || v.PVCNamespace == "" {
+			continue
+		}
+		rep, err := r.Open(ctx, b.Spec.StorageLocation, v.PVCNamespace)
+		if err != nil {
+			return n, err
+		}
+		tags, err := rep.TagsOf(ctx, m.SnapshotHandle)
+		if errors.Is(err, kopiarepo.ErrNoSnapshot) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if !strings.HasPrefix(tags[velerov1.AsyncOperationIDLabel], prefix) {
+			return n, fmt.Errorf("snapshot %s of the repository of namespace %s is not an upload of backup %s", m.SnapshotHandle, v.PVCNamespace, b.Name)
+		}
+		if err := rep.Forget(ctx, m.SnapshotHandle); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

@@ -30,6 +30,7 @@ import (
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
 // MaxAge is how long a processed request is kept (Velero: 24 hours).
@@ -57,6 +58,16 @@ type Controller struct {
 	crash    failpoint.Set
 	// snapshots deletes the CSI snapshots of deleted backups (nil: none).
 	snapshots SnapshotDeleter
+	// moved forgets the data movers' snapshots of deleted backups (nil:
+	// none).
+	moved MovedDataForgetter
+}
+
+// MovedDataForgetter forgets the snapshots a backup's DataUploads made in
+// its location's repositories (backuprepo.Repositories), given the
+// backup's volumes (its volume info file).
+type MovedDataForgetter interface {
+	ForgetBackup(ctx context.Context, b *velerov1.Backup, volumes []volumeinfo.BackupVolumeInfo) (int, error)
 }
 
 // SnapshotDeleter deletes the snapshots a backup took in the source
@@ -75,9 +86,9 @@ type Informers struct {
 }
 
 // New returns the controller.
-func New(client versioned.Interface, inf Informers, opener objectstore.Opener, snapshots SnapshotDeleter, clk clock.Clock, crash failpoint.Set, observers ...status.Observer) (*Controller, error) {
+func New(client versioned.Interface, inf Informers, opener objectstore.Opener, snapshots SnapshotDeleter, moved MovedDataForgetter, clk clock.Clock, crash failpoint.Set, observers ...status.Observer) (*Controller, error) {
 	c := &Controller{client: client, requests: inf.Requests.Lister(), backups: inf.Backups.Lister(),
-		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), opener: opener, snapshots: snapshots, clock: clk, crash: crash,
+		restores: inf.Restores.Lister(), locations: inf.Locations.Lister(), opener: opener, snapshots: snapshots, moved: moved, clock: clk, crash: crash,
 		status: status.Writer{Engine: velerov1.EngineBackupDeletion, Observers: observers}}
 	c.Loop = reconcile.NewLoop("deletebackuprequests", c.sync)
 	if err := c.Watch(inf.Requests.Informer()); err != nil {
@@ -167,6 +178,11 @@ func (c *Controller) syncDeleted(ctx context.Context, key cache.ObjectName) erro
 	case c.readOnly(b):
 		// Another server's location, synced from: its data is not ours.
 	default:
+		// The data movers' snapshots first: the volume info file, which
+		// the prefix holds, names them.
+		if err := c.forgetMovedData(ctx, b, store, layout); err != nil {
+			return err
+		}
 		if err := objectstore.DeletePrefix(ctx, store, layout.BackupDir(b.Name)); err != nil {
 			return fmt.Errorf("deleting the data of deleted backup %s: %w", b.Name, err)
 		}
@@ -320,6 +336,11 @@ func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupReque
 		// Keep the Backup so the deletion can be retried once the location works.
 		return c.finish(ctx, req, fmt.Sprintf("deleting the data of backup %s: %v", backup.Name, err))
 	default:
+		// The data movers' snapshots first: the volume info file, which
+		// the prefix holds, names them.
+		if err := c.forgetMovedData(ctx, backup, store, layout); err != nil {
+			return c.finish(ctx, req, err.Error())
+		}
 		if err := objectstore.DeletePrefix(ctx, store, layout.BackupDir(backup.Name)); err != nil {
 			return c.finish(ctx, req, fmt.Sprintf("deleting the data of backup %s: %v", backup.Name, err))
 		}
@@ -389,4 +410,44 @@ func (c *Controller) setPhase(ctx context.Context, req *velerov1.DeleteBackupReq
 			cur.Status.Errors = errs
 		}
 	})
+}
+
+// forgetMovedData forgets the snapshots the backup's DataUploads made, and
+// deletes its DataUploads.
+func (c *Controller) forgetMovedData(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout) error {
+	if c.moved == nil {
+		return nil
+	}
+	key, _ := layout.Key(velerov1.DownloadTargetKindBackupVolumeInfos, b.Name)
+	data, err := objectstore.GetGzip(ctx, store, key, volumeinfo.MaxSize)
+	switch {
+	case errors.Is(err, objectstore.ErrNotFound):
+		data = nil
+	case err != nil:
+		return fmt.Errorf("reading the volume info of deleted backup %s: %w", b.Name, err)
+	}
+	if data != nil {
+		volumes, err := volumeinfo.Decode(data)
+		if err != nil {
+			return fmt.Errorf("deleted backup %s: %w", b.Name, err)
+		}
+		n, err := c.moved.ForgetBackup(ctx, b, volumes)
+		if err != nil {
+			return fmt.Errorf("forgetting the moved data of deleted backup %s: %w", b.Name, err)
+		}
+		if n > 0 {
+			klog.FromContext(ctx).Info("Forgot the snapshots of the data moved by a deleted backup", "backup", klog.KObj(b), "snapshots", n)
+		}
+	}
+	dus := c.client.VeleroV2alpha1().DataUploads(b.Namespace)
+	list, err := dus.List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupUIDSelector(b.UID)})
+	if err != nil {
+		return fmt.Errorf("listing the DataUploads of deleted backup %s: %w", b.Name, err)
+	}
+	for _, du := range list.Items {
+		if err := dus.Delete(ctx, du.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting DataUpload %s of deleted backup %s: %w", du.Name, b.Name, err)
+		}
+	}
+	return nil
 }

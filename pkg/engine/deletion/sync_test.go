@@ -87,7 +87,7 @@ func TestDeletionDecisions(t *testing.T) {
 			w := enginetest.New(t, append(tc.objs, location)...)
 			v := w.Factory.Velero().V1()
 			c, err := New(w.Client, Informers{Requests: v.DeleteBackupRequests(), Backups: v.Backups(), Restores: v.Restores(), Locations: v.BackupStorageLocations()},
-				objectstore.Opener{}, nil, clocktesting.NewFakeClock(now), failpoint.Set{})
+				objectstore.Opener{}, nil, nil, clocktesting.NewFakeClock(now), failpoint.Set{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -338,6 +340,40 @@ func TestDataMover(t *testing.T) {
 			t.Errorf("the repository holds %d snapshots of db, want the 2 of the completed backups", len(all))
 		}
 		leftNothing(t, before, uploads(t, "moved-3"))
+	})
+
+	// Deleting a backup forgets its kopia snapshots (their data goes at
+	// the repository's maintenance) and deletes its DataUploads; the
+	// other backups' snapshots stay.
+	step("deleting a backup forgets its snapshots", func(t *testing.T) {
+		second := uploads(t, "moved-2")
+		wants("backup delete", velero("backup", "delete", "moved-1", "--confirm"), `Request to delete backup "moved-1" submitted successfully`)
+		poll(t, "backup moved-1 gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "moved-1", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if left := uploads(t, "moved-1"); len(left) != 0 {
+			t.Errorf("DataUploads of the deleted backup left: %v", left)
+		}
+		st, err := kopiarepo.FilesystemStorage(ctx, repoDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: backuprepo.DefaultPassword, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rep.Close(ctx)
+		for claim, du := range first {
+			if _, err := rep.SourceOf(ctx, du.Status.SnapshotID); !errors.Is(err, kopiarepo.ErrNoSnapshot) {
+				t.Errorf("the deleted backup's snapshot %s of %s: %v, want it forgotten", du.Status.SnapshotID, claim, err)
+			}
+		}
+		for claim, du := range second {
+			if _, err := rep.SourceOf(ctx, du.Status.SnapshotID); err != nil {
+				t.Errorf("backup moved-2's snapshot %s of %s: %v, want it kept", du.Status.SnapshotID, claim, err)
+			}
+		}
 	})
 }
 
