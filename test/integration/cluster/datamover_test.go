@@ -291,7 +291,7 @@ func TestDataMover(t *testing.T) {
 			for claim, d := range uploads(t, "moved-3") {
 				t.Logf("DataUpload of %s: cancel %v, status %+v", claim, d.Spec.Cancel, d.Status)
 			}
-			dataMoverLog(t, c)
+			serverLog(t, c, "data-mover", "DataUpload", "dataUpload")
 			t.Fatalf("db's DataUpload of moved-3 not InProgress: %v", err)
 		}
 		if err := c.Backstop.VeleroV1().RESTClient().Post().Namespace(adminNamespace).Resource("backups").Name("moved-3").SubResource("cancel").Do(ctx).Error(); err != nil {
@@ -396,16 +396,19 @@ func readTree(t *testing.T, dir string) map[string][]byte {
 	return files
 }
 
-// dataMoverLog logs what the server's log says of the data mover.
-func dataMoverLog(t *testing.T, c *framework.Cluster) {
+// serverLog logs the lines of the server's log that hold one of words.
+func serverLog(t *testing.T, c *framework.Cluster, words ...string) {
 	data, err := os.ReadFile(filepath.Join(c.Dir, "logs", "backstop-apiserver.log"))
 	if err != nil {
 		t.Log(err)
 		return
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if strings.Contains(line, "data-mover") || strings.Contains(line, "DataUpload") || strings.Contains(line, "dataUpload") {
-			t.Log(line)
+		for _, w := range words {
+			if strings.Contains(line, w) {
+				t.Log(line)
+				break
+			}
 		}
 	}
 }
