@@ -203,6 +203,9 @@ var ErrCanceled = errors.New("the upload was cancelled")
 // incremental over source's newest complete snapshot, with tags added to
 // Velero's.
 func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[string]string, progress Progress) (UploadResult, error) {
+	if ctx.Err() != nil {
+		return UploadResult{}, fmt.Errorf("uploading %s: %w", dir, ErrCanceled)
+	}
 	si := sourceInfo(source)
 	entry, err := localfs.Directory(dir)
 	if err != nil {

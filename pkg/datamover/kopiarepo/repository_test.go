@@ -191,4 +191,15 @@ func TestRepository(t *testing.T) {
 			t.Errorf("forgetting it again: %v", err)
 		}
 	})
+	t.Run("a cancelled upload saves no snapshot", func(t *testing.T) {
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := r.Upload(cancelled, volume, source, nil, nil); !errors.Is(err, ErrCanceled) {
+			t.Errorf("upload with its context ended: %v, want ErrCanceled", err)
+		}
+		all, err := r.Snapshots(ctx, source)
+		if err != nil || len(all) != 1 || string(all[0].ID) != second.SnapshotID {
+			t.Errorf("snapshots after the cancelled upload: %v (%v), want the second only", all, err)
+		}
+	})
 }

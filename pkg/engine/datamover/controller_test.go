@@ -7,6 +7,8 @@ import (
 	"time"
 
 	snapshotfake "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/fake"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -116,6 +118,72 @@ func TestSync(t *testing.T) {
 				t.Errorf("message %q, want it to say %q", stored.Status.Message, tc.want.message)
 			}
 			got.message = tc.want.message
+			if got != tc.want {
+				t.Errorf("decided %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSyncDownload(t *testing.T) {
+	dd := func(mutate func(*velerov2alpha1.DataDownload)) *velerov2alpha1.DataDownload {
+		d := &velerov2alpha1.DataDownload{ObjectMeta: metav1.ObjectMeta{Namespace: adminNS, Name: "restore-1", UID: "dd-uid"},
+			Spec: velerov2alpha1.DataDownloadSpec{TargetVolume: velerov2alpha1.TargetVolumeSpec{PVC: "db", Namespace: "shop"},
+				SourceNamespace: "shop", SnapshotID: "k1", BackupStorageLocation: "default"}}
+		if mutate != nil {
+			mutate(d)
+		}
+		return d
+	}
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "csi"}, Provisioner: driver}
+	otherClass := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "ebs"}, Provisioner: "ebs.csi.aws.com"}
+	claim := func(class string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class}}
+	}
+	for _, tc := range []struct {
+		name  string
+		dd    *velerov2alpha1.DataDownload
+		claim *corev1.PersistentVolumeClaim
+		want  decision
+	}{
+		{name: "its claim's class is of this node's driver: taken and run", dd: dd(nil), claim: claim("csi"),
+			want: decision{phase: velerov2alpha1.DataUploadPhase(velerov2alpha1.DataDownloadPhaseAccepted), accepted: thisNode, started: true}},
+		{name: "its claim's class is another driver's: left to another node", dd: dd(nil), claim: claim("ebs"), want: decision{}},
+		{name: "no claim yet: left (the restore gives it up after its timeout)", dd: dd(nil), want: decision{}},
+		{name: "cancelled before any node took it: Canceled at once", dd: dd(func(d *velerov2alpha1.DataDownload) { d.Spec.Cancel = true }), claim: claim("csi"),
+			want: decision{phase: velerov2alpha1.DataUploadPhase(velerov2alpha1.DataDownloadPhaseCanceled)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			client := fake.NewSimpleClientset(tc.dd)
+			kube := kubefake.NewClientset(class, otherClass)
+			if tc.claim != nil {
+				if _, err := kube.CoreV1().PersistentVolumeClaims("shop").Create(ctx, tc.claim, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			factory := externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithNamespace(adminNS))
+			c, err := New(Config{Client: client, DataUploads: factory.Velero().V2alpha1().DataUploads(), DataDownloads: factory.Velero().V2alpha1().DataDownloads(),
+				Kube: kube, Snapshots: snapshotfake.NewSimpleClientset(), Namespace: adminNS, Node: thisNode,
+				Drivers: map[string]*csivolume.Node{driver: {}}, WorkDir: t.TempDir(), Clock: clocktesting.NewFakeClock(time.Now())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got decision
+			c.beginDownload = func(context.Context, *velerov2alpha1.DataDownload) { got.started = true }
+			c.requeueDownload = func(cache.ObjectName, time.Duration) { got.requeued = true }
+			factory.Start(ctx.Done())
+			factory.WaitForCacheSync(ctx.Done())
+			if err := c.syncDownload(ctx, cache.MetaObjectToName(tc.dd)); err != nil {
+				t.Fatal(err)
+			}
+			stored, err := client.VeleroV2alpha1().DataDownloads(adminNS).Get(ctx, tc.dd.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.phase, got.accepted = velerov2alpha1.DataUploadPhase(stored.Status.Phase), stored.Status.AcceptedByNode
 			if got != tc.want {
 				t.Errorf("decided %+v, want %+v", got, tc.want)
 			}

@@ -89,11 +89,10 @@ func (c *Controller) syncDownload(ctx context.Context, key cache.ObjectName) err
 		return c.endDownload(ctx, dd, velerov2alpha1.DataDownloadPhaseCanceled, msg)
 	case owner == "":
 		reachable, err := c.reachesTarget(ctx, dd)
-		if err != nil {
-			return c.endDownload(ctx, dd, velerov2alpha1.DataDownloadPhaseFailed, err.Error())
-		}
-		if !reachable {
-			return nil
+		if err != nil || !reachable {
+			// Another node's, or none's: the restore gives it up after
+			// its operation timeout, saying why.
+			return err
 		}
 		if !c.runs.reserve() {
 			c.requeueDownload(key, 2*time.Second)
@@ -127,17 +126,30 @@ func (c *Controller) syncDownload(ctx context.Context, key cache.ObjectName) err
 }
 
 // reachesTarget reports whether this node has the node service of the
-// driver that provisions the target claim's class. A target claim that
-// is not there, or of no class, is an error.
+// driver that provisions the target claim's class (a node without a
+// driver reads nothing). A target claim that is not there, or of no class
+// this node knows, is not this node's.
 func (c *Controller) reachesTarget(ctx context.Context, dd *velerov2alpha1.DataDownload) (bool, error) {
+	if len(c.cfg.Drivers) == 0 {
+		return false, nil
+	}
 	t := dd.Spec.TargetVolume
 	pvc, err := c.cfg.Kube.CoreV1().PersistentVolumeClaims(t.Namespace).Get(ctx, t.PVC, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("the target PVC %s/%s: %w", t.Namespace, t.PVC, err)
 	}
-	class, err := c.classOf(ctx, pvc)
+	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
+		return false, nil
+	}
+	class, err := c.cfg.Kube.StorageV1().StorageClasses().Get(ctx, *pvc.Spec.StorageClassName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("the storage class %s of the target PVC %s/%s: %w", *pvc.Spec.StorageClassName, t.Namespace, t.PVC, err)
 	}
 	return c.cfg.Drivers[class.Provisioner] != nil, nil
 }

@@ -294,26 +294,38 @@ func jsonMerge(patch map[string]any) ([]byte, error) {
 // cleanUp removes what a DataUpload's run made: the publication, the
 // claim, and the moved snapshot with its storage snapshot (deletion
 // policy Delete). The claim is deleted only once its volume is
-// unpublished.
+// unpublished; the snapshot goes whatever happens to the claim. What fails
+// is tried again, for cleanUpTimeout.
 func (c *Controller) cleanUp(ctx context.Context, du *velerov2alpha1.DataUpload) error {
-	if err := c.unpublish(ctx, du); err != nil {
-		return err
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, cleanUpTimeout, true, func(ctx context.Context) (bool, error) {
+		last = c.cleanUpOnce(ctx, du)
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return last
 	}
+	return err
+}
+
+func (c *Controller) cleanUpOnce(ctx context.Context, du *velerov2alpha1.DataUpload) error {
 	var errs []error
-	err := c.cfg.Kube.CoreV1().PersistentVolumeClaims(c.cfg.Namespace).Delete(ctx, du.Name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err := c.unpublish(ctx, du); err != nil {
+		errs = append(errs, err)
+	} else if err := c.cfg.Kube.CoreV1().PersistentVolumeClaims(c.cfg.Namespace).Delete(ctx, du.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("deleting PVC %s/%s: %w", c.cfg.Namespace, du.Name, err))
 	}
 	snaps := c.cfg.Snapshots.SnapshotV1()
 	if err := c.setDeletionPolicy(ctx, du.Name, snapshotv1.VolumeSnapshotContentDelete); err != nil {
 		errs = append(errs, err)
-	}
-	if err := snaps.VolumeSnapshots(c.cfg.Namespace).Delete(ctx, du.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", c.cfg.Namespace, du.Name, err))
-	}
-	// A content whose VolumeSnapshot was never made is deleted itself.
-	if err := snaps.VolumeSnapshotContents().Delete(ctx, du.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("deleting VolumeSnapshotContent %s: %w", du.Name, err))
+	} else {
+		if err := snaps.VolumeSnapshots(c.cfg.Namespace).Delete(ctx, du.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", c.cfg.Namespace, du.Name, err))
+		}
+		// A content whose VolumeSnapshot was never made is deleted itself.
+		if err := snaps.VolumeSnapshotContents().Delete(ctx, du.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting VolumeSnapshotContent %s: %w", du.Name, err))
+		}
 	}
 	return errors.Join(errs...)
 }

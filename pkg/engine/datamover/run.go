@@ -70,7 +70,7 @@ type moved struct {
 func (c *Controller) execute(engineCtx, ctx context.Context, r *run, du *velerov2alpha1.DataUpload) {
 	log := klog.FromContext(ctx).WithValues("dataUpload", r.key.String())
 	m, err := c.move(ctx, du)
-	cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanUpTimeout)
+	cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*cleanUpTimeout)
 	defer cancel()
 	if engineCtx.Err() != nil && !r.canceled() {
 		if uerr := c.unpublish(cleanCtx, du); uerr != nil {

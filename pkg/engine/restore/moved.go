@@ -57,6 +57,11 @@ func (run *restoreRun) recordMoved(fromBackup, written *unstructured.Unstructure
 // waits for it.
 const dataDownloadPoll = time.Second
 
+// defaultDataDownloadTimeout bounds the wait for a data mover to take a
+// DataDownload without spec.operationTimeout (Velero's default
+// csiSnapshotTimeout).
+const defaultDataDownloadTimeout = 10 * time.Minute
+
 // restoreMovedData makes the DataDownload of each moved claim and waits
 // for them all.
 func (run *restoreRun) restoreMovedData(ctx context.Context) error {
@@ -124,24 +129,45 @@ func (run *restoreRun) makeDataDownload(ctx context.Context, m movedClaim) (*vel
 // restore that ends first (deleted) cancels it.
 func (run *restoreRun) waitDataDownload(ctx context.Context, dd *velerov2alpha1.DataDownload) error {
 	client := run.c.cfg.Client.VeleroV2alpha1().DataDownloads(dd.Namespace)
+	what := fmt.Sprintf("the data of PVC %s/%s (DataDownload %s)", dd.Spec.TargetVolume.Namespace, dd.Spec.TargetVolume.PVC, dd.Name)
+	cancel := func() {
+		patch := []byte(`{"spec":{"cancel":true}}`)
+		if _, cerr := client.Patch(context.WithoutCancel(ctx), dd.Name, types.MergePatchType, patch, metav1.PatchOptions{}); cerr != nil && !apierrors.IsNotFound(cerr) {
+			run.log.Warning(dd.Spec.TargetVolume.Namespace, "", fmt.Sprintf("cancelling %s: %v", what, cerr))
+		}
+	}
+	// A DataDownload no data mover takes (no node reaches the class's
+	// driver) is given up after the operation timeout.
+	timeout := dd.Spec.OperationTimeout.Duration
+	if timeout <= 0 {
+		timeout = defaultDataDownloadTimeout
+	}
 	var got *velerov2alpha1.DataDownload
+	untaken := false
 	err := wait.PollUntilContextCancel(ctx, dataDownloadPoll, true, func(ctx context.Context) (bool, error) {
 		var err error
 		got, err = client.Get(ctx, dd.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return err == nil && got.Status.Phase.Terminal(), nil
-	})
-	what := fmt.Sprintf("the data of PVC %s/%s (DataDownload %s)", dd.Spec.TargetVolume.Namespace, dd.Spec.TargetVolume.PVC, dd.Name)
-	if err != nil {
-		patch := []byte(`{"spec":{"cancel":true}}`)
-		if _, cerr := client.Patch(context.WithoutCancel(ctx), dd.Name, types.MergePatchType, patch, metav1.PatchOptions{}); cerr != nil && !apierrors.IsNotFound(cerr) {
-			run.log.Warning(dd.Spec.TargetVolume.Namespace, "", fmt.Sprintf("cancelling %s: %v", what, cerr))
+		if err != nil {
+			return false, nil
 		}
+		if got.Status.AcceptedByNode == "" && run.c.cfg.Clock.Since(got.CreationTimestamp.Time) > timeout {
+			untaken = true
+			return true, nil
+		}
+		return got.Status.Phase.Terminal(), nil
+	})
+	if err != nil {
+		cancel()
 		return err
 	}
 	switch {
+	case untaken:
+		cancel()
+		run.count.opsFailed.Add(1)
+		run.log.Error(dd.Spec.TargetVolume.Namespace, "", fmt.Sprintf("%s: no data mover took it within %s (no node's data mover reaches the driver of the claim's storage class)", what, timeout))
 	case got == nil || got.Name == "":
 		run.count.opsFailed.Add(1)
 		run.log.Error(dd.Spec.TargetVolume.Namespace, "", what+": the DataDownload was deleted")

@@ -162,7 +162,8 @@ func snapshotOrphans(ctx context.Context, c *framework.Cluster, snaps snapshotcl
 		b := completed[uid]
 		switch {
 		case b == nil:
-			out = append(out, fmt.Sprintf("VolumeSnapshotContent %s of no completed backup (UID %q)", content.Name, uid))
+			out = append(out, fmt.Sprintf("VolumeSnapshotContent %s of no completed backup (UID %q; policy %s, deleting %v, finalizers %v)",
+				content.Name, uid, content.Spec.DeletionPolicy, content.DeletionTimestamp != nil, content.Finalizers))
 		case content.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentRetain || content.DeletionTimestamp != nil:
 			out = append(out, fmt.Sprintf("VolumeSnapshotContent %s of backup %s: policy %s, deleting %v", content.Name, b.Name, content.Spec.DeletionPolicy, content.DeletionTimestamp != nil))
 		}

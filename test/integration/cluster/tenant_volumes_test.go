@@ -20,6 +20,7 @@ import (
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -225,6 +226,62 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 			if files := c.CSI.ReadFiles(alice.Namespace, "data"); files["secret.txt"] != nil {
 				t.Errorf("alice's restored claim holds bob's files")
 			}
+		}
+	})
+
+	// A tenant's backup that moves its snapshots' data: the data mover
+	// uploads into the repository of the tenant's namespace (one per
+	// namespace and location), and the tenant's restore writes it back.
+	step("a tenant's backup moves its claim's data, and its restore writes it back", func(t *testing.T) {
+		ledger := map[string][]byte{"ledger.csv": []byte("1,2,3\n"), "archive/2025.csv": bytes.Repeat([]byte("x"), 256<<10)}
+		c.CSI.CreateClaim(alice.Namespace, "ledger", "64Mi", nil)
+		c.CSI.WriteFiles(alice.Namespace, "ledger", ledger)
+		yes := true
+		if _, err := alice.Client.OadpV1alpha1().NonAdminBackups(alice.Namespace).Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "nab-moved"},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{SnapshotMoveData: &yes}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var b *velerov1.Backup
+		poll(t, "NonAdminBackup nab-moved finished", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			nab, err := c.Backstop.OadpV1alpha1().NonAdminBackups(alice.Namespace).Get(ctx, "nab-moved", metav1.GetOptions{})
+			if err != nil || nab.Status.VeleroBackup == nil || nab.Status.VeleroBackup.Name == "" {
+				return false, nil
+			}
+			b, err = c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, nab.Status.VeleroBackup.Name, metav1.GetOptions{})
+			return err == nil && b.Status.Phase.Terminal(), nil
+		})
+		if b.Status.Phase != velerov1.BackupPhaseCompleted {
+			t.Fatalf("backup %s: %s (%s)", b.Name, b.Status.Phase, b.Status.FailureReason)
+		}
+		dus, err := c.Backstop.VeleroV2alpha1().DataUploads(adminNamespace).List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupUIDSelector(b.UID)})
+		if err != nil || len(dus.Items) == 0 {
+			t.Fatalf("the backup's DataUploads: %v (%v)", dus, err)
+		}
+		for _, du := range dus.Items {
+			if du.Spec.SourceNamespace != alice.Namespace || du.Status.Phase != velerov2alpha1.DataUploadPhaseCompleted {
+				t.Errorf("DataUpload %s of %s/%s: %s (%s)", du.Name, du.Spec.SourceNamespace, du.Spec.SourcePVC, du.Status.Phase, du.Status.Message)
+			}
+		}
+		repos, err := c.Backstop.VeleroV1().BackupRepositories(adminNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range repos.Items {
+			if r.Spec.VolumeNamespace != alice.Namespace || r.Status.Phase != velerov1.BackupRepositoryPhaseReady {
+				t.Errorf("BackupRepository %s: namespace %s, %s; want only alice's, Ready", r.Name, r.Spec.VolumeNamespace, r.Status.Phase)
+			}
+		}
+		if len(repos.Items) != 1 {
+			t.Errorf("%d BackupRepositories, want alice's namespace's only", len(repos.Items))
+		}
+		deleteClaim(t, alice.Namespace, "ledger")
+		r := restore(t, alice, "nar-moved", velerov1.RestoreSpec{BackupName: "nab-moved", IncludedResources: []string{"persistentvolumeclaims"}})
+		if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.RestoreItemOperationsCompleted == 0 {
+			t.Fatalf("restore %s: %s, %d errors, %d item operations completed", r.Name, r.Status.Phase, r.Status.Errors, r.Status.RestoreItemOperationsCompleted)
+		}
+		c.CSI.WaitBound(alice.Namespace, "ledger")
+		if diff := framework.DiffFiles(ledger, c.CSI.ReadFiles(alice.Namespace, "ledger")); diff != "" {
+			t.Errorf("alice's claim restored from the moved data: %s", diff)
 		}
 	})
 
