@@ -102,17 +102,23 @@ func TestSnapshotCrashPoints(t *testing.T) {
 					t.Errorf("backup %s: %d CSI snapshots completed, want one per claim (2)", name, b.Status.CSIVolumeSnapshotsCompleted)
 				}
 			}
+			// orphans is the last listing that succeeded.
 			var orphans []string
 			var listErr error
 			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-				orphans, listErr = snapshotOrphans(ctx, c, snaps, ns)
-				if listErr == nil {
+				found, err := snapshotOrphans(ctx, c, snaps, ns)
+				if err == nil {
 					var left []string
-					left, listErr = dataUploadOrphans(ctx, c)
-					orphans = append(orphans, left...)
+					left, err = dataUploadOrphans(ctx, c)
+					found = append(found, left...)
 				}
-				return listErr == nil && len(orphans) == 0, nil
+				if listErr = err; err != nil {
+					return false, nil
+				}
+				orphans = found
+				return len(orphans) == 0, nil
 			}); err != nil {
+				serverLog(t, c, "data-mover", "DataUpload", "dataUpload", "Cleaning up")
 				t.Fatalf("snapshots orphaned after a crash at %s: %v (last listing error: %v)", p.point, orphans, listErr)
 			}
 		})
