@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/backstop-io/backstop/test/integration/framework"
 	"github.com/kopia/kopia/repo/format"
 	"github.com/kopia/kopia/repo/maintenance"
 )
@@ -33,20 +33,11 @@ func writeTree(t *testing.T, dir string, files map[string][]byte) {
 // readTree reads every regular file under dir.
 func readTree(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = data
-		return err
-	})
+	files, err := framework.ReadTree(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return files
 }
 
 func sameTree(t *testing.T, what string, want, got map[string][]byte) {

@@ -471,7 +471,7 @@ func (c *Controller) cleanUpDownload(ctx context.Context, dd *velerov2alpha1.Dat
 		return fmt.Errorf("reading PVC %s/%s: %w", c.cfg.Namespace, dd.Name, err)
 	}
 	if pvc.Spec.VolumeName != "" {
-		if err := c.setReclaimPolicy(ctx, pvc.Spec.VolumeName, corev1.PersistentVolumeReclaimDelete); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+		if err := c.setReclaimPolicy(ctx, pvc.Spec.VolumeName, corev1.PersistentVolumeReclaimDelete); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -57,7 +56,9 @@ func TestDataMover(t *testing.T) {
 		return out
 	}
 	// restored reads a kopia snapshot of the repository back.
-	restored := func(t *testing.T, id string) map[string][]byte {
+	// openRepository opens the repository as a client of its own would
+	// (closed when the test step ends).
+	openRepository := func(t *testing.T) *kopiarepo.Repository {
 		t.Helper()
 		st, err := kopiarepo.FilesystemStorage(ctx, repoDir)
 		if err != nil {
@@ -67,12 +68,20 @@ func TestDataMover(t *testing.T) {
 		if err != nil {
 			t.Fatalf("opening the repository at %s: %v", repoDir, err)
 		}
-		defer rep.Close(ctx)
+		t.Cleanup(func() { _ = rep.Close(ctx) })
+		return rep
+	}
+	restored := func(t *testing.T, id string) map[string][]byte {
+		t.Helper()
 		dir := t.TempDir()
-		if _, err := rep.Restore(ctx, id, dir, nil); err != nil {
+		if _, err := openRepository(t).Restore(ctx, id, dir, nil); err != nil {
 			t.Fatal(err)
 		}
-		return readTree(t, dir)
+		files, err := framework.ReadTree(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
 	}
 	// leftNothing waits until the cluster and the driver hold nothing of
 	// the data mover's: no VolumeSnapshot in the claims' namespace or the
@@ -318,15 +327,7 @@ func TestDataMover(t *testing.T) {
 				t.Errorf("the log of the cancelled backup lacks %q:\n%s", want, logs)
 			}
 		}
-		st, err := kopiarepo.FilesystemStorage(ctx, repoDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: backuprepo.DefaultPassword, Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rep.Close(ctx)
+		rep := openRepository(t)
 		all, err := rep.Snapshots(ctx, kopiarepo.SourcePath(ns, "db"))
 		if err != nil {
 			t.Fatal(err)
@@ -355,15 +356,7 @@ func TestDataMover(t *testing.T) {
 		if left := uploads(t, "moved-1"); len(left) != 0 {
 			t.Errorf("DataUploads of the deleted backup left: %v", left)
 		}
-		st, err := kopiarepo.FilesystemStorage(ctx, repoDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: backuprepo.DefaultPassword, Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rep.Close(ctx)
+		rep := openRepository(t)
 		for claim, du := range first {
 			if _, err := rep.SourceOf(ctx, du.Status.SnapshotID); !errors.Is(err, kopiarepo.ErrNoSnapshot) {
 				t.Errorf("the deleted backup's snapshot %s of %s: %v, want it forgotten", du.Status.SnapshotID, claim, err)
@@ -375,25 +368,6 @@ func TestDataMover(t *testing.T) {
 			}
 		}
 	})
-}
-
-// readTree reads every regular file under dir by its "/"-separated path.
-func readTree(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	files := map[string][]byte{}
-	fsys := os.DirFS(dir)
-	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		data, err := fs.ReadFile(fsys, name)
-		files[name] = data
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
 }
 
 // serverLog logs the lines of the server's log that hold one of words.

@@ -342,22 +342,32 @@ func (s *CSI) WriteFiles(namespace, claim string, files map[string][]byte) {
 func (s *CSI) ReadFiles(namespace, claim string) map[string][]byte {
 	c := s.c
 	c.t.Helper()
-	files := map[string][]byte{}
+	var files map[string][]byte
 	err := s.withVolume(context.Background(), namespace, claim, true, func(dir string) error {
-		fsys := os.DirFS(dir)
-		return fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return err
-			}
-			data, err := fs.ReadFile(fsys, name)
-			files[name] = data
-			return err
-		})
+		var err error
+		files, err = ReadTree(dir)
+		return err
 	})
 	if err != nil {
 		c.t.Fatalf("reading the files of claim %s/%s: %v", namespace, claim, err)
 	}
 	return files
+}
+
+// ReadTree reads every regular file under dir, by its "/"-separated path
+// relative to dir.
+func ReadTree(dir string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	fsys := os.DirFS(dir)
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, name)
+		files[name] = data
+		return err
+	})
+	return files, err
 }
 
 // DiffFiles says how got differs from want (file names and sizes; ""
