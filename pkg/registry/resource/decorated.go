@@ -13,7 +13,11 @@ import (
 // DecoratedREST is a main resource's storage whose objects get fields that
 // are not stored filled in as they are returned (a backup's queue
 // position): by get, list, create, update and watch. Fill gets an object
-// or a list of the resource; it must set the fields whatever they held.
+// or a list of the resource; it must set the fields whatever they held,
+// and only on the object itself: what the object points to may be shared
+// with the storage's watch cache (a list from it is a shallow copy of
+// the cached objects), so a pointed-to struct is replaced by a filled-in
+// copy, never changed.
 type DecoratedREST struct {
 	*REST
 	Fill func(obj runtime.Object)

@@ -163,14 +163,23 @@ type StatusStrategy struct {
 	// ValidateStatus, if set, checks the new status (internal object),
 	// whoever writes it: the resource's transition rules.
 	ValidateStatus func(ctx context.Context, obj, old runtime.Object) field.ErrorList
+	// NotStored, if set, clears the status fields the registry fills in
+	// when an object is read (a queue position): a copy read with them
+	// and written back stores what it would without them, so the queue
+	// moving rewrites nothing.
+	NotStored func(obj runtime.Object)
 }
 
 // NewStatusStrategy returns the status strategy beside s.
 func NewStatusStrategy(s Strategy) StatusStrategy { return StatusStrategy{Strategy: s} }
 
-// PrepareForUpdate keeps the stored spec and metadata generation.
+// PrepareForUpdate keeps the stored spec and metadata generation, and
+// clears the fields that are never stored.
 func (s StatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	CopySpec(obj, old)
+	if s.NotStored != nil {
+		s.NotStored(obj)
+	}
 	newMeta, err1 := meta.Accessor(obj)
 	oldMeta, err2 := meta.Accessor(old)
 	if err1 == nil && err2 == nil {

@@ -91,10 +91,15 @@ func queueFill(position func(string) int) func(runtime.Object) {
 		if vb == nil || vb.Name == "" || nab.Status.QueueInfo == nil {
 			return
 		}
+		// What the status points to is shared with the storage's cache
+		// (its lists are shallow copies): filled in on copies.
 		p := position(vb.Name)
-		nab.Status.QueueInfo.EstimatedQueuePosition = p
+		nab.Status.QueueInfo = &oadp.QueueInfo{EstimatedQueuePosition: p}
 		if vb.Status != nil {
-			vb.Status.QueuePosition = p
+			vb, st := *vb, *vb.Status
+			st.QueuePosition = p
+			vb.Status = &st
+			nab.Status.VeleroBackup = &vb
 		}
 	}
 	return func(obj runtime.Object) {

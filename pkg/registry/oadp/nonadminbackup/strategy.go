@@ -141,9 +141,19 @@ func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) f
 // NewStatusStrategy returns the strategy of the status subresource: only
 // the server's engines write it, along oadpv1alpha1.NonAdminBackupLifecycle.
 func NewStatusStrategy(s resource.Strategy) resource.StatusStrategy {
-	return resource.NewLifecycleStatusStrategy(s, oadpv1alpha1.NonAdminBackupLifecycle, func(o runtime.Object) oadpv1alpha1.NonAdminPhase {
+	st := resource.NewLifecycleStatusStrategy(s, oadpv1alpha1.NonAdminBackupLifecycle, func(o runtime.Object) oadpv1alpha1.NonAdminPhase {
 		return oadpv1alpha1.NonAdminPhase(o.(*oadp.NonAdminBackup).Status.Phase)
 	}, field.NewPath("status", "phase"))
+	st.NotStored = func(o runtime.Object) {
+		nab := o.(*oadp.NonAdminBackup)
+		if q := nab.Status.QueueInfo; q != nil {
+			q.EstimatedQueuePosition = 0
+		}
+		if vb := nab.Status.VeleroBackup; vb != nil && vb.Status != nil {
+			vb.Status.QueuePosition = 0
+		}
+	}
+	return st
 }
 
 // Table renders NonAdminBackups like the OADP CRD's printer columns.

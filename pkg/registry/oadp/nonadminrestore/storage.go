@@ -82,7 +82,9 @@ func queueFill(position func(string) int) func(runtime.Object) {
 		if position == nil || vr == nil || vr.Name == "" || nar.Status.QueueInfo == nil {
 			return
 		}
-		nar.Status.QueueInfo.EstimatedQueuePosition = position(vr.Name)
+		// What the status points to is shared with the storage's cache
+		// (its lists are shallow copies): filled in on a copy.
+		nar.Status.QueueInfo = &oadp.QueueInfo{EstimatedQueuePosition: position(vr.Name)}
 	}
 	return func(obj runtime.Object) {
 		switch o := obj.(type) {

@@ -93,9 +93,15 @@ func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) f
 // NewStatusStrategy returns the strategy of the status subresource: only
 // the server's engines write it, along oadpv1alpha1.NonAdminRestoreLifecycle.
 func NewStatusStrategy(s resource.Strategy) resource.StatusStrategy {
-	return resource.NewLifecycleStatusStrategy(s, oadpv1alpha1.NonAdminRestoreLifecycle, func(o runtime.Object) oadpv1alpha1.NonAdminPhase {
+	st := resource.NewLifecycleStatusStrategy(s, oadpv1alpha1.NonAdminRestoreLifecycle, func(o runtime.Object) oadpv1alpha1.NonAdminPhase {
 		return oadpv1alpha1.NonAdminPhase(o.(*oadp.NonAdminRestore).Status.Phase)
 	}, field.NewPath("status", "phase"))
+	st.NotStored = func(o runtime.Object) {
+		if q := o.(*oadp.NonAdminRestore).Status.QueueInfo; q != nil {
+			q.EstimatedQueuePosition = 0
+		}
+	}
+	return st
 }
 
 // Table renders NonAdminRestores like the OADP CRD's printer columns.

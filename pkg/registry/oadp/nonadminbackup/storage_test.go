@@ -1,0 +1,42 @@
+package nonadminbackup
+
+import (
+	"context"
+	"testing"
+
+	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+)
+
+// TestQueueFillLeavesTheCacheAlone: a list from the watch cache is a
+// shallow copy of the cached objects; filling in the queue positions of
+// its items must not change the cached objects they point into.
+func TestQueueFillLeavesTheCacheAlone(t *testing.T) {
+	cached := oadp.NonAdminBackup{Status: oadp.NonAdminBackupStatus{
+		VeleroBackup: &oadp.VeleroBackup{Name: "b", Status: &velero.BackupStatus{}},
+		QueueInfo:    &oadp.QueueInfo{},
+	}}
+	list := &oadp.NonAdminBackupList{Items: []oadp.NonAdminBackup{cached}}
+	queueFill(func(string) int { return 4 })(list)
+	item := list.Items[0].Status
+	if item.QueueInfo.EstimatedQueuePosition != 4 || item.VeleroBackup.Status.QueuePosition != 4 {
+		t.Errorf("the list's item has positions %d and %d, want 4", item.QueueInfo.EstimatedQueuePosition, item.VeleroBackup.Status.QueuePosition)
+	}
+	if cached.Status.QueueInfo.EstimatedQueuePosition != 0 || cached.Status.VeleroBackup.Status.QueuePosition != 0 {
+		t.Errorf("the cached object was given positions %d and %d: the fill changed what the list shares with the cache",
+			cached.Status.QueueInfo.EstimatedQueuePosition, cached.Status.VeleroBackup.Status.QueuePosition)
+	}
+}
+
+// TestStatusStoresNoQueuePosition: a status written with its positions
+// filled in (a copy as read) is stored without them.
+func TestStatusStoresNoQueuePosition(t *testing.T) {
+	st := NewStatusStrategy(NewStrategy(nil, nil, nil).Strategy)
+	old := &oadp.NonAdminBackup{Status: oadp.NonAdminBackupStatus{QueueInfo: &oadp.QueueInfo{}}}
+	obj := &oadp.NonAdminBackup{Status: oadp.NonAdminBackupStatus{QueueInfo: &oadp.QueueInfo{EstimatedQueuePosition: 3},
+		VeleroBackup: &oadp.VeleroBackup{Name: "b", Status: &velero.BackupStatus{QueuePosition: 3}}}}
+	st.PrepareForUpdate(context.Background(), obj, old)
+	if obj.Status.QueueInfo.EstimatedQueuePosition != 0 || obj.Status.VeleroBackup.Status.QueuePosition != 0 {
+		t.Errorf("stored positions %d and %d, want none", obj.Status.QueueInfo.EstimatedQueuePosition, obj.Status.VeleroBackup.Status.QueuePosition)
+	}
+}

@@ -1,0 +1,38 @@
+package nonadminrestore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/backstop-io/backstop/pkg/apis/oadp"
+)
+
+// TestQueueFillLeavesTheCacheAlone: a list from the watch cache is a
+// shallow copy of the cached objects; filling in the queue positions of
+// its items must not change the cached objects they point into.
+func TestQueueFillLeavesTheCacheAlone(t *testing.T) {
+	cached := oadp.NonAdminRestore{Status: oadp.NonAdminRestoreStatus{
+		VeleroRestore: &oadp.VeleroRestore{Name: "r"},
+		QueueInfo:     &oadp.QueueInfo{},
+	}}
+	list := &oadp.NonAdminRestoreList{Items: []oadp.NonAdminRestore{cached}}
+	queueFill(func(string) int { return 4 })(list)
+	if got := list.Items[0].Status.QueueInfo.EstimatedQueuePosition; got != 4 {
+		t.Errorf("the list's item has position %d, want 4", got)
+	}
+	if got := cached.Status.QueueInfo.EstimatedQueuePosition; got != 0 {
+		t.Errorf("the cached object was given position %d: the fill changed what the list shares with the cache", got)
+	}
+}
+
+// TestStatusStoresNoQueuePosition: a status written with its position
+// filled in (a copy as read) is stored without it.
+func TestStatusStoresNoQueuePosition(t *testing.T) {
+	st := NewStatusStrategy(NewStrategy(nil, nil, nil).Strategy)
+	old := &oadp.NonAdminRestore{Status: oadp.NonAdminRestoreStatus{QueueInfo: &oadp.QueueInfo{}}}
+	obj := &oadp.NonAdminRestore{Status: oadp.NonAdminRestoreStatus{QueueInfo: &oadp.QueueInfo{EstimatedQueuePosition: 3}}}
+	st.PrepareForUpdate(context.Background(), obj, old)
+	if got := obj.Status.QueueInfo.EstimatedQueuePosition; got != 0 {
+		t.Errorf("stored position %d, want none", got)
+	}
+}
