@@ -17,6 +17,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
+	"github.com/backstop-io/backstop/pkg/engine/backuprepo"
 	"github.com/backstop-io/backstop/pkg/engine/csisnapshot"
 	"github.com/backstop-io/backstop/pkg/engine/deletion"
 	"github.com/backstop-io/backstop/pkg/engine/download"
@@ -48,6 +49,7 @@ func generalEngines() []engineDescriptor {
 		{name: velerov1.EngineBackupSync, part: generalPart, workers: 1, new: newBackupSyncEngine},
 		{name: velerov1.EngineBackupDeletion, part: generalPart, workers: 2, new: newDeletionEngine},
 		{name: gc.Name, part: generalPart, workers: 1, new: newGCEngine},
+		{name: backuprepo.ControllerName, part: generalPart, workers: 1, new: newRepositoryEngine},
 	}
 }
 
@@ -134,6 +136,22 @@ func newDeletionEngine(e *engineContext) (engine, error) {
 		Requests: e.velero.DeleteBackupRequests(), Backups: e.velero.Backups(), Restores: e.velero.Restores(),
 		Locations: e.velero.BackupStorageLocations(),
 	}, e.opener, snapshots, repos, clock.RealClock{}, e.crash, e.observers...)
+}
+
+func newRepositoryEngine(e *engineContext) (engine, error) {
+	dirs, err := e.dataMoverDirs()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(e.sourceConfig(e.loopback))
+	if err != nil {
+		return nil, fmt.Errorf("source client: %w", err)
+	}
+	repos, err := e.repositories(kube, backuprepo.ControllerName, filepath.Join(dirs.repositories, "controller"))
+	if err != nil {
+		return nil, err
+	}
+	return backuprepo.NewController(repos, e.velero.BackupRepositories(), clock.RealClock{})
 }
 
 func newGCEngine(e *engineContext) (engine, error) {

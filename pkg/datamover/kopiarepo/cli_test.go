@@ -40,7 +40,7 @@ func TestKopiaCLIReadsTheRepository(t *testing.T) {
 	volume := t.TempDir()
 	files := map[string][]byte{"README.txt": []byte("orders\n"), "data/orders.json": []byte(`{"orders":[1,2,3]}`)}
 	writeTree(t, volume, files)
-	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir()})
+	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir(), Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestMaintenance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir()})
+	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir(), Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}

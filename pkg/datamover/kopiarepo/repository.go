@@ -118,6 +118,10 @@ type Config struct {
 	// UploadBytesPerSecond limits the bytes written to the storage (0: no
 	// limit).
 	UploadBytesPerSecond float64
+	// Create creates the repository when the storage holds none (one
+	// creator per repository: two creating it at once would each write
+	// part of its format); otherwise that is ErrNoRepository.
+	Create bool
 }
 
 // Repository is an open repository.
@@ -128,15 +132,21 @@ type Repository struct {
 // ErrWrongPassword is the error of a repository the password does not open.
 var ErrWrongPassword = errors.New("the repository password does not open the repository")
 
+// ErrNoRepository is the error of opening, without Create, a storage that
+// holds no repository.
+var ErrNoRepository = errors.New("the storage holds no repository")
+
 // Open opens the repository of cfg, creating it (kopia's default hash,
 // encryption and splitter, as Velero creates it) when the storage holds
-// none, and setting it up as Velero does (setUpForVelero).
+// none and cfg.Create, and setting it up as Velero does (setUpForVelero).
 func Open(ctx context.Context, cfg Config) (*Repository, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the repository's local directory: %w", err)
 	}
 	_, err := cfg.Storage.GetMetadata(ctx, format.KopiaRepositoryBlobID)
 	switch {
+	case errors.Is(err, blob.ErrBlobNotFound) && !cfg.Create:
+		return nil, ErrNoRepository
 	case errors.Is(err, blob.ErrBlobNotFound):
 		if err := repo.Initialize(ctx, cfg.Storage, &repo.NewRepositoryOptions{}, cfg.Password); err != nil {
 			return nil, fmt.Errorf("creating the repository: %w", err)

@@ -75,7 +75,7 @@ func TestRepository(t *testing.T) {
 	}
 	writeTree(t, volume, files)
 
-	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir()})
+	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir(), Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +156,18 @@ func TestRepository(t *testing.T) {
 		params, err := maintenance.GetParams(ctx, r.rep)
 		if err != nil || params.Owner != "default@default" || params.FullCycle.Interval != maintenance.DefaultParams().FullCycle.Interval {
 			t.Errorf("maintenance parameters %+v, %v; want kopia's defaults owned by default@default", params, err)
+		}
+	})
+	t.Run("opened without creating, where there is none", func(t *testing.T) {
+		none, err := FilesystemStorage(ctx, filepath.Join(bucket, Prefix("/backups/", "other")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(ctx, Config{Storage: none, Password: "static-passw0rd", Dir: t.TempDir()}); !errors.Is(err, ErrNoRepository) {
+			t.Errorf("opened where there is no repository: %v, want ErrNoRepository", err)
+		}
+		if _, err := os.Stat(filepath.Join(bucket, "backups", "kopia", "other", "kopia.repository.f")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("opening where there is none made a repository: %v", err)
 		}
 	})
 	t.Run("opened again elsewhere", func(t *testing.T) {

@@ -5,8 +5,10 @@
 // with the password of the Secret velero-repo-credentials (made with
 // Velero's default password when missing), and described by a
 // BackupRepository <namespace>-<location>-kopia (Velero's name and three
-// labels), Ready once the repository opens, NotReady with the reason when
-// it does not.
+// labels). Its engine (Controller, as Velero's BackupRepository
+// controller) is the one creator of repositories: it sets each up (Ready,
+// or NotReady with the reason) and runs its maintenance; the engines that
+// use a repository (Repositories.Open) wait for it and never create one.
 package backuprepo
 
 import (
@@ -27,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -101,9 +104,12 @@ func New(cfg Config) *Repositories {
 	return &Repositories{cfg: cfg, open: map[string]*entry{}}
 }
 
-// Open returns the repository of a volume namespace in a storage location,
-// creating it the first time, and sets its BackupRepository's phase. The
-// repository stays open until Close.
+// Open returns the repository of a volume namespace in a storage location
+// for an engine that uses it (an upload, a download, a deletion). Its
+// BackupRepository is made when missing, and the repository engine
+// (Controller: the one creator of repositories) given up to ReadyTimeout
+// to set it up; Open itself never creates a repository. The repository
+// stays open until Close.
 func (r *Repositories) Open(ctx context.Context, location, volumeNamespace string) (*kopiarepo.Repository, error) {
 	bsl, err := r.cfg.Locations.BackupStorageLocations(r.cfg.Namespace).Get(location)
 	if err != nil {
@@ -113,17 +119,44 @@ func (r *Repositories) Open(ctx context.Context, location, volumeNamespace strin
 	if err != nil {
 		return nil, err
 	}
-	rep, err := r.openRepository(ctx, bsl, volumeNamespace)
-	phase, message := velerov1.BackupRepositoryPhaseReady, ""
+	if err := r.waitSetUp(ctx, repoObj); err != nil {
+		return nil, err
+	}
+	return r.openRepository(ctx, bsl, volumeNamespace, false)
+}
+
+// ReadyTimeout is how long Open waits for a new BackupRepository to be
+// set up by the repository engine.
+const ReadyTimeout = 2 * time.Minute
+
+// waitSetUp waits until the repository engine has set br up once (its
+// phase Ready or NotReady).
+func (r *Repositories) waitSetUp(ctx context.Context, br *velerov1.BackupRepository) error {
+	if br.Status.Phase == velerov1.BackupRepositoryPhaseReady || br.Status.Phase == velerov1.BackupRepositoryPhaseNotReady {
+		return nil
+	}
+	client := r.cfg.Client.VeleroV1().BackupRepositories(br.Namespace)
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, ReadyTimeout, false, func(ctx context.Context) (bool, error) {
+		got, err := client.Get(ctx, br.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return got.Status.Phase == velerov1.BackupRepositoryPhaseReady || got.Status.Phase == velerov1.BackupRepositoryPhaseNotReady, nil
+	})
 	if err != nil {
-		phase, message = velerov1.BackupRepositoryPhaseNotReady, err.Error()
+		return fmt.Errorf("BackupRepository %s was not set up within %s (the %s engine sets repositories up): %w", br.Name, ReadyTimeout, ControllerName, err)
 	}
-	if _, werr := r.cfg.Status.BackupRepositories(r.cfg.Client, r.cfg.Namespace).Update(ctx, repoObj, func(o *velerov1.BackupRepository) {
-		o.Status.Phase, o.Status.Message = phase, message
-	}); werr != nil && err == nil {
-		return nil, werr
+	return nil
+}
+
+// setUp opens the repository br describes for the repository engine,
+// creating it when its location holds none.
+func (r *Repositories) setUp(ctx context.Context, br *velerov1.BackupRepository) (*kopiarepo.Repository, error) {
+	bsl, err := r.cfg.Locations.BackupStorageLocations(r.cfg.Namespace).Get(br.Spec.BackupStorageLocation)
+	if err != nil {
+		return nil, fmt.Errorf("backup storage location %s: %w", br.Spec.BackupStorageLocation, err)
 	}
-	return rep, err
+	return r.openRepository(ctx, bsl, br.Spec.VolumeNamespace, true)
 }
 
 // Close closes every open repository and forgets their connections.
@@ -172,8 +205,9 @@ func (r *Repositories) ensureObject(ctx context.Context, bsl *velerov1.BackupSto
 	return created, nil
 }
 
-// openRepository opens (or returns the open) repository of ns in bsl.
-func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupStorageLocation, ns string) (*kopiarepo.Repository, error) {
+// openRepository opens (or returns the open) repository of ns in bsl,
+// creating it if create and its location holds none.
+func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupStorageLocation, ns string, create bool) (*kopiarepo.Repository, error) {
 	password, err := r.password(ctx)
 	if err != nil {
 		return nil, err
@@ -214,7 +248,7 @@ func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupS
 	if err != nil {
 		return nil, err
 	}
-	rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: password, Dir: e.dir, UploadBytesPerSecond: r.cfg.UploadBytesPerSecond})
+	rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: password, Dir: e.dir, UploadBytesPerSecond: r.cfg.UploadBytesPerSecond, Create: create})
 	if errors.Is(err, kopiarepo.ErrWrongPassword) {
 		return nil, fmt.Errorf("the repository at %s: the password of Secret %s (key %s) does not open it", where, CredentialsSecret, CredentialsKey)
 	}

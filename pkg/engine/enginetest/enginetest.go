@@ -64,6 +64,8 @@ func (w *World) indexer(t testing.TB, obj runtime.Object) cache.Indexer {
 		return v.DeleteBackupRequests().Informer().GetIndexer()
 	case *velerov1.DownloadRequest:
 		return v.DownloadRequests().Informer().GetIndexer()
+	case *velerov1.BackupRepository:
+		return v.BackupRepositories().Informer().GetIndexer()
 	case *oadpv1alpha1.NonAdminBackup:
 		return o.NonAdminBackups().Informer().GetIndexer()
 	case *oadpv1alpha1.NonAdminRestore:

@@ -140,6 +140,11 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 	})
 	step("a wrong repository password fails the restore with the reason", func(t *testing.T) {
 		before := bucketFiles(t, srv.Root)
+		t.Cleanup(func() {
+			if t.Failed() {
+				serverLog(t, b, "DataDownload", "dataDownload", "BackupRepository", "epository")
+			}
+		})
 		out := veleroB("restore", "create", "dr-wrong", "--from-backup", "dr-1", "--wait")
 		wantsB("restore create", out, "Restore completed with status: PartiallyFailed")
 		// The link is Backstop's, through kube-apiserver: the velero CLI

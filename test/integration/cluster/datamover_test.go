@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -368,6 +370,82 @@ func TestDataMover(t *testing.T) {
 			}
 		}
 	})
+
+	// Every backup deleted, the repository's maintenance (run by the
+	// server every spec.maintenanceFrequency, kopia's schedule choosing
+	// quick or full) frees their data once asked for a full maintenance
+	// without kopia's safety delays: the bucket is back to about the
+	// repository's own metadata.
+	step("maintenance frees the space of deleted backups", func(t *testing.T) {
+		repos := c.Backstop.VeleroV1().BackupRepositories(adminNamespace)
+		name := backuprepo.Name(ns, "default")
+		br, err := repos.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(br.Status.RecentMaintenance); n == 0 || br.Status.LastMaintenanceTime == nil || br.Status.RecentMaintenance[n-1].Result != velerov1.BackupRepositoryMaintenanceSucceeded {
+			t.Errorf("the repository's maintenance so far: last %v, recent %+v; want it maintained since it was made", br.Status.LastMaintenanceTime, br.Status.RecentMaintenance)
+		}
+		for _, b := range []string{"moved-2", "moved-3"} {
+			wants("backup delete", velero("backup", "delete", b, "--confirm"), fmt.Sprintf("Request to delete backup %q submitted successfully", b))
+		}
+		poll(t, "every backup gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			list, err := c.Backstop.VeleroV1().Backups(adminNamespace).List(ctx, metav1.ListOptions{})
+			return err == nil && len(list.Items) == 0, nil
+		})
+		withData := dirBytes(t, repoDir)
+		patch := `{"spec":{"maintenanceFrequency":"1s","repositoryConfig":{"fullMaintenanceInterval":"1s","maintenanceSafety":"none"}}}`
+		if _, err := repos.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The repository's own metadata: its format, Velero's marker,
+		// kopia's parameters, schedule, indexes and maintenance logs.
+		const metadata = 1 << 20
+		var left int64
+		var last velerov1.BackupRepositoryMaintenanceStatus
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			br, err := repos.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if n := len(br.Status.RecentMaintenance); n > 0 {
+				last = br.Status.RecentMaintenance[n-1]
+			}
+			left = dirBytes(t, repoDir)
+			return left <= metadata, nil
+		}); err != nil {
+			t.Fatalf("the bucket holds %d bytes of the repository (%d before), want at most %d; last maintenance %+v", left, withData, metadata, last)
+		}
+		t.Logf("the repository in the bucket: %d bytes with the deleted backups' data, %d after a full maintenance", withData, left)
+		if last.Result != velerov1.BackupRepositoryMaintenanceSucceeded || last.CompleteTimestamp == nil {
+			t.Errorf("the last maintenance %+v, want it Succeeded", last)
+		}
+		// Back to Velero's frequency: maintenance every second writes a
+		// log each time.
+		if _, err := repos.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"maintenanceFrequency":"1h"}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // serverLog logs the lines of the server's log that hold one of words.

@@ -8,10 +8,10 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 )
 
-// TestQueueFillLeavesTheCacheAlone: a list from the watch cache is a
+// TestBackupQueueFillLeavesTheCacheAlone: a list from the watch cache is a
 // shallow copy of the cached objects; filling in the queue positions of
 // its items must not change the cached objects they point into.
-func TestQueueFillLeavesTheCacheAlone(t *testing.T) {
+func TestBackupQueueFillLeavesTheCacheAlone(t *testing.T) {
 	cached := oadp.NonAdminBackup{Status: oadp.NonAdminBackupStatus{
 		VeleroBackup: &oadp.VeleroBackup{Name: "b", Status: &velero.BackupStatus{}},
 		QueueInfo:    &oadp.QueueInfo{},
@@ -28,9 +28,9 @@ func TestQueueFillLeavesTheCacheAlone(t *testing.T) {
 	}
 }
 
-// TestStatusStoresNoQueuePosition: a status written with its positions
+// TestBackupStatusStoresNoQueuePosition: a status written with its positions
 // filled in (a copy as read) is stored without them.
-func TestStatusStoresNoQueuePosition(t *testing.T) {
+func TestBackupStatusStoresNoQueuePosition(t *testing.T) {
 	st := NewStatusStrategy(NewStrategy(nil, nil, nil).Strategy)
 	old := &oadp.NonAdminBackup{Status: oadp.NonAdminBackupStatus{QueueInfo: &oadp.QueueInfo{}}}
 	obj := &oadp.NonAdminBackup{Status: oadp.NonAdminBackupStatus{QueueInfo: &oadp.QueueInfo{EstimatedQueuePosition: 3},

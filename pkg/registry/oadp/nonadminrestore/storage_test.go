@@ -7,10 +7,10 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 )
 
-// TestQueueFillLeavesTheCacheAlone: a list from the watch cache is a
+// TestRestoreQueueFillLeavesTheCacheAlone: a list from the watch cache is a
 // shallow copy of the cached objects; filling in the queue positions of
 // its items must not change the cached objects they point into.
-func TestQueueFillLeavesTheCacheAlone(t *testing.T) {
+func TestRestoreQueueFillLeavesTheCacheAlone(t *testing.T) {
 	cached := oadp.NonAdminRestore{Status: oadp.NonAdminRestoreStatus{
 		VeleroRestore: &oadp.VeleroRestore{Name: "r"},
 		QueueInfo:     &oadp.QueueInfo{},
@@ -25,9 +25,9 @@ func TestQueueFillLeavesTheCacheAlone(t *testing.T) {
 	}
 }
 
-// TestStatusStoresNoQueuePosition: a status written with its position
+// TestRestoreStatusStoresNoQueuePosition: a status written with its position
 // filled in (a copy as read) is stored without it.
-func TestStatusStoresNoQueuePosition(t *testing.T) {
+func TestRestoreStatusStoresNoQueuePosition(t *testing.T) {
 	st := NewStatusStrategy(NewStrategy(nil, nil, nil).Strategy)
 	old := &oadp.NonAdminRestore{Status: oadp.NonAdminRestoreStatus{QueueInfo: &oadp.QueueInfo{}}}
 	obj := &oadp.NonAdminRestore{Status: oadp.NonAdminRestoreStatus{QueueInfo: &oadp.QueueInfo{EstimatedQueuePosition: 3}}}
