@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
 	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
@@ -157,7 +158,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 func (c *Controller) maintain(ctx context.Context, br *velerov1.BackupRepository, rep maintainer) velerov1.BackupRepositoryMaintenanceStatus {
 	start := metav1.NewTime(c.clock.Now())
 	message, err := func() (string, error) {
-		cfg, errs := velerov1.ParseRepositoryMaintenance(br.Spec.RepositoryConfig, field.NewPath("spec", "repositoryConfig"))
+		cfg, errs := velerovalidation.ParseRepositoryMaintenance(br.Spec.RepositoryConfig, field.NewPath("spec", "repositoryConfig"))
 		if errs != nil {
 			return "", errs.ToAggregate()
 		}

@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
 	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
 	"github.com/backstop-io/backstop/pkg/engine/enginetest"
 	"github.com/backstop-io/backstop/pkg/engine/status"
@@ -73,7 +74,7 @@ func TestControllerSync(t *testing.T) {
 			repo:     repository(nil, velerov1.BackupRepositoryStatus{LastMaintenanceTime: at(-3 * time.Hour), RecentMaintenance: []velerov1.BackupRepositoryMaintenanceStatus{run(-3*time.Hour, ok), run(-time.Minute, failed)}}),
 			wantRuns: []velerov1.BackupRepositoryMaintenanceResult{ok, failed}, wantLast: at(-3 * time.Hour)},
 		{name: "due: the config's interval and safety; three runs kept",
-			repo: repository(map[string]string{velerov1.RepositoryConfigFullMaintenanceInterval: "eagerGC", velerov1.RepositoryConfigMaintenanceSafety: "none"},
+			repo: repository(map[string]string{velerovalidation.RepositoryConfigFullMaintenanceInterval: "eagerGC", velerovalidation.RepositoryConfigMaintenanceSafety: "none"},
 				velerov1.BackupRepositoryStatus{LastMaintenanceTime: at(-3 * time.Hour), RecentMaintenance: []velerov1.BackupRepositoryMaintenanceStatus{
 					run(-5*time.Hour, failed), run(-4*time.Hour, ok), run(-3*time.Hour, ok)}}),
 			repoMode: maintenance.ModeQuick, wantAsked: []kopiarepo.Maintenance{{FullInterval: 6 * time.Hour, Unsafe: true}},
@@ -88,7 +89,7 @@ func TestControllerSync(t *testing.T) {
 			repo:    repository(nil, velerov1.BackupRepositoryStatus{LastMaintenanceTime: at(-2 * time.Hour)}),
 			openErr: errors.New("the password of Secret velero-repo-credentials does not open it"), wantLast: at(-2 * time.Hour)},
 		{name: "a config it cannot read: failed with the field, the repository left alone",
-			repo:     repository(map[string]string{velerov1.RepositoryConfigMaintenanceSafety: "sometimes"}, velerov1.BackupRepositoryStatus{}),
+			repo:     repository(map[string]string{velerovalidation.RepositoryConfigMaintenanceSafety: "sometimes"}, velerov1.BackupRepositoryStatus{}),
 			wantRuns: []velerov1.BackupRepositoryMaintenanceResult{failed}, wantMessage: "spec.repositoryConfig[maintenanceSafety]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

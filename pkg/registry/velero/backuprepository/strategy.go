@@ -9,6 +9,7 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
@@ -28,7 +29,7 @@ func validate(obj runtime.Object) field.ErrorList {
 	if spec.MaintenanceFrequency.Duration < 0 {
 		errs = append(errs, field.Invalid(fld.Child("maintenanceFrequency"), spec.MaintenanceFrequency.Duration.String(), "must not be negative"))
 	}
-	_, bad := velerov1.ParseRepositoryMaintenance(spec.RepositoryConfig, fld.Child("repositoryConfig"))
+	_, bad := velerovalidation.ParseRepositoryMaintenance(spec.RepositoryConfig, fld.Child("repositoryConfig"))
 	return append(errs, bad...)
 }
 
