@@ -216,6 +216,11 @@ func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[st
 	if ctx.Err() != nil {
 		return UploadResult{}, fmt.Errorf("uploading %s: %w", dir, ErrCanceled)
 	}
+	// A connection kept open since before a maintenance would otherwise
+	// reuse contents that maintenance deleted.
+	if err := r.refresh(ctx); err != nil {
+		return UploadResult{}, err
+	}
 	si := sourceInfo(source)
 	entry, err := localfs.Directory(dir)
 	if err != nil {
@@ -334,8 +339,22 @@ func sourceInfo(source string) snapshot.SourceInfo {
 	return snapshot.SourceInfo{Host: clientHost, UserName: clientUser, Path: source}
 }
 
+// refresh reads the repository's indexes as the storage has them now:
+// other connections (another engine's, another node's, the kopia CLI)
+// write snapshots, forget them and run maintenance while this one stays
+// open.
+func (r *Repository) refresh(ctx context.Context) error {
+	if err := r.rep.Refresh(ctx); err != nil {
+		return fmt.Errorf("reading the repository's indexes: %w", err)
+	}
+	return nil
+}
+
 // Snapshots lists every snapshot of source (SourcePath), in no order.
 func (r *Repository) Snapshots(ctx context.Context, source string) ([]*snapshot.Manifest, error) {
+	if err := r.refresh(ctx); err != nil {
+		return nil, err
+	}
 	all, err := snapshot.ListSnapshots(ctx, r.rep, sourceInfo(source))
 	if err != nil {
 		return nil, fmt.Errorf("listing the snapshots of %s: %w", source, err)
@@ -383,8 +402,11 @@ func (r *Repository) Restore(ctx context.Context, id, target string, progress Pr
 // ErrNoSnapshot is the error of a snapshot the repository does not hold.
 var ErrNoSnapshot = errors.New("no such snapshot")
 
-// load reads snapshot id's manifest.
+// load reads snapshot id's manifest, as the storage has it now.
 func (r *Repository) load(ctx context.Context, id string) (*snapshot.Manifest, error) {
+	if err := r.refresh(ctx); err != nil {
+		return nil, err
+	}
 	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
 	if errors.Is(err, snapshot.ErrSnapshotNotFound) {
 		return nil, fmt.Errorf("snapshot %s: %w", id, ErrNoSnapshot)

@@ -206,3 +206,40 @@ func TestRepository(t *testing.T) {
 		}
 	})
 }
+
+// TestConnectionsSeeEachOther: two connections open on one repository at
+// once (two engines', two nodes') each see what the other wrote since it
+// opened: a snapshot uploaded, then forgotten.
+func TestConnectionsSeeEachOther(t *testing.T) {
+	ctx := context.Background()
+	st, err := FilesystemStorage(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mover, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir(), Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mover.Close(ctx)
+	deletion, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deletion.Close(ctx)
+	volume := t.TempDir()
+	writeTree(t, volume, map[string][]byte{"orders.json": []byte(`{"orders":[1]}`)})
+	source := SourcePath("shop", "db")
+	up, err := mover.Upload(ctx, volume, source, map[string]string{"velero.io/async-operation-id": "du-7"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tags, err := deletion.TagsOf(ctx, up.SnapshotID); err != nil || tags["velero.io/async-operation-id"] != "du-7" {
+		t.Fatalf("the other connection reads the new snapshot's tags %v, %v", tags, err)
+	}
+	if err := deletion.Forget(ctx, up.SnapshotID); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := mover.Snapshots(ctx, source); err != nil || len(all) != 0 {
+		t.Errorf("the uploading connection lists %d snapshots after the other forgot it (%v), want none", len(all), err)
+	}
+}
