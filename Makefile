@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-authz bench-nonadmin bench-scaleout bench-peers run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-authz bench-nonadmin bench-scaleout bench-peers run setup
 
 all: build
 
@@ -98,6 +98,14 @@ bench-snapshots: build tools
 	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen,bench ./test/clusterbench -run '^$$' \
 		-bench VolumeSnapshots -benchtime=1x -timeout 60m -clusterbench.claims=$${CLAIMS:-100} 2>&1 | \
 		grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-snapshots.txt
+
+# The data mover's kopia path against the kopia CLI (test/datamoverbench): 1 GiB (one 512 MiB file and
+# small files) into a loopback S3 bucket, again after a 1% change, restored; with 1,000 and 10,000
+# small files (memory flat in the number of files).
+bench-datamover: build tools
+	set -o pipefail; for n in 1000 10000; do BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen,bench ./test/datamoverbench -run '^$$' \
+		-bench UploadVersusKopiaCLI -benchtime=1x -timeout 60m -datamoverbench.small-files=$$n || exit 1; done 2>&1 | \
+		grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-datamover.txt
 
 # Against the real peer: Velero server v1.18.3 (CRDs in kube-apiserver+etcd) and Backstop: backup and restore of 10k and 100k objects, cancel and delete, the Backup API, a 200-backup burst; rewrites docs/benchmarks.md's section and charts.
 bench-peers:
