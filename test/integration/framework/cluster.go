@@ -344,6 +344,7 @@ func (c *Cluster) stopAll() {
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].stop(syscall.SIGTERM)
 	}
+	unmountUnder(c.t, c.Dir)
 	if c.t.Failed() {
 		// Each log once (a restarted process appends to its log), kept
 		// short so that the test's own messages above stay within what a
