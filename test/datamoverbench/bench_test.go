@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
@@ -108,26 +107,6 @@ func timed(b *testing.B, cmd *exec.Cmd) run {
 	return run{out: out, seconds: elapsed, peakMiB: float64(ru.Maxrss) / 1024}
 }
 
-// dirBytes is the size of the files under dir.
-func dirBytes(b *testing.B, dir string) int64 {
-	b.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err == nil {
-			n += info.Size()
-		}
-		return err
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return n
-}
-
 // writeRandom writes n random bytes at off of the file at path, 4 MiB at
 // a time: the benchmark's own memory stays small, and a child process
 // starts with its parent's peak RSS as its own (Linux copies it at fork).
@@ -171,7 +150,7 @@ func BenchmarkUploadVersusKopiaCLI(b *testing.B) {
 		}
 		writeRandom(b, filepath.Join(dir, fmt.Sprintf("item-%05d.bin", i)), 0, smallSize)
 	}
-	total := float64(dirBytes(b, data))
+	total := float64(framework.DirBytes(b, data))
 
 	// The Backstop side.
 	srv.MakeBucket(b, "backstop")
@@ -209,7 +188,7 @@ func BenchmarkUploadVersusKopiaCLI(b *testing.B) {
 		}
 		return r, m.ID
 	}
-	bucket := func(name string) int64 { return dirBytes(b, filepath.Join(srv.Root, name)) }
+	bucket := func(name string) int64 { return framework.DirBytes(b, filepath.Join(srv.Root, name)) }
 
 	type row struct {
 		what              string

@@ -3,34 +3,14 @@ package kopiarepo
 import (
 	"context"
 	"crypto/rand"
-	"io/fs"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/kopia/kopia/repo/maintenance"
 	"k8s.io/apimachinery/pkg/util/wait"
-)
 
-// bucketBytes is the size of every blob under dir.
-func bucketBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err == nil {
-			n += info.Size()
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
 
 // TestMaintenance: the maintenance kopia's schedule says is due runs (the
 // first a full one, then none until the quick cycle); with kopia's
@@ -50,7 +30,7 @@ func TestMaintenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(ctx)
-	empty := bucketBytes(t, bucket)
+	empty := framework.DirBytes(t, bucket)
 
 	volume := t.TempDir()
 	data := make([]byte, 8<<20)
@@ -65,7 +45,7 @@ func TestMaintenance(t *testing.T) {
 	if err := r.Forget(ctx, up.SnapshotID); err != nil {
 		t.Fatal(err)
 	}
-	withData := bucketBytes(t, bucket)
+	withData := framework.DirBytes(t, bucket)
 	if withData < empty+int64(len(data)) {
 		t.Fatalf("the bucket holds %d bytes after the upload, %d before: the data is not in it", withData, empty)
 	}
@@ -78,7 +58,7 @@ func TestMaintenance(t *testing.T) {
 		if mode, err := r.Maintain(ctx, Maintenance{}); err != nil || mode != maintenance.ModeNone {
 			t.Errorf("the maintenance right after: %s, %v; want none due", mode, err)
 		}
-		if got := bucketBytes(t, bucket); got < empty+int64(len(data)) {
+		if got := framework.DirBytes(t, bucket); got < empty+int64(len(data)) {
 			t.Errorf("the bucket holds %d bytes after a safe full maintenance, want the forgotten data (%d bytes) still there", got, len(data))
 		}
 	})
@@ -91,7 +71,7 @@ func TestMaintenance(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("no full maintenance due within 30 s of a 1 s interval (last: %s): %v", mode, err)
 		}
-		got := bucketBytes(t, bucket)
+		got := framework.DirBytes(t, bucket)
 		t.Logf("bucket: %d bytes empty, %d with the data, %d after the full maintenance", empty, withData, got)
 		if got > empty+256<<10 {
 			t.Errorf("the bucket holds %d bytes after the full maintenance, %d when empty: the forgotten data was not freed", got, empty)

@@ -139,7 +139,7 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 		})
 	})
 	step("a wrong repository password fails the restore with the reason", func(t *testing.T) {
-		before := bucketFiles(t, srv.Root)
+		before := framework.FileSizes(t, srv.Root)
 		t.Cleanup(func() {
 			if t.Failed() {
 				serverLog(t, b, "DataDownload", "dataDownload", "BackupRepository", "epository")
@@ -158,7 +158,7 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 		if err != nil || repo.Status.Phase != velerov1.BackupRepositoryPhaseNotReady || !strings.Contains(repo.Status.Message, backuprepo.CredentialsSecret) {
 			t.Errorf("BackupRepository: %+v (%v), want NotReady naming the password's Secret", repo, err)
 		}
-		after := bucketFiles(t, srv.Root)
+		after := framework.FileSizes(t, srv.Root)
 		for name, size := range before {
 			if strings.Contains(name, "/kopia/") && after[name] != size {
 				t.Errorf("the repository's %s changed (%d bytes, then %d)", name, size, after[name])
@@ -188,26 +188,4 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 			t.Errorf("the claim restored in the second cluster: %s", diff)
 		}
 	})
-}
-
-// bucketFiles lists the files under an S3 server's root with their sizes.
-func bucketFiles(t *testing.T, root string) map[string]int64 {
-	t.Helper()
-	out := map[string]int64{}
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		out[filepath.ToSlash(rel)] = info.Size()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

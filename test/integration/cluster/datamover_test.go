@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -393,7 +392,7 @@ func TestDataMover(t *testing.T) {
 			list, err := c.Backstop.VeleroV1().Backups(adminNamespace).List(ctx, metav1.ListOptions{})
 			return err == nil && len(list.Items) == 0, nil
 		})
-		withData := dirBytes(t, repoDir)
+		withData := framework.DirBytes(t, repoDir)
 		patch := `{"spec":{"maintenanceFrequency":"1s","repositoryConfig":{"fullMaintenanceInterval":"1s","maintenanceSafety":"none"}}}`
 		if _, err := repos.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
@@ -411,7 +410,7 @@ func TestDataMover(t *testing.T) {
 			if n := len(br.Status.RecentMaintenance); n > 0 {
 				last = br.Status.RecentMaintenance[n-1]
 			}
-			left = dirBytes(t, repoDir)
+			left = framework.DirBytes(t, repoDir)
 			return left <= metadata, nil
 		}); err != nil {
 			t.Fatalf("the bucket holds %d bytes of the repository (%d before), want at most %d; last maintenance %+v", left, withData, metadata, last)
@@ -426,26 +425,6 @@ func TestDataMover(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-}
-
-// dirBytes is the size of the files under dir.
-func dirBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err == nil {
-			n += info.Size()
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // serverLog logs the lines of the server's log that hold one of words.

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -368,6 +369,38 @@ func ReadTree(dir string) (map[string][]byte, error) {
 		return err
 	})
 	return files, err
+}
+
+// FileSizes lists the files under dir (slash-separated paths relative to
+// it) with their sizes: a bucket's or a repository's blobs.
+func FileSizes(t testing.TB, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	fsys := os.DirFS(dir)
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			out[name] = info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listing the files under %s: %v", dir, err)
+	}
+	return out
+}
+
+// DirBytes is the size of the files under dir.
+func DirBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	var n int64
+	for _, size := range FileSizes(t, dir) {
+		n += size
+	}
+	return n
 }
 
 // DiffFiles says how got differs from want (file names and sizes; ""
