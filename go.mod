@@ -9,6 +9,7 @@ require (
 	github.com/google/pprof v0.0.0-20260402051712-545e8a4df936
 	github.com/kopia/kopia v0.22.3
 	github.com/kubernetes-csi/external-provisioner/v6 v6.4.0
+	github.com/kubernetes-csi/external-snapshot-metadata v0.2.0
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0
 	github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0
 	github.com/minio/minio-go/v7 v7.4.1
@@ -70,6 +71,7 @@ require (
 	github.com/klauspost/pgzip v1.2.6 // indirect
 	github.com/klauspost/reedsolomon v1.12.6 // indirect
 	github.com/kubernetes-csi/csi-lib-utils v0.25.0 // indirect
+	github.com/kubernetes-csi/external-snapshot-metadata/client v0.1.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/moby/sys/userns v0.1.0 // indirect

@@ -8,7 +8,11 @@
 #   snapshot-controller, kubernetes-csi/external-snapshotter: VolumeSnapshot
 #   csi-snapshotter      -> VolumeSnapshotContent -> the driver's snapshot;
 #   csi-provisioner      kubernetes-csi/external-provisioner: claims ->
-#                        volumes, also from a snapshot.
+#                        volumes, also from a snapshot;
+#   csi-snapshot-metadata kubernetes-csi/external-snapshot-metadata: the
+#                        SnapshotMetadata API (a block volume's changed
+#                        blocks) over TLS, with its SnapshotMetadataService
+#                        CRD (from the project's client module).
 #
 # external-snapshotter and external-provisioner are built inside this module
 # (hack/tools.go pins their commands, go.mod their versions), as
@@ -23,6 +27,13 @@
 # release archive committed under third_party/ (its dependencies vendored),
 # whose checksum is checked first. Idempotent: a binary that already reports
 # its version is kept.
+#
+# csi-snapshot-metadata is built as a module of its own too, at go.mod's
+# version of it (the server imports its client iterator): its runtime
+# package compiles a test harness of csi-test v5.4.0's mocks, which neither
+# this module's CSI spec nor its csi-test (v5.6.0) compile with. Its go.mod
+# points its client module at ./client, which a module zip lacks: the
+# client module (at go.mod's version) is copied there.
 #
 # `install-csi.sh driver` builds the driver only (a module of its own: it
 # builds beside this module's compiles, see hack/install-tools.sh),
@@ -46,6 +57,8 @@ hostpath_sha256=a50c3a01c6618ae4f27d10a114be4743894c3d02299751fd2782b19d7d6c58ec
 snapshotter_module=github.com/kubernetes-csi/external-snapshotter/v8
 provisioner_module=github.com/kubernetes-csi/external-provisioner/v6
 client_module=github.com/kubernetes-csi/external-snapshotter/client/v8
+metadata_module=github.com/kubernetes-csi/external-snapshot-metadata
+metadata_client_module=github.com/kubernetes-csi/external-snapshot-metadata/client
 
 # reports <binary> <version>: whether the binary says it is that version
 # (each prints "<name> <version>" for --version).
@@ -114,6 +127,29 @@ build_in_module() {
   "${bin_dir}/${name}" --version
 }
 
+build_snapshot_metadata() {
+  local version client_version
+  version="$(go list -m -f '{{.Version}}' "${metadata_module}")"
+  client_version="$(go list -m -f '{{.Version}}' "${metadata_client_module}")"
+  if reports csi-snapshot-metadata "${version}"; then
+    echo "install-csi: csi-snapshot-metadata ${version} already in ${bin_dir}"
+    return
+  fi
+  echo "install-csi: building csi-snapshot-metadata ${version} as a module of its own"
+  local src="${root}/_output/src/external-snapshot-metadata-${version}"
+  writable_module_copy "$(go list -m -f '{{.Dir}}' "${metadata_module}")" "${src}"
+  if [[ ! -f "${src}/client/go.mod" ]]; then
+    rm -rf "${src}/client.tmp"
+    cp -r "$(go list -m -f '{{.Dir}}' "${metadata_client_module}@${client_version}")" "${src}/client.tmp"
+    chmod -R u+w "${src}/client.tmp"
+    mv "${src}/client.tmp" "${src}/client"
+  fi
+  (cd "${src}" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off go build -trimpath -ldflags "-s -w -X main.version=${version}" \
+    -o "${bin_dir}/csi-snapshot-metadata.tmp" ./cmd/csi-snapshot-metadata)
+  mv -f "${bin_dir}/csi-snapshot-metadata.tmp" "${bin_dir}/csi-snapshot-metadata"
+  "${bin_dir}/csi-snapshot-metadata" --version
+}
+
 build_sidecars() {
   build_in_module snapshot-controller "${snapshotter_module}" "${snapshotter_module}/cmd/snapshot-controller"
   build_in_module csi-snapshotter "${snapshotter_module}" "${snapshotter_module}/cmd/csi-snapshotter"
@@ -127,13 +163,20 @@ build_sidecars() {
     install -m 0644 "${client_dir}/config/crd/snapshot.storage.k8s.io_${kind}.yaml" "${crd_dir}/"
   done
   echo "install-csi: the snapshot.storage.k8s.io CRDs of ${client_module} $(go list -m -f '{{.Version}}' "${client_module}") in ${crd_dir}"
+  client_dir="$(go list -m -f '{{.Dir}}' "${metadata_client_module}")"
+  install -m 0644 "${client_dir}/config/crd/cbt.storage.k8s.io_snapshotmetadataservices.yaml" "${crd_dir}/"
+  echo "install-csi: the cbt.storage.k8s.io CRD of ${metadata_client_module} $(go list -m -f '{{.Version}}' "${metadata_client_module}") in ${crd_dir}"
 }
 
 case "${1:-all}" in
-driver) build_hostpath ;;
+driver)
+  build_hostpath
+  build_snapshot_metadata
+  ;;
 sidecars) build_sidecars ;;
 all)
   build_hostpath
+  build_snapshot_metadata
   build_sidecars
   ;;
 *)

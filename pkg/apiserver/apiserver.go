@@ -202,6 +202,11 @@ type DataMoverConfig struct {
 	// UploadBytesPerSecond limits what each repository of the node
 	// writes to its location (0: no limit).
 	UploadBytesPerSecond int64
+	// ServiceAccount is the source cluster's ServiceAccount (its name;
+	// namespace/name for one outside the admin namespace) whose tokens the
+	// data mover presents to CSI drivers' SnapshotMetadata services, to
+	// read block volumes by changed blocks ("": read them whole).
+	ServiceAccount string
 }
 
 // Election is the engines' leader election (package leader).

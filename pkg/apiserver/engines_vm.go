@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 
 	kvv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
+	"github.com/backstop-io/backstop/pkg/datamover/changedblocks"
 	"github.com/backstop-io/backstop/pkg/datamover/csivolume"
 	"github.com/backstop-io/backstop/pkg/engine/backuprepo"
 	"github.com/backstop-io/backstop/pkg/engine/datamover"
@@ -60,7 +63,17 @@ func newDataMoverEngine(e *engineContext) (engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := datamover.New(datamover.Config{Client: e.client, DataUploads: e.dataMovement.DataUploads(), DataDownloads: e.dataMovement.DataDownloads(), Kube: kube, Snapshots: snapshots,
+	var changed *changedblocks.Client
+	if sa := dm.ServiceAccount; sa != "" && e.extra.Source != nil {
+		account := types.NamespacedName{Namespace: e.extra.Namespace, Name: sa}
+		if ns, name, ok := strings.Cut(sa, "/"); ok {
+			account = types.NamespacedName{Namespace: ns, Name: name}
+		}
+		if changed, err = changedblocks.New(cfg, account); err != nil {
+			return nil, err
+		}
+	}
+	c, err := datamover.New(datamover.Config{ChangedBlocks: changed, Client: e.client, DataUploads: e.dataMovement.DataUploads(), DataDownloads: e.dataMovement.DataDownloads(), Kube: kube, Snapshots: snapshots,
 		Namespace: e.extra.Namespace, Node: dm.Node, Hosts: e.process.hosts, Drivers: drivers, Repositories: repos,
 		WorkDir: dirs.volumes, Concurrency: dm.Concurrency, Clock: clock.RealClock{}, Observers: e.observers, Crash: e.crash})
 	if err != nil {

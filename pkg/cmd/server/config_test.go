@@ -116,6 +116,9 @@ func TestConfigRefuses(t *testing.T) {
 		{[]string{"--tenant-denied-networks=10.0.0.0"}, "--tenant-denied-networks"},
 		{[]string{"--concurrent-backups=0"}, "--concurrent-backups"},
 		{[]string{"--leader-elect-lease-duration=1s"}, "--leader-elect-lease-duration"},
+		{[]string{"--data-mover-service-account=Not_A_Name"}, "--data-mover-service-account \"Not_A_Name\": name:"},
+		{[]string{"--data-mover-service-account=../backstop-apiserver"}, "--data-mover-service-account \"../backstop-apiserver\": namespace:"},
+		{[]string{"--data-mover-service-account=ns/a/b"}, "--data-mover-service-account \"ns/a/b\": name:"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			o := NewOptions()

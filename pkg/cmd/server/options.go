@@ -83,6 +83,7 @@ type Options struct {
 	DataMoverCSIEndpoints      map[string]string
 	DataMoverConcurrency       int
 	DataMoverUploadBPS         int64
+	DataMoverServiceAccount    string
 	VMFullBackupMode           string
 	VolumeRoot                 string
 	CBTStateDir                string
@@ -167,6 +168,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.VMHost, "vm-host", o.VMHost, "the name of the host --libvirt-uri runs on (a DNS subdomain; a Kubernetes node's name, say): with leader election, the replicas of one host elect one among them, on the Lease <--leader-elect-resource-name>-vm-<host>, to run the VM engines for that libvirt's VMs")
 	fs.StringToStringVar(&o.DataMoverCSIEndpoints, "data-mover-csi-endpoint", o.DataMoverCSIEndpoints, "a CSI driver's node service on this host, as <driver>=unix:///<socket> (repeatable): the data mover moves the data of that driver's snapshots here (DataUploads of backups with snapshotMoveData), publishing their volumes as kubelet would; the host is --vm-host, and with leader election its replicas elect one to do it")
 	fs.Int64Var(&o.DataMoverUploadBPS, "data-mover-upload-bytes-per-second", o.DataMoverUploadBPS, "the most bytes per second each repository of this host's data mover writes to its storage location (0: no limit)")
+	fs.StringVar(&o.DataMoverServiceAccount, "data-mover-service-account", o.DataMoverServiceAccount, "the ServiceAccount of the source cluster (a name in the admin namespace, or <namespace>/<name>) whose tokens this host's data mover presents to CSI drivers' SnapshotMetadata services (the external-snapshot-metadata sidecar), to read block volumes by the blocks changed since their previous upload; it needs to create its own tokens' requests through this server's credentials and get VolumeSnapshots in the admin namespace (empty: block volumes are read whole)")
 	fs.IntVar(&o.DataMoverConcurrency, "data-mover-concurrency", o.DataMoverConcurrency, "how many DataUploads this host's data mover runs at once (Velero's node-agent concurrency)")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
 	fs.StringVar(&o.CBTStateDir, "cbt-state-dir", o.CBTStateDir, "the directory holding the qcow2 overlays that give raw VM disks changed block tracking, one subdirectory per libvirt domain (default <volume-root>/.cbt); QEMU must be able to reach it")
@@ -267,6 +269,11 @@ func (o *Options) Validate() error {
 	}
 	if o.DataMoverUploadBPS < 0 {
 		errs = append(errs, fmt.Errorf("--data-mover-upload-bytes-per-second must not be negative, not %d", o.DataMoverUploadBPS))
+	}
+	if sa := o.DataMoverServiceAccount; sa != "" {
+		if msgs := serviceAccountErrors(sa); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--data-mover-service-account %q: %s", sa, strings.Join(msgs, "; ")))
+		}
 	}
 	if o.DataMoverConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--data-mover-concurrency must be at least 1, not %d", o.DataMoverConcurrency))
@@ -414,4 +421,23 @@ func (o *Options) tenantDenied() ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// serviceAccountErrors says what is wrong with a ServiceAccount given as
+// <name> or <namespace>/<name>.
+func serviceAccountErrors(sa string) []string {
+	ns, name, qualified := strings.Cut(sa, "/")
+	if !qualified {
+		ns, name = "", sa
+	}
+	var msgs []string
+	if qualified {
+		for _, m := range validation.IsDNS1123Label(ns) {
+			msgs = append(msgs, "namespace: "+m)
+		}
+	}
+	for _, m := range validation.IsDNS1123Subdomain(name) {
+		msgs = append(msgs, "name: "+m)
+	}
+	return msgs
 }

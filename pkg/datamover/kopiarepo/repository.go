@@ -314,23 +314,40 @@ func (r *Repository) dropIncomplete(ctx context.Context, source string) error {
 // latest is the newest complete snapshot of source the data mover made
 // (its tags), or none.
 func (r *Repository) latest(ctx context.Context, source string) ([]*snapshot.Manifest, error) {
+	newest, err := r.newest(ctx, source, func(*snapshot.Manifest) bool { return true })
+	if err != nil || newest == nil {
+		return nil, err
+	}
+	return []*snapshot.Manifest{newest}, nil
+}
+
+// newest is the newest complete snapshot of source the data mover made
+// (its tags) that keep holds for, or nil.
+func (r *Repository) newest(ctx context.Context, source string, keep func(*snapshot.Manifest) bool) (*snapshot.Manifest, error) {
 	all, err := r.Snapshots(ctx, source)
 	if err != nil {
 		return nil, err
 	}
 	var newest *snapshot.Manifest
 	for _, m := range all {
-		if m.IncompleteReason != "" || m.Tags[RequesterTag] != Requester || m.Tags[UploaderTag] != Uploader {
+		if m.IncompleteReason != "" || m.Tags[RequesterTag] != Requester || m.Tags[UploaderTag] != Uploader || !keep(m) {
 			continue
 		}
 		if newest == nil || m.StartTime.After(newest.StartTime) {
 			newest = m
 		}
 	}
-	if newest == nil {
-		return nil, nil
+	return newest, nil
+}
+
+// LatestTagged returns the newest complete snapshot of source the data
+// mover made that has tag, and its value ("": none).
+func (r *Repository) LatestTagged(ctx context.Context, source, tag string) (id, value string, err error) {
+	newest, err := r.newest(ctx, source, func(m *snapshot.Manifest) bool { return m.Tags[tag] != "" })
+	if err != nil || newest == nil {
+		return "", "", err
 	}
-	return []*snapshot.Manifest{newest}, nil
+	return string(newest.ID), newest.Tags[tag], nil
 }
 
 // sourceInfo is the kopia source of a SourcePath, as Velero's clients name

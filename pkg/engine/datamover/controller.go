@@ -16,7 +16,11 @@
 //     node service (package csivolume) — Prepared;
 //   - upload: its files go into the repository of the location and the
 //     claim's namespace (package backuprepo, kopia), incremental over the
-//     claim's previous snapshot, progress in the status — InProgress;
+//     claim's previous snapshot, progress in the status — InProgress; a
+//     block volume's device goes as one file, read only where its blocks
+//     changed since the previous upload when the driver serves the CSI
+//     SnapshotMetadata API (block.go: the storage snapshot is kept as the
+//     next upload's base);
 //   - clean up, whatever happened: the volume unpublished, the claim
 //     deleted, the storage snapshot deleted (the data is off the cluster)
 //     — then Completed with the kopia snapshot's ID, Failed with the
@@ -47,6 +51,7 @@ import (
 	"k8s.io/utils/clock"
 
 	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
+	"github.com/backstop-io/backstop/pkg/datamover/changedblocks"
 	"github.com/backstop-io/backstop/pkg/datamover/csivolume"
 	"github.com/backstop-io/backstop/pkg/engine/backuprepo"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
@@ -92,6 +97,9 @@ type Config struct {
 	Drivers map[string]*csivolume.Node
 	// Repositories opens the locations' kopia repositories.
 	Repositories *backuprepo.Repositories
+	// ChangedBlocks asks drivers which blocks of a block volume changed
+	// since its previous upload (nil: block volumes are read whole).
+	ChangedBlocks *changedblocks.Client
 	// WorkDir is a private directory where volumes are published.
 	WorkDir string
 	// Concurrency is how many uploads run at once on this node.
@@ -207,7 +215,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// it ends now.
 		msg := ""
 		if owner == c.cfg.Node {
-			if err := c.cleanUp(ctx, du); err != nil {
+			if err := c.cleanUp(ctx, du, false); err != nil {
 				msg = "cleaning up: " + err.Error()
 			}
 		}

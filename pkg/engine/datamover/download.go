@@ -2,7 +2,6 @@ package datamover
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -281,9 +280,6 @@ func (c *Controller) download(ctx context.Context, dd *velerov2alpha1.DataDownlo
 	}
 	vol := csivolume.Volume{Handle: pv.Spec.CSI.VolumeHandle, FSType: pv.Spec.CSI.FSType, Attributes: pv.Spec.CSI.VolumeAttributes,
 		Block: pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock}
-	if vol.Block {
-		return 0, errors.New("block volumes are not restored by the data mover yet")
-	}
 	pub, err := node.Publish(ctx, vol, c.publishDirOf(dd.UID), false)
 	if err != nil {
 		return 0, err
@@ -331,10 +327,16 @@ func (c *Controller) download(ctx context.Context, dd *velerov2alpha1.DataDownlo
 			return err
 		})
 	}()
-	written, err := rep.Restore(ctx, dd.Spec.SnapshotID, pub.Path, func(d, t int64) {
+	progress := func(d, t int64) {
 		done.Store(d)
 		total.Store(t)
-	})
+	}
+	var written int64
+	if vol.Block {
+		written, err = rep.RestoreBlock(ctx, dd.Spec.SnapshotID, pub.Path, progress)
+	} else {
+		written, err = rep.Restore(ctx, dd.Spec.SnapshotID, pub.Path, progress)
+	}
 	close(finished)
 	<-reported
 	if err != nil {

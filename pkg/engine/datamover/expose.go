@@ -19,6 +19,7 @@ import (
 
 	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/datamover/csivolume"
+	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
 )
 
 // The temporary objects of a DataUpload in the source cluster are named
@@ -296,10 +297,10 @@ func jsonMerge(patch map[string]any) ([]byte, error) {
 // policy Delete). The claim is deleted only once its volume is
 // unpublished; the snapshot goes whatever happens to the claim. What fails
 // is tried again, for cleanUpTimeout.
-func (c *Controller) cleanUp(ctx context.Context, du *velerov2alpha1.DataUpload) error {
+func (c *Controller) cleanUp(ctx context.Context, du *velerov2alpha1.DataUpload, keepBase bool) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, cleanUpTimeout, true, func(ctx context.Context) (bool, error) {
-		last = c.cleanUpOnce(ctx, du)
+		last = c.cleanUpOnce(ctx, du, keepBase)
 		return last == nil, nil
 	})
 	if err != nil && last != nil {
@@ -308,7 +309,7 @@ func (c *Controller) cleanUp(ctx context.Context, du *velerov2alpha1.DataUpload)
 	return err
 }
 
-func (c *Controller) cleanUpOnce(ctx context.Context, du *velerov2alpha1.DataUpload) error {
+func (c *Controller) cleanUpOnce(ctx context.Context, du *velerov2alpha1.DataUpload, keepBase bool) error {
 	var errs []error
 	if err := c.unpublish(ctx, du); err != nil {
 		errs = append(errs, err)
@@ -316,7 +317,11 @@ func (c *Controller) cleanUpOnce(ctx context.Context, du *velerov2alpha1.DataUpl
 		errs = append(errs, fmt.Errorf("deleting PVC %s/%s: %w", c.cfg.Namespace, du.Name, err))
 	}
 	snaps := c.cfg.Snapshots.SnapshotV1()
-	if err := c.setDeletionPolicy(ctx, du.Name, snapshotv1.VolumeSnapshotContentDelete); err != nil {
+	if keepBase {
+		if err := c.keepBase(ctx, du, kopiarepo.SourcePath(du.Spec.SourceNamespace, du.Spec.SourcePVC)); err != nil {
+			errs = append(errs, err)
+		}
+	} else if err := c.setDeletionPolicy(ctx, du.Name, snapshotv1.VolumeSnapshotContentDelete); err != nil {
 		errs = append(errs, err)
 	} else {
 		if err := snaps.VolumeSnapshots(c.cfg.Namespace).Delete(ctx, du.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

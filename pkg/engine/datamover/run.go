@@ -62,6 +62,11 @@ type moved struct {
 	result kopiarepo.UploadResult
 	source string
 	repo   *kopiarepo.Repository
+	// keepBase: a block volume's storage snapshot stays, the base of its
+	// claim's next upload (block.go).
+	keepBase bool
+	// message says how the volume was read.
+	message string
 }
 
 // execute moves the data, cleans up and writes the end: Completed, Failed
@@ -78,7 +83,8 @@ func (c *Controller) execute(engineCtx, ctx context.Context, r *run, du *velerov
 		}
 		return
 	}
-	cerr := c.cleanUp(cleanCtx, du)
+	keep := err == nil && !r.canceled() && m.keepBase
+	cerr := c.cleanUp(cleanCtx, du, keep)
 	if cerr != nil {
 		log.Error(cerr, "Cleaning up after the upload")
 	}
@@ -95,6 +101,11 @@ func (c *Controller) execute(engineCtx, ctx context.Context, r *run, du *velerov
 		err = c.end(cleanCtx, du, velerov2alpha1.DataUploadPhaseFailed, withCleanUp(err.Error(), cerr))
 	default:
 		err = c.complete(cleanCtx, du, m, cerr)
+		if err == nil && keep && cerr == nil {
+			if derr := c.dropOldBases(cleanCtx, du, m.source); derr != nil {
+				log.Error(derr, "Deleting the claim's former changed-block bases (the next upload tries again)")
+			}
+		}
 	}
 	if err != nil {
 		log.Error(err, "Writing the end of the upload")
@@ -165,13 +176,21 @@ func (c *Controller) move(ctx context.Context, du *velerov2alpha1.DataUpload) (m
 	}()
 	source := kopiarepo.SourcePath(du.Spec.SourceNamespace, du.Spec.SourcePVC)
 	tags := map[string]string{velerov1.AsyncOperationIDLabel: du.Labels[velerov1.AsyncOperationIDLabel]}
-	result, err := rep.Upload(ctx, pub.Path, source, tags, func(d, t int64) {
+	progress := func(d, t int64) {
 		done.Store(d)
 		total.Store(t)
-	})
+	}
+	m := moved{source: source, repo: rep}
+	if ex.volume.Block {
+		var b blockUpload
+		b, err = c.uploadBlock(ctx, du, rep, pub.Path, source, tags, progress)
+		m.result, m.keepBase, m.message = b.result.UploadResult, b.keepBase, b.message
+	} else {
+		m.result, err = rep.Upload(ctx, pub.Path, source, tags, progress)
+	}
 	close(finished)
 	<-reported
-	return moved{result: result, source: source, repo: rep}, err
+	return m, err
 }
 
 // complete writes a completed upload's end.
@@ -185,7 +204,7 @@ func (c *Controller) complete(ctx context.Context, du *velerov2alpha1.DataUpload
 		st.Phase, st.CompletionTimestamp = velerov2alpha1.DataUploadPhaseCompleted, &now
 		st.SnapshotID, st.Path, st.IncrementalBytes = m.result.SnapshotID, m.source, m.result.HashedBytes
 		st.Progress = velerov2alpha1.DataMoveOperationProgress{TotalBytes: m.result.TotalBytes, BytesDone: m.result.TotalBytes}
-		st.Message = withCleanUp("", cerr)
+		st.Message = withCleanUp(m.message, cerr)
 		if m.result.TotalBytes == 0 {
 			st.Message = withCleanUp("volume was empty so no data was upload", cerr)
 		}

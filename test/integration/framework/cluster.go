@@ -62,6 +62,10 @@ func (s clusterSlot) etcdPeerPort() int      { return 2380 + 10*int(s) }
 func (s clusterSlot) kubeAPIServerPort() int { return 6443 + int(s) }
 func (s clusterSlot) controllerPort() int    { return 10257 + int(s) }
 
+// snapshotMetadataPort is where the CSI stack's external-snapshot-metadata
+// sidecar serves.
+func (s clusterSlot) snapshotMetadataPort() int { return 50051 + int(s) }
+
 // backstopPodIP is where the harness runs this cluster's
 // backstop-apiserver, as the pod of artifacts/deploy's Deployment would
 // be: the address of the EndpointSlice kube-apiserver routes the

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/backstop-io/backstop/pkg/standalone/pki"
 )
 
 // The CSI stack's names, as the hostpath driver's deploy directory has
@@ -56,6 +59,30 @@ type CSI struct {
 	// sidecars talk to the driver; each exits when it loses the driver
 	// (csi-lib-utils), as in a pod, where kubelet restarts it.
 	sidecars []*sidecar
+	// snapshotMetadataService is the driver's SnapshotMetadataService
+	// (WithoutSnapshotMetadata, WithSnapshotMetadata).
+	snapshotMetadataService string
+}
+
+// SnapshotMetadataAudience is the audience of the tokens the CSI stack's
+// SnapshotMetadata service takes.
+const SnapshotMetadataAudience = "snapshot-metadata.backstop.test"
+
+// WithoutSnapshotMetadata deletes the driver's SnapshotMetadataService: to
+// its clients, the driver serves no SnapshotMetadata API.
+func (s *CSI) WithoutSnapshotMetadata() {
+	s.c.t.Helper()
+	if out, err := s.c.Kubectl(s.c.AdminKubeconfig, []byte(s.snapshotMetadataService), "delete", "-f", "-"); err != nil {
+		s.c.t.Fatalf("deleting the SnapshotMetadataService: %v\n%s", err, out)
+	}
+}
+
+// WithSnapshotMetadata makes the driver's SnapshotMetadataService again.
+func (s *CSI) WithSnapshotMetadata() {
+	s.c.t.Helper()
+	if out, err := s.c.Kubectl(s.c.AdminKubeconfig, []byte(s.snapshotMetadataService), "apply", "-f", "-"); err != nil {
+		s.c.t.Fatalf("making the SnapshotMetadataService: %v\n%s", err, out)
+	}
 }
 
 // sidecar is a CSI sidecar process and how to start it again.
@@ -85,7 +112,7 @@ func (c *Cluster) startCSI() {
 	// The binaries first: without BACKSTOP_BIN_DIR this runs
 	// hack/install-csi.sh, which also copies the CRDs.
 	bins := map[string]string{}
-	for _, name := range []string{"hostpathplugin", "snapshot-controller", "csi-snapshotter", "csi-provisioner"} {
+	for _, name := range []string{"hostpathplugin", "snapshot-controller", "csi-snapshotter", "csi-provisioner", "csi-snapshot-metadata"} {
 		bins[name] = Binary(t, name)
 	}
 	crds := filepath.Join(root, "_output", "csi", "crd")
@@ -97,7 +124,7 @@ func (c *Cluster) startCSI() {
 	}
 
 	s.driverArgs = []string{"--endpoint=unix://" + s.Socket, "--drivername=" + CSIDriver, "--nodeid=" + HarnessNode,
-		"--statedir=" + s.StateDir, "--enable-topology=false", "--v=4"}
+		"--statedir=" + s.StateDir, "--enable-topology=false", "--enable-snapshot-metadata", "--v=4"}
 	s.startDriver()
 
 	kubeconfig := c.AdminKubeconfig
@@ -118,11 +145,37 @@ func (c *Cluster) startCSI() {
 		{name: "csi-provisioner", bin: bins["csi-provisioner"], env: []string{"KUBECONFIG="},
 			args: []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + s.Socket, retry, "--v=4"}},
 	}
+	// The SnapshotMetadata API of the driver's block volumes, served over
+	// TLS on the slot's port.
+	mdCA, err := pki.New(c.path("snapshot-metadata")).EnsureCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mdCert, mdKey, err := pki.New(c.path("snapshot-metadata")).EnsureServing(mdCA, []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mdCAPEM, err := os.ReadFile(pki.New(c.path("snapshot-metadata")).CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.sidecars = append(s.sidecars, &sidecar{name: "csi-snapshot-metadata", bin: bins["csi-snapshot-metadata"],
+		args: []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + s.Socket, "--tls-cert=" + mdCert, "--tls-key=" + mdKey,
+			fmt.Sprintf("--port=%d", c.slot.snapshotMetadataPort()), "--v=4"}})
 	for _, sc := range s.sidecars {
 		sc.proc = c.startEnv(sc.name, sc.bin, sc.env, sc.args...)
 	}
+	s.snapshotMetadataService = fmt.Sprintf(`apiVersion: cbt.storage.k8s.io/v1alpha1
+kind: SnapshotMetadataService
+metadata:
+  name: %s
+spec:
+  address: 127.0.0.1:%d
+  audience: %s
+  caCert: %s
+`, CSIDriver, c.slot.snapshotMetadataPort(), SnapshotMetadataAudience, base64.StdEncoding.EncodeToString(mdCAPEM))
 
-	objects := fmt.Sprintf(`apiVersion: storage.k8s.io/v1
+	objects := s.snapshotMetadataService + "---\n" + fmt.Sprintf(`apiVersion: storage.k8s.io/v1
 kind: CSIDriver
 metadata:
   name: %[1]s
@@ -212,6 +265,18 @@ func (s *CSI) StartDriver() {
 // CreateClaim creates a claim of the CSI storage class and waits until it
 // is Bound to its provisioned volume.
 func (s *CSI) CreateClaim(namespace, name, size string, labels map[string]string) *corev1.PersistentVolumeClaim {
+	s.c.t.Helper()
+	return s.createClaim(namespace, name, size, corev1.PersistentVolumeFilesystem, labels)
+}
+
+// CreateBlockClaim creates a claim of volumeMode Block (the driver's
+// volume a loop device) and waits until it is Bound.
+func (s *CSI) CreateBlockClaim(namespace, name, size string, labels map[string]string) *corev1.PersistentVolumeClaim {
+	s.c.t.Helper()
+	return s.createClaim(namespace, name, size, corev1.PersistentVolumeBlock, labels)
+}
+
+func (s *CSI) createClaim(namespace, name, size string, mode corev1.PersistentVolumeMode, labels map[string]string) *corev1.PersistentVolumeClaim {
 	c := s.c
 	c.t.Helper()
 	class := CSIStorageClass
@@ -220,6 +285,7 @@ func (s *CSI) CreateClaim(namespace, name, size string, labels map[string]string
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: &class,
+			VolumeMode:       &mode,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
 		},
 	}
@@ -248,29 +314,30 @@ func (s *CSI) WaitBound(namespace, name string) *corev1.PersistentVolumeClaim {
 	return pvc
 }
 
-// volume returns the CSI volume a Bound claim's PersistentVolume points at.
-func (s *CSI) volume(ctx context.Context, namespace, claim string) (*corev1.CSIPersistentVolumeSource, error) {
+// volume returns the CSI volume a Bound claim's PersistentVolume points
+// at, and whether it is a block volume.
+func (s *CSI) volume(ctx context.Context, namespace, claim string) (*corev1.CSIPersistentVolumeSource, bool, error) {
 	pvc, err := s.c.Kube.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
-		return nil, fmt.Errorf("claim %s/%s is not bound (phase %q)", namespace, claim, pvc.Status.Phase)
+		return nil, false, fmt.Errorf("claim %s/%s is not bound (phase %q)", namespace, claim, pvc.Status.Phase)
 	}
 	pv, err := s.c.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if pv.Spec.CSI == nil {
-		return nil, fmt.Errorf("volume %s of claim %s/%s is not a CSI volume", pv.Name, namespace, claim)
+		return nil, false, fmt.Errorf("volume %s of claim %s/%s is not a CSI volume", pv.Name, namespace, claim)
 	}
-	return pv.Spec.CSI, nil
+	return pv.Spec.CSI, pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock, nil
 }
 
 // withVolume stages and publishes a claim's volume on a directory, as
 // kubelet does for a pod, runs fn on that directory, and unpublishes it.
 func (s *CSI) withVolume(ctx context.Context, namespace, claim string, readOnly bool, fn func(dir string) error) (err error) {
-	vol, err := s.volume(ctx, namespace, claim)
+	vol, block, err := s.volume(ctx, namespace, claim)
 	if err != nil {
 		return err
 	}
@@ -286,6 +353,10 @@ func (s *CSI) withVolume(ctx context.Context, namespace, claim string, readOnly 
 	capability := &csi.VolumeCapability{
 		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: vol.FSType}},
 		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	if block {
+		// The target is the device's file, which the driver makes.
+		capability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
 	}
 	node := csi.NewNodeClient(s.conn)
 	if _, err := node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.VolumeHandle, StagingTargetPath: staging,
@@ -335,6 +406,49 @@ func (s *CSI) WriteFiles(namespace, claim string, files map[string][]byte) {
 	if err != nil {
 		c.t.Fatalf("writing %d files into claim %s/%s: %v", len(files), namespace, claim, err)
 	}
+}
+
+// WriteBlocks writes data at byte offsets of a Bound block claim's device,
+// and flushes it to the driver's volume.
+func (s *CSI) WriteBlocks(namespace, claim string, writes map[int64][]byte) {
+	c := s.c
+	c.t.Helper()
+	err := s.withVolume(context.Background(), namespace, claim, false, func(device string) error {
+		f, err := os.OpenFile(device, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		for off, data := range writes {
+			if _, err := f.WriteAt(data, off); err != nil {
+				_ = f.Close()
+				return err
+			}
+		}
+		if err := f.Sync(); err != nil {
+			_ = f.Close()
+			return err
+		}
+		return f.Close()
+	})
+	if err != nil {
+		c.t.Fatalf("writing %d ranges into block claim %s/%s: %v", len(writes), namespace, claim, err)
+	}
+}
+
+// ReadBlocks reads the whole device of a Bound block claim.
+func (s *CSI) ReadBlocks(namespace, claim string) []byte {
+	c := s.c
+	c.t.Helper()
+	var data []byte
+	err := s.withVolume(context.Background(), namespace, claim, true, func(device string) error {
+		var err error
+		data, err = os.ReadFile(device)
+		return err
+	})
+	if err != nil {
+		c.t.Fatalf("reading block claim %s/%s: %v", namespace, claim, err)
+	}
+	return data
 }
 
 // ReadFiles reads every regular file of a Bound claim's volume (by its
