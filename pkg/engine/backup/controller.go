@@ -243,11 +243,21 @@ func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 	}
 	logger.Info("Backup started", "waited", waited)
 
+	c.launch(ctx, out, func(runCtx context.Context) context.Context { return resourcepolicy.NewContext(runCtx, policies) }, c.execute)
+	return nil
+}
+
+// launch runs body as backup b's run, in the background: runCtx (made
+// from ctx, then by wrap) ends when b is cancelled or deleted.
+func (c *Controller) launch(ctx context.Context, b *velerov1.Backup, wrap func(context.Context) context.Context,
+	body func(ctx, runCtx context.Context, b *velerov1.Backup)) {
 	runCtx, cancel := context.WithCancelCause(ctx)
-	runCtx = resourcepolicy.NewContext(runCtx, policies)
-	r := &run{uid: out.UID, cancel: cancel, done: make(chan struct{})}
+	if wrap != nil {
+		runCtx = wrap(runCtx)
+	}
+	r := &run{uid: b.UID, cancel: cancel, done: make(chan struct{})}
 	c.mu.Lock()
-	c.running[out.Name] = r
+	c.running[b.Name] = r
 	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
@@ -255,13 +265,12 @@ func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 		defer close(r.done)
 		defer func() {
 			c.mu.Lock()
-			delete(c.running, out.Name)
+			delete(c.running, b.Name)
 			c.mu.Unlock()
 			cancel(nil)
 		}()
-		c.execute(ctx, runCtx, out)
+		body(ctx, runCtx, b)
 	}()
-	return nil
 }
 
 // validate returns what keeps a backup from running at all.

@@ -374,6 +374,11 @@ func (o *operations) poll(ctx context.Context, timeout time.Duration) {
 		a := o.byName[op.Spec.BackupItemAction]
 		now := metav1.NewTime(o.clock.Now())
 		op.Status.Updated = &now
+		if a == nil {
+			// Recorded by another process (a resumed backup).
+			o.failOp(op, fmt.Sprintf("this server has no backup item action %s", op.Spec.BackupItemAction))
+			continue
+		}
 		if timeout > 0 && now.Sub(op.Status.Created.Time) > timeout {
 			if err := a.Cancel(ctx, o.backup, op.Spec.OperationID); err != nil {
 				o.log.Warning(op.Spec.ResourceIdentifier.Namespace, "", fmt.Sprintf("%s: cancelling timed-out operation %s: %v", a.Name(), op.Spec.OperationID, err))

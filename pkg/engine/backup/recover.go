@@ -26,6 +26,9 @@ func (c *Controller) recover(ctx context.Context) {
 		switch b.Status.Phase {
 		case velerov1.BackupPhaseInProgress, velerov1.BackupPhaseWaitingForPluginOperations,
 			velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed:
+			if b.Status.Phase != velerov1.BackupPhaseInProgress && c.resume(ctx, b) {
+				continue
+			}
 			if r.store, r.layout, err = c.openStore(ctx, b); err != nil {
 				r.store = nil
 			}
@@ -77,6 +80,52 @@ func (c *Controller) recover(ctx context.Context) {
 			r.cancelled(ctx)
 		}
 	}
+}
+
+// resume runs again a backup a previous process left waiting for its
+// async operations, as Velero's operations controller picks such backups
+// up: its item operations file in the location says what they are, and
+// the wait, then the finalization, go on as if nothing had stopped. It
+// reports false, leaving the backup to fail, when the location or the file
+// cannot be read. The log of the resumed run starts at the restart (the
+// earlier lines were the stopped process's): it says so, and carries the
+// errors and warnings the status counted.
+func (c *Controller) resume(ctx context.Context, b *velerov1.Backup) bool {
+	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
+	r := &backupRun{c: c, b: b}
+	var err error
+	if r.store, r.layout, err = c.openStore(ctx, b); err != nil {
+		logger.Error(err, "Resuming a backup waiting for its async operations: its location")
+		return false
+	}
+	log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name)
+	if err != nil {
+		logger.Error(err, "Resuming a backup waiting for its async operations: its log")
+		return false
+	}
+	r.log = log
+	if r.ops, err = r.recordedOperations(ctx); err != nil {
+		logger.Error(err, "Resuming a backup waiting for its async operations: its item operations file")
+		log.Close()
+		return false
+	}
+	errs := b.Status.Errors
+	if errs == 0 && b.Status.Phase == velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed {
+		errs = 1
+	}
+	log.Carry(errs, b.Status.Warnings)
+	attempted, _, _ := r.ops.counts()
+	log.Info("Backup resumed after a restart of the server: waiting for its async operations again (the log lines before the restart were the stopped process's)",
+		"operations", attempted, "errorsBefore", errs, "warningsBefore", b.Status.Warnings)
+	r.counter = &Counter{}
+	if p := b.Status.Progress; p != nil {
+		r.counter.backedUp.Store(int64(p.ItemsBackedUp))
+	}
+	c.launch(ctx, b, nil, func(ctx, runCtx context.Context, _ *velerov1.Backup) {
+		defer log.Close()
+		r.end(ctx, runCtx, r.waitForOperations(ctx, runCtx))
+	})
+	return true
 }
 
 // cancelInterruptedOperations cancels the async operations a backup

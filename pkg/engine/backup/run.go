@@ -65,7 +65,15 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *velerov1.Backup) {
 	if err == nil && runCtx.Err() == nil && len(r.ops.list) > 0 {
 		err = r.waitForOperations(ctx, runCtx)
 	}
+	r.end(ctx, runCtx, err)
+}
 
+// end ends a run whose collection and wait returned err: stopped with the
+// server (left for the next start), deleted, cancelled, failed or
+// finalized.
+func (r *backupRun) end(ctx, runCtx context.Context, err error) {
+	c, b := r.c, r.b
+	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
 	cause := context.Cause(runCtx)
 	switch {
 	case ctx.Err() != nil:

@@ -145,6 +145,15 @@ func (l *Log) Error(namespace, scope, msg string, kv ...any) {
 	l.server.Info("Error: "+msg, kv...)
 }
 
+// Carry counts errors and warnings that an earlier log of the same run
+// counted (a run resumed by another process: the lines are that process's).
+func (l *Log) Carry(errs, warnings int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errCount += errs
+	l.warnCount += warnings
+}
+
 // Counts are the errors and warnings so far.
 func (l *Log) Counts() (errs, warnings int) {
 	l.mu.Lock()

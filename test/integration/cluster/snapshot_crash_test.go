@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/failpoint"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -49,13 +50,17 @@ func TestSnapshotCrashPoints(t *testing.T) {
 
 	points := []snapshotCrashPoint{
 		{point: failpoint.BackupOperationStarted, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseFailed},
-		{point: failpoint.BackupWaitingForOps, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseFailed},
+		// Killed while the backup waits for its snapshots: the restart
+		// resumes the wait from the item operations file, and the backup
+		// completes.
+		{point: failpoint.BackupWaitingForOps, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseCompleted, resumed: true},
 		{point: failpoint.BackupFinalizing, drive: func(_ *testing.T, b string) { backupOf(b) }, want: velerov1.BackupPhaseCompleted},
 		// The server (its backup engine with its data mover) killed while
-		// an upload runs: the restart fails the backup, which cancels its
-		// DataUploads; each ends Canceled and the data mover removes its
-		// claim and the storage snapshot (dataUploadOrphans).
-		{point: failpoint.DataUploadInProgress, drive: func(_ *testing.T, b string) { movingBackupOf(b) }, want: velerov1.BackupPhaseFailed},
+		// an upload runs: the restart resumes the backup's wait and the
+		// node's data mover runs the upload again; the backup completes,
+		// and the data mover leaves no claim or storage snapshot
+		// (dataUploadOrphans, snapshotOrphans).
+		{point: failpoint.DataUploadInProgress, drive: func(_ *testing.T, b string) { movingBackupOf(b) }, want: velerov1.BackupPhaseCompleted, resumed: true},
 		{point: failpoint.DeletionInProgress, drive: func(t *testing.T, b string) {
 			backupOf(b)
 			poll(t, "backup "+b+" Completed", 3*time.Minute, func(ctx context.Context) (bool, error) {
@@ -98,7 +103,19 @@ func TestSnapshotCrashPoints(t *testing.T) {
 				if b.Status.Phase != p.want {
 					t.Fatalf("backup %s after the restart: %s (%s), want %s", name, b.Status.Phase, b.Status.FailureReason, p.want)
 				}
-				if p.want == velerov1.BackupPhaseCompleted && b.Status.CSIVolumeSnapshotsCompleted != 2 {
+				if p.resumed {
+					wants("backup logs", velero("backup", "logs", name), "Backup resumed after a restart of the server")
+					dus, err := c.Backstop.VeleroV2alpha1().DataUploads(adminNamespace).List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=" + name})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, du := range dus.Items {
+						if du.Status.Phase != velerov2alpha1.DataUploadPhaseCompleted {
+							t.Errorf("DataUpload %s of the resumed backup: %s (%s), want Completed", du.Name, du.Status.Phase, du.Status.Message)
+						}
+					}
+				}
+				if p.want == velerov1.BackupPhaseCompleted && (b.Spec.SnapshotMoveData == nil || !*b.Spec.SnapshotMoveData) && b.Status.CSIVolumeSnapshotsCompleted != 2 {
 					t.Errorf("backup %s: %d CSI snapshots completed, want one per claim (2)", name, b.Status.CSIVolumeSnapshotsCompleted)
 				}
 			}
@@ -132,6 +149,9 @@ type snapshotCrashPoint struct {
 	point string
 	drive func(t *testing.T, backup string)
 	want  velerov1.BackupPhase
+	// resumed: the restart resumes the backup (its log says so) and each
+	// of its DataUploads completes.
+	resumed bool
 }
 
 // snapshotOrphans lists the snapshots nobody owns: VolumeSnapshots of a
