@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"maps"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
+	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
+	"github.com/backstop-io/backstop/pkg/engine/backuprepo"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestDataMoverFullLocation moves a claim's data into a location on a
+// small filesystem (a 32 MiB tmpfs): a backup that fits completes; the
+// next, 48 MiB more, runs out of space: its DataUpload fails with the
+// reason, the repository saves no snapshot of it, the cluster keeps
+// nothing of it, and the first backup still restores byte for byte.
+func TestDataMoverFullLocation(t *testing.T) {
+	t.Parallel()
+	c, snaps := csiCluster(t)
+	ctx := context.Background()
+	step := inOrder(t)
+	velero, wants := veleroCLI(t, c)
+	const ns, claim, location = "small", "db", "tmpfs"
+	bucket := filepath.Join(c.Dir, "tmpfs-location")
+	cleanup := t.Cleanup // the test's, not a step's
+
+	step("a location on a 32 MiB filesystem", func(t *testing.T) {
+		if err := unix.Mkdir(bucket, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", bucket, "tmpfs", 0, "size=32m,mode=0700"); err != nil {
+			t.Fatalf("mounting a tmpfs at %s: %v", bucket, err)
+		}
+		cleanup(func() { _ = unix.Unmount(bucket, unix.MNT_DETACH) })
+		if _, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Create(ctx, &velerov1.BackupStorageLocation{
+			ObjectMeta: metav1.ObjectMeta{Name: location},
+			Spec: velerov1.BackupStorageLocationSpec{Provider: "velero.io/filesystem",
+				StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: bucket}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "location "+location+" Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, location, metav1.GetOptions{})
+			return err == nil && l.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable, nil
+		})
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.CSI.CreateClaim(ns, claim, "128Mi", nil)
+	})
+
+	first := map[string][]byte{"a.bin": random(t, 1<<20), "notes.txt": []byte("the first backup's\n")}
+	var fits *velerov2alpha1.DataUpload
+	step("a backup that fits completes", func(t *testing.T) {
+		c.CSI.WriteFiles(ns, claim, first)
+		wants("backup create --snapshot-move-data --wait",
+			velero("backup", "create", "fits", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data", "--wait"),
+			"Backup completed with status: Completed")
+		fits = uploadOf(t, c, "fits")
+		if fits.Status.Phase != velerov2alpha1.DataUploadPhaseCompleted {
+			t.Fatalf("DataUpload %s: %s (%s)", fits.Name, fits.Status.Phase, fits.Status.Message)
+		}
+	})
+
+	step("a backup that does not fit fails its upload with the reason and leaves nothing", func(t *testing.T) {
+		before := snapshotIDs(c.CSI.Snapshots())
+		c.CSI.WriteFiles(ns, claim, map[string][]byte{"b.bin": random(t, 48<<20)})
+		velero("backup", "create", "overflows", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data", "--wait")
+		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "overflows", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		du := uploadOf(t, c, "overflows")
+		var fs unix.Statfs_t
+		_ = unix.Statfs(bucket, &fs)
+		t.Logf("backup %s: %s (%s); DataUpload %s: %s, progress %+v; the location's filesystem: type %x, %d of %d blocks free",
+			b.Name, b.Status.Phase, b.Status.FailureReason, du.Status.Phase, du.Status.Message, du.Status.Progress, fs.Type, fs.Bfree, fs.Blocks)
+		if b.Status.Phase == velerov1.BackupPhaseCompleted {
+			t.Errorf("backup overflows Completed on a full location")
+		}
+		if du.Status.Phase != velerov2alpha1.DataUploadPhaseFailed || !strings.Contains(du.Status.Message, "no space left on device") || du.Status.SnapshotID != "" {
+			t.Errorf("DataUpload %s: %s, snapshot %q (%s); want Failed for the lack of space, no snapshot", du.Name, du.Status.Phase, du.Status.SnapshotID, du.Status.Message)
+		}
+		poll(t, "the driver's snapshots as before", time.Minute, func(context.Context) (bool, error) {
+			return maps.Equal(snapshotIDs(c.CSI.Snapshots()), before), nil
+		})
+		if _, err := c.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the claim of DataUpload %s is left in %s", du.Name, adminNamespace)
+		}
+		if left, err := snaps.SnapshotV1().VolumeSnapshots(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the moved VolumeSnapshot %s is left", left.Name)
+		}
+		// The repository holds the first upload's snapshot, and none of
+		// the second (complete or not).
+		st, err := kopiarepo.FilesystemStorage(ctx, filepath.Join(bucket, filepath.FromSlash(kopiarepo.Prefix("", ns))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: backuprepo.DefaultPassword, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rep.Close(ctx)
+		all, err := rep.Snapshots(ctx, kopiarepo.SourcePath(ns, claim))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 1 || string(all[0].ID) != fits.Status.SnapshotID {
+			t.Errorf("the repository holds %d snapshots of the claim, want only the first upload's %s", len(all), fits.Status.SnapshotID)
+		}
+	})
+
+	step("the first backup still restores byte for byte", func(t *testing.T) {
+		wants("restore create --wait",
+			velero("restore", "create", "fits-restore", "--from-backup", "fits", "--namespace-mappings", ns+":small-restored", "--wait"),
+			"Restore completed with status: Completed")
+		c.CSI.WaitBound("small-restored", claim)
+		if diff := framework.DiffFiles(first, c.CSI.ReadFiles("small-restored", claim)); diff != "" {
+			t.Errorf("the restored claim: %s", diff)
+		}
+	})
+}
+
+// uploadOf is the one DataUpload of a backup.
+func uploadOf(t *testing.T, c *framework.Cluster, backup string) *velerov2alpha1.DataUpload {
+	t.Helper()
+	list, err := c.Backstop.VeleroV2alpha1().DataUploads(adminNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=" + backup})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("the DataUploads of %s: %v (%v), want one", backup, list, err)
+	}
+	return &list.Items[0]
+}
+
+// random is n random bytes.
+func random(t *testing.T, n int) []byte {
+	t.Helper()
+	data := make([]byte, n)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
