@@ -116,9 +116,10 @@ func (r *Repository) UploadBlock(ctx context.Context, u BlockUpload, progress Pr
 	}
 	tell()
 	opts := repo.WriteSessionOptions{Purpose: "block data upload", OnUpload: func(n int64) { uploaded.Add(n) }}
-	uploadCtx := ctx
+	uploadCtx, stopWatch := r.watchStorage(ctx, &uploaded)
+	defer stopWatch()
 	err = repo.WriteSession(context.WithoutCancel(ctx), r.rep, opts, func(sessionCtx context.Context, w repo.RepositoryWriter) error {
-		if err := readBlocks(uploadCtx, sessionCtx, w, dev, plan, func(n int64) { read.Add(n); tell() }); err != nil {
+		if err := readBlocks(uploadCtx, w, dev, plan, func(n int64) { read.Add(n); tell() }); err != nil {
 			return fmt.Errorf("uploading %s: %w", u.Device, err)
 		}
 		file, err := writeIndex(sessionCtx, w, plan)
@@ -201,7 +202,7 @@ func planBlocks(size int64, base []object.IndirectObjectEntry, changed []Range, 
 // readBlocks reads the blocks plan does not reuse from dev and writes
 // each as its own object, setting its object in plan; read reports each
 // block's bytes. It stops when ctx ends (ErrCanceled).
-func readBlocks(ctx, sessionCtx context.Context, w repo.RepositoryWriter, dev io.ReaderAt, plan []plannedBlock, read func(int64)) error {
+func readBlocks(ctx context.Context, w repo.RepositoryWriter, dev io.ReaderAt, plan []plannedBlock, read func(int64)) error {
 	next := make(chan int)
 	errs := make(chan error, blockReaders)
 	var wg sync.WaitGroup
@@ -214,7 +215,9 @@ func readBlocks(ctx, sessionCtx context.Context, w repo.RepositoryWriter, dev io
 					errs <- fmt.Errorf("reading the block at %d: %w", b.Start, err)
 					return
 				}
-				id, err := writeObject(sessionCtx, w, buf[:b.Length])
+				// On ctx, as kopia's uploader writes: kopia's retries of a
+				// failing storage end with it.
+				id, err := writeObject(ctx, w, buf[:b.Length])
 				if err != nil {
 					errs <- fmt.Errorf("writing the block at %d: %w", b.Start, err)
 					return
@@ -235,7 +238,7 @@ feed:
 		case err = <-errs:
 			break feed
 		case <-ctx.Done():
-			err = ErrCanceled
+			err = stopped(ctx)
 			break feed
 		}
 	}
@@ -246,7 +249,7 @@ feed:
 		return err
 	}
 	if ctx.Err() != nil {
-		return ErrCanceled
+		return stopped(ctx)
 	}
 	return <-errs
 }

@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/kopia/kopia/fs/localfs"
 	"github.com/kopia/kopia/repo"
@@ -118,6 +119,9 @@ type Config struct {
 	// UploadBytesPerSecond limits the bytes written to the storage (0: no
 	// limit).
 	UploadBytesPerSecond float64
+	// StorageCheckInterval is how often a running upload that has written
+	// nothing since checks its storage (0: DefaultStorageCheckInterval).
+	StorageCheckInterval time.Duration
 	// Create creates the repository when the storage holds none (one
 	// creator per repository: two creating it at once would each write
 	// part of its format); otherwise that is ErrNoRepository.
@@ -127,6 +131,10 @@ type Config struct {
 // Repository is an open repository.
 type Repository struct {
 	rep repo.Repository
+	// storage is the repository's storage, as the caller opened it: a
+	// running upload checks it (watchStorage).
+	storage       blob.Storage
+	checkInterval time.Duration
 }
 
 // ErrWrongPassword is the error of a repository the password does not open.
@@ -182,7 +190,11 @@ func Open(ctx context.Context, cfg Config) (*Repository, error) {
 		_ = rep.Close(ctx)
 		return nil, err
 	}
-	return &Repository{rep: rep}, nil
+	interval := cfg.StorageCheckInterval
+	if interval <= 0 {
+		interval = DefaultStorageCheckInterval
+	}
+	return &Repository{rep: rep, storage: cfg.Storage, checkInterval: interval}, nil
 }
 
 // Close closes the repository.
@@ -237,7 +249,8 @@ func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[st
 	// upload: a snapshot is saved entirely or not at all (an upload
 	// cancelled before its end saves none; one cancelled after, the
 	// caller forgets).
-	uploadCtx := ctx
+	uploadCtx, stopWatch := r.watchStorage(ctx, &counter.uploaded)
+	defer stopWatch()
 	err = repo.WriteSession(context.WithoutCancel(ctx), r.rep, opts, func(sessionCtx context.Context, w repo.RepositoryWriter) error {
 		ctx := uploadCtx
 		u := upload.NewUploader(w)
@@ -249,7 +262,7 @@ func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[st
 		defer stop()
 		man, err := u.Upload(ctx, entry, policy.BuildTree(nil, policy.DefaultPolicy), si, previous...)
 		if ctx.Err() != nil {
-			return fmt.Errorf("uploading %s: %w", dir, ErrCanceled)
+			return fmt.Errorf("uploading %s: %w", dir, stopped(ctx))
 		}
 		if err != nil {
 			return fmt.Errorf("uploading %s: %w", dir, err)
@@ -276,15 +289,22 @@ func (r *Repository) Upload(ctx context.Context, dir, source string, tags map[st
 	})
 	// The session's last writes are flushed as it ends.
 	result.UploadedBytes, result.HashedBytes = counter.uploaded.Load(), counter.hashed.Load()
-	if err != nil {
+	var storageErr *StorageError
+	if err != nil && !errors.As(err, &storageErr) {
 		// A checkpoint the uploader saved on the way is not a snapshot
-		// of the volume: no restore, and no later upload, may use it.
-		if derr := r.dropIncomplete(context.WithoutCancel(ctx), source); derr != nil {
+		// of the volume: no restore, and no later upload, may use it (none
+		// takes an incomplete one; a storage that failed keeps it).
+		dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+		defer cancel()
+		if derr := r.dropIncomplete(dropCtx, source); derr != nil {
 			err = errors.Join(err, derr)
 		}
 	}
 	return result, err
 }
+
+// dropTimeout bounds the deletion of a failed upload's checkpoints.
+const dropTimeout = time.Minute
 
 // dropIncomplete deletes the incomplete snapshots (checkpoints) of source.
 func (r *Repository) dropIncomplete(ctx context.Context, source string) error {

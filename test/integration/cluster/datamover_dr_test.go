@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -33,7 +34,7 @@ import (
 func TestDataMoverDisasterRecovery(t *testing.T) {
 	t.Parallel()
 	const ns, location, bucket, prefix = "orders", "dr", "disaster", "velero"
-	a, _ := csiCluster(t)
+	a, snapsA := csiCluster(t)
 	srv := framework.StartS3(t)
 	srv.MakeBucket(t, bucket)
 	ctx := context.Background()
@@ -188,4 +189,62 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 			t.Errorf("the claim restored in the second cluster: %s", diff)
 		}
 	})
+
+	// The bucket deleted while the first cluster's next upload runs
+	// (slowed to 4 MiB/s): the upload fails with the storage's reason, the
+	// backup does not complete, and the cluster keeps nothing of the
+	// upload.
+	step("the bucket disappears mid-upload: the upload fails with the reason", func(t *testing.T) {
+		a.StopBackstop(false)
+		a.BackstopArgs = append(a.BackstopArgs, "--data-mover-upload-bytes-per-second=4194304")
+		a.StartBackstop()
+		a.CSI.WriteFiles(ns, "db", map[string][]byte{"data/more.bin": random(t, 48<<20)})
+		veleroA("backup", "create", "dr-2", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data")
+		var du *velerov2alpha1.DataUpload
+		poll(t, "the upload of dr-2 InProgress, reading the claim", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			list, err := a.Backstop.VeleroV2alpha1().DataUploads(adminNamespace).List(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=dr-2"})
+			if err != nil || len(list.Items) != 1 {
+				return false, err
+			}
+			du = &list.Items[0]
+			return du.Status.Phase == velerov2alpha1.DataUploadPhaseInProgress && du.Status.Progress.BytesDone > 0, nil
+		})
+		if err := os.RemoveAll(filepath.Join(srv.Root, bucket)); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the upload of dr-2 ended", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			got, err := a.Backstop.VeleroV2alpha1().DataUploads(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			du = got
+			return du.Status.Phase.Terminal(), nil
+		})
+		t.Logf("DataUpload %s: %s: %s", du.Name, du.Status.Phase, du.Status.Message)
+		if du.Status.Phase != velerov2alpha1.DataUploadPhaseFailed || du.Status.SnapshotID != "" || !bucketGone(du.Status.Message) {
+			t.Errorf("DataUpload %s: %s, snapshot %q (%s); want Failed for the missing bucket, no snapshot", du.Name, du.Status.Phase, du.Status.SnapshotID, du.Status.Message)
+		}
+		var backup *velerov1.Backup
+		poll(t, "backup dr-2 ended", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			var err error
+			backup, err = a.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "dr-2", metav1.GetOptions{})
+			return err == nil && backup.Status.Phase.Terminal(), nil
+		})
+		if backup.Status.Phase == velerov1.BackupPhaseCompleted {
+			t.Errorf("backup dr-2 Completed without its bucket")
+		}
+		poll(t, "the cluster keeping nothing of the upload", time.Minute, func(ctx context.Context) (bool, error) {
+			_, claimErr := a.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{})
+			_, snapErr := snapsA.SnapshotV1().VolumeSnapshots(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(claimErr) && apierrors.IsNotFound(snapErr), nil
+		})
+	})
+}
+
+// bucketGone reports whether an upload's message says its storage went:
+// kopia's own retries of a write given up ("The specified bucket does not
+// exist", the S3 server's words), or the data mover's check of the storage
+// (kopiarepo.StorageError), whichever ends the upload first.
+func bucketGone(msg string) bool {
+	return strings.Contains(msg, "The specified bucket does not exist") || strings.Contains(msg, "the storage location failed while uploading")
 }
