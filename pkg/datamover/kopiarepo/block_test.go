@@ -92,15 +92,8 @@ func equalInts(a, b []int64) bool {
 // full, with the reason; a cancelled upload saves nothing.
 func TestBlockVolume(t *testing.T) {
 	ctx := context.Background()
-	st, err := FilesystemStorage(ctx, filepath.Join(t.TempDir(), Prefix("", "shop")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir(), Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newRepository(t, filepath.Join(t.TempDir(), Prefix("", "shop")))
+	var err error
 	dir := t.TempDir()
 	device := filepath.Join(dir, "device")
 	const size = 16*BlockSize + 12345

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kopia/kopia/repo/blob"
+
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -26,17 +28,8 @@ func TestKopiaCLIReadsTheRepository(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv := framework.StartS3(t)
-	srv.MakeBucket(t, "velero")
-	endpoint, err := url.Parse(srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
 	prefix := Prefix("cluster-a", "shop")
-	st, err := S3Storage(ctx, S3{Bucket: "velero", Prefix: prefix, Endpoint: endpoint.Host, DisableTLS: endpoint.Scheme == "http",
-		Region: "us-east-1", AccessKeyID: srv.AccessKey, SecretKey: srv.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, endpoint := s3Storage(t, srv, "velero", prefix)
 	volume := t.TempDir()
 	files := map[string][]byte{"README.txt": []byte("orders\n"), "data/orders.json": []byte(`{"orders":[1,2,3]}`)}
 	writeTree(t, volume, files)
@@ -93,4 +86,21 @@ func TestKopiaCLIReadsTheRepository(t *testing.T) {
 	target := t.TempDir()
 	kopia("snapshot", "restore", up.SnapshotID, target)
 	sameTree(t, "restored by the kopia CLI", files, readTree(t, target))
+}
+
+// s3Storage makes a bucket of srv and returns the blob storage of prefix
+// in it, and srv's endpoint.
+func s3Storage(t *testing.T, srv *framework.S3Server, bucket, prefix string) (blob.Storage, *url.URL) {
+	t.Helper()
+	srv.MakeBucket(t, bucket)
+	endpoint, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := S3Storage(context.Background(), S3{Bucket: bucket, Prefix: prefix, Endpoint: endpoint.Host, DisableTLS: endpoint.Scheme == "http",
+		Region: "us-east-1", AccessKeyID: srv.AccessKey, SecretKey: srv.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, endpoint
 }

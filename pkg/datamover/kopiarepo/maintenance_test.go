@@ -21,15 +21,7 @@ import (
 func TestMaintenance(t *testing.T) {
 	ctx := context.Background()
 	bucket := t.TempDir()
-	st, err := FilesystemStorage(ctx, bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir(), Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newRepository(t, bucket)
 	empty := framework.DirBytes(t, bucket)
 
 	volume := t.TempDir()

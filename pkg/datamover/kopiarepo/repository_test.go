@@ -30,6 +30,23 @@ func writeTree(t *testing.T, dir string, files map[string][]byte) {
 	}
 }
 
+// newRepository creates a repository in the directory dir (the test's
+// password), closed when the test ends.
+func newRepository(t *testing.T, dir string) *Repository {
+	t.Helper()
+	ctx := context.Background()
+	st, err := FilesystemStorage(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir(), Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(ctx) })
+	return r
+}
+
 // readTree reads every regular file under dir.
 func readTree(t *testing.T, dir string) map[string][]byte {
 	t.Helper()

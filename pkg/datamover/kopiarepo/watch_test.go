@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,16 +22,7 @@ func TestUploadStopsWhenTheStorageGoes(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv := framework.StartS3(t)
-	srv.MakeBucket(t, "velero")
-	endpoint, err := url.Parse(srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := S3Storage(ctx, S3{Bucket: "velero", Prefix: Prefix("cluster", "shop"), Endpoint: endpoint.Host, DisableTLS: true,
-		Region: "us-east-1", AccessKeyID: srv.AccessKey, SecretKey: srv.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := s3Storage(t, srv, "velero", Prefix("cluster", "shop"))
 	volume := t.TempDir()
 	writeTree(t, volume, map[string][]byte{"big.bin": random(t, 48<<20)})
 	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir(), Create: true,

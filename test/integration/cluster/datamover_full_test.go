@@ -46,7 +46,8 @@ func TestDataMoverFullLocation(t *testing.T) {
 		if _, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Create(ctx, &velerov1.BackupStorageLocation{
 			ObjectMeta: metav1.ObjectMeta{Name: location},
 			Spec: velerov1.BackupStorageLocationSpec{Provider: "velero.io/filesystem",
-				StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: bucket}}},
+				StorageType:         velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: bucket}},
+				ValidationFrequency: &metav1.Duration{Duration: time.Second}},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +122,16 @@ func TestDataMoverFullLocation(t *testing.T) {
 		}
 	})
 
-	step("the first backup still restores byte for byte", func(t *testing.T) {
+	// The location full, its availability check may find it unavailable
+	// (it writes): the admin grows it first.
+	step("the location grown, the first backup still restores byte for byte", func(t *testing.T) {
+		if err := unix.Mount("tmpfs", bucket, "tmpfs", unix.MS_REMOUNT, "size=128m,mode=0700"); err != nil {
+			t.Fatalf("growing the tmpfs at %s: %v", bucket, err)
+		}
+		poll(t, "location "+location+" Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, location, metav1.GetOptions{})
+			return err == nil && l.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable, nil
+		})
 		wants("restore create --wait",
 			velero("restore", "create", "fits-restore", "--from-backup", "fits", "--namespace-mappings", ns+":small-restored", "--wait"),
 			"Restore completed with status: Completed")
