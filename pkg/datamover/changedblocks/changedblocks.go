@@ -10,7 +10,6 @@ package changedblocks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/kubernetes-csi/external-snapshot-metadata/pkg/iterator"
@@ -38,15 +37,6 @@ func New(cfg *rest.Config, account types.NamespacedName) (*Client, error) {
 	return &Client{clients: clients, account: account}, nil
 }
 
-// NewForClients returns a client of clients (tests).
-func NewForClients(clients iterator.Clients, account types.NamespacedName) *Client {
-	return &Client{clients: clients, account: account}
-}
-
-// ErrNotServed is the error of a driver that serves no SnapshotMetadata
-// API (it has no SnapshotMetadataService).
-var ErrNotServed = errors.New("the CSI driver serves no SnapshotMetadata API")
-
 // Serves reports whether driver serves the SnapshotMetadata API.
 func (c *Client) Serves(ctx context.Context, driver string) (bool, error) {
 	_, err := c.clients.SmsCRClient.CbtV1alpha1().SnapshotMetadataServices().Get(ctx, driver, metav1.GetOptions{})
@@ -63,15 +53,10 @@ func (c *Client) Serves(ctx context.Context, driver string) (bool, error) {
 // storage snapshot base (a CSI snapshot handle) and the VolumeSnapshot
 // namespace/name, both of the same volume, of CSI driver driver.
 func (c *Client) Delta(ctx context.Context, driver, namespace, name, base string) ([]kopiarepo.Range, error) {
-	serves, err := c.Serves(ctx, driver)
-	if err != nil {
-		return nil, err
-	}
-	if !serves {
-		return nil, fmt.Errorf("%w (no SnapshotMetadataService %s)", ErrNotServed, driver)
-	}
+	// The iterator reads the driver's SnapshotMetadataService itself
+	// (callers ask Serves first).
 	var ranges collector
-	err = iterator.GetSnapshotMetadata(ctx, iterator.Args{Clients: c.clients, Emitter: &ranges, Namespace: namespace, SnapshotName: name,
+	err := iterator.GetSnapshotMetadata(ctx, iterator.Args{Clients: c.clients, Emitter: &ranges, Namespace: namespace, SnapshotName: name,
 		PrevSnapshotID: base, CSIDriver: driver, SANamespace: c.account.Namespace, SAName: c.account.Name})
 	if err != nil {
 		return nil, fmt.Errorf("the blocks changed since snapshot %s (GetMetadataDelta of CSI driver %s, as ServiceAccount %s): %w", base, driver, c.account, err)

@@ -2,7 +2,6 @@ package kopiarepo
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -24,7 +23,7 @@ func TestUploadStopsWhenTheStorageGoes(t *testing.T) {
 	srv := framework.StartS3(t)
 	st, _ := s3Storage(t, srv, "velero", Prefix("cluster", "shop"))
 	volume := t.TempDir()
-	writeTree(t, volume, map[string][]byte{"big.bin": random(t, 48<<20)})
+	writeTree(t, volume, map[string][]byte{"big.bin": framework.RandomBytes(t, 48<<20)})
 	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: t.TempDir(), Create: true,
 		UploadBytesPerSecond: 4 << 20, StorageCheckInterval: time.Second})
 	if err != nil {
@@ -49,14 +48,4 @@ func TestUploadStopsWhenTheStorageGoes(t *testing.T) {
 		t.Fatalf("the upload after its bucket was deleted: %v (deleted: %v), want a StorageError", err, gone)
 	}
 	t.Logf("the upload ended: %v", err)
-}
-
-// random is n random bytes.
-func random(t *testing.T, n int) []byte {
-	t.Helper()
-	data := make([]byte, n)
-	if _, err := rand.Read(data); err != nil {
-		t.Fatal(err)
-	}
-	return data
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -147,7 +148,7 @@ func (c *Controller) snapshotHandle(ctx context.Context, name string) (string, e
 // content's deletion policy Delete (deleting the VolumeSnapshot deletes
 // the storage snapshot), the VolumeSnapshot labelled.
 func (c *Controller) keepBase(ctx context.Context, du *velerov2alpha1.DataUpload, source string) error {
-	if err := c.setDeletionPolicy(ctx, du.Name, "Delete"); err != nil {
+	if err := c.setDeletionPolicy(ctx, du.Name, snapshotv1.VolumeSnapshotContentDelete); err != nil {
 		return err
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, changedBlockBaseLabel, claimKey(source))

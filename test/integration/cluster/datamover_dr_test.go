@@ -198,7 +198,7 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 		a.StopBackstop(false)
 		a.BackstopArgs = append(a.BackstopArgs, "--data-mover-upload-bytes-per-second=4194304")
 		a.StartBackstop()
-		a.CSI.WriteFiles(ns, "db", map[string][]byte{"data/more.bin": random(t, 48<<20)})
+		a.CSI.WriteFiles(ns, "db", map[string][]byte{"data/more.bin": framework.RandomBytes(t, 48<<20)})
 		veleroA("backup", "create", "dr-2", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data")
 		var du *velerov2alpha1.DataUpload
 		poll(t, "the upload of dr-2 InProgress, reading the claim", 2*time.Minute, func(ctx context.Context) (bool, error) {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
 	"maps"
 	"path/filepath"
 	"strings"
@@ -61,7 +60,7 @@ func TestDataMoverFullLocation(t *testing.T) {
 		c.CSI.CreateClaim(ns, claim, "128Mi", nil)
 	})
 
-	first := map[string][]byte{"a.bin": random(t, 1<<20), "notes.txt": []byte("the first backup's\n")}
+	first := map[string][]byte{"a.bin": framework.RandomBytes(t, 1<<20), "notes.txt": []byte("the first backup's\n")}
 	var fits *velerov2alpha1.DataUpload
 	step("a backup that fits completes", func(t *testing.T) {
 		c.CSI.WriteFiles(ns, claim, first)
@@ -76,7 +75,7 @@ func TestDataMoverFullLocation(t *testing.T) {
 
 	step("a backup that does not fit fails its upload with the reason and leaves nothing", func(t *testing.T) {
 		before := snapshotIDs(c.CSI.Snapshots())
-		c.CSI.WriteFiles(ns, claim, map[string][]byte{"b.bin": random(t, 48<<20)})
+		c.CSI.WriteFiles(ns, claim, map[string][]byte{"b.bin": framework.RandomBytes(t, 48<<20)})
 		velero("backup", "create", "overflows", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data", "--wait")
 		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "overflows", metav1.GetOptions{})
 		if err != nil {
@@ -150,14 +149,4 @@ func uploadOf(t *testing.T, c *framework.Cluster, backup string) *velerov2alpha1
 		t.Fatalf("the DataUploads of %s: %v (%v), want one", backup, list, err)
 	}
 	return &list.Items[0]
-}
-
-// random is n random bytes.
-func random(t *testing.T, n int) []byte {
-	t.Helper()
-	data := make([]byte, n)
-	if _, err := rand.Read(data); err != nil {
-		t.Fatal(err)
-	}
-	return data
 }

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -560,4 +561,14 @@ func (s *CSI) Snapshots() []*csi.Snapshot {
 		}
 		req.StartingToken = resp.GetNextToken()
 	}
+}
+
+// RandomBytes is n random bytes (data no repository holds yet).
+func RandomBytes(t testing.TB, n int) []byte {
+	t.Helper()
+	data := make([]byte, n)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
