@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
@@ -176,4 +178,46 @@ func (c *Controller) dropOldBases(ctx context.Context, du *velerov2alpha1.DataUp
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// dropBase deletes the VolumeSnapshot kept as a base by the DataUpload of
+// key, which is gone (its storage snapshot goes with it).
+func (c *Controller) dropBase(ctx context.Context, key cache.ObjectName) error {
+	if key.Namespace != c.cfg.Namespace {
+		return nil
+	}
+	snaps := c.cfg.Snapshots.SnapshotV1().VolumeSnapshots(c.cfg.Namespace)
+	vs, err := snaps.Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading VolumeSnapshot %s/%s: %w", c.cfg.Namespace, key.Name, err)
+	}
+	if _, kept := vs.Labels[changedBlockBaseLabel]; !kept {
+		return nil
+	}
+	err = snaps.Delete(ctx, key.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vs.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting VolumeSnapshot %s/%s, the base of a deleted DataUpload: %w", c.cfg.Namespace, key.Name, err)
+	}
+	klog.FromContext(ctx).Info("Deleted the storage snapshot kept as a base by a deleted DataUpload", "volumeSnapshot", klog.KObj(vs))
+	return nil
+}
+
+// keptBases are the DataUploads of the kept bases: queued at start, those
+// deleted while no replica of this engine ran are found gone by sync.
+func (c *Controller) keptBases(ctx context.Context) []cache.ObjectName {
+	list, err := c.cfg.Snapshots.SnapshotV1().VolumeSnapshots(c.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: changedBlockBaseLabel})
+	if err != nil {
+		// The next DataUpload deleted is still seen; these wait for the
+		// next start.
+		klog.FromContext(ctx).Error(err, "Listing the kept bases of changed blocks")
+		return nil
+	}
+	keys := make([]cache.ObjectName, 0, len(list.Items))
+	for _, vs := range list.Items {
+		keys = append(keys, cache.ObjectName{Namespace: c.cfg.Namespace, Name: vs.Name})
+	}
+	return keys
 }

@@ -152,6 +152,10 @@ func New(cfg Config) (*Controller, error) {
 	if err := c.Watch(cfg.DataUploads.Informer()); err != nil {
 		return nil, err
 	}
+	// A DataUpload deleted stops its run and drops its kept base.
+	if err := c.WatchDeletes(cfg.DataUploads.Informer()); err != nil {
+		return nil, err
+	}
 	if err := c.downloads.Watch(cfg.DataDownloads.Informer()); err != nil {
 		return nil, err
 	}
@@ -162,6 +166,9 @@ func New(cfg Config) (*Controller, error) {
 // stop (cleaned up enough for the next holder to run them again) and
 // closes the repositories.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	for _, key := range c.keptBases(ctx) {
+		c.Add(key)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -185,7 +192,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	du, err := c.lister.DataUploads(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.runs.cancelName(key, false)
-		return nil
+		// Its backup deleted, its kopia snapshot is forgotten: a storage
+		// snapshot kept as the base of its claim's next upload is of no
+		// use any more.
+		return c.dropBase(ctx, key)
 	}
 	if err != nil {
 		return err

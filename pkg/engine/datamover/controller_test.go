@@ -2,14 +2,18 @@ package datamover
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	snapshotfake "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/fake"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -186,6 +190,70 @@ func TestSyncDownload(t *testing.T) {
 			got.phase, got.accepted = velerov2alpha1.DataUploadPhase(stored.Status.Phase), stored.Status.AcceptedByNode
 			if got != tc.want {
 				t.Errorf("decided %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDropBase: a VolumeSnapshot kept as a changed-block base goes once
+// its DataUpload is gone (at start too); any other stays.
+func TestDropBase(t *testing.T) {
+	vs := func(name string, labels map[string]string) *snapshotv1.VolumeSnapshot {
+		return &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: adminNS, Name: name, UID: types.UID(name + "-uid"), Labels: labels}}
+	}
+	base := map[string]string{changedBlockBaseLabel: claimKey("shop/db")}
+	for _, tc := range []struct {
+		name string
+		// uploads are the DataUploads there are.
+		uploads []string
+		snaps   []*snapshotv1.VolumeSnapshot
+		want    []string
+	}{
+		{name: "the base of a deleted DataUpload goes", snaps: []*snapshotv1.VolumeSnapshot{vs("nightly-1", base)}},
+		{name: "the base of a DataUpload there is stays", uploads: []string{"nightly-1"},
+			snaps: []*snapshotv1.VolumeSnapshot{vs("nightly-1", base)}, want: []string{"nightly-1"}},
+		{name: "a snapshot no base stays (a running upload's, another tool's)",
+			snaps: []*snapshotv1.VolumeSnapshot{vs("nightly-1", nil), vs("nightly-2", map[string]string{"app": "db"})}, want: []string{"nightly-1", "nightly-2"}},
+		{name: "only the gone DataUpload's base goes", uploads: []string{"nightly-2"},
+			snaps: []*snapshotv1.VolumeSnapshot{vs("nightly-1", base), vs("nightly-2", base)}, want: []string{"nightly-2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var objects []runtime.Object
+			for _, name := range tc.uploads {
+				objects = append(objects, &velerov2alpha1.DataUpload{ObjectMeta: metav1.ObjectMeta{Namespace: adminNS, Name: name}})
+			}
+			client := fake.NewSimpleClientset(objects...)
+			var snapObjects []runtime.Object
+			for _, s := range tc.snaps {
+				snapObjects = append(snapObjects, s)
+			}
+			snaps := snapshotfake.NewSimpleClientset(snapObjects...)
+			factory := externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithNamespace(adminNS))
+			c, err := New(Config{Client: client, DataUploads: factory.Velero().V2alpha1().DataUploads(), DataDownloads: factory.Velero().V2alpha1().DataDownloads(),
+				Kube: kubefake.NewClientset(), Snapshots: snaps, Namespace: adminNS, Node: thisNode, WorkDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			factory.Start(ctx.Done())
+			factory.WaitForCacheSync(ctx.Done())
+			// What a start queues, synced.
+			for _, key := range c.keptBases(ctx) {
+				if err := c.sync(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			list, err := snaps.SnapshotV1().VolumeSnapshots(adminNS).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range list.Items {
+				got = append(got, s.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("VolumeSnapshots left %v, want %v", got, tc.want)
 			}
 		})
 	}

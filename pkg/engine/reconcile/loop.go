@@ -60,6 +60,22 @@ func (l *Loop) Watch(informer cache.SharedIndexInformer) error {
 	return nil
 }
 
+// WatchDeletes enqueues the objects an informer deletes as well, for a
+// sync that acts on an object's absence (it reads NotFound); the
+// informer is Watched besides.
+func (l *Loop) WatchDeletes(informer cache.SharedIndexInformer) error {
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if name, err := cache.DeletionHandlingObjectToName(obj); err == nil {
+				l.queue.Add(name)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("%s: watching deletions: %w", l.name, err)
+	}
+	return nil
+}
+
 // WatchMapped enqueues, for every object an informer adds, updates or
 // deletes, the keys keysOf maps it to (another resource's objects: a
 // Velero object's change syncs the tenant object it was made for).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -183,5 +184,20 @@ func TestDataMoverBlockVolumes(t *testing.T) {
 			t.Errorf("read %d bytes (%q), want the 2 blocks changed since %s", du.Status.IncrementalBytes, du.Status.Message, du2.Status.SnapshotID)
 		}
 		restore(t, "block-4", "disks-4", want)
+	})
+
+	step("the backup of the kept base deleted, the base goes with it", func(t *testing.T) {
+		if got := keptBases(t); len(got) != 1 {
+			t.Fatalf("kept bases %v, want block-4's", got)
+		}
+		wants("backup delete", velero("backup", "delete", "block-4", "--confirm"), `Request to delete backup "block-4" submitted successfully`)
+		poll(t, "backup block-4 gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "block-4", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		// keptBases waits for the driver to hold none either.
+		if got := keptBases(t); len(got) != 0 {
+			t.Errorf("kept bases %v after their backup was deleted, want none", got)
+		}
 	})
 }

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,12 +21,16 @@ import (
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
-// TestDataMoverFullLocation moves a claim's data into a location on a
-// small filesystem (a 32 MiB tmpfs): a backup that fits completes; the
-// next, 48 MiB more, runs out of space: its DataUpload fails with the
-// reason, the repository saves no snapshot of it, the cluster keeps
-// nothing of it, and the first backup still restores byte for byte.
-func TestDataMoverFullLocation(t *testing.T) {
+// TestDataMoverFullDisks fills the two disks a data mover writes to. Its
+// own scratch space (<data-dir>/datamover: the published volumes, the
+// repositories' connections and kopia's caches) full: the DataUpload
+// fails with the reason, the server serves on, and once space is freed
+// the next backup moves its data. A location on a small filesystem (a
+// 32 MiB tmpfs): a backup that fits completes; the next, 48 MiB more,
+// runs out of space: its DataUpload fails with the reason, the repository
+// saves no snapshot of it, the cluster keeps nothing of it, and the first
+// backup still restores byte for byte.
+func TestDataMoverFullDisks(t *testing.T) {
 	t.Parallel()
 	c, snaps := csiCluster(t)
 	ctx := context.Background()
@@ -61,9 +67,57 @@ func TestDataMoverFullLocation(t *testing.T) {
 	})
 
 	first := map[string][]byte{"a.bin": framework.RandomBytes(t, 1<<20), "notes.txt": []byte("the first backup's\n")}
-	var fits *velerov2alpha1.DataUpload
-	step("a backup that fits completes", func(t *testing.T) {
+	// The data mover has not run yet: its scratch directory holds no
+	// connection (the server made its empty subdirectories at start).
+	scratch := filepath.Join(c.BackstopDataDir(), "datamover")
+	var filler string
+	step("the data mover's scratch space full: the upload fails with the reason, nothing is left", func(t *testing.T) {
 		c.CSI.WriteFiles(ns, claim, first)
+		if err := unix.Mount("tmpfs", scratch, "tmpfs", 0, "size=64m,mode=0700"); err != nil {
+			t.Fatalf("mounting a tmpfs at %s: %v", scratch, err)
+		}
+		cleanup(func() { _ = unix.Unmount(scratch, unix.MNT_DETACH) })
+		for _, dir := range []string{"volumes", "repositories"} {
+			if err := unix.Mkdir(filepath.Join(scratch, dir), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		filler = filepath.Join(scratch, "filler")
+		fillUp(t, filler)
+
+		before := snapshotIDs(c.CSI.Snapshots())
+		velero("backup", "create", "scratch-full", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data", "--wait")
+		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "scratch-full", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		du := uploadOf(t, c, "scratch-full")
+		t.Logf("backup %s: %s; DataUpload %s: %s (%s)", b.Name, b.Status.Phase, du.Name, du.Status.Phase, du.Status.Message)
+		if b.Status.Phase == velerov1.BackupPhaseCompleted {
+			t.Errorf("backup scratch-full Completed with its data mover's disk full")
+		}
+		if du.Status.Phase != velerov2alpha1.DataUploadPhaseFailed || !strings.Contains(du.Status.Message, "no space left on device") || du.Status.SnapshotID != "" {
+			t.Errorf("DataUpload %s: %s, snapshot %q (%s); want Failed for the lack of space, no snapshot", du.Name, du.Status.Phase, du.Status.SnapshotID, du.Status.Message)
+		}
+		poll(t, "the driver's snapshots as before", time.Minute, func(context.Context) (bool, error) {
+			return maps.Equal(snapshotIDs(c.CSI.Snapshots()), before), nil
+		})
+		if _, err := c.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the claim of DataUpload %s is left in %s", du.Name, adminNamespace)
+		}
+		if left, err := snaps.SnapshotV1().VolumeSnapshots(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the moved VolumeSnapshot %s is left", left.Name)
+		}
+		if mounted := framework.MountsUnder(t, scratch); len(mounted) != 0 {
+			t.Errorf("still mounted in the scratch space: %v", mounted)
+		}
+	})
+
+	var fits *velerov2alpha1.DataUpload
+	step("space freed, a backup that fits completes", func(t *testing.T) {
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
 		wants("backup create --snapshot-move-data --wait",
 			velero("backup", "create", "fits", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data", "--wait"),
 			"Backup completed with status: Completed")
@@ -139,6 +193,26 @@ func TestDataMoverFullLocation(t *testing.T) {
 			t.Errorf("the restored claim: %s", diff)
 		}
 	})
+}
+
+// fillUp writes the file at path until its filesystem has no space left.
+func fillUp(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, size := range []int{1 << 20, 4 << 10, 1} {
+		chunk := make([]byte, size)
+		for {
+			if _, err := f.Write(chunk); errors.Is(err, unix.ENOSPC) {
+				break
+			} else if err != nil {
+				t.Fatalf("filling %s: %v", path, err)
+			}
+		}
+	}
 }
 
 // uploadOf is the one DataUpload of a backup.

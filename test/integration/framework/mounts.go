@@ -9,15 +9,13 @@ import (
 	"testing"
 )
 
-// unmountUnder detaches every mount under dir, the deepest first: what a
-// server killed or crashed mid-way left mounted (the data mover's
-// publishes of claims), so that the test's directory can be removed. It
-// reports each one it had to detach.
-func unmountUnder(t testing.TB, dir string) {
+// MountsUnder are the mount points under dir (not dir itself), the
+// deepest first.
+func MountsUnder(t testing.TB, dir string) []string {
+	t.Helper()
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		t.Logf("reading the mounts: %v", err)
-		return
+		t.Fatalf("reading the mounts: %v", err)
 	}
 	var under []string
 	for _, line := range strings.Split(string(data), "\n") {
@@ -33,7 +31,15 @@ func unmountUnder(t testing.TB, dir string) {
 		}
 	}
 	sort.Slice(under, func(i, j int) bool { return len(under[i]) > len(under[j]) })
-	for _, point := range under {
+	return under
+}
+
+// unmountUnder detaches every mount under dir, the deepest first: what a
+// server killed or crashed mid-way left mounted (the data mover's
+// publishes of claims), so that the test's directory can be removed. It
+// reports each one it had to detach.
+func unmountUnder(t testing.TB, dir string) {
+	for _, point := range MountsUnder(t, dir) {
 		if err := syscall.Unmount(point, syscall.MNT_DETACH); err != nil {
 			t.Logf("left mounted after the test: %s (%v)", point, err)
 			continue
