@@ -35,7 +35,9 @@ const password = "static-passw0rd"
 var smallFiles = flag.Int("datamoverbench.small-files", 10000, "small files in the data set (512 MiB in all, beside one 512 MiB file)")
 
 // TestMain runs a helper step when asked (the Backstop side in a process
-// of its own, so that its peak RSS is its own), the benchmarks otherwise.
+// of its own, so that its peak RSS is its own), the benchmarks otherwise,
+// in a network namespace of their own (the control plane of
+// BenchmarkDataUploadVersusKopiaCLI needs one).
 func TestMain(m *testing.M) {
 	if step := os.Getenv("DATAMOVERBENCH_STEP"); step != "" {
 		if err := helper(step); err != nil {
@@ -44,7 +46,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(framework.RunInNetNS(m))
 }
 
 // helperArgs is what the benchmark passes a helper step.
@@ -129,27 +131,52 @@ func writeRandom(b *testing.B, path string, off int64, n int) {
 	}
 }
 
+// bigFile is the size of the data set's big file; its small files are
+// as many more bytes.
+const bigFile = 512 << 20
+
+// writeDataSet writes the data set into dir: volume.img (512 MiB) and
+// the small files, 512 MiB in all, in 100 directories.
+func writeDataSet(b *testing.B, dir string) {
+	b.Helper()
+	writeRandom(b, filepath.Join(dir, "volume.img"), 0, bigFile)
+	smallSize := bigFile / *smallFiles
+	for i := range *smallFiles {
+		sub := filepath.Join(dir, "files", fmt.Sprintf("%03d", i%100))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		writeRandom(b, filepath.Join(sub, fmt.Sprintf("item-%05d.bin", i)), 0, smallSize)
+	}
+}
+
+// changeOnePercent changes 1% of the data set in dir: 5 MiB in the middle
+// of the big file, and 1% of the small files rewritten. It returns the
+// bytes changed.
+func changeOnePercent(b *testing.B, dir string) int64 {
+	b.Helper()
+	changed := int64(5 << 20)
+	writeRandom(b, filepath.Join(dir, "volume.img"), bigFile/2, int(changed))
+	smallSize := bigFile / *smallFiles
+	for i := 0; i < *smallFiles; i += 100 {
+		writeRandom(b, filepath.Join(dir, "files", fmt.Sprintf("%03d", i%100), fmt.Sprintf("item-%05d.bin", i)), 0, smallSize)
+		changed += int64(smallSize)
+	}
+	return changed
+}
+
 // BenchmarkUploadVersusKopiaCLI: the data set uploaded by each side into
 // its own bucket of the same S3 server, uploaded again after 1% of it
 // changed (half in the big file, half in 1% of the small files), and the
 // second snapshot restored.
 func BenchmarkUploadVersusKopiaCLI(b *testing.B) {
-	const big = 512 << 20
 	srv := framework.StartS3(b)
 	endpoint, err := url.Parse(srv.Endpoint)
 	if err != nil {
 		b.Fatal(err)
 	}
 	data := b.TempDir()
-	writeRandom(b, filepath.Join(data, "volume.img"), 0, big)
-	smallSize := (1 << 29) / *smallFiles
-	for i := range *smallFiles {
-		dir := filepath.Join(data, "files", fmt.Sprintf("%03d", i%100))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		writeRandom(b, filepath.Join(dir, fmt.Sprintf("item-%05d.bin", i)), 0, smallSize)
-	}
+	writeDataSet(b, data)
 	total := float64(framework.DirBytes(b, data))
 
 	// The Backstop side.
@@ -206,14 +233,7 @@ func BenchmarkUploadVersusKopiaCLI(b *testing.B) {
 	rows = append(rows, row{what: "first upload (1 GiB)", backstop: first, kopiaCL: firstKopia,
 		backstopBytes: bucket("backstop") - b0, kopiaBytes: bucket("kopia") - k0, size: total})
 
-	// 1% changed: 5 MiB of the big file, and 1% of the small files
-	// rewritten.
-	changed := int64(5 << 20)
-	writeRandom(b, filepath.Join(data, "volume.img"), big/2, int(changed))
-	for i := 0; i < *smallFiles; i += 100 {
-		writeRandom(b, filepath.Join(data, "files", fmt.Sprintf("%03d", i%100), fmt.Sprintf("item-%05d.bin", i)), 0, smallSize)
-		changed += int64(smallSize)
-	}
+	changed := changeOnePercent(b, data)
 	b1, k1 := bucket("backstop"), bucket("kopia")
 	second := backstop("upload", helperArgs{Dir: data})
 	secondKopia, kopiaID := kopiaSnapshot()

@@ -381,6 +381,19 @@ func (s *CSI) withVolume(ctx context.Context, namespace, claim string, readOnly 
 	return fn(target)
 }
 
+// WithVolume publishes a Bound claim's volume on a directory, as kubelet
+// does for a pod (read-only if asked), runs fn on that directory, and
+// unpublishes it.
+func (s *CSI) WithVolume(namespace, claim string, readOnly bool, fn func(dir string)) {
+	s.c.t.Helper()
+	if err := s.withVolume(context.Background(), namespace, claim, readOnly, func(dir string) error {
+		fn(dir)
+		return nil
+	}); err != nil {
+		s.c.t.Fatalf("claim %s/%s: %v", namespace, claim, err)
+	}
+}
+
 // WriteFiles writes files (a path relative to the volume's root, "/"
 // separated, and its content) into a Bound claim's volume.
 func (s *CSI) WriteFiles(namespace, claim string, files map[string][]byte) {
