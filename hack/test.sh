@@ -12,19 +12,15 @@
 #     packages, the guest, etcd, the hostpath driver, velero, versitygw):
 #     modules of their own, whose downloads wait on the network.
 #  2. The main pass: every package's tests against the real processes.
-#     The cluster suite, the longest (control planes with the CSI stack,
-#     mostly waiting on them), runs in a lane of its own from the start
-#     rather than after the packages go test orders before it.
-#     Beside them from their start: the apiserver suite again on etcd3 (one
+#     Beside it from its start: the apiserver suite again on etcd3 (one
 #     etcd its servers share; the tests the storage backend cannot change
 #     skip there and say why), and, at low priority (nice: it takes the
 #     cores the tests leave while they wait, without slowing their
 #     servers), a lane of what mostly compiles: the imported kube RBAC
 #     packages' tests, 10 s of fuzzing the names that become paths, 30 s of
 #     fuzzing request bodies, and the storage under the race detector.
-#  3. The crash-point matrix, once the main pass and the cluster suite
-#     are done: it stops libvirtd, which the main pass uses (the etcd3
-#     pass does not).
+#  3. The crash-point matrix, once the main pass is done: it stops
+#     libvirtd, which the main pass uses (the etcd3 pass does not).
 #
 # A lane's output comes in one piece when it ends. A step that fails ends
 # the script, and every lane with it.
@@ -74,11 +70,7 @@ vet() {
 }
 
 main_pass() {
-  go test "${testflags[@]}" -timeout 30m $(go list ./... | grep -v -e /test/integration/crash -e /test/integration/cluster)
-}
-
-cluster_suite() {
-  go test "${testflags[@]}" -timeout 30m ./test/integration/cluster
+  go test "${testflags[@]}" -timeout 30m $(go list ./... | grep -v /test/integration/crash)
 }
 
 etcd3_pass() {
@@ -120,17 +112,11 @@ step build make -s build
 step "tools in this module" bash hack/install-tools.sh module
 finish peers
 
-# 2. The main pass, the cluster suite, the etcd3 pass and the compiling
-# lane.
+# 2. The main pass, the etcd3 pass and the compiling lane.
 bash hack/start-libvirt.sh
-lane cluster step "cluster suite" cluster_suite
 lane etcd3 step "apiserver suite on etcd3" etcd3_pass
 lane compiling niced compiling_lane
-# The cluster suite's output is shown whatever the main pass's end.
-passes=0
-step "main pass" main_pass || passes=$?
-finish cluster || passes=$?
-((passes == 0)) || exit "${passes}"
+step "main pass" main_pass
 
 # 3. The crash points; then what ran beside, each shown whatever the
 # other's end.
