@@ -131,6 +131,23 @@ func writeRandom(b *testing.B, path string, off int64, n int) {
 	}
 }
 
+// kopiaCLI creates a kopia repository in the bucket "kopia" of srv at
+// prefix with the kopia CLI, and returns a runner of the CLI connected to
+// it, each command timed.
+func kopiaCLI(b *testing.B, srv *framework.S3Server, prefix string) func(args ...string) run {
+	b.Helper()
+	config := filepath.Join(b.TempDir(), "kopia.config")
+	home := b.TempDir()
+	kopia := func(args ...string) run {
+		cmd := exec.Command(framework.Binary(b, "kopia"), append(args, "--config-file="+config)...)
+		cmd.Env = append(os.Environ(), "KOPIA_CHECK_FOR_UPDATES=false", "KOPIA_PASSWORD="+password, "HOME="+home)
+		return timed(b, cmd)
+	}
+	kopia("repository", "create", "s3", "--bucket=kopia", "--prefix="+prefix, "--endpoint="+strings.TrimPrefix(srv.Endpoint, "http://"),
+		"--disable-tls", "--region=us-east-1", "--access-key="+srv.AccessKey, "--secret-access-key="+srv.SecretKey)
+	return kopia
+}
+
 // bigFile is the size of the data set's big file; its small files are
 // as many more bytes.
 const bigFile = 512 << 20
@@ -196,15 +213,7 @@ func BenchmarkUploadVersusKopiaCLI(b *testing.B) {
 	}
 	// The kopia CLI.
 	srv.MakeBucket(b, "kopia")
-	config := filepath.Join(b.TempDir(), "kopia.config")
-	home := b.TempDir()
-	kopia := func(args ...string) run {
-		cmd := exec.Command(framework.Binary(b, "kopia"), append(args, "--config-file="+config)...)
-		cmd.Env = append(os.Environ(), "KOPIA_CHECK_FOR_UPDATES=false", "KOPIA_PASSWORD="+password, "HOME="+home)
-		return timed(b, cmd)
-	}
-	kopia("repository", "create", "s3", "--bucket=kopia", "--prefix="+kopiarepo.Prefix("", "bench"), "--endpoint="+endpoint.Host,
-		"--disable-tls", "--region=us-east-1", "--access-key="+srv.AccessKey, "--secret-access-key="+srv.SecretKey)
+	kopia := kopiaCLI(b, srv, kopiarepo.Prefix("", "bench"))
 	kopiaSnapshot := func() (run, string) {
 		r := kopia("snapshot", "create", data, "--json")
 		var m struct {

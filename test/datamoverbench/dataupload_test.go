@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -76,16 +75,7 @@ func BenchmarkDataUploadVersusKopiaCLI(b *testing.B) {
 
 	// The kopia CLI on the published claim, its source named alike at
 	// every run (the publish directory is new each time).
-	config := filepath.Join(b.TempDir(), "kopia.config")
-	home := b.TempDir()
-	kopia := func(args ...string) run {
-		cmd := exec.Command(framework.Binary(b, "kopia"), append(args, "--config-file="+config)...)
-		cmd.Env = append(os.Environ(), "KOPIA_CHECK_FOR_UPDATES=false", "KOPIA_PASSWORD="+password, "HOME="+home)
-		return timed(b, cmd)
-	}
-	host := strings.TrimPrefix(srv.Endpoint, "http://")
-	kopia("repository", "create", "s3", "--bucket=kopia", "--prefix="+kopiarepo.Prefix(prefix, ns), "--endpoint="+host,
-		"--disable-tls", "--region=us-east-1", "--access-key="+srv.AccessKey, "--secret-access-key="+srv.SecretKey)
+	kopia := kopiaCLI(b, srv, kopiarepo.Prefix(prefix, ns))
 	kopiaSnapshot := func() (r run, id string) {
 		c.CSI.WithVolume(ns, claim, true, func(dir string) {
 			r = kopia("snapshot", "create", dir, "--override-source=/bench/data", "--json")

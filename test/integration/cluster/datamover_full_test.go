@@ -40,6 +40,37 @@ func TestDataMoverFullDisks(t *testing.T) {
 	bucket := filepath.Join(c.Dir, "tmpfs-location")
 	cleanup := t.Cleanup // the test's, not a step's
 
+	// outOfSpace runs a backup that runs out of space on full: it does not
+	// complete, its DataUpload fails with the reason and saves no
+	// snapshot, and the cluster keeps nothing of it.
+	outOfSpace := func(t *testing.T, backup, full string) *velerov2alpha1.DataUpload {
+		t.Helper()
+		before := snapshotIDs(c.CSI.Snapshots())
+		velero("backup", "create", backup, "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data", "--wait")
+		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, backup, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		du := uploadOf(t, c, backup)
+		t.Logf("backup %s: %s (%s); DataUpload %s: %s (%s)", b.Name, b.Status.Phase, b.Status.FailureReason, du.Name, du.Status.Phase, du.Status.Message)
+		if b.Status.Phase == velerov1.BackupPhaseCompleted {
+			t.Errorf("backup %s Completed with %s full", backup, full)
+		}
+		if du.Status.Phase != velerov2alpha1.DataUploadPhaseFailed || !strings.Contains(du.Status.Message, "no space left on device") || du.Status.SnapshotID != "" {
+			t.Errorf("DataUpload %s: %s, snapshot %q (%s); want Failed for the lack of space, no snapshot", du.Name, du.Status.Phase, du.Status.SnapshotID, du.Status.Message)
+		}
+		poll(t, "the driver's snapshots as before", time.Minute, func(context.Context) (bool, error) {
+			return maps.Equal(snapshotIDs(c.CSI.Snapshots()), before), nil
+		})
+		if _, err := c.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the claim of DataUpload %s is left in %s", du.Name, adminNamespace)
+		}
+		if left, err := snaps.SnapshotV1().VolumeSnapshots(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the moved VolumeSnapshot %s is left", left.Name)
+		}
+		return du
+	}
+
 	step("a location on a 32 MiB filesystem", func(t *testing.T) {
 		if err := unix.Mkdir(bucket, 0o700); err != nil {
 			t.Fatal(err)
@@ -85,29 +116,7 @@ func TestDataMoverFullDisks(t *testing.T) {
 		filler = filepath.Join(scratch, "filler")
 		fillUp(t, filler)
 
-		before := snapshotIDs(c.CSI.Snapshots())
-		velero("backup", "create", "scratch-full", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data", "--wait")
-		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "scratch-full", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		du := uploadOf(t, c, "scratch-full")
-		t.Logf("backup %s: %s; DataUpload %s: %s (%s)", b.Name, b.Status.Phase, du.Name, du.Status.Phase, du.Status.Message)
-		if b.Status.Phase == velerov1.BackupPhaseCompleted {
-			t.Errorf("backup scratch-full Completed with its data mover's disk full")
-		}
-		if du.Status.Phase != velerov2alpha1.DataUploadPhaseFailed || !strings.Contains(du.Status.Message, "no space left on device") || du.Status.SnapshotID != "" {
-			t.Errorf("DataUpload %s: %s, snapshot %q (%s); want Failed for the lack of space, no snapshot", du.Name, du.Status.Phase, du.Status.SnapshotID, du.Status.Message)
-		}
-		poll(t, "the driver's snapshots as before", time.Minute, func(context.Context) (bool, error) {
-			return maps.Equal(snapshotIDs(c.CSI.Snapshots()), before), nil
-		})
-		if _, err := c.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
-			t.Errorf("the claim of DataUpload %s is left in %s", du.Name, adminNamespace)
-		}
-		if left, err := snaps.SnapshotV1().VolumeSnapshots(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
-			t.Errorf("the moved VolumeSnapshot %s is left", left.Name)
-		}
+		outOfSpace(t, "scratch-full", "its data mover's disk")
 		if mounted := framework.MountsUnder(t, scratch); len(mounted) != 0 {
 			t.Errorf("still mounted in the scratch space: %v", mounted)
 		}
@@ -128,33 +137,11 @@ func TestDataMoverFullDisks(t *testing.T) {
 	})
 
 	step("a backup that does not fit fails its upload with the reason and leaves nothing", func(t *testing.T) {
-		before := snapshotIDs(c.CSI.Snapshots())
 		c.CSI.WriteFiles(ns, claim, map[string][]byte{"b.bin": framework.RandomBytes(t, 48<<20)})
-		velero("backup", "create", "overflows", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data", "--wait")
-		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "overflows", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		du := uploadOf(t, c, "overflows")
+		du := outOfSpace(t, "overflows", "the location")
 		var fs unix.Statfs_t
 		_ = unix.Statfs(bucket, &fs)
-		t.Logf("backup %s: %s (%s); DataUpload %s: %s, progress %+v; the location's filesystem: type %x, %d of %d blocks free",
-			b.Name, b.Status.Phase, b.Status.FailureReason, du.Status.Phase, du.Status.Message, du.Status.Progress, fs.Type, fs.Bfree, fs.Blocks)
-		if b.Status.Phase == velerov1.BackupPhaseCompleted {
-			t.Errorf("backup overflows Completed on a full location")
-		}
-		if du.Status.Phase != velerov2alpha1.DataUploadPhaseFailed || !strings.Contains(du.Status.Message, "no space left on device") || du.Status.SnapshotID != "" {
-			t.Errorf("DataUpload %s: %s, snapshot %q (%s); want Failed for the lack of space, no snapshot", du.Name, du.Status.Phase, du.Status.SnapshotID, du.Status.Message)
-		}
-		poll(t, "the driver's snapshots as before", time.Minute, func(context.Context) (bool, error) {
-			return maps.Equal(snapshotIDs(c.CSI.Snapshots()), before), nil
-		})
-		if _, err := c.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
-			t.Errorf("the claim of DataUpload %s is left in %s", du.Name, adminNamespace)
-		}
-		if left, err := snaps.SnapshotV1().VolumeSnapshots(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{}); err == nil {
-			t.Errorf("the moved VolumeSnapshot %s is left", left.Name)
-		}
+		t.Logf("DataUpload %s: progress %+v; the location's filesystem: type %x, %d of %d blocks free", du.Name, du.Status.Progress, fs.Type, fs.Bfree, fs.Blocks)
 		// The repository holds the first upload's snapshot, and none of
 		// the second (complete or not).
 		st, err := kopiarepo.FilesystemStorage(ctx, filepath.Join(bucket, filepath.FromSlash(kopiarepo.Prefix("", ns))))
