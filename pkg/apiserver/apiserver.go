@@ -202,6 +202,9 @@ type DataMoverConfig struct {
 	// UploadBytesPerSecond limits what each repository of the node
 	// writes to its location (0: no limit).
 	UploadBytesPerSecond int64
+	// StorageCheckInterval is how often a running upload that has written
+	// nothing since checks its location (kopiarepo).
+	StorageCheckInterval time.Duration
 	// ServiceAccount is the source cluster's ServiceAccount (its name;
 	// namespace/name for one outside the admin namespace) whose tokens the
 	// data mover presents to CSI drivers' SnapshotMetadata services, to

@@ -63,7 +63,7 @@ func (o *Options) Config() (*Config, error) {
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,
 		LibvirtURI: o.LibvirtURI, VolumeRoot: o.VolumeRoot, CBTStateDir: o.CBTStateDir, VMFullBackupMode: o.VMFullBackupMode,
 		DataMover: apiserver.DataMoverConfig{Node: o.VMHost, CSIEndpoints: o.DataMoverCSIEndpoints, Concurrency: o.DataMoverConcurrency,
-			UploadBytesPerSecond: o.DataMoverUploadBPS, ServiceAccount: o.DataMoverServiceAccount},
+			UploadBytesPerSecond: o.DataMoverUploadBPS, StorageCheckInterval: o.DataMoverStorageCheck, ServiceAccount: o.DataMoverServiceAccount},
 	}
 	c.Extra.Opener.TenantDenied = tenantDenied
 	if le := o.LeaderElection; le.LeaderElect {

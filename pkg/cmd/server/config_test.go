@@ -119,6 +119,8 @@ func TestConfigRefuses(t *testing.T) {
 		{[]string{"--data-mover-service-account=Not_A_Name"}, "--data-mover-service-account \"Not_A_Name\": name:"},
 		{[]string{"--data-mover-service-account=../backstop-apiserver"}, "--data-mover-service-account \"../backstop-apiserver\": namespace:"},
 		{[]string{"--data-mover-service-account=ns/a/b"}, "--data-mover-service-account \"ns/a/b\": name:"},
+		{[]string{"--data-mover-storage-check-interval=500ms"}, "--data-mover-storage-check-interval must be at least 1s, not 500ms"},
+		{[]string{"--data-mover-upload-bytes-per-second=-1"}, "--data-mover-upload-bytes-per-second must not be negative, not -1"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			o := NewOptions()

@@ -29,6 +29,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/backstop-io/backstop/pkg/apiserver"
+	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
 	"github.com/backstop-io/backstop/pkg/engine/datamover"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
@@ -83,6 +84,7 @@ type Options struct {
 	DataMoverCSIEndpoints      map[string]string
 	DataMoverConcurrency       int
 	DataMoverUploadBPS         int64
+	DataMoverStorageCheck      time.Duration
 	DataMoverServiceAccount    string
 	VMFullBackupMode           string
 	VolumeRoot                 string
@@ -127,6 +129,7 @@ func NewOptions() *Options {
 		VMFullBackupMode:           "push",
 		VMHost:                     defaultVMHost(),
 		DataMoverConcurrency:       datamover.DefaultConcurrency,
+		DataMoverStorageCheck:      kopiarepo.DefaultStorageCheckInterval,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:   true,
 			LeaseDuration: metav1.Duration{Duration: 15 * time.Second},
@@ -168,6 +171,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.VMHost, "vm-host", o.VMHost, "the name of the host --libvirt-uri runs on (a DNS subdomain; a Kubernetes node's name, say): with leader election, the replicas of one host elect one among them, on the Lease <--leader-elect-resource-name>-vm-<host>, to run the VM engines for that libvirt's VMs")
 	fs.StringToStringVar(&o.DataMoverCSIEndpoints, "data-mover-csi-endpoint", o.DataMoverCSIEndpoints, "a CSI driver's node service on this host, as <driver>=unix:///<socket> (repeatable): the data mover moves the data of that driver's snapshots here (DataUploads of backups with snapshotMoveData), publishing their volumes as kubelet would; the host is --vm-host, and with leader election its replicas elect one to do it")
 	fs.Int64Var(&o.DataMoverUploadBPS, "data-mover-upload-bytes-per-second", o.DataMoverUploadBPS, "the most bytes per second each repository of this host's data mover writes to its storage location (0: no limit)")
+	fs.DurationVar(&o.DataMoverStorageCheck, "data-mover-storage-check-interval", o.DataMoverStorageCheck, "how often a running upload that has written nothing since checks its storage location; three failed checks in a row (each bounded to 10 s) end it with the storage's error, where kopia alone would retry its writes for as long as the upload runs")
 	fs.StringVar(&o.DataMoverServiceAccount, "data-mover-service-account", o.DataMoverServiceAccount, "the ServiceAccount of the source cluster (a name in the admin namespace, or <namespace>/<name>) whose tokens this host's data mover presents to CSI drivers' SnapshotMetadata services (the external-snapshot-metadata sidecar), to read block volumes by the blocks changed since their previous upload; it needs to create its own tokens' requests through this server's credentials and get VolumeSnapshots in the admin namespace (empty: block volumes are read whole)")
 	fs.IntVar(&o.DataMoverConcurrency, "data-mover-concurrency", o.DataMoverConcurrency, "how many DataUploads this host's data mover runs at once (Velero's node-agent concurrency)")
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
@@ -266,6 +270,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RestoreItemWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--restore-item-workers must be at least 1, not %d", o.RestoreItemWorkers))
+	}
+	if o.DataMoverStorageCheck < time.Second {
+		errs = append(errs, fmt.Errorf("--data-mover-storage-check-interval must be at least 1s, not %s", o.DataMoverStorageCheck))
 	}
 	if o.DataMoverUploadBPS < 0 {
 		errs = append(errs, fmt.Errorf("--data-mover-upload-bytes-per-second must not be negative, not %d", o.DataMoverUploadBPS))

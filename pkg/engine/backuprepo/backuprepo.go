@@ -79,6 +79,9 @@ type Config struct {
 	Status status.Writer
 	// UploadBytesPerSecond limits each repository's writes (0: none).
 	UploadBytesPerSecond float64
+	// StorageCheckInterval is how often a running upload that has written
+	// nothing since checks its storage (0: kopiarepo's default).
+	StorageCheckInterval time.Duration
 }
 
 // Repositories opens repositories and keeps them open, one per location
@@ -248,7 +251,8 @@ func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupS
 	if err != nil {
 		return nil, err
 	}
-	rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: password, Dir: e.dir, UploadBytesPerSecond: r.cfg.UploadBytesPerSecond, Create: create})
+	rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: password, Dir: e.dir, UploadBytesPerSecond: r.cfg.UploadBytesPerSecond,
+		StorageCheckInterval: r.cfg.StorageCheckInterval, Create: create})
 	if errors.Is(err, kopiarepo.ErrWrongPassword) {
 		return nil, fmt.Errorf("the repository at %s: the password of Secret %s (key %s) does not open it", where, CredentialsSecret, CredentialsKey)
 	}

@@ -196,7 +196,8 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 	// upload.
 	step("the bucket disappears mid-upload: the upload fails with the reason", func(t *testing.T) {
 		a.StopBackstop(false)
-		a.BackstopArgs = append(a.BackstopArgs, "--data-mover-upload-bytes-per-second=4194304")
+		// The storage checked every 2 s rather than 20: the upload ends sooner.
+		a.BackstopArgs = append(a.BackstopArgs, "--data-mover-upload-bytes-per-second=4194304", "--data-mover-storage-check-interval=2s")
 		a.StartBackstop()
 		a.CSI.WriteFiles(ns, "db", map[string][]byte{"data/more.bin": framework.RandomBytes(t, 48<<20)})
 		veleroA("backup", "create", "dr-2", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data")
