@@ -59,6 +59,7 @@ import (
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/resourcemodifiers"
 	"github.com/backstop-io/backstop/pkg/virt"
 )
 
@@ -231,6 +232,15 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return cur.Status.Phase.Pending()
 	}
 	backup, problems := c.validate(r)
+	var mods *resourcemodifiers.Modifiers
+	if len(problems) == 0 {
+		var problem string
+		if mods, problem, err = c.modifiersOf(ctx, r); err != nil {
+			return err
+		} else if problem != "" {
+			problems = append(problems, problem)
+		}
+	}
 	if len(problems) > 0 {
 		_, err := c.statusOf(r.Namespace).Update(ctx, r, func(cur *velerov1.Restore) {
 			if isNew(cur) {
@@ -269,7 +279,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	c.cfg.Crash.Hit(failpoint.RestoreInProgress)
-	c.start(ctx, r, backup)
+	c.start(ctx, r, backup, mods)
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -163,8 +164,17 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 		unstructured.RemoveNestedField(obj.Object, "status")
 	}
 	status, hasStatus, _ := unstructured.NestedFieldCopy(obj.Object, "status")
+	// The resource modifiers see the item as backed up (its namespace the
+	// source's, as in Velero); an error is the restore's, and the item is
+	// written as the rules before it left it.
+	if res.Namespaced {
+		obj.SetNamespace(it.Namespace)
+	}
+	if err := run.modifiers.Apply(obj, it.GroupResource, kubescheme.Scheme); err != nil {
+		run.log.Error(namespace, scope, fmt.Sprintf("%s %s/%s: %v", it.GroupResource, it.Namespace, it.Name, err))
+	}
 	// The name is the one the item's path gives, which the filters
-	// decided on, never another its JSON claims.
+	// decided on, never another its JSON claims (or a modifier gives).
 	obj.SetName(it.Name)
 	if items.IsNamespaces(res) {
 		obj.SetName(run.mapNamespace(it.Name))

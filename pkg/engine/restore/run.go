@@ -21,6 +21,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/resourcemodifiers"
 	"github.com/backstop-io/backstop/pkg/volumeinfo"
 )
 
@@ -47,6 +48,8 @@ type restoreRun struct {
 	pass passState
 	// volumes are the backup's volumes (its volume info file).
 	volumes volumeinfo.Index
+	// modifiers are the restore's resource modifiers (nil: none).
+	modifiers *resourcemodifiers.Modifiers
 
 	mu sync.Mutex
 	// namespaces are the target namespaces known to exist.
@@ -121,9 +124,9 @@ func (run *restoreRun) reportProgress(ctx context.Context, done <-chan struct{})
 // start runs the restore in a goroutine the engine tracks (Run waits for
 // it): the loop is free meanwhile, and deleting the Restore stops the run
 // (cancelRunning) instead of waiting for its end.
-func (c *Controller) start(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup) {
+func (c *Controller) start(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup, mods *resourcemodifiers.Modifiers) {
 	work, cancel := context.WithCancelCause(ctx)
-	run := &restoreRun{c: c, r: r, backup: backup, count: &counter{}, namespaces: map[string]bool{}, cancel: cancel}
+	run := &restoreRun{c: c, r: r, backup: backup, modifiers: mods, count: &counter{}, namespaces: map[string]bool{}, cancel: cancel}
 	c.mu.Lock()
 	c.running = run
 	c.mu.Unlock()

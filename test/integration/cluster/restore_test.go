@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -305,6 +306,69 @@ func TestRestoreWorkloads(t *testing.T) {
 	}
 	if out, err := c.Kubectl(admin, nil, "get", "widgets.example.com", "gear", "-n", "shop", "-o", "jsonpath={.spec.teeth}"); err != nil || out != "12" {
 		t.Errorf("the restored widget: %q, %v", out, err)
+	}
+
+	checkResourceModifiers(t, c, backup.Name)
+}
+
+// checkResourceModifiers restores backup (of namespace shop) into
+// shop-modified with resource modifiers (Velero's spec.resourceModifier: a
+// ConfigMap of rules in the restore's namespace), one rule of each kind of
+// patch, matched on the items as backed up; and refuses restores whose
+// ConfigMap is missing or holds a bad rule (FailedValidation, saying why).
+func checkResourceModifiers(t *testing.T, c *framework.Cluster, backup string) {
+	t.Helper()
+	ctx := context.Background()
+	for name, doc := range map[string]string{
+		"modifiers": `version: v1
+resourceModifierRules:
+- conditions: {groupResource: deployments.apps, namespaces: [shop]}
+  strategicPatches:
+  - patchData: '{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.invalid/web:2"}]}}}}'
+- conditions: {groupResource: configmaps, resourceNameRegex: "^settings$", matches: [{path: /data/currency, value: EUR}]}
+  mergePatches:
+  - patchData: 'data: {currency: CHF}'
+- conditions: {groupResource: services, resourceNameRegex: "^web$"}
+  patches:
+  - {operation: add, path: /metadata/annotations, value: '{"restored-by": "modifiers"}'}
+`,
+		"bad-modifiers": "version: v1\nresourceModifierRules:\n- conditions: {groupResource: services}\n  patches: [{operation: upsert, path: /spec}]\n",
+	} {
+		if _, err := c.Kube.CoreV1().ConfigMaps(adminNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Data: map[string]string{"rules.yaml": doc}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modifiers := func(name string) *corev1.TypedLocalObjectReference {
+		return &corev1.TypedLocalObjectReference{Kind: "ConfigMap", Name: name}
+	}
+	r := runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-modified"}, Spec: velerov1.RestoreSpec{
+		BackupName: backup, NamespaceMapping: map[string]string{"shop": "shop-modified"}, ResourceModifier: modifiers("modifiers")}})
+	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 {
+		t.Errorf("restore with resource modifiers: phase %s, errors %d, warnings %d", r.Status.Phase, r.Status.Errors, r.Status.Warnings)
+	}
+	for _, check := range []struct{ what, kind, name, path, want string }{
+		{"the web container's image (strategic merge patch)", "deployment", "web", `{.spec.template.spec.containers[?(@.name=="web")].image}`, "registry.invalid/web:2"},
+		{"the currency (merge patch, where it was EUR)", "configmap", "settings", "{.data.currency}", "CHF"},
+		{"the annotation (JSON patch)", "service", "web", "{.metadata.annotations.restored-by}", "modifiers"},
+		{"a Job's image (no rule for it)", "job", "migrate", "{.spec.template.spec.containers[0].image}", "registry.invalid/migrate:1"},
+	} {
+		if out, err := c.Kubectl(c.AdminKubeconfig, nil, "get", check.kind, check.name, "-n", "shop-modified", "-o", "jsonpath="+check.path); err != nil || out != check.want {
+			t.Errorf("%s in shop-modified: %q (%v), want %q", check.what, out, err, check.want)
+		}
+	}
+	for _, tc := range []struct{ configMap, want string }{
+		{"bad-modifiers", "Validation error in resource modifiers provided in configmap " + adminNamespace + "/bad-modifiers"},
+		{"no-such-modifiers", "failed to get resource modifiers configmap " + adminNamespace + "/no-such-modifiers: not found"},
+	} {
+		r := runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: tc.configMap}, Spec: velerov1.RestoreSpec{
+			BackupName: backup, NamespaceMapping: map[string]string{"shop": "shop-refused"}, ResourceModifier: modifiers(tc.configMap)}})
+		if r.Status.Phase != velerov1.RestorePhaseFailedValidation || len(r.Status.ValidationErrors) != 1 || !strings.Contains(r.Status.ValidationErrors[0], tc.want) {
+			t.Errorf("restore %s: %s %v, want FailedValidation saying %q", r.Name, r.Status.Phase, r.Status.ValidationErrors, tc.want)
+		}
+	}
+	if _, err := c.Kube.CoreV1().Namespaces().Get(ctx, "shop-refused", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace shop-refused: %v, want none made by the refused restores", err)
 	}
 }
 
