@@ -198,7 +198,11 @@ func (c *Controller) dropBase(ctx context.Context, key cache.ObjectName) error {
 		return nil
 	}
 	err = snaps.Delete(ctx, key.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vs.UID}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// Gone already, or another VolumeSnapshot of that name now.
+		return nil
+	case err != nil:
 		return fmt.Errorf("deleting VolumeSnapshot %s/%s, the base of a deleted DataUpload: %w", c.cfg.Namespace, key.Name, err)
 	}
 	klog.FromContext(ctx).Info("Deleted the storage snapshot kept as a base by a deleted DataUpload", "volumeSnapshot", klog.KObj(vs))

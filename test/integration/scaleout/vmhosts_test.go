@@ -88,7 +88,13 @@ func TestVMEnginesPerHost(t *testing.T) {
 		if !meta.IsStatusConditionTrue(b.Status.Conditions, string(kv.ConditionComplete)) {
 			t.Errorf("backup %s: %+v", name, b.Status)
 		}
-		if ran := c.ranVMBackup(name); len(ran) != 1 || ran[0] != host {
+		// The engine logs the backup's end after writing its status.
+		var ran []int
+		_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			ran = c.ranVMBackup(name)
+			return len(ran) > 0, nil
+		})
+		if len(ran) != 1 || ran[0] != host {
 			t.Errorf("backup %s ran on replicas %v, want only %d (its host's engines)", name, ran, host+1)
 		}
 	}
