@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,6 +80,12 @@ func TestSyncRefuses(t *testing.T) {
 		{name: "location unavailable", restore: velerov1.RestoreSpec{BackupName: "b"},
 			objs: []runtime.Object{backupOf("b", velerov1.BackupPhaseCompleted, nil, day), locationOf(velerov1.BackupStorageLocationPhaseUnavailable)},
 			want: "is unavailable: bucket gone"},
+		{name: "resource modifiers of another kind", restore: velerov1.RestoreSpec{BackupName: "b", ResourceModifier: &corev1.TypedLocalObjectReference{Kind: "Secret", Name: "mods"}},
+			objs: []runtime.Object{backupOf("b", velerov1.BackupPhaseCompleted, nil, day), locationOf(velerov1.BackupStorageLocationPhaseAvailable)},
+			want: `resourceModifier: kind "Secret" is not supported: only a ConfigMap`},
+		{name: "resource modifiers without a cluster to read them from", restore: velerov1.RestoreSpec{BackupName: "b", ResourceModifier: &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "mods"}},
+			objs: []runtime.Object{backupOf("b", velerov1.BackupPhaseCompleted, nil, day), locationOf(velerov1.BackupStorageLocationPhaseAvailable)},
+			want: "failed to get resource modifiers configmap " + adminNS + "/mods: no cluster to read it from"},
 		{name: "schedule without a completed backup", restore: velerov1.RestoreSpec{ScheduleName: "daily"},
 			objs: []runtime.Object{backupOf("daily-1", velerov1.BackupPhaseFailed, map[string]string{ScheduleNameLabel: "daily"}, day)},
 			want: `schedule "daily" has no completed backup to restore from`},
