@@ -294,7 +294,11 @@ func (m *Modifiers) Apply(obj *unstructured.Unstructured, groupResource string, 
 	if m == nil {
 		return nil
 	}
-	original := obj.DeepCopy()
+	// Only a rule after another needs the item as it came.
+	original := obj
+	if len(m.rules) > 1 {
+		original = obj.DeepCopy()
+	}
 	var errs []error
 	for i, r := range m.rules {
 		ok, err := r.selects(original, groupResource)

@@ -148,6 +148,18 @@ func kopiaCLI(b *testing.B, srv *framework.S3Server, prefix string) func(args ..
 	return kopia
 }
 
+// snapshotID is the ID of the snapshot `kopia snapshot create --json` made.
+func snapshotID(b *testing.B, r run) string {
+	b.Helper()
+	var m struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(r.out, &m); err != nil || m.ID == "" {
+		b.Fatalf("kopia snapshot create: %v\n%s", err, r.out)
+	}
+	return m.ID
+}
+
 // bigFile is the size of the data set's big file; its small files are
 // as many more bytes.
 const bigFile = 512 << 20
@@ -216,13 +228,7 @@ func BenchmarkUploadVersusKopiaCLI(b *testing.B) {
 	kopia := kopiaCLI(b, srv, kopiarepo.Prefix("", "bench"))
 	kopiaSnapshot := func() (run, string) {
 		r := kopia("snapshot", "create", data, "--json")
-		var m struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(r.out, &m); err != nil || m.ID == "" {
-			b.Fatalf("kopia snapshot create: %v\n%s", err, r.out)
-		}
-		return r, m.ID
+		return r, snapshotID(b, r)
 	}
 	bucket := func(name string) int64 { return framework.DirBytes(b, filepath.Join(srv.Root, name)) }
 

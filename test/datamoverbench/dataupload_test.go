@@ -4,11 +4,8 @@ package datamoverbench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,19 +77,15 @@ func BenchmarkDataUploadVersusKopiaCLI(b *testing.B) {
 		c.CSI.WithVolume(ns, claim, true, func(dir string) {
 			r = kopia("snapshot", "create", dir, "--override-source=/bench/data", "--json")
 		})
-		var m struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(r.out, &m); err != nil || m.ID == "" {
-			b.Fatalf("kopia snapshot create: %v\n%s", err, r.out)
-		}
-		return r, m.ID
+		return r, snapshotID(b, r)
 	}
 	bucket := func(name string) int64 { return framework.DirBytes(b, filepath.Join(srv.Root, name)) }
-	server := serverMemory{b: b, pid: c.BackstopPID()}
+	// The server's memory: its peak RSS reset before each step.
+	pid := c.BackstopPID()
+	peakMiB := func() float64 { return float64(framework.ProcStatus(b, pid, "VmHWM")) / 1024 }
 
 	backup := func(name string) moved {
-		server.resetPeak()
+		framework.ResetPeakRSS(b, pid)
 		w, err := c.Backstop.VeleroV2alpha1().DataUploads(admin).Watch(ctx, metav1.ListOptions{LabelSelector: velerov1.BackupNameLabel + "=" + name})
 		if err != nil {
 			b.Fatal(err)
@@ -107,7 +100,7 @@ func BenchmarkDataUploadVersusKopiaCLI(b *testing.B) {
 			du := o.(*velerov2alpha1.DataUpload)
 			return string(du.Status.Phase), du.Status.SnapshotID + " " + du.Status.Message
 		}, string(velerov2alpha1.DataUploadPhaseInProgress), string(velerov2alpha1.DataUploadPhaseCompleted), string(velerov2alpha1.DataUploadPhaseFailed))
-		m.peakMiB = server.peakMiB()
+		m.peakMiB = peakMiB()
 		// The backup completes after its DataUpload (its operations
 		// polled, its tarball rewritten).
 		until(b, "backup "+name+" Completed", 5*time.Minute, func(ctx context.Context) (bool, error) {
@@ -130,7 +123,7 @@ func BenchmarkDataUploadVersusKopiaCLI(b *testing.B) {
 		backstopSnapshots string
 	}
 	var rows []row
-	idle := server.rssMiB()
+	idle := float64(framework.ProcStatus(b, pid, "VmRSS")) / 1024
 
 	b0, k0 := bucket("backstop"), bucket("kopia")
 	first := backup("first")
@@ -148,7 +141,7 @@ func BenchmarkDataUploadVersusKopiaCLI(b *testing.B) {
 
 	// The restore: a DataDownload into a new claim, and the CLI into an
 	// empty directory.
-	server.resetPeak()
+	framework.ResetPeakRSS(b, pid)
 	w, err := c.Backstop.VeleroV2alpha1().DataDownloads(admin).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -163,7 +156,7 @@ func BenchmarkDataUploadVersusKopiaCLI(b *testing.B) {
 		return string(dd.Status.Phase), dd.Status.Message
 	}, string(velerov2alpha1.DataDownloadPhaseInProgress), string(velerov2alpha1.DataDownloadPhaseCompleted), string(velerov2alpha1.DataDownloadPhaseFailed))
 	w.Stop()
-	restored.peakMiB = server.peakMiB()
+	restored.peakMiB = peakMiB()
 	restoreK := kopia("snapshot", "restore", kopiaID, filepath.Join(b.TempDir(), "restored"))
 	rows = append(rows, row{what: "restore (1 GiB)", backstop: restored, kopiaCL: restoreK, size: total})
 
@@ -230,40 +223,6 @@ func follow(b *testing.B, w watch.Interface, created time.Time, phase func(any) 
 			b.Fatalf("not %s in 10 minutes", done)
 		}
 	}
-}
-
-// serverMemory reads the server process's RSS.
-type serverMemory struct {
-	b   *testing.B
-	pid int
-}
-
-// resetPeak starts the peak RSS anew (clear_refs 5).
-func (s serverMemory) resetPeak() {
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", s.pid), []byte("5"), 0); err != nil {
-		s.b.Fatal(err)
-	}
-}
-
-func (s serverMemory) peakMiB() float64 { return s.field("VmHWM:") }
-func (s serverMemory) rssMiB() float64  { return s.field("VmRSS:") }
-
-func (s serverMemory) field(name string) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid))
-	if err != nil {
-		s.b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == name {
-			kib, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				s.b.Fatal(err)
-			}
-			return kib / 1024
-		}
-	}
-	s.b.Fatalf("no %s in the server's status", name)
-	return 0
 }
 
 // until polls cond each second until it holds, for at most timeout.
