@@ -500,20 +500,29 @@ func ReadTree(dir string) (map[string][]byte, error) {
 }
 
 // FileSizes lists the files under dir (slash-separated paths relative to
-// it) with their sizes: a bucket's or a repository's blobs.
+// it) with their sizes: a bucket's or a repository's blobs. A file gone
+// between its directory's listing and its stat (a temporary file of a
+// repository in use, renamed or removed meanwhile) is not listed.
 func FileSizes(t testing.TB, dir string) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	fsys := os.DirFS(dir)
 	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if name != "." && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil || d.IsDir() {
 			return err
 		}
 		info, err := d.Info()
-		if err == nil {
-			out[name] = info.Size()
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return err
 		}
-		return err
+		out[name] = info.Size()
+		return nil
 	})
 	if err != nil {
 		t.Fatalf("listing the files under %s: %v", dir, err)

@@ -88,13 +88,7 @@ func TestVMEnginesPerHost(t *testing.T) {
 		if !meta.IsStatusConditionTrue(b.Status.Conditions, string(kv.ConditionComplete)) {
 			t.Errorf("backup %s: %+v", name, b.Status)
 		}
-		// The engine logs the backup's end after writing its status.
-		var ran []int
-		_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			ran = c.ranVMBackup(name)
-			return len(ran) > 0, nil
-		})
-		if len(ran) != 1 || ran[0] != host {
+		if ran := c.loggedVMBackup(ctx, name); len(ran) != 1 || ran[0] != host {
 			t.Errorf("backup %s ran on replicas %v, want only %d (its host's engines)", name, ran, host+1)
 		}
 	}
@@ -119,9 +113,21 @@ func TestVMEnginesPerHost(t *testing.T) {
 	if b := waitVMB(ctx, t, via, "a2"); !meta.IsStatusConditionTrue(b.Status.Conditions, string(kv.ConditionComplete)) || b.Status.Type != kv.Incremental {
 		t.Errorf("backup of vma after host-a's engines moved: %+v", b.Status)
 	}
-	if ran := c.ranVMBackup("a2"); len(ran) != 1 || ran[0] != next {
+	if ran := c.loggedVMBackup(ctx, "a2"); len(ran) != 1 || ran[0] != next {
 		t.Errorf("backup a2 ran on replicas %v, want only %d", ran, next+1)
 	}
+}
+
+// loggedVMBackup waits until a replica has logged that it completed a
+// VirtualMachineBackup, which its engine does after writing the status
+// the test saw, and returns the replicas that did.
+func (c *cluster) loggedVMBackup(ctx context.Context, name string) []int {
+	var ran []int
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		ran = c.ranVMBackup(name)
+		return len(ran) > 0, nil
+	})
+	return ran
 }
 
 // backup creates a VirtualMachineBackup of a tracker (or of a VM, when no
