@@ -90,7 +90,12 @@ func TestDataMoverBlockVolumes(t *testing.T) {
 				if vs.Status == nil || vs.Status.BoundVolumeSnapshotContentName == nil {
 					return false, nil
 				}
+				// A snapshot being deleted may have lost its content
+				// already: not settled yet.
 				vsc, err := snaps.SnapshotV1().VolumeSnapshotContents().Get(ctx, *vs.Status.BoundVolumeSnapshotContentName, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return false, nil
+				}
 				if err != nil || vsc.Status == nil || vsc.Status.SnapshotHandle == nil {
 					return false, err
 				}

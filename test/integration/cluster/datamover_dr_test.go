@@ -210,9 +210,7 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 			du = &list.Items[0]
 			return du.Status.Phase == velerov2alpha1.DataUploadPhaseInProgress && du.Status.Progress.BytesDone > 0, nil
 		})
-		if err := os.RemoveAll(filepath.Join(srv.Root, bucket)); err != nil {
-			t.Fatal(err)
-		}
+		srv.RemoveBucket(t, bucket)
 		poll(t, "the upload of dr-2 ended", 3*time.Minute, func(ctx context.Context) (bool, error) {
 			got, err := a.Backstop.VeleroV2alpha1().DataUploads(adminNamespace).Get(ctx, du.Name, metav1.GetOptions{})
 			if err != nil {

@@ -59,6 +59,17 @@ func (s *S3Server) MakeBucket(t testing.TB, name string) {
 	}
 }
 
+// RemoveBucket takes a bucket away from the server at once, as if it had
+// been deleted, even while objects are being written into it: its
+// directory is moved out of Root in one rename (removing it file by file
+// races with the writes), and removed with the test's directories.
+func (s *S3Server) RemoveBucket(t testing.TB, name string) {
+	t.Helper()
+	if err := os.Rename(filepath.Join(s.Root, name), filepath.Join(t.TempDir(), name)); err != nil {
+		t.Fatalf("removing bucket %s: %v", name, err)
+	}
+}
+
 // StartS3 starts an S3 server and stops it when the test ends.
 func StartS3(t testing.TB) *S3Server {
 	t.Helper()
