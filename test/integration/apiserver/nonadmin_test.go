@@ -404,12 +404,12 @@ func TestNonAdminBackupAndRestore(t *testing.T) {
 				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) { s.IncludeClusterResources = ptr.To(true) }), metav1.CreateOptions{})
 				return err
 			}, "spec.restoreSpec.includeClusterResources", "can only be set to false"},
-			{"resource modifier of the admin namespace", func() error {
+			{"resource modifiers of another kind than a ConfigMap", func() error {
 				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) {
-					s.ResourceModifier = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "m"}
+					s.ResourceModifier = &corev1.TypedLocalObjectReference{Kind: "Secret", Name: "m"}
 				}), metav1.CreateOptions{})
 				return err
-			}, "spec.restoreSpec.resourceModifier", "admin namespace"},
+			}, "spec.restoreSpec.resourceModifier.kind", `supported values: "ConfigMap"`},
 			{"restore hook in another namespace", func() error {
 				_, err := nars.Create(ctx, restore(func(s *velerov1.RestoreSpec) {
 					s.Hooks.Resources = []velerov1.RestoreResourceHookSpec{{Name: "h", IncludedNamespaces: []string{"tenant-b"}}}

@@ -313,7 +313,8 @@ func TestRestoreWorkloads(t *testing.T) {
 
 // checkResourceModifiers restores backup (of namespace shop) into
 // shop-modified with resource modifiers (Velero's spec.resourceModifier: a
-// ConfigMap of rules in the restore's namespace), one rule of each kind of
+// ConfigMap of rules in the restore's namespace, named through the velero
+// CLI), one rule of each kind of
 // patch, matched on the items as backed up; and refuses restores whose
 // ConfigMap is missing or holds a bad rule (FailedValidation, saying why).
 func checkResourceModifiers(t *testing.T, c *framework.Cluster, backup string) {
@@ -342,8 +343,18 @@ resourceModifierRules:
 	modifiers := func(name string) *corev1.TypedLocalObjectReference {
 		return &corev1.TypedLocalObjectReference{Kind: "ConfigMap", Name: name}
 	}
-	r := runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-modified"}, Spec: velerov1.RestoreSpec{
-		BackupName: backup, NamespaceMapping: map[string]string{"shop": "shop-modified"}, ResourceModifier: modifiers("modifiers")}})
+	// As a user asks for it: velero restore create --resource-modifier-configmap.
+	velero, wants := veleroCLI(t, c)
+	wants("restore create --resource-modifier-configmap", velero("restore", "create", "shop-modified", "--from-backup", backup,
+		"--namespace-mappings", "shop:shop-modified", "--resource-modifier-configmap", "modifiers", "--wait"),
+		"Restore completed with status: Completed")
+	r, err := c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, "shop-modified", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := r.Spec.ResourceModifier; ref == nil || ref.Name != "modifiers" {
+		t.Errorf("the restore's resource modifiers %+v, want the ConfigMap the CLI named", ref)
+	}
 	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 {
 		t.Errorf("restore with resource modifiers: phase %s, errors %d, warnings %d", r.Status.Phase, r.Status.Errors, r.Status.Warnings)
 	}

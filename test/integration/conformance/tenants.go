@@ -392,9 +392,9 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		{"a NonAdminRestore mapped into B's namespace", func(ctx context.Context) error {
 			return errOf(ownNARs.Create(ctx, nar(func(s *velerov1.RestoreSpec) { s.NamespaceMapping = map[string]string{a.Namespace: b.Namespace} }), metav1.CreateOptions{}))
 		}},
-		{"a NonAdminRestore with a resource modifier", func(ctx context.Context) error {
+		{"a NonAdminRestore whose resource modifiers are a Secret", func(ctx context.Context) error {
 			return errOf(ownNARs.Create(ctx, nar(func(s *velerov1.RestoreSpec) {
-				s.ResourceModifier = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "modifier"}
+				s.ResourceModifier = &corev1.TypedLocalObjectReference{Kind: "Secret", Name: "modifier"}
 			}), metav1.CreateOptions{}))
 		}},
 		{"a NonAdminRestore with a hook in B's namespace", func(ctx context.Context) error {

@@ -3,7 +3,8 @@
 // its path and upstream's message (the OADP non-admin controller's
 // ValidateBackupSpec and ValidateRestoreSpec), plus the fields upstream
 // leaves open that reach outside the namespace: hooks naming other
-// namespaces, resource policies and modifiers (ConfigMaps of the admin
+// namespaces, resource policies (a ConfigMap of the admin namespace),
+// resource modifiers of another kind than a ConfigMap (of the tenant's
 // namespace), cluster resources in restores.
 //
 // The registry applies these rules at admission (422), and the non-admin
@@ -17,6 +18,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
@@ -124,12 +127,36 @@ func ValidateNonAdminRestoreSpec(namespace string, spec *oadp.NonAdminRestoreSpe
 		errs = append(errs, field.Forbidden(p.Child("includeClusterResources"),
 			restricted(kind, p.Child("includeClusterResources"))+", can only be set to false"))
 	}
-	if r.ResourceModifier != nil {
-		errs = append(errs, field.Forbidden(p.Child("resourceModifier"),
-			restricted(kind, p.Child("resourceModifier"))+": it names a ConfigMap of the admin namespace"))
-	}
+	errs = append(errs, validateTenantModifier(r.ResourceModifier, p.Child("resourceModifier"))...)
 	for i, h := range r.Hooks.Resources {
 		errs = append(errs, ownNamespaceOnly(kind, namespace, h.IncludedNamespaces, p.Child("hooks", "resources").Index(i).Child("includedNamespaces"))...)
+	}
+	return errs
+}
+
+// validateTenantModifier checks the resource modifiers a tenant's restore
+// names: a ConfigMap of the tenant's own namespace (the restore reads it
+// there with the tenant's rights, and applies it only to the items it
+// restores into that namespace), never another kind nor one of another
+// API group.
+func validateTenantModifier(ref *corev1.TypedLocalObjectReference, p *field.Path) field.ErrorList {
+	if ref == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if ref.APIGroup != nil && *ref.APIGroup != "" {
+		errs = append(errs, field.Invalid(p.Child("apiGroup"), *ref.APIGroup, "resource modifiers are a ConfigMap of the core API group"))
+	}
+	if !strings.EqualFold(ref.Kind, "ConfigMap") {
+		errs = append(errs, field.NotSupported(p.Child("kind"), ref.Kind, []string{"ConfigMap"}))
+	}
+	if ref.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), "the name of a ConfigMap of the NonAdminRestore's namespace"))
+	}
+	for _, msg := range apimachineryvalidation.NameIsDNSSubdomain(ref.Name, false) {
+		if ref.Name != "" {
+			errs = append(errs, field.Invalid(p.Child("name"), ref.Name, msg))
+		}
 	}
 	return errs
 }
@@ -197,7 +224,6 @@ func TenantRestoreSpec(namespace string, in *velero.RestoreSpec, backupName stri
 	out.ExcludedNamespaces = nil
 	out.NamespaceMapping = nil
 	out.IncludeClusterResources = &no
-	out.ResourceModifier = nil
 	out.ExcludedResources = appendMissing(out.ExcludedResources, "volumesnapshotclasses")
 	return out
 }

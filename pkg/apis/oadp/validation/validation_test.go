@@ -1,8 +1,11 @@
 package validation
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
@@ -37,5 +40,43 @@ func TestTenantBackupLabels(t *testing.T) {
 		if len(schedErrs) != 1 || schedErrs[0].Field != want {
 			t.Errorf("schedule template label %s: errors %v, want one at %s", key, schedErrs, want)
 		}
+	}
+}
+
+// TestTenantResourceModifier: a tenant's restore may name resource
+// modifiers only as a ConfigMap (of its own namespace, where the restore
+// reads it), and passes the reference on to the Velero restore.
+func TestTenantResourceModifier(t *testing.T) {
+	core, apps := "", "apps"
+	for _, tc := range []struct {
+		name string
+		ref  *corev1.TypedLocalObjectReference
+		want []string // the refused fields
+	}{
+		{"none", nil, nil},
+		{"a ConfigMap", &corev1.TypedLocalObjectReference{Kind: "ConfigMap", Name: "rules"}, nil},
+		{"a configmap, as Velero's CLI spells it, of the core group", &corev1.TypedLocalObjectReference{APIGroup: &core, Kind: "configmap", Name: "rules"}, nil},
+		{"a Secret", &corev1.TypedLocalObjectReference{Kind: "Secret", Name: "rules"}, []string{"spec.restoreSpec.resourceModifier.kind"}},
+		{"another group", &corev1.TypedLocalObjectReference{APIGroup: &apps, Kind: "ConfigMap", Name: "rules"}, []string{"spec.restoreSpec.resourceModifier.apiGroup"}},
+		{"no name", &corev1.TypedLocalObjectReference{Kind: "ConfigMap"}, []string{"spec.restoreSpec.resourceModifier.name"}},
+		{"a name that is a path", &corev1.TypedLocalObjectReference{Kind: "ConfigMap", Name: "../tenant-b/rules"}, []string{"spec.restoreSpec.resourceModifier.name"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &oadp.NonAdminRestoreSpec{RestoreSpec: &velero.RestoreSpec{BackupName: "b", ResourceModifier: tc.ref}}
+			var got []string
+			for _, err := range ValidateNonAdminRestoreSpec("tenant-a", spec, field.NewPath("spec")) {
+				got = append(got, err.Field)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("refused %v, want %v", got, tc.want)
+			}
+			if len(tc.want) > 0 {
+				return
+			}
+			out := TenantRestoreSpec("tenant-a", spec.RestoreSpec, "velero-b")
+			if !reflect.DeepEqual(out.ResourceModifier, tc.ref) {
+				t.Errorf("the Velero restore's resource modifier %+v, want %+v", out.ResourceModifier, tc.ref)
+			}
+		})
 	}
 }
