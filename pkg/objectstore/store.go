@@ -14,6 +14,7 @@ import (
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/encryption"
 )
 
 // ErrNotFound is returned for a key with no object.
@@ -68,8 +69,23 @@ func IsTenantLocation(bsl *velerov1.BackupStorageLocation) bool {
 	return bsl.Labels[oadpv1alpha1.NabslOriginNACUUIDLabel] != ""
 }
 
-// Open opens the object store of a BackupStorageLocation.
+// Open opens the object store of a BackupStorageLocation; of one that
+// requires encryption, the store that encrypts what it writes there
+// (Encrypted), or an error when its keys cannot be read.
 func (o Opener) Open(ctx context.Context, bsl *velerov1.BackupStorageLocation) (Store, Layout, error) {
+	store, layout, err := o.open(ctx, bsl)
+	if err != nil || !encryption.Required(bsl.Spec.Config) {
+		return store, layout, err
+	}
+	keys, err := o.keysOf(ctx, bsl)
+	if err != nil {
+		return nil, Layout{}, err
+	}
+	return Encrypted{Store: store, Keys: keys}, layout, nil
+}
+
+// open opens a location's store as its provider stores objects.
+func (o Opener) open(ctx context.Context, bsl *velerov1.BackupStorageLocation) (Store, Layout, error) {
 	if bsl.Spec.ObjectStorage == nil {
 		return nil, Layout{}, fmt.Errorf("backup storage location %s has no objectStorage", bsl.Name)
 	}

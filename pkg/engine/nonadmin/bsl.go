@@ -3,6 +3,7 @@ package nonadmin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/encryption"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
@@ -380,6 +382,7 @@ func (c *BSLController) approved(ctx context.Context, l *oadpv1alpha1.NonAdminBa
 		oadpvalidation.TenantBSLSpec(l.Namespace, internal, l.Status.VeleroBackupStorageLocation.NACUUID), &want, nil); err != nil {
 		return nil, err
 	}
+	tenantEncryption(&want, l.Status.VeleroBackupStorageLocation.NACUUID)
 	bsl, bslReason, err := c.ensureLocation(ctx, l, &want)
 	if err != nil {
 		return func(st *oadpv1alpha1.NonAdminBackupStorageLocationStatus) {
@@ -416,6 +419,16 @@ func (c *BSLController) copySecret(ctx context.Context, l *oadpv1alpha1.NonAdmin
 		return "", fmt.Sprintf("Secret %s of namespace %s has no key %q", ref.Name, l.Namespace, ref.Key), nil
 	}
 	want := &corev1.Secret{ObjectMeta: c.adminMeta(l), Type: corev1.SecretTypeOpaque, Data: map[string][]byte{ref.Key: data}}
+	if encryption.Required(spec.Config) {
+		identities, problem, err := c.tenantIdentities(ctx, l, spec.Config)
+		if problem != "" || err != nil {
+			return "", problem, err
+		}
+		if ref.Key == encryption.TenantCopyKey {
+			return "", fmt.Sprintf("the key %q of Secret %s, named in spec.backupStorageLocationSpec.credential, is the one the copy keeps the encryption keys under: name the credentials another key", ref.Key, ref.Name), nil
+		}
+		want.Data[encryption.TenantCopyKey] = identities
+	}
 	secrets := c.cfg.Secrets.Secrets(c.cfg.AdminNamespace)
 	cur, err := secrets.Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
@@ -437,6 +450,46 @@ func (c *BSLController) copySecret(ctx context.Context, l *oadpv1alpha1.NonAdmin
 		return "", "", fmt.Errorf("updating the copy of Secret %s/%s: %w", l.Namespace, ref.Name, err)
 	}
 	return oadpv1alpha1.ReasonSecretUpdated, "", nil
+}
+
+// tenantIdentities reads the age identities of a tenant's location from
+// the Secret of the tenant's namespace its config names; problem says why
+// it cannot.
+func (c *BSLController) tenantIdentities(ctx context.Context, l *oadpv1alpha1.NonAdminBackupStorageLocation, config map[string]string) (data []byte, problem string, err error) {
+	name, key := config[encryption.ConfigSecret], config[encryption.ConfigSecretKey]
+	if key == "" {
+		key = encryption.DefaultSecretKey
+	}
+	if name == "" {
+		return nil, fmt.Sprintf("spec.backupStorageLocationSpec.config.%s: a tenant's location reads its encryption keys from a Secret of its namespace only", encryption.ConfigSecret), nil
+	}
+	src, err := c.cfg.Secrets.Secrets(l.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf("Secret %s of namespace %s, named in spec.backupStorageLocationSpec.config.%s, does not exist", name, l.Namespace, encryption.ConfigSecret), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("reading Secret %s/%s: %w", l.Namespace, name, err)
+	}
+	data, ok := src.Data[key]
+	if !ok {
+		return nil, fmt.Sprintf("Secret %s of namespace %s has no key %q (spec.backupStorageLocationSpec.config.%s)", name, l.Namespace, key, encryption.ConfigSecretKey), nil
+	}
+	if _, err := encryption.ParseKeys(data, config[encryption.ConfigRecipients]); err != nil {
+		return nil, fmt.Sprintf("Secret %s of namespace %s, key %q: %v", name, l.Namespace, key, err), nil
+	}
+	return data, "", nil
+}
+
+// tenantEncryption points the encryption config of a tenant's Velero
+// location at the keys copied with its credentials (the Secret named id).
+func tenantEncryption(spec *velerov1.BackupStorageLocationSpec, id string) {
+	if !encryption.Required(spec.Config) {
+		return
+	}
+	config := maps.Clone(spec.Config)
+	delete(config, encryption.ConfigIdentitiesFile)
+	config[encryption.ConfigSecret], config[encryption.ConfigSecretKey] = id, encryption.TenantCopyKey
+	spec.Config = config
 }
 
 // ensureLocation makes the Velero location, or brings its spec to want.

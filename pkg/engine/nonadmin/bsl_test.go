@@ -2,9 +2,11 @@ package nonadmin
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 
+	"filippo.io/age"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,6 +18,7 @@ import (
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/encryption"
 	"github.com/backstop-io/backstop/pkg/engine/enginetest"
 )
 
@@ -37,6 +40,16 @@ func TestNonAdminBSLSync(t *testing.T) {
 			VeleroBackupStorageLocation: &oadpv1alpha1.VeleroBackupStorageLocation{NACUUID: id, Name: id, Namespace: adminNS}}}
 	credentials := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "team"}, Data: map[string][]byte{"cloud": []byte("[default]\nkey=v")}}
 	squatter := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: adminNS}, Data: map[string][]byte{"cloud": []byte("other")}}
+	// An encrypted one: its keys in another Secret of the tenant's.
+	sealed := location.DeepCopy()
+	sealed.Spec.BackupStorageLocationSpec.Config = map[string]string{"region": "r", "s3Url": "https://s3.example",
+		encryption.ConfigSecret: "keys", encryption.ConfigSecretKey: "age"}
+	identity, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: "team"}, Data: map[string][]byte{"age": []byte(identity.String() + "\n")}}
+	badKeys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: "team"}, Data: map[string][]byte{"age": []byte("not a key\n")}}
 	approvalRequired := &oadpv1alpha1.DataProtectionApplication{ObjectMeta: metav1.ObjectMeta{Name: "dpa", Namespace: adminNS},
 		Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{Enable: ptr.To(true), RequireApprovalForBSL: ptr.To(true)}}}
 	for _, tc := range []struct {
@@ -50,6 +63,8 @@ func TestNonAdminBSLSync(t *testing.T) {
 		squatted  bool
 		condition oadpv1alpha1.NonAdminCondition
 		says      string
+		// identities: the encryption keys the copy holds ("" for none).
+		identities string
 	}{
 		{name: "approval required: pending", objs: []runtime.Object{location, approvalRequired}, secrets: []runtime.Object{credentials},
 			condition: oadpv1alpha1.NonAdminBSLConditionApproved, says: oadpv1alpha1.MessageBslApprovalPending},
@@ -58,6 +73,12 @@ func TestNonAdminBSLSync(t *testing.T) {
 			condition: oadpv1alpha1.NonAdminBSLConditionSecretSynced, says: "Secret creds of namespace team"},
 		{name: "the copy's name taken by another Secret", objs: []runtime.Object{location}, secrets: []runtime.Object{credentials, squatter}, squatted: true,
 			condition: oadpv1alpha1.NonAdminBSLConditionSecretSynced, says: "was not made for this location"},
+		{name: "encrypted: its keys copied beside the credentials", objs: []runtime.Object{sealed}, secrets: []runtime.Object{credentials, keys}, made: true,
+			identities: identity.String() + "\n"},
+		{name: "encrypted, its keys' Secret missing", objs: []runtime.Object{sealed}, secrets: []runtime.Object{credentials},
+			condition: oadpv1alpha1.NonAdminBSLConditionSecretSynced, says: "Secret keys of namespace team, named in spec.backupStorageLocationSpec.config.encryptionSecret, does not exist"},
+		{name: "encrypted, its keys no keys", objs: []runtime.Object{sealed}, secrets: []runtime.Object{credentials, badKeys},
+			condition: oadpv1alpha1.NonAdminBSLConditionSecretSynced, says: "unknown identity type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := enginetest.New(t, tc.objs...)
@@ -75,11 +96,22 @@ func TestNonAdminBSLSync(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, bslErr := w.Client.VeleroV1().BackupStorageLocations(adminNS).Get(ctx, id, metav1.GetOptions{})
+			bsl, bslErr := w.Client.VeleroV1().BackupStorageLocations(adminNS).Get(ctx, id, metav1.GetOptions{})
 			copied, copyErr := core.CoreV1().Secrets(adminNS).Get(ctx, id, metav1.GetOptions{})
 			if tc.made {
 				if got.Status.Phase != oadpv1alpha1.NonAdminPhaseCreated || bslErr != nil || copyErr != nil || string(copied.Data["cloud"]) != "[default]\nkey=v" {
-					t.Errorf("status %s, Velero location %v, copy %v; want Created with both", got.Status.Phase, bslErr, copyErr)
+					t.Fatalf("status %s, Velero location %v, copy %v; want Created with both", got.Status.Phase, bslErr, copyErr)
+				}
+				if got := string(copied.Data[encryption.TenantCopyKey]); got != tc.identities {
+					t.Errorf("the copy's encryption keys %q, want %q", got, tc.identities)
+				}
+				// The Velero location reads them from the copy alone.
+				wantConfig := map[string]string{"region": "r", "s3Url": "https://s3.example"}
+				if tc.identities != "" {
+					wantConfig[encryption.ConfigSecret], wantConfig[encryption.ConfigSecretKey] = id, encryption.TenantCopyKey
+				}
+				if !maps.Equal(bsl.Spec.Config, wantConfig) {
+					t.Errorf("the Velero location's config %v, want %v", bsl.Spec.Config, wantConfig)
 				}
 				return
 			}

@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +28,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/archive/archivetest"
+	"github.com/backstop-io/backstop/pkg/encryption"
 	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -294,6 +298,68 @@ func TestTenantStorageLocations(t *testing.T) {
 
 	})
 
+	// Resource modifiers of the tenant's own (a ConfigMap of its namespace,
+	// read with its rights) reshape its restore, within its namespace: a
+	// rule that moves an item elsewhere moves nothing; the admin
+	// namespace's modifiers are never the tenant's.
+	step("the tenant's restore reshaped by its own resource modifiers, in its namespace only", func(t *testing.T) {
+		if _, err := c.Kube.CoreV1().ConfigMaps(adminNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "admin-rules"},
+			Data: map[string]string{"rules.yaml": "version: v1\nresourceModifierRules:\n- conditions: {groupResource: configmaps}\n  mergePatches:\n  - patchData: '{\"data\":{\"a\":\"admin\"}}'\n"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rules := `version: v1
+resourceModifierRules:
+- conditions: {groupResource: configmaps, resourceNameRegex: "^settings$"}
+  mergePatches:
+  - patchData: 'data: {a: tenant}'
+- conditions: {groupResource: configmaps, resourceNameRegex: "^settings$"}
+  patches:
+  - {operation: replace, path: /metadata/namespace, value: ` + adminNamespace + `}
+`
+		if _, err := alice.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "my-rules"},
+			Data: map[string]string{"rules.yaml": rules}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("the tenant's resource modifiers: %v", err)
+		}
+		if err := c.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		restoreWith := func(t *testing.T, name, modifiers string) *velerov1.Restore {
+			t.Helper()
+			if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "to-mine",
+					ResourceModifier: &corev1.TypedLocalObjectReference{Kind: "ConfigMap", Name: modifiers}}}}, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("NonAdminRestore %s: %v", name, err)
+			}
+			var r *velerov1.Restore
+			poll(t, "restore "+name+" to end", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				nar, err := oadp.NonAdminRestores(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Name == "" {
+					return false, err
+				}
+				r, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
+				return err == nil && r.Status.Phase.Terminal(), nil
+			})
+			return r
+		}
+
+		r := restoreWith(t, "reshaped", "my-rules")
+		if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 {
+			t.Errorf("the tenant's restore with its modifiers: %s, %d errors %v", r.Status.Phase, r.Status.Errors, r.Status.ValidationErrors)
+		}
+		if cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil || cm.Data["a"] != "tenant" {
+			t.Errorf("the restored ConfigMap in %s: %v (%v), want a=tenant as the tenant's rule says", ns, cm.Data, err)
+		}
+		if _, err := c.Kube.CoreV1().ConfigMaps(adminNamespace).Get(ctx, "settings", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a ConfigMap settings in the admin namespace after the tenant's rule named it: %v, want none", err)
+		}
+
+		r = restoreWith(t, "with-admin-rules", "admin-rules")
+		want := "failed to get resource modifiers configmap " + ns + "/admin-rules: not found"
+		if r.Status.Phase != velerov1.RestorePhaseFailedValidation || len(r.Status.ValidationErrors) != 1 || r.Status.ValidationErrors[0] != want {
+			t.Errorf("a tenant's restore naming the admin namespace's modifiers: %s %v, want FailedValidation %q", r.Status.Phase, r.Status.ValidationErrors, want)
+		}
+	})
+
 	// Sync from the tenant's bucket (backupSyncPeriod 2s). Planted beside
 	// the real backup: a copy of it under a name the server gives tenants'
 	// backups, whose metadata claims tenant-b, a NACUUID and tenant-b's
@@ -447,6 +513,109 @@ func TestTenantStorageLocations(t *testing.T) {
 			t.Errorf("the Secret copy of the tenant's live location after garbage collection: %v", err)
 		}
 
+	})
+
+	// A location that requires encryption, its keys in a Secret of the
+	// tenant's: copied beside its credentials, never a file of the server.
+	step("an encrypted location of the tenant's: its keys copied, its backup age files only, restored", func(t *testing.T) {
+		sealed := func(name string, config map[string]string) error {
+			full := map[string]string{"s3Url": srv.Endpoint, "region": "us-east-1", "s3ForcePathStyle": "true"}
+			maps.Copy(full, config)
+			_, err := tenantLocations.Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: oadpv1alpha1.NonAdminBackupStorageLocationSpec{BackupStorageLocationSpec: &velerov1.BackupStorageLocationSpec{
+					Provider: "aws", Config: full,
+					Credential:  &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"},
+					StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "team", Prefix: "sealed"}},
+				}},
+			}, metav1.CreateOptions{})
+			return err
+		}
+		if err := sealed("by-file", map[string]string{encryption.ConfigIdentitiesFile: "/etc/backstop/keys.txt"}); !conformance.InvalidAt(err,
+			"spec.backupStorageLocationSpec.config[encryptionIdentitiesFile]", "reads no file of the server") {
+			t.Errorf("a tenant's location reading its keys from a file of the server: %v, want 422", err)
+		}
+		identity, err := age.GenerateX25519Identity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := alice.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-keys"},
+			Data: map[string][]byte{encryption.DefaultSecretKey: []byte(identity.String() + "\n")}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sealed("sealed", map[string]string{encryption.ConfigSecret: "my-keys"}); err != nil {
+			t.Fatalf("the tenant's encrypted location: %v", err)
+		}
+		var sealedID string
+		poll(t, "the encrypted location's request", time.Minute, func(ctx context.Context) (bool, error) {
+			if v := locationNamed(t, ctx, "sealed").Status.VeleroBackupStorageLocation; v != nil {
+				sealedID = v.NACUUID
+			}
+			if sealedID == "" {
+				return false, nil
+			}
+			_, err := requests.Get(ctx, sealedID, metav1.GetOptions{})
+			return err == nil, nil
+		})
+		decideOn(t, sealedID, oadpv1alpha1.NonAdminBSLRequestApproved)
+		poll(t, "the encrypted location Created and Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l := locationNamed(t, ctx, "sealed")
+			v := l.Status.VeleroBackupStorageLocation
+			return l.Status.Phase == oadpv1alpha1.NonAdminPhaseCreated && v.Status != nil && v.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable, nil
+		})
+		secret, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, sealedID, metav1.GetOptions{})
+		if err != nil || string(secret.Data["cloud"]) != creds || string(secret.Data[encryption.TenantCopyKey]) != identity.String()+"\n" {
+			t.Errorf("the copy of the tenant's Secrets: %v, keys copied: %v", err, secret != nil && len(secret.Data[encryption.TenantCopyKey]) > 0)
+		}
+
+		if _, err := alice.Client.OadpV1alpha1().NonAdminBackups(ns).Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "sealed-1"},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{StorageLocation: "sealed"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var vb *oadpv1alpha1.VeleroBackup
+		poll(t, "the backup to the encrypted location", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			nab, err := oadp.NonAdminBackups(ns).Get(ctx, "sealed-1", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			vb = nab.Status.VeleroBackup
+			return vb != nil && vb.Status != nil && vb.Status.Phase.Terminal(), nil
+		})
+		if vb.Status.Phase != velerov1.BackupPhaseCompleted {
+			t.Fatalf("the backup to the encrypted location: %s (%s)", vb.Status.Phase, vb.Status.FailureReason)
+		}
+		dir := filepath.Join(srv.Root, "team", ns, "sealed", "backups", vb.Name)
+		objects, err := framework.ReadTree(dir)
+		if err != nil || len(objects) == 0 {
+			t.Fatalf("the objects under %s: %v (%d)", dir, err, len(objects))
+		}
+		for name, data := range objects {
+			if !bytes.HasPrefix(data, []byte(encryption.Header)) {
+				t.Errorf("%s of the tenant's encrypted backup: %.40q, want an age file", name, data)
+			}
+		}
+
+		if err := c.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := alice.Client.OadpV1alpha1().NonAdminRestores(ns).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "from-sealed"},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "sealed-1"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var restore *velerov1.Restore
+		poll(t, "the restore from the encrypted location", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			nar, err := oadp.NonAdminRestores(ns).Get(ctx, "from-sealed", metav1.GetOptions{})
+			if err != nil || nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Name == "" {
+				return false, err
+			}
+			restore, err = c.Backstop.VeleroV1().Restores(adminNamespace).Get(ctx, nar.Status.VeleroRestore.Name, metav1.GetOptions{})
+			return err == nil && restore.Status.Phase.Terminal(), nil
+		})
+		if restore.Status.Phase != velerov1.RestorePhaseCompleted {
+			t.Errorf("the tenant's restore from its encrypted location: %s %q", restore.Status.Phase, restore.Status.FailureReason)
+		}
+		if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil {
+			t.Errorf("the ConfigMap restored from the encrypted backup: %v", err)
+		}
 	})
 
 	step("approval withdrawn: the location and the copy go, the phase stays; rejected; the spec fixed", func(t *testing.T) {

@@ -238,6 +238,10 @@ func (c *Cluster) clientCert(ca *pki.CA, file, user string, groups ...string) (c
 	return c.write(file+".crt", certPEM), c.write(file+".key", keyPEM)
 }
 
+// CAFile is the cluster CA's certificate, which kube-apiserver's serving
+// certificate chains to: what clients outside the cluster trust it with.
+func (c *Cluster) CAFile() string { return pki.New(c.path("kube-ca")).CAFile() }
+
 // clientAuth is a client certificate of the cluster CA for user and
 // groups, in the kubeconfig itself: a client config of a certificate
 // file is watched for rotation by a goroutine of client-go's transport

@@ -14,6 +14,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	"github.com/backstop-io/backstop/pkg/encryption"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
@@ -34,12 +35,18 @@ func NewStrategy(typer runtime.ObjectTyper, policy nonadminbackup.PolicyFunc) St
 }
 
 // Validate checks the metadata and the spec: what the admin enforces, then
-// the tenant rules on the spec with the enforced values filled in.
+// the tenant rules on the spec with the enforced values filled in, and
+// its encryption keys (a Secret of the tenant's namespace, never a file of
+// the server).
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	o := obj.(*oadp.NonAdminBackupStorageLocation)
 	policy, errs := s.policy.Policy(ctx)
 	errs = append(s.Strategy.Validate(ctx, obj), errs...)
-	return append(errs, oadpvalidation.CheckNonAdminBSL(&o.Spec, policy)...)
+	errs = append(errs, oadpvalidation.CheckNonAdminBSL(&o.Spec, policy)...)
+	if spec := o.Spec.BackupStorageLocationSpec; spec != nil {
+		errs = append(errs, encryption.ValidateConfig(spec.Config, true, field.NewPath("spec", "backupStorageLocationSpec", "config"))...)
+	}
+	return errs
 }
 
 // ValidateUpdate checks the update: the spec is immutable (what the admin

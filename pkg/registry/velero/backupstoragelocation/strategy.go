@@ -10,6 +10,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
+	"github.com/backstop-io/backstop/pkg/encryption"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
@@ -43,7 +44,9 @@ func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 }
 
 func validate(obj runtime.Object) field.ErrorList {
-	return velerovalidation.ValidateBackupStorageLocationSpec(&obj.(*velero.BackupStorageLocation).Spec, field.NewPath("spec"))
+	l := obj.(*velero.BackupStorageLocation)
+	errs := velerovalidation.ValidateBackupStorageLocationSpec(&l.Spec, field.NewPath("spec"))
+	return append(errs, encryption.ValidateConfig(l.Spec.Config, false, field.NewPath("spec", "config"))...)
 }
 
 // Table renders backupstoragelocations for kubectl get.
