@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-authz bench-nonadmin bench-scaleout bench-peers run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-authz bench-nonadmin bench-scaleout bench-peers run setup
 
 all: build
 
@@ -98,6 +98,13 @@ bench-snapshots: build tools
 	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen,bench ./test/clusterbench -run '^$$' \
 		-bench VolumeSnapshots -benchtime=1x -timeout 60m -clusterbench.claims=$${CLAIMS:-100} 2>&1 | \
 		grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-snapshots.txt
+
+# Backups and restores to a location that requires encryption beside one that does not
+# (test/clusterbench: 5,000 ConfigMaps of 8 KiB random data, in turns; docs/benchmarks.md).
+bench-encryption: build tools
+	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen,bench ./test/clusterbench -run '^$$' \
+		-bench '^BenchmarkEncryptedLocation$$' -benchtime=1x -timeout 60m 2>&1 | \
+		grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-encryption.txt
 
 # The data mover against the kopia CLI (test/datamoverbench): 1 GiB (one 512 MiB file and small
 # files) into a loopback S3 bucket, again after a 1% change, restored; its kopia path with 1,000 and
