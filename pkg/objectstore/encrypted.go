@@ -48,6 +48,9 @@ func (s Encrypted) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return readCloser{Reader: plain, Closer: rc}, nil
 }
 
+// Unwrap is the store the objects are in.
+func (s Encrypted) Unwrap() Store { return s.Store }
+
 type readCloser struct {
 	io.Reader
 	io.Closer

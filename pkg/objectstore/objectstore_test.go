@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/encryption"
 )
 
 func TestLayoutKeys(t *testing.T) {
@@ -120,13 +121,35 @@ func TestFilesystemProbe(t *testing.T) {
 
 // TestDeletePrefixRemovesInterruptedUploads: deleting a prefix removes the
 // objects but those kept, and the temporary file of a Put a crash
-// interrupted; other prefixes are left alone.
+// interrupted, also through the stores over the filesystem's (an encrypted
+// location's, a backup's that records its manifest); other prefixes are
+// left alone.
 func TestDeletePrefixRemovesInterruptedUploads(t *testing.T) {
-	root := t.TempDir()
-	fs, err := NewFilesystem(root)
+	path, _ := identitiesFile(t)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	keys, err := encryption.ParseKeys(data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, over := range map[string]func(Store) Store{
+		"the filesystem's":                         func(s Store) Store { return s },
+		"an encrypted location's":                  func(s Store) Store { return Encrypted{Store: s, Keys: keys} },
+		"a backup's, over an encrypted location's": func(s Store) Store { return NewHashing(Encrypted{Store: s, Keys: keys}) },
+	} {
+		t.Run(name, func(t *testing.T) { testDeletePrefix(t, over) })
+	}
+}
+
+func testDeletePrefix(t *testing.T, over func(Store) Store) {
+	root := t.TempDir()
+	filesystem, err := NewFilesystem(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := over(filesystem)
 	ctx := context.Background()
 	for _, k := range []string{"backups/b1/b1.tar.gz", "backups/b1/b1-logs.gz", "backups/b2/b2.tar.gz"} {
 		if err := fs.Put(ctx, k, strings.NewReader("x")); err != nil {

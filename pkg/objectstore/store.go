@@ -266,10 +266,19 @@ func DeletePrefix(ctx context.Context, store Store, prefix string, keep ...strin
 			return err
 		}
 	}
-	if s, ok := store.(interface {
-		removeIncomplete(prefix string) error
-	}); ok {
-		return s.removeIncomplete(prefix)
+	// The store that leaves incomplete uploads may be under others
+	// (Encrypted, Hashing).
+	for s := store; s != nil; {
+		if r, ok := s.(interface {
+			removeIncomplete(prefix string) error
+		}); ok {
+			return r.removeIncomplete(prefix)
+		}
+		u, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
 	}
 	return nil
 }

@@ -304,13 +304,18 @@ func unavailable(l *velerov1.BackupStorageLocation) string {
 	return msg
 }
 
-// openStore opens the backup's storage location.
+// openStore opens the backup's storage location, recording what the run
+// writes there for its manifest (objectstore.Hashing).
 func (c *Controller) openStore(ctx context.Context, b *velerov1.Backup) (objectstore.Store, objectstore.Layout, error) {
 	l, err := c.locations.BackupStorageLocations(b.Namespace).Get(b.Spec.StorageLocation)
 	if err != nil {
 		return nil, objectstore.Layout{}, fmt.Errorf("backup storage location %q: %w", b.Spec.StorageLocation, err)
 	}
-	return c.cfg.Opener.Open(ctx, l)
+	store, layout, err := c.cfg.Opener.Open(ctx, l)
+	if err != nil {
+		return nil, objectstore.Layout{}, err
+	}
+	return objectstore.NewHashing(store), layout, nil
 }
 
 // updateStatus applies mutate to the backup's current status through the

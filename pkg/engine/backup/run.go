@@ -309,7 +309,8 @@ func (r *backupRun) finalize(ctx context.Context) {
 	r.complete(ctx, final)
 }
 
-// complete writes velero-backup.json with the final status, then the status.
+// complete writes velero-backup.json with the final status, then the
+// manifest of every object (objectstore.Manifest), then the status.
 func (r *backupRun) complete(ctx context.Context, final velerov1.BackupPhase) {
 	c, b, store, layout := r.c, r.b, r.store, r.layout
 	now := metav1.NewTime(c.cfg.Clock.Now())
@@ -317,6 +318,15 @@ func (r *backupRun) complete(ctx context.Context, final velerov1.BackupPhase) {
 	done.Status.Phase = final
 	done.Status.CompletionTimestamp = &now
 	if err := putMetadata(ctx, store, layout, done); err != nil {
+		r.log = nil
+		r.fail(ctx, err.Error())
+		return
+	}
+	manifest, err := objectstore.MakeManifest(ctx, store, layout.BackupDir(b.Name), b.Name)
+	if err == nil {
+		err = objectstore.PutManifest(ctx, store, layout, manifest)
+	}
+	if err != nil {
 		r.log = nil
 		r.fail(ctx, err.Error())
 		return

@@ -3,6 +3,8 @@ package apiserver
 import (
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +25,7 @@ import (
 	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/archive"
+	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -444,15 +447,45 @@ func TestBackupToS3(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	want := []string{"to-s3-itemoperations.json.gz", "to-s3-logs.gz", "to-s3-resource-list.json.gz", "to-s3-results.gz",
+	want := []string{"backstop-manifest.json", "to-s3-itemoperations.json.gz", "to-s3-logs.gz", "to-s3-resource-list.json.gz", "to-s3-results.gz",
 		"to-s3-volumeinfo.json.gz", "to-s3-volumesnapshots.json.gz", "to-s3.tar.gz", "velero-backup.json"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("objects in the bucket:\n got %v\nwant %v", names, want)
 	}
+	checkBackupManifest(t, dir, "to-s3")
 	if _, err := os.Stat(filepath.Join(s.DataDir, "backups", "backups", "to-s3")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the backup also went to the default location: %v", err)
 	}
 	if logs := backupLogs(t, s, "to-s3"); !strings.Contains(logs, `msg="Backup completed"`) {
 		t.Errorf("logs read from S3:\n%s", logs)
+	}
+}
+
+// checkBackupManifest checks a backup's manifest (written last) against the
+// objects of its directory dir (a location that is not encrypted): every
+// other object listed, with its size and sha256.
+func checkBackupManifest(t *testing.T, dir, backup string) {
+	t.Helper()
+	files, err := framework.ReadTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m objectstore.Manifest
+	if err := json.Unmarshal(files[objectstore.ManifestFile], &m); err != nil || m.Backup != backup || m.Kind != objectstore.ManifestKind {
+		t.Fatalf("the manifest of %s: %v %+v", backup, err, m)
+	}
+	delete(files, objectstore.ManifestFile)
+	listed := map[string]bool{}
+	for _, o := range m.Objects {
+		listed[o.Name] = true
+		sum := sha256.Sum256(files[o.Name])
+		if data, ok := files[o.Name]; !ok || int64(len(data)) != o.Size || hex.EncodeToString(sum[:]) != o.SHA256 {
+			t.Errorf("manifest of %s: %+v, the object has %d bytes (present %v), sha256 %x", backup, o, len(files[o.Name]), ok, sum)
+		}
+	}
+	for name := range files {
+		if !listed[name] {
+			t.Errorf("object %s of backup %s not in its manifest", name, backup)
+		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/encryption"
+	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -157,6 +160,26 @@ func TestEncryptedLocation(t *testing.T) {
 			}
 			if _, ok := opens(data, k1); !ok {
 				t.Errorf("%s: the location's key does not open it", name)
+			}
+		}
+		// The manifest, encrypted too, lists the others' plaintext.
+		plain := map[string][]byte{}
+		for name, data := range files {
+			r, err := age.Decrypt(bytes.NewReader(data), k1)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if plain[name], err = io.ReadAll(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var m objectstore.Manifest
+		if err := json.Unmarshal(plain[objectstore.ManifestFile], &m); err != nil || len(m.Objects) != len(files)-1 {
+			t.Fatalf("the manifest: %v, %d objects for %d files", err, len(m.Objects), len(files))
+		}
+		for _, o := range m.Objects {
+			if sum := sha256.Sum256(plain[o.Name]); hex.EncodeToString(sum[:]) != o.SHA256 || int64(len(plain[o.Name])) != o.Size {
+				t.Errorf("the manifest's %+v: the object's plaintext has %d bytes, sha256 %x", o, len(plain[o.Name]), sum)
 			}
 		}
 		// The check above could fail: the offline key opens the tarball,
