@@ -31,15 +31,9 @@ func identitiesFile(t *testing.T) (string, *age.X25519Identity) {
 	return path, id
 }
 
-// TestEncryptedConformance: an encrypted store keeps every promise of a
-// store (an upload cut short leaves nothing), and what lands on disk is
-// age files only.
-func TestEncryptedConformance(t *testing.T) {
-	dir := t.TempDir()
-	fs, err := NewFilesystem(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+// testKeys are the keys of a new identity.
+func testKeys(t *testing.T) *encryption.Keys {
+	t.Helper()
 	path, _ := identitiesFile(t)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -49,7 +43,19 @@ func TestEncryptedConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testStore(t, Encrypted{Store: fs, Keys: keys}, 5<<20)
+	return keys
+}
+
+// TestEncryptedConformance: an encrypted store keeps every promise of a
+// store (an upload cut short leaves nothing), and what lands on disk is
+// age files only.
+func TestEncryptedConformance(t *testing.T) {
+	dir := t.TempDir()
+	fs, err := NewFilesystem(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testStore(t, Encrypted{Store: fs, Keys: testKeys(t)}, 5<<20)
 	for _, key := range []string{"backups/b1/velero-backup.json", "backups/big/big.tar.gz", "restores/r1/restore-r1-logs.gz"} {
 		raw := read(t, fs, key)
 		if !strings.HasPrefix(raw, encryption.Header) || strings.Contains(raw, "data of") {

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
-	"github.com/backstop-io/backstop/pkg/encryption"
 )
 
 func TestLayoutKeys(t *testing.T) {
@@ -125,15 +124,7 @@ func TestFilesystemProbe(t *testing.T) {
 // location's, a backup's that records its manifest); other prefixes are
 // left alone.
 func TestDeletePrefixRemovesInterruptedUploads(t *testing.T) {
-	path, _ := identitiesFile(t)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := encryption.ParseKeys(data, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testKeys(t)
 	for name, over := range map[string]func(Store) Store{
 		"the filesystem's":                         func(s Store) Store { return s },
 		"an encrypted location's":                  func(s Store) Store { return Encrypted{Store: s, Keys: keys} },
