@@ -141,7 +141,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if all, err := c.backups.List(labels.Everything()); err == nil {
 		for _, b := range all {
 			if cond := meta.FindStatusCondition(conditions(b), string(kv.ConditionProgressing)); cond != nil &&
-				cond.Status == metav1.ConditionTrue && !b.State().Terminal() && c.ranHere(b) {
+				cond.Status == metav1.ConditionTrue && !b.State().Terminal() && c.ranHere(ctx, b) {
 				c.recoverInterrupted(ctx, b)
 			}
 		}
@@ -174,15 +174,23 @@ type source struct {
 	tracker *kv.VirtualMachineBackupTracker
 }
 
-func (c *Controller) resolve(b *kv.VirtualMachineBackup) (source, error) {
+// resolve finds what a backup backs up; notFound is set when its tracker
+// does not exist (an error without it is the API's, to try again).
+func (c *Controller) resolve(ctx context.Context, b *kv.VirtualMachineBackup) (src source, notFound bool, err error) {
 	if b.Spec.Source.Kind == "VirtualMachineBackupTracker" {
 		t, err := c.trackers.VirtualMachineBackupTrackers(b.Namespace).Get(b.Spec.Source.Name)
-		if err != nil {
-			return source{}, fmt.Errorf("tracker %s: %w", b.Spec.Source.Name, err)
+		if apierrors.IsNotFound(err) {
+			// The informer may not have seen yet a tracker made just
+			// before its backup (the Velero backup's VM action makes
+			// both): the API decides.
+			t, err = c.cfg.Client.BackupV1alpha1().VirtualMachineBackupTrackers(b.Namespace).Get(ctx, b.Spec.Source.Name, metav1.GetOptions{})
 		}
-		return source{vm: t.Spec.Source.Name, tracker: t}, nil
+		if err != nil {
+			return source{}, apierrors.IsNotFound(err), fmt.Errorf("tracker %s: %w", b.Spec.Source.Name, err)
+		}
+		return source{vm: t.Spec.Source.Name, tracker: t}, false, nil
 	}
-	return source{vm: b.Spec.Source.Name}, nil
+	return source{vm: b.Spec.Source.Name}, false, nil
 }
 
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
@@ -234,10 +242,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if b.State().Terminal() || b.DeletionTimestamp != nil {
 		return nil
 	}
-	src, err := c.resolve(b)
-	if err != nil {
+	src, notFound, err := c.resolve(ctx, b)
+	if notFound {
 		c.fail(ctx, b, kv.ReasonSourceNotFound, err.Error())
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	conn, err := c.cfg.Virt()
 	if err != nil {
@@ -373,11 +384,11 @@ func (c *Controller) onThisHost(ctx context.Context, key cache.ObjectName, b *kv
 
 // ranHere reports whether a backup a previous process was running ran on
 // this host: its VM's domain is here (or no host has it).
-func (c *Controller) ranHere(b *kv.VirtualMachineBackup) bool {
+func (c *Controller) ranHere(ctx context.Context, b *kv.VirtualMachineBackup) bool {
 	if c.cfg.Hosts == nil {
 		return true
 	}
-	src, err := c.resolve(b)
+	src, _, err := c.resolve(ctx, b)
 	if err != nil {
 		return true
 	}

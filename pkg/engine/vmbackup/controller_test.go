@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -48,12 +49,20 @@ func TestStartDecisions(t *testing.T) {
 		live, absent []string
 		wantState    kv.BackupState // "": unchanged, left to another host
 		wantReason   string
+		wantMessage  string // a part of the condition's message ("": any)
 		wantAbsent   string
+		// trackerInAPI: the tracker exists in the API, not in the informer.
+		trackerInAPI bool
 	}{
 		{name: "volume missing: waits", source: "VirtualMachine", virt: available, wantState: kv.BackupWaiting, wantReason: kv.ReasonWaitingForVolume},
 		{name: "libvirt unavailable", volume: true, source: "VirtualMachine", virt: unavailable, wantState: kv.BackupFailed, wantReason: kv.ReasonLibvirtUnavailable},
 		{name: "cancelled before it started", volume: true, cancelled: true, source: "VirtualMachine", virt: available, wantState: kv.BackupFailed, wantReason: kv.ReasonAborted},
-		{name: "tracker missing", volume: true, source: "VirtualMachineBackupTracker", virt: available, wantState: kv.BackupFailed, wantReason: kv.ReasonSourceNotFound},
+		{name: "tracker missing", volume: true, source: "VirtualMachineBackupTracker", virt: available, wantState: kv.BackupFailed, wantReason: kv.ReasonSourceNotFound,
+			wantMessage: `tracker vm: virtualmachinebackuptrackers.backup.kubevirt.io "vm" not found`},
+		// Made just before its backup: the informer has not seen it yet,
+		// the API has. The backup goes on to libvirt (no domain here).
+		{name: "tracker not in the informer yet", volume: true, source: "VirtualMachineBackupTracker", trackerInAPI: true, virt: available,
+			wantState: kv.BackupFailed, wantReason: kv.ReasonSourceNotFound, wantMessage: "VirtualMachine vm-of-tracker"},
 		{name: "domain missing", volume: true, source: "VirtualMachine", virt: available, wantState: kv.BackupFailed, wantReason: kv.ReasonSourceNotFound},
 		{name: "domain missing here, another host may run it: left to it", volume: true, source: "VirtualMachine", virt: available,
 			live: []string{"h1", "h2"}, wantAbsent: "h1"},
@@ -89,7 +98,12 @@ func TestStartDecisions(t *testing.T) {
 				hosts = &vmhost.Hosts{Self: "h1", Live: func(context.Context) ([]string, error) { return c.live, nil }}
 			}
 			before := b.State()
-			client := fake.NewSimpleClientset(b)
+			objs := []runtime.Object{b}
+			if c.trackerInAPI {
+				objs = append(objs, &kv.VirtualMachineBackupTracker{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"},
+					Spec: kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{Kind: "VirtualMachine", Name: "vm-of-tracker"}}})
+			}
+			client := fake.NewSimpleClientset(objs...)
 			factory := externalversions.NewSharedInformerFactory(client, 0).Backup().V1alpha1()
 			if err := factory.VirtualMachineBackups().Informer().GetIndexer().Add(b); err != nil {
 				t.Fatal(err)
@@ -123,8 +137,8 @@ func TestStartDecisions(t *testing.T) {
 			if c.wantState == kv.BackupFailed {
 				cond = meta.FindStatusCondition(got.Status.Conditions, string(kv.ConditionFailed))
 			}
-			if cond == nil || cond.Reason != c.wantReason {
-				t.Errorf("condition %+v, want reason %s", cond, c.wantReason)
+			if cond == nil || cond.Reason != c.wantReason || !strings.Contains(cond.Message, c.wantMessage) {
+				t.Errorf("condition %+v, want reason %s saying %q", cond, c.wantReason, c.wantMessage)
 			}
 		})
 	}

@@ -61,7 +61,7 @@ func (c *Controller) removeOutput(ctx context.Context, key cache.ObjectName, b *
 	m, readErr := vmmanifest.Read(dir)
 	vm := m.VirtualMachine
 	if readErr != nil {
-		if src, err := c.resolve(b); err == nil {
+		if src, _, err := c.resolve(ctx, b); err == nil {
 			vm = src.vm
 		}
 	}

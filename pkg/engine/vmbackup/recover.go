@@ -14,7 +14,7 @@ import (
 // checkpoint and partial output removed, and it is Failed with the reason.
 func (c *Controller) recoverInterrupted(ctx context.Context, b *kv.VirtualMachineBackup) {
 	msg := "the server stopped while the backup ran"
-	if src, err := c.resolve(b); err == nil {
+	if src, _, err := c.resolve(ctx, b); err == nil {
 		if conn, err := c.cfg.Virt(); err == nil {
 			domain := b.Namespace + "_" + src.vm
 			if err := conn.AbortJob(ctx, domain); err != nil {
