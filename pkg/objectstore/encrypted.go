@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 
-	corev1 "k8s.io/api/core/v1"
-
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/encryption"
@@ -80,8 +78,9 @@ func (o Opener) keysOf(ctx context.Context, bsl *velerov1.BackupStorageLocation)
 		if key == "" {
 			key = encryption.DefaultSecretKey
 		}
-		field := "spec.config." + encryption.ConfigSecret
-		identities, err = o.secret(ctx, bsl, field, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key})
+		if identities, err = o.Secrets(ctx, bsl.Namespace, name, key); err != nil {
+			err = fmt.Errorf("config %s: %w", encryption.ConfigSecret, err)
+		}
 	default:
 		identities, err = os.ReadFile(file)
 	}
