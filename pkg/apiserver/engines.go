@@ -106,8 +106,9 @@ type processShared struct {
 	signer *download.Signer
 	// libvirt is the one libvirt connection of the VM engines.
 	libvirt func() (virt.Hypervisor, error)
-	// metrics counts every phase transition the engines write.
-	metrics status.Observer
+	// metrics counts every phase transition the engines write, and the
+	// backups' verifications.
+	metrics *metrics.Recorder
 	// hosts is this replica's VM host among the live ones (nil: no
 	// election, the only host).
 	hosts *vmhost.Hosts

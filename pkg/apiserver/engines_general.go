@@ -30,6 +30,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/engine/schedule"
 	"github.com/backstop-io/backstop/pkg/engine/serverstatus"
+	"github.com/backstop-io/backstop/pkg/engine/verify"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/pkg/version"
@@ -50,6 +51,7 @@ func generalEngines() []engineDescriptor {
 		{name: velerov1.EngineBackupDeletion, part: generalPart, workers: 2, new: newDeletionEngine},
 		{name: gc.Name, part: generalPart, workers: 1, new: newGCEngine},
 		{name: backuprepo.ControllerName, part: generalPart, workers: 1, new: newRepositoryEngine},
+		{name: velerov1.EngineVerification, part: generalPart, workers: 1, new: newVerificationEngine},
 	}
 }
 
@@ -159,6 +161,11 @@ func newGCEngine(e *engineContext) (engine, error) {
 		Backups: e.velero.Backups(), Requests: e.velero.DeleteBackupRequests(), Locations: e.velero.BackupStorageLocations(),
 		Schedules: e.velero.Schedules(), Trackers: e.kubevirt.VirtualMachineBackupTrackers(), AdminNamespace: e.extra.Namespace,
 	}, clock.RealClock{})
+}
+
+func newVerificationEngine(e *engineContext) (engine, error) {
+	return verify.New(verify.Config{Client: e.client, Backups: e.velero.Backups(), Locations: e.velero.BackupStorageLocations(),
+		Opener: e.opener, Clock: clock.RealClock{}, VolumeRoot: e.volumes, Metrics: e.process.metrics, Observers: e.observers})
 }
 
 // ensureDefaultLocation makes the default storage location under the data

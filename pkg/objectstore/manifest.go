@@ -31,6 +31,19 @@ type Manifest struct {
 	// sorted: the size and sha256 of their content as Backstop wrote it
 	// (of the plaintext, for a location that requires encryption).
 	Objects []ManifestObject `json:"objects"`
+	// ObjectsSHA256 is the sha256 of Objects as JSON (objectsSum): a
+	// changed byte of the manifest itself is found, and named as its own.
+	ObjectsSHA256 string `json:"objectsSHA256"`
+}
+
+// objectsSum is the sha256 of a manifest's objects as JSON.
+func objectsSum(objects []ManifestObject) (string, error) {
+	data, err := json.Marshal(objects)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // ManifestObject is one object of a manifest.
@@ -134,6 +147,11 @@ func MakeManifest(ctx context.Context, store Store, dir, backup string) (*Manife
 
 // PutManifest writes a backup's manifest.
 func PutManifest(ctx context.Context, store Store, layout Layout, m *Manifest) error {
+	sum, err := objectsSum(m.Objects)
+	if err != nil {
+		return fmt.Errorf("encoding the manifest of backup %s: %w", m.Backup, err)
+	}
+	m.ObjectsSHA256 = sum
 	data, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encoding the manifest of backup %s: %w", m.Backup, err)
@@ -171,6 +189,14 @@ func GetManifest(ctx context.Context, store Store, layout Layout, backup string,
 	}
 	if m.APIVersion != ManifestAPIVersion || m.Kind != ManifestKind || m.Backup != backup {
 		return nil, fmt.Errorf("the manifest of backup %s is a %s %s of backup %q", backup, m.APIVersion, m.Kind, m.Backup)
+	}
+	// Written by json.Marshal: any other bytes (a key's case changed,
+	// which decoding forgives) were not written so.
+	if again, err := json.Marshal(&m); err != nil || !bytes.Equal(again, data) {
+		return nil, fmt.Errorf("the manifest of backup %s is not as Backstop writes one: it changed after it was written", backup)
+	}
+	if sum, err := objectsSum(m.Objects); err != nil || sum != m.ObjectsSHA256 {
+		return nil, fmt.Errorf("the manifest of backup %s does not match its own sha256 (%s): it changed after it was written", backup, m.ObjectsSHA256)
 	}
 	return &m, nil
 }

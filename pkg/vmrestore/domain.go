@@ -53,17 +53,13 @@ func IntoDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest) (D
 	if len(req.Chain) == 0 {
 		return DomainResult{}, errors.New("no backup to restore from")
 	}
-	newest, err := vmmanifest.Read(req.Chain[len(req.Chain)-1])
+	newest, files, err := checkDomainChain(ctx, req.Chain)
 	if err != nil {
 		return DomainResult{}, err
 	}
 	chains := map[string]string{}
-	for _, d := range newest.Disks {
-		files, err := checkChain(ctx, req.Chain, d.Name)
-		if err != nil {
-			return DomainResult{}, err
-		}
-		if chains[d.Name], err = chainSpec(files); err != nil {
+	for disk, f := range files {
+		if chains[disk], err = chainSpec(f); err != nil {
 			return DomainResult{}, err
 		}
 	}
@@ -121,6 +117,34 @@ func IntoDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest) (D
 		res.Started = true
 	}
 	return res, nil
+}
+
+// CheckChain checks a chain of a domain's backups (directories, oldest
+// first) as a restore of it would before touching anything: every disk of
+// the newest backup, through every backup of the chain (digests against
+// the manifests, qemu-img check, the links). It returns how many disks.
+func CheckChain(ctx context.Context, chain []string) (int, error) {
+	if len(chain) == 0 {
+		return 0, errors.New("no backup in the chain")
+	}
+	_, files, err := checkDomainChain(ctx, chain)
+	return len(files), err
+}
+
+// checkDomainChain checks every disk of the chain's newest backup and
+// returns that backup's manifest and each disk's files, oldest first.
+func checkDomainChain(ctx context.Context, chain []string) (vmmanifest.Manifest, map[string][]string, error) {
+	newest, err := vmmanifest.Read(chain[len(chain)-1])
+	if err != nil {
+		return newest, nil, err
+	}
+	files := map[string][]string{}
+	for _, d := range newest.Disks {
+		if files[d.Name], err = checkChain(ctx, chain, d.Name); err != nil {
+			return newest, nil, err
+		}
+	}
+	return newest, files, nil
 }
 
 func intoNewDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest, newest vmmanifest.Manifest, chains map[string]string) (DomainResult, error) {

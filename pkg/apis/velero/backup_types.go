@@ -407,6 +407,66 @@ type BackupStatus struct {
 	// +optional
 	// +nullable
 	HookStatus *HookStatus `json:"hookStatus,omitempty"`
+
+	// Verification is the outcome of the backup's last verification: its
+	// objects read back and checked against its manifest, its tarball's
+	// items decoded, its VM disk chains checked (Backstop addition).
+	// +optional
+	// +nullable
+	Verification *BackupVerification `json:"verification,omitempty"`
+
+	// Conditions are the backup's conditions: Verified (Backstop
+	// addition).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BackupVerification is the outcome of a backup's verification (Backstop
+// addition).
+type BackupVerification struct {
+	// Request is the value of the backup's backstop.io/verify annotation
+	// this verification answered; empty for one its storage location's
+	// verifyEvery made.
+	// +optional
+	Request string `json:"request,omitempty"`
+
+	// StartTimestamp is when the verification started.
+	// +optional
+	// +nullable
+	StartTimestamp *metav1.Time `json:"startTimestamp,omitempty"`
+
+	// CompletionTimestamp is when it ended; empty while it runs.
+	// +optional
+	// +nullable
+	CompletionTimestamp *metav1.Time `json:"completionTimestamp,omitempty"`
+
+	// Objects is how many of the backup's objects were read back.
+	// +optional
+	Objects int `json:"objects,omitempty"`
+
+	// Bytes is how many bytes they held (as written: the plaintext of an
+	// encrypted location).
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+
+	// Items is how many items of the tarball were decoded.
+	// +optional
+	Items int `json:"items,omitempty"`
+
+	// VMDiskChains is how many VM disk backup chains were checked.
+	// +optional
+	VMDiskChains int `json:"vmDiskChains,omitempty"`
+
+	// ProblemCount is how many problems were found.
+	// +optional
+	ProblemCount int `json:"problemCount,omitempty"`
+
+	// Problems are the first problems found, each naming its object.
+	// +optional
+	// +listType=atomic
+	Problems []string `json:"problems,omitempty"`
 }
 
 // BackupProgress stores information about the progress of a Backup's execution.

@@ -2,7 +2,8 @@
 // Prometheus metrics with Velero's names and labels (Velero's
 // pkg/metrics: velero_backup_attempt_total{schedule}, ...), so that
 // dashboards and alerts written for Velero work against Backstop, and
-// VirtualMachineBackups into backstop_vm_backup_* metrics. It is a
+// VirtualMachineBackups into backstop_vm_backup_* metrics, and backups'
+// verifications into backstop_backup_verification_*. It is a
 // status.Observer: every transition goes through the engines' one status
 // writer, so no transition is counted twice or missed.
 package metrics
@@ -22,10 +23,14 @@ const (
 	scheduleLabel   = "schedule"
 	namespaceLabel  = "namespace"
 	backupNameLabel = "backupName"
+	resultLabel     = "result"
 )
 
 // Velero's duration buckets: one minute to four hours.
 var durationBuckets = []float64{60, 300, 600, 900, 1800, 3600, 7200, 10800, 14400}
+
+// Verifications' buckets: a second to four hours.
+var verificationBuckets = []float64{1, 10, 60, 300, 900, 1800, 3600, 7200, 14400}
 
 // Recorder holds the metrics.
 type Recorder struct {
@@ -41,6 +46,11 @@ type Recorder struct {
 
 	vmAttempt, vmSuccess, vmFailure *metrics.CounterVec
 	vmDuration                      *metrics.HistogramVec
+
+	// Backups' verifications (package verify), by schedule and result
+	// (the Verified condition's reason).
+	verification, verificationBytes, verificationProblems *metrics.CounterVec
+	verificationDuration                                  *metrics.HistogramVec
 }
 
 func counter(namespace, name, help string, labels ...string) *metrics.CounterVec {
@@ -85,17 +95,33 @@ func New(register func(...metrics.Registerable)) *Recorder {
 		vmFailure: counter("backstop", "vm_backup_failure_total", "Total number of failed VirtualMachineBackups", namespaceLabel),
 		vmDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{Namespace: "backstop", Name: "vm_backup_duration_seconds",
 			Help: "Time taken to complete a VirtualMachineBackup, in seconds", Buckets: durationBuckets, StabilityLevel: metrics.ALPHA}, []string{namespaceLabel}),
+
+		verification:         counter("backstop", "backup_verification_total", "Total number of backup verifications, by result (Verified, Corrupt, NothingToVerify, LocationUnreadable)", scheduleLabel, resultLabel),
+		verificationBytes:    counter("backstop", "backup_verification_bytes_total", "Total number of bytes read back by backup verifications", scheduleLabel),
+		verificationProblems: counter("backstop", "backup_verification_problems_total", "Total number of problems backup verifications found", scheduleLabel),
+		verificationDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{Namespace: "backstop", Name: "backup_verification_duration_seconds",
+			Help: "Time taken to verify a backup, in seconds", Buckets: verificationBuckets, StabilityLevel: metrics.ALPHA}, []string{scheduleLabel}),
 	}
 	for _, c := range []metrics.Registerable{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
 		r.backupValidationFailure, r.backupWarnings, r.backupDuration, r.backupItems, r.backupItemErrors, r.backupLastSuccess,
 		r.backupLastStatus, r.deletionAttempt, r.deletionSuccess, r.deletionFailure, r.csiAttempt, r.csiSuccess, r.csiFailure, r.restoreAttempt, r.restoreSuccess,
-		r.restorePartialFailure, r.restoreFailed, r.restoreValidationFailed, r.vmAttempt, r.vmSuccess, r.vmFailure, r.vmDuration} {
+		r.restorePartialFailure, r.restoreFailed, r.restoreValidationFailed, r.vmAttempt, r.vmSuccess, r.vmFailure, r.vmDuration,
+		r.verification, r.verificationBytes, r.verificationProblems, r.verificationDuration} {
 		register(c)
 	}
 	return r
 }
 
 var _ status.Observer = &Recorder{}
+
+// Verification records one verification of a backup of schedule ("" for
+// none) and its result.
+func (r *Recorder) Verification(schedule, result string, took time.Duration, bytes int64, problems int) {
+	r.verification.WithLabelValues(schedule, result).Inc()
+	r.verificationBytes.WithLabelValues(schedule).Add(float64(bytes))
+	r.verificationProblems.WithLabelValues(schedule).Add(float64(problems))
+	r.verificationDuration.WithLabelValues(schedule).Observe(took.Seconds())
+}
 
 // Transition records one phase transition.
 func (r *Recorder) Transition(_ context.Context, t status.Transition) {

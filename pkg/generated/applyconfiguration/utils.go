@@ -166,6 +166,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &velerov1.BackupStorageLocationSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("BackupStorageLocationStatus"):
 		return &velerov1.BackupStorageLocationStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("BackupVerification"):
+		return &velerov1.BackupVerificationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DataMoveOperationProgress"):
 		return &velerov1.DataMoveOperationProgressApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DeleteBackupRequest"):

@@ -117,6 +117,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.BackupStorageLocationList{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_BackupStorageLocationList(ref),
 		v1.BackupStorageLocationSpec{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_BackupStorageLocationSpec(ref),
 		v1.BackupStorageLocationStatus{}.OpenAPIModelName():                          schema_pkg_apis_velero_v1_BackupStorageLocationStatus(ref),
+		v1.BackupVerification{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v1_BackupVerification(ref),
 		v1.DataMoveOperationProgress{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_DataMoveOperationProgress(ref),
 		v1.DeleteBackupRequest{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_DeleteBackupRequest(ref),
 		v1.DeleteBackupRequestList{}.OpenAPIModelName():                              schema_pkg_apis_velero_v1_DeleteBackupRequestList(ref),
@@ -4263,11 +4264,38 @@ func schema_pkg_apis_velero_v1_BackupStatus(ref common.ReferenceCallback) common
 							Ref:         ref(v1.HookStatus{}.OpenAPIModelName()),
 						},
 					},
+					"verification": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Verification is the outcome of the backup's last verification: its objects read back and checked against its manifest, its tarball's items decoded, its VM disk chains checked (Backstop addition).",
+							Ref:         ref(v1.BackupVerification{}.OpenAPIModelName()),
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions are the backup's conditions: Verified (Backstop addition).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(metav1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupProgress{}.OpenAPIModelName(), v1.HookStatus{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.BackupProgress{}.OpenAPIModelName(), v1.BackupVerification{}.OpenAPIModelName(), v1.HookStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -4487,6 +4515,94 @@ func schema_pkg_apis_velero_v1_BackupStorageLocationStatus(ref common.ReferenceC
 							Description: "AccessMode is an unused field.\n\nDeprecated: there is now an AccessMode field on the Spec and this field will be removed entirely as of v2.0.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v1_BackupVerification(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupVerification is the outcome of a backup's verification (Backstop addition).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"request": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Request is the value of the backup's backstop.io/verify annotation this verification answered; empty for one its storage location's verifyEvery made.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"startTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTimestamp is when the verification started.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletionTimestamp is when it ended; empty while it runs.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Objects is how many of the backup's objects were read back.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"bytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Bytes is how many bytes they held (as written: the plaintext of an encrypted location).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Items is how many items of the tarball were decoded.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"vmDiskChains": {
+						SchemaProps: spec.SchemaProps{
+							Description: "VMDiskChains is how many VM disk backup chains were checked.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"problemCount": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ProblemCount is how many problems were found.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"problems": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Problems are the first problems found, each naming its object.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
 						},
 					},
 				},

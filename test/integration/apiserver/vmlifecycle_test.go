@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -661,4 +662,42 @@ func TestVMChainOfTenThroughVelero(t *testing.T) {
 			t.Errorf("step %d, %s deleted: the volume holds %v, want the remaining backups %v", step+1, name, dirs, names)
 		}
 	}
+
+	// A verification of the newest backup checks its VM disk chain, the
+	// links merged by the deletions included; a byte changed in the
+	// oldest link is found, naming the VM backup and the file.
+	newest := names[len(names)-1]
+	t.Run("verified", func(t *testing.T) {
+		b := requestVerification(t, s, newest, "chain")
+		if v, c := b.Status.Verification, verifiedCondition(b); v.VMDiskChains != 1 || c.Status != metav1.ConditionTrue {
+			t.Errorf("verification %+v, condition %+v", v, c)
+		}
+	})
+	t.Run("a byte changed in the oldest link", func(t *testing.T) {
+		oldest := filepath.Join(volume, names[0]+"-vm-vm1")
+		m, err := vmmanifest.Read(oldest)
+		if err != nil || len(m.Disks) != 1 {
+			t.Fatalf("manifest of %s: %+v, %v", oldest, m, err)
+		}
+		file := filepath.Join(oldest, m.Disks[0].File)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := bytes.Clone(data)
+		changed[len(changed)/2] ^= 0x01
+		if err := os.WriteFile(file, changed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := os.WriteFile(file, data, 0o600); err != nil {
+				t.Error(err)
+			}
+		}()
+		b := requestVerification(t, s, newest, "chain-changed")
+		v := b.Status.Verification
+		if want := "VM backup " + vmNS + "/" + newest + "-vm-vm1: " + file + ": sha256"; v.ProblemCount != 1 || !strings.HasPrefix(v.Problems[0], want) {
+			t.Errorf("problems %q, want one starting %q", v.Problems, want)
+		}
+	})
 }

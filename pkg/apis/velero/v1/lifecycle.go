@@ -1,7 +1,9 @@
 package v1
 
 import (
+	"fmt"
 	"strconv"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,6 +24,7 @@ const (
 	EngineBackupSync     = "backup-sync"
 	EngineRestore        = "restore"
 	EngineSchedule       = "schedule"
+	EngineVerification   = "backup-verification"
 )
 
 // Backup words the server writes.
@@ -66,6 +69,40 @@ const (
 	// results are gone from the storage location; the restore engine
 	// removes it. The server adds it on create.
 	RestoreDataFinalizer = "backstop.io/restore-data"
+)
+
+// Verification words: a backup is verified on request (VerifyAnnotation)
+// and, where its storage location says so (VerifyEveryConfigKey), once it
+// has ended and again every period. status.verification holds the counts
+// and the first problems, the Verified condition the outcome.
+const (
+	// VerifyAnnotation requests a verification of the backup: whenever
+	// its value differs from status.verification.request (any value:
+	// `kubectl annotate backup b backstop.io/verify=$(date +%s)
+	// --overwrite`), the backup is verified once it has ended, and the
+	// value is recorded.
+	VerifyAnnotation = "backstop.io/verify"
+	// VerifyEveryConfigKey in a BackupStorageLocation's spec.config is a
+	// duration (Go's: "24h", "168h"): each backup of the location that
+	// completes is verified, and again once that long has passed since
+	// its last verification.
+	VerifyEveryConfigKey = "verifyEvery"
+	// MinVerifyEvery is the shortest verifyEvery.
+	MinVerifyEvery = time.Minute
+
+	// BackupConditionVerified is the condition of a verification's
+	// outcome: Unknown while one runs, True when every object read back
+	// as written, False otherwise.
+	BackupConditionVerified = "Verified"
+	// The Verified condition's reasons.
+	VerificationRunningReason    = "Verifying"
+	VerificationPassedReason     = "Verified"
+	VerificationCorruptReason    = "Corrupt"
+	VerificationNoDataReason     = "NothingToVerify"
+	VerificationUnreadableReason = "LocationUnreadable"
+	// MaxVerificationProblems is how many problems status.verification
+	// lists (ProblemCount counts them all).
+	MaxVerificationProblems = 10
 )
 
 // BackupLifecycle is the life of a Backup. Velero's phases
@@ -211,4 +248,18 @@ func QueueSequence(o metav1.Object) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
+}
+
+// VerifyEvery is a location's verification period (VerifyEveryConfigKey in
+// its spec.config): 0 when it has none.
+func VerifyEvery(config map[string]string) (time.Duration, error) {
+	v, ok := config[VerifyEveryConfigKey]
+	if !ok {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < MinVerifyEvery {
+		return 0, fmt.Errorf("a duration of at least %s (e.g. 24h, 168h)", MinVerifyEvery)
+	}
+	return d, nil
 }

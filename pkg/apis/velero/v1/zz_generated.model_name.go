@@ -107,6 +107,11 @@ func (in BackupStorageLocationStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupVerification) OpenAPIModelName() string {
+	return "io.velero.v1.BackupVerification"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DataMoveOperationProgress) OpenAPIModelName() string {
 	return "io.velero.v1.DataMoveOperationProgress"
 }

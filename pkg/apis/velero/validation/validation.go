@@ -100,10 +100,19 @@ func validateNamespaceMapping(mapping map[string]string, fldPath *field.Path) fi
 }
 
 // ValidateBackupAnnotations checks the annotations Backstop reads from a
-// Backup: the PVC its VM disk backups go to is a PVC's name.
+// Backup: the PVC its VM disk backups go to is a PVC's name, a
+// verification request is at most MaxVerifyRequest bytes.
 func ValidateBackupAnnotations(annotations map[string]string, fldPath *field.Path) field.ErrorList {
-	return vmvalidation.ValidatePVCAnnotation(annotations, fldPath)
+	errs := vmvalidation.ValidatePVCAnnotation(annotations, fldPath)
+	if v := annotations[velerov1.VerifyAnnotation]; len(v) > MaxVerifyRequest {
+		errs = append(errs, field.TooLong(fldPath.Key(velerov1.VerifyAnnotation), "", MaxVerifyRequest))
+	}
+	return errs
 }
+
+// MaxVerifyRequest bounds a verification request (the backstop.io/verify
+// annotation), which status.verification.request repeats.
+const MaxVerifyRequest = 128
 
 // ValidateScheduleAnnotations checks the annotations Backstop reads from a
 // Schedule: keep-last and the VM backups' chain bound are whole numbers,
@@ -182,6 +191,9 @@ func ValidateBackupStorageLocationSpec(spec *velero.BackupStorageLocationSpec, f
 	}
 	if spec.ValidationFrequency != nil && spec.ValidationFrequency.Duration < 0 {
 		errs = append(errs, field.Invalid(fldPath.Child("validationFrequency"), spec.ValidationFrequency.Duration.String(), "must not be negative"))
+	}
+	if _, err := velerov1.VerifyEvery(spec.Config); err != nil {
+		errs = append(errs, field.Invalid(fldPath.Child("config").Key(velerov1.VerifyEveryConfigKey), spec.Config[velerov1.VerifyEveryConfigKey], err.Error()))
 	}
 	return errs
 }

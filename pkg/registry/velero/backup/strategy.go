@@ -4,9 +4,11 @@ package backup
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -109,7 +111,40 @@ func NewStatusStrategy(s Strategy, index *QueueIndex) StatusStrategy {
 	st := resource.NewLifecycleStatusStrategy(s.Strategy, velerov1.BackupLifecycle, func(o runtime.Object) velerov1.BackupPhase {
 		return velerov1.BackupPhase(o.(*velero.Backup).Status.Phase)
 	}, field.NewPath("status", "phase"))
+	phaseRules := st.ValidateStatus
+	st.ValidateStatus = func(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+		return append(phaseRules(ctx, obj, old), validateVerification(obj.(*velero.Backup), old.(*velero.Backup))...)
+	}
 	return StatusStrategy{StatusStrategy: st, index: index}
+}
+
+// validateVerification: a verification's outcome and the conditions are
+// well formed, and a verification is written only of a backup that has
+// ended (it reads what the backup wrote).
+func validateVerification(b, old *velero.Backup) field.ErrorList {
+	fld := field.NewPath("status")
+	errs := metav1validation.ValidateConditions(b.Status.Conditions, fld.Child("conditions"))
+	v := b.Status.Verification
+	if v == nil {
+		return errs
+	}
+	vf := fld.Child("verification")
+	if !resource.DeepEqual(v, old.Status.Verification) && !velerov1.BackupPhase(b.Status.Phase).Terminal() {
+		errs = append(errs, field.Forbidden(vf, fmt.Sprintf("a backup is verified once it has ended; it is %s", b.Status.Phase)))
+	}
+	if len(v.Request) > velerovalidation.MaxVerifyRequest {
+		errs = append(errs, field.TooLong(vf.Child("request"), "", velerovalidation.MaxVerifyRequest))
+	}
+	if len(v.Problems) > velerov1.MaxVerificationProblems {
+		errs = append(errs, field.TooMany(vf.Child("problems"), len(v.Problems), velerov1.MaxVerificationProblems))
+	}
+	for name, n := range map[string]int64{"objects": int64(v.Objects), "bytes": v.Bytes, "items": int64(v.Items),
+		"vmDiskChains": int64(v.VMDiskChains), "problemCount": int64(v.ProblemCount)} {
+		if n < 0 {
+			errs = append(errs, field.Invalid(vf.Child(name), n, "must not be negative"))
+		}
+	}
+	return errs
 }
 
 // PrepareForUpdate keeps the spec and manages the queue sequence.

@@ -21,6 +21,7 @@ package v1
 import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	applyconfigurationsmetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // BackupStatusApplyConfiguration represents a declarative configuration of the BackupStatus type for use
@@ -90,6 +91,13 @@ type BackupStatusApplyConfiguration struct {
 	BackupItemOperationsFailed *int `json:"backupItemOperationsFailed,omitempty"`
 	// HookStatus contains information about the status of the hooks.
 	HookStatus *HookStatusApplyConfiguration `json:"hookStatus,omitempty"`
+	// Verification is the outcome of the backup's last verification: its
+	// objects read back and checked against its manifest, its tarball's
+	// items decoded, its VM disk chains checked (Backstop addition).
+	Verification *BackupVerificationApplyConfiguration `json:"verification,omitempty"`
+	// Conditions are the backup's conditions: Verified (Backstop
+	// addition).
+	Conditions []applyconfigurationsmetav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
 // BackupStatusApplyConfiguration constructs a declarative configuration of the BackupStatus type for use with
@@ -257,5 +265,26 @@ func (b *BackupStatusApplyConfiguration) WithBackupItemOperationsFailed(value in
 // If called multiple times, the HookStatus field is set to the value of the last call.
 func (b *BackupStatusApplyConfiguration) WithHookStatus(value *HookStatusApplyConfiguration) *BackupStatusApplyConfiguration {
 	b.HookStatus = value
+	return b
+}
+
+// WithVerification sets the Verification field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Verification field is set to the value of the last call.
+func (b *BackupStatusApplyConfiguration) WithVerification(value *BackupVerificationApplyConfiguration) *BackupStatusApplyConfiguration {
+	b.Verification = value
+	return b
+}
+
+// WithConditions adds the given value to the Conditions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Conditions field.
+func (b *BackupStatusApplyConfiguration) WithConditions(values ...*applyconfigurationsmetav1.ConditionApplyConfiguration) *BackupStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithConditions")
+		}
+		b.Conditions = append(b.Conditions, *values[i])
+	}
 	return b
 }
