@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-authz bench-nonadmin bench-scaleout bench-peers run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers run setup
 
 all: build
 
@@ -105,6 +105,11 @@ bench-encryption: build tools
 	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen,bench ./test/clusterbench -run '^$$' \
 		-bench '^BenchmarkEncryptedLocation$$' -benchtime=1x -timeout 60m 2>&1 | \
 		grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-encryption.txt
+
+# Backup verification against reading the same objects, plain and encrypted (docs/benchmarks.md).
+bench-verification:
+	set -o pipefail; $(GO) test ./pkg/engine/verify -run '^$$' -bench '^BenchmarkVerification$$' -benchtime=10x -timeout 30m 2>&1 | \
+		tee _output/bench-verification.txt
 
 # The data mover against the kopia CLI (test/datamoverbench): 1 GiB (one 512 MiB file and small
 # files) into a loopback S3 bucket, again after a 1% change, restored; its kopia path with 1,000 and

@@ -148,6 +148,16 @@ func (r *Reader) Next() (*Item, error) {
 	}
 }
 
+// Finish reads what follows the tar stream to the gzip stream's end, where
+// gzip checks its CRC-32 and size: a tarball read whole by Next and then
+// Finish was read as it was written.
+func (r *Reader) Finish() error {
+	if _, err := io.Copy(io.Discard, r.gz); err != nil {
+		return fmt.Errorf("archive: after the last entry: %w", err)
+	}
+	return nil
+}
+
 // Close releases the gzip stream (not the underlying reader).
 func (r *Reader) Close() error { return r.gz.Close() }
 

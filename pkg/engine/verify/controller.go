@@ -251,7 +251,10 @@ func (c *Controller) check(ctx context.Context, b *velerov1.Backup, r *Report) (
 		return velerov1.VerificationUnreadableReason, err.Error()
 	}
 	counts := fmt.Sprintf("%d objects (%d bytes), %d items, %d VM disk chains", r.Objects, r.Bytes, r.Items, r.VMDiskChains)
-	if r.ProblemCount == 0 {
+	switch {
+	case r.ProblemCount == 0 && r.NoManifest:
+		return velerov1.VerificationNoManifestReason, counts + " read and decoded; the backup has no manifest (made before Backstop wrote them, or by Velero): no byte could be checked against what was written"
+	case r.ProblemCount == 0:
 		return velerov1.VerificationPassedReason, counts + " read back as written"
 	}
 	return velerov1.VerificationCorruptReason, fmt.Sprintf("%s read back; %d problems: %s", counts, r.ProblemCount, strings.Join(r.Problems, "; "))

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"runtime"
 	"strings"
+	"sync/atomic"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/archive"
@@ -28,6 +31,10 @@ type Report struct {
 	Items int
 	// VMDiskChains are the VM disk chains checked.
 	VMDiskChains int
+	// NoManifest: the backup has no manifest; its objects were read and
+	// its tarball decoded, but no byte could be checked against what was
+	// written.
+	NoManifest bool
 	// Problems are the first problems (velerov1.MaxVerificationProblems);
 	// ProblemCount counts them all.
 	Problems     []string
@@ -48,7 +55,8 @@ func (r *Report) Problem(format string, args ...any) {
 // the store: an encrypted location's objects are decrypted, and a changed
 // byte fails age's authentication); no other object is in the directory;
 // the tarball is a gzipped tar whose every item decodes as a JSON object
-// of the name its path gives. Problems go into r; an error is returned
+// of the name its path gives. A backup without a manifest has its objects
+// read and its tarball decoded (r.NoManifest). Problems go into r; an error is returned
 // only when the store could not be listed or ctx ended (the verification
 // did not happen).
 func Objects(ctx context.Context, store objectstore.Store, layout objectstore.Layout, backup string, r *Report) error {
@@ -57,7 +65,26 @@ func Objects(ctx context.Context, store objectstore.Store, layout objectstore.La
 	if err != nil {
 		return fmt.Errorf("listing backup %s: %w", backup, err)
 	}
+	tarball := backup + ".tar.gz"
 	manifest, err := objectstore.GetManifest(ctx, store, layout, backup, MaxManifestSize)
+	if errors.Is(err, objectstore.ErrNoManifest) {
+		// Made before Backstop wrote manifests, or by Velero: what can be
+		// checked without one is.
+		r.NoManifest = true
+		for _, key := range keys {
+			name := strings.TrimPrefix(key, dir)
+			if strings.Contains(name, "/") {
+				continue
+			}
+			if err := checkObject(ctx, store, key, nil, name == tarball, r); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				r.Problem("%s: %v", name, err)
+			}
+		}
+		return nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -75,13 +102,12 @@ func Objects(ctx context.Context, store objectstore.Store, layout objectstore.La
 			r.Problem("%s: not in the manifest (written after the backup completed, or not by Backstop)", name)
 		}
 	}
-	tarball := backup + ".tar.gz"
 	for _, o := range manifest.Objects {
 		if strings.Contains(o.Name, "/") || o.Name == "" {
 			r.Problem("%s: the manifest names an object outside the backup's directory", o.Name)
 			continue
 		}
-		if err := checkObject(ctx, store, dir+o.Name, o, o.Name == tarball, r); err != nil {
+		if err := checkObject(ctx, store, dir+o.Name, &o, o.Name == tarball, r); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -92,8 +118,13 @@ func Objects(ctx context.Context, store objectstore.Store, layout objectstore.La
 }
 
 // checkObject reads one object whole, decoding it as a tarball when it is
-// one, and compares its size and sha256 with the manifest's.
-func checkObject(ctx context.Context, store objectstore.Store, key string, want objectstore.ManifestObject, tarball bool, r *Report) error {
+// one, and compares its size and sha256 with the manifest's (want; nil
+// without a manifest). The work is
+// a pipeline, so that a verification runs at the pace of its slowest
+// stage rather than of their sum: the object is read and hashed ahead
+// (readAhead), the tarball is unpacked where it is consumed, and its items
+// are decoded on another goroutine.
+func checkObject(ctx context.Context, store objectstore.Store, key string, want *objectstore.ManifestObject, tarball bool, r *Report) error {
 	rc, err := store.Get(ctx, key)
 	if errors.Is(err, objectstore.ErrNotFound) {
 		return errors.New("missing")
@@ -102,23 +133,25 @@ func checkObject(ctx context.Context, store objectstore.Store, key string, want 
 		return err
 	}
 	defer rc.Close()
-	h := sha256.New()
-	counted := &countingReader{r: io.TeeReader(rc, h)}
+	in := newReadAhead(rc)
+	defer in.stop()
 	var decodeErr error
 	if tarball {
-		decodeErr = decodeItems(counted, r)
+		decodeErr = decodeItems(in, r)
 	}
 	// The rest (all of it for other objects; a tarball's gzip trailer, or
 	// what follows where decoding stopped) is hashed too.
-	if _, err := io.Copy(io.Discard, counted); err != nil {
+	if _, err := io.Copy(io.Discard, in); err != nil {
 		return fmt.Errorf("reading: %w", err)
 	}
+	n, sum := in.sum()
 	r.Objects++
-	r.Bytes += counted.n
-	sum := hex.EncodeToString(h.Sum(nil))
+	r.Bytes += n
 	switch {
-	case counted.n != want.Size:
-		return fmt.Errorf("%d bytes, the manifest says %d", counted.n, want.Size)
+	case want == nil:
+		return decodeErr
+	case n != want.Size:
+		return fmt.Errorf("%d bytes, the manifest says %d", n, want.Size)
 	case sum != want.SHA256:
 		return fmt.Errorf("sha256 %s, the manifest says %s", sum, want.SHA256)
 	case decodeErr != nil:
@@ -127,7 +160,10 @@ func checkObject(ctx context.Context, store objectstore.Store, key string, want 
 	return nil
 }
 
-// decodeItems reads a tarball and decodes each item.
+// decoders is how many goroutines decode a tarball's items.
+var decoders = max(1, runtime.GOMAXPROCS(0))
+
+// decodeItems reads a tarball, its items decoded by other goroutines.
 func decodeItems(in io.Reader, r *Report) error {
 	tr, err := archive.NewReader(in)
 	if err != nil {
@@ -136,18 +172,49 @@ func decodeItems(in io.Reader, r *Report) error {
 	defer tr.Close()
 	var skipped []string
 	tr.Skipped = func(name, why string) { skipped = append(skipped, fmt.Sprintf("%q (%s)", name, why)) }
+	items := make(chan *archive.Item, 64)
+	decoded := make(chan error, decoders)
+	var count atomic.Int64
+	for range decoders {
+		go func() {
+			var first error
+			for item := range items {
+				if first != nil {
+					continue // drained, so that the reader never blocks
+				}
+				if first = decodeItem(item); first == nil {
+					count.Add(1)
+				}
+			}
+			decoded <- first
+		}()
+	}
+	wait := func() error {
+		close(items)
+		var first error
+		for range decoders {
+			if err := <-decoded; err != nil && first == nil {
+				first = err
+			}
+		}
+		r.Items += int(count.Load())
+		return first
+	}
 	for {
 		item, err := tr.Next()
-		if err == io.EOF {
+		if err != nil {
+			if decodeErr := wait(); decodeErr != nil {
+				return decodeErr
+			}
+			if err != io.EOF {
+				return err
+			}
+			if err := tr.Finish(); err != nil {
+				return err
+			}
 			break
 		}
-		if err != nil {
-			return err
-		}
-		if err := decodeItem(item); err != nil {
-			return err
-		}
-		r.Items++
+		items <- item
 	}
 	if len(skipped) > 0 {
 		return fmt.Errorf("entries that are no items: %s", strings.Join(skipped, ", "))
@@ -187,13 +254,89 @@ func decodeItem(item *archive.Item) error {
 	return nil
 }
 
-type countingReader struct {
-	r io.Reader
-	n int64
+// readAhead reads an object on its own goroutine, hashing and counting
+// it, a few chunks ahead of its consumer.
+type readAhead struct {
+	chunks <-chan []byte
+	free   chan []byte
+	done   chan struct{}
+	// cur is what is left of chunk, the chunk being consumed.
+	cur, chunk []byte
+	// Set by the reading goroutine before chunks is closed.
+	err error
+	n   int64
+	h   hash.Hash
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+const (
+	readAheadChunk  = 256 << 10
+	readAheadChunks = 8
+)
+
+func newReadAhead(src io.Reader) *readAhead {
+	chunks := make(chan []byte, readAheadChunks)
+	a := &readAhead{chunks: chunks, free: make(chan []byte, readAheadChunks+2), done: make(chan struct{}), h: sha256.New()}
+	for range readAheadChunks + 2 {
+		a.free <- make([]byte, readAheadChunk)
+	}
+	go func() {
+		defer close(chunks)
+		for {
+			var buf []byte
+			select {
+			case buf = <-a.free:
+			case <-a.done:
+				return
+			}
+			n, err := io.ReadFull(src, buf)
+			if n > 0 {
+				a.h.Write(buf[:n])
+				a.n += int64(n)
+				select {
+				case chunks <- buf[:n]:
+				case <-a.done:
+					return
+				}
+			}
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return
+			}
+			if err != nil {
+				a.err = err
+				return
+			}
+		}
+	}()
+	return a
+}
+
+func (a *readAhead) Read(p []byte) (int, error) {
+	for len(a.cur) == 0 {
+		if a.chunk != nil {
+			a.free <- a.chunk[:cap(a.chunk)]
+			a.chunk = nil
+		}
+		chunk, ok := <-a.chunks
+		if !ok {
+			if a.err != nil {
+				return 0, a.err
+			}
+			return 0, io.EOF
+		}
+		a.cur, a.chunk = chunk, chunk
+	}
+	n := copy(p, a.cur)
+	a.cur = a.cur[n:]
+	return n, nil
+}
+
+// sum is the size and sha256 of what was read; only once Read has
+// returned io.EOF.
+func (a *readAhead) sum() (int64, string) { return a.n, hex.EncodeToString(a.h.Sum(nil)) }
+
+// stop ends the reading goroutine (the object was not read to its end).
+func (a *readAhead) stop() {
+	close(a.done)
+	for range a.chunks {
+	}
 }

@@ -99,6 +99,7 @@ const (
 	VerificationPassedReason     = "Verified"
 	VerificationCorruptReason    = "Corrupt"
 	VerificationNoDataReason     = "NothingToVerify"
+	VerificationNoManifestReason = "NoManifest"
 	VerificationUnreadableReason = "LocationUnreadable"
 	// MaxVerificationProblems is how many problems status.verification
 	// lists (ProblemCount counts them all).
