@@ -2,6 +2,7 @@ package nonadmin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -323,6 +325,11 @@ func (c *BackupController) mirror(ctx context.Context, nab *oadpv1alpha1.NonAdmi
 	if err != nil {
 		return err
 	}
+	if b != nil {
+		if err := c.passVerifyRequest(ctx, nab, b); err != nil {
+			return err
+		}
+	}
 	_, err = c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
 		if b == nil {
 			setCondition(&st.Conditions, nab.Generation, oadpv1alpha1.NonAdminConditionAccepted, false, oadpv1alpha1.ReasonVeleroBackupNotFound, oadpv1alpha1.MessageVeleroBackupNotFound)
@@ -331,6 +338,26 @@ func (c *BackupController) mirror(ctx context.Context, nab *oadpv1alpha1.NonAdmi
 		mirrorBackup(st, b)
 	})
 	return ignoreGone(err)
+}
+
+// passVerifyRequest passes the tenant's request for a verification (the
+// NonAdminBackup's backstop.io/verify annotation) on to its Backup, whose
+// verification the status mirrors (status.veleroBackup.status.verification
+// and its Verified condition).
+func (c *BackupController) passVerifyRequest(ctx context.Context, nab *oadpv1alpha1.NonAdminBackup, b *velerov1.Backup) error {
+	want := nab.Annotations[velerov1.VerifyAnnotation]
+	if want == "" || want == b.Annotations[velerov1.VerifyAnnotation] {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{velerov1.VerifyAnnotation: want}}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.cfg.Client.VeleroV1().Backups(b.Namespace).Patch(ctx, b.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: c.status.Engine}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("passing the verification request of NonAdminBackup %s/%s on to backup %s: %w", nab.Namespace, nab.Name, b.Name, err)
+	}
+	return nil
 }
 
 // mirrorBackup copies b into the status. The queue positions are the

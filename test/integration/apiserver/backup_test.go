@@ -453,6 +453,10 @@ func TestBackupToS3(t *testing.T) {
 		t.Errorf("objects in the bucket:\n got %v\nwant %v", names, want)
 	}
 	checkBackupManifest(t, dir, "to-s3")
+	verified := requestVerification(t, s, "to-s3", "s3")
+	if v, c := verified.Status.Verification, verifiedCondition(verified); c.Status != metav1.ConditionTrue || v.Objects != len(want)-1 || v.Items == 0 {
+		t.Errorf("verified through S3: condition %+v, verification %+v", c, v)
+	}
 	if _, err := os.Stat(filepath.Join(s.DataDir, "backups", "backups", "to-s3")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the backup also went to the default location: %v", err)
 	}

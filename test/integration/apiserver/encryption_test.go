@@ -189,6 +189,13 @@ func TestEncryptedLocation(t *testing.T) {
 		}
 	})
 
+	step("a verification reads every object back through the location's keys", func(t *testing.T) {
+		b := requestVerification(t, s, "one", "sealed")
+		if v, c := b.Status.Verification, verifiedCondition(b); c.Status != metav1.ConditionTrue || v.Objects != len(objects(t, "one"))-1 || v.Items == 0 {
+			t.Errorf("condition %+v, verification %+v", c, v)
+		}
+	})
+
 	step("the velero CLI reads the backup's logs and details through the server", func(t *testing.T) {
 		requireContains(t, "backup logs", veleroCLI(t, s, "backup", "logs", "one"), "Backup completed")
 		out := veleroCLI(t, s, "backup", "describe", "one", "--details")

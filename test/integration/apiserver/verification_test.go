@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -174,4 +175,36 @@ func TestBackupVerification(t *testing.T) {
 			t.Errorf("a request of 129 bytes: %v, want 422", err)
 		}
 	})
+}
+
+// TestTenantVerification: a tenant asks for a verification of its backup
+// with the same annotation, on its NonAdminBackup; the outcome is in the
+// NonAdminBackup's status (its Velero backup's, mirrored). A request past
+// the bound is refused at admission.
+func TestTenantVerification(t *testing.T) {
+	t.Parallel()
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	finishedNAB(t, s, alice.client, "tenant-a", "nab1")
+	annotate := func(value string) error {
+		patch := []byte(`{"metadata":{"annotations":{"` + velerov1.VerifyAnnotation + `":"` + value + `"}}}`)
+		_, err := alice.client.OadpV1alpha1().NonAdminBackups("tenant-a").Patch(ctx, "nab1", types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+	if err := annotate("mine"); err != nil {
+		t.Fatal(err)
+	}
+	nab := waitNAB(t, s, "tenant-a", "nab1", "its verification", func(nab *oadpv1alpha1.NonAdminBackup) bool {
+		vb := nab.Status.VeleroBackup
+		return vb != nil && vb.Status != nil && vb.Status.Verification != nil && vb.Status.Verification.Request == "mine" &&
+			vb.Status.Verification.CompletionTimestamp != nil
+	})
+	st := nab.Status.VeleroBackup.Status
+	if c := meta.FindStatusCondition(st.Conditions, velerov1.BackupConditionVerified); c == nil || c.Status != metav1.ConditionTrue || st.Verification.Items == 0 {
+		t.Errorf("condition %+v, verification %+v", c, st.Verification)
+	}
+	if err := annotate(strings.Repeat("x", 129)); !invalidAt(err, "metadata.annotations["+velerov1.VerifyAnnotation+"]", "") {
+		t.Errorf("a request of 129 bytes: %v, want 422", err)
+	}
 }

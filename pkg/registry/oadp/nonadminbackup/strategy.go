@@ -19,6 +19,8 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/creator"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
@@ -78,6 +80,7 @@ func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	o := obj.(*oadp.NonAdminBackup)
 	errs := append(s.Strategy.Validate(ctx, obj), oadpvalidation.ValidateNonAdminBackupSpec(o.Namespace, &o.Spec, field.NewPath("spec"))...)
+	errs = append(errs, validateVerifyRequest(o)...)
 	policy, perrs := s.policy.Policy(ctx)
 	errs = append(errs, perrs...)
 	errs = append(errs, oadpvalidation.ValidateBackupPolicy(o.Spec.BackupSpec, policy, field.NewPath("spec", "backupSpec"))...)
@@ -135,7 +138,17 @@ func (s Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) f
 	if !resource.DeepEqual(o.Spec.BackupSpec, oldO.Spec.BackupSpec) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "backupSpec"), "is immutable after creation"))
 	}
-	return errs
+	return append(errs, validateVerifyRequest(o)...)
+}
+
+// validateVerifyRequest: a tenant asks for a verification of its backup
+// as an admin does, with the backstop.io/verify annotation, which the
+// tenant engine passes on to the Velero backup; it is bounded as there.
+func validateVerifyRequest(o *oadp.NonAdminBackup) field.ErrorList {
+	if v := o.Annotations[velerov1.VerifyAnnotation]; len(v) > velerovalidation.MaxVerifyRequest {
+		return field.ErrorList{field.TooLong(field.NewPath("metadata", "annotations").Key(velerov1.VerifyAnnotation), "", velerovalidation.MaxVerifyRequest)}
+	}
+	return nil
 }
 
 // NewStatusStrategy returns the strategy of the status subresource: only
