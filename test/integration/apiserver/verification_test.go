@@ -40,6 +40,26 @@ func waitVerified(t *testing.T, s *framework.Server, name string, answered func(
 	})
 }
 
+// changeByte changes one byte of a file, in its middle; the returned
+// function puts it back.
+func changeByte(t *testing.T, file string) (restore func()) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := bytes.Clone(data)
+	changed[len(changed)/2] ^= 0x01
+	if err := os.WriteFile(file, changed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // verifiedCondition is the backup's Verified condition (the zero one when
 // it has none).
 func verifiedCondition(b *velerov1.Backup) metav1.Condition {
@@ -91,21 +111,7 @@ func TestBackupVerification(t *testing.T) {
 
 	for _, f := range files {
 		t.Run("a byte changed in "+f.Name(), func(t *testing.T) {
-			file := filepath.Join(dir, f.Name())
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			changed := bytes.Clone(data)
-			changed[len(changed)/2] ^= 0x01
-			if err := os.WriteFile(file, changed, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := os.WriteFile(file, data, 0o600); err != nil {
-					t.Error(err)
-				}
-			}()
+			defer changeByte(t, filepath.Join(dir, f.Name()))()
 			b := requestVerification(t, s, "checked", "changed-"+f.Name())
 			v, c := b.Status.Verification, verifiedCondition(b)
 			if v.ProblemCount == 0 || !strings.HasPrefix(v.Problems[0], f.Name()+":") {

@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -680,20 +679,7 @@ func TestVMChainOfTenThroughVelero(t *testing.T) {
 			t.Fatalf("manifest of %s: %+v, %v", oldest, m, err)
 		}
 		file := filepath.Join(oldest, m.Disks[0].File)
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		changed := bytes.Clone(data)
-		changed[len(changed)/2] ^= 0x01
-		if err := os.WriteFile(file, changed, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := os.WriteFile(file, data, 0o600); err != nil {
-				t.Error(err)
-			}
-		}()
+		defer changeByte(t, file)()
 		b := requestVerification(t, s, newest, "chain-changed")
 		v := b.Status.Verification
 		if want := "VM backup " + vmNS + "/" + newest + "-vm-vm1: " + file + ": sha256"; v.ProblemCount != 1 || !strings.HasPrefix(v.Problems[0], want) {
