@@ -3,6 +3,7 @@ module github.com/backstop-io/backstop
 go 1.26.8
 
 require (
+	filippo.io/age v1.3.2
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/container-storage-interface/spec v1.13.0
 	github.com/evanphx/json-patch/v5 v5.9.11
@@ -46,7 +47,6 @@ require (
 	codeberg.org/go-latex/latex v0.1.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.10.0 // indirect
 	cyphar.com/go-pathrs v0.2.6 // indirect
-	filippo.io/age v1.3.2 // indirect
 	filippo.io/hpke v0.4.0 // indirect
 	git.sr.ht/~sbinet/gg v0.6.0 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.20.0 // indirect

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"golang.org/x/sync/semaphore"
+
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/objectstore"
@@ -160,6 +162,12 @@ func checkObject(ctx context.Context, store objectstore.Store, key string, want 
 	return nil
 }
 
+// maxInFlight bounds the bytes of the items read and not yet decoded.
+const maxInFlight = 2 * archive.MaxItemSize
+
+// weight is an item's share of maxInFlight.
+func weight(item *archive.Item) int64 { return max(1, int64(len(item.Data))) }
+
 // decoders is how many goroutines decode a tarball's items.
 var decoders = max(1, runtime.GOMAXPROCS(0))
 
@@ -175,16 +183,21 @@ func decodeItems(in io.Reader, r *Report) error {
 	items := make(chan *archive.Item, 64)
 	decoded := make(chan error, decoders)
 	var count atomic.Int64
+	// The items in flight hold at most maxInFlight bytes (items up to
+	// archive.MaxItemSize each: a tarball of large ones does not make a
+	// verification hold 64 of them).
+	inFlight := semaphore.NewWeighted(maxInFlight)
 	for range decoders {
 		go func() {
 			var first error
 			for item := range items {
-				if first != nil {
-					continue // drained, so that the reader never blocks
+				if first == nil {
+					if first = decodeItem(item); first == nil {
+						count.Add(1)
+					}
 				}
-				if first = decodeItem(item); first == nil {
-					count.Add(1)
-				}
+				// Drained after an error, so that the reader never blocks.
+				inFlight.Release(weight(item))
 			}
 			decoded <- first
 		}()
@@ -213,6 +226,9 @@ func decodeItems(in io.Reader, r *Report) error {
 				return err
 			}
 			break
+		}
+		if err := inFlight.Acquire(context.Background(), weight(item)); err != nil {
+			return err
 		}
 		items <- item
 	}
