@@ -289,7 +289,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups, downloads, queues, err := c.apiGroups(signer)
+	groups, downloads, hooks, err := c.apiGroups(signer)
 	if err != nil {
 		return nil, err
 	}
@@ -313,8 +313,10 @@ func (c CompletedConfig) New() (*Server, error) {
 			return nil, fmt.Errorf("registering the RBAC bootstrap: %w", err)
 		}
 	}
-	if err := gs.AddPostStartHook(QueueIndexHookName, queues); err != nil {
-		return nil, fmt.Errorf("registering the queue indexes: %w", err)
+	for _, name := range []string{QueueIndexHookName, RestorePreviewHookName} {
+		if err := gs.AddPostStartHook(name, hooks[name]); err != nil {
+			return nil, fmt.Errorf("registering post-start hook %s: %w", name, err)
+		}
 	}
 	if err := gs.AddPostStartHook("backstop-engines", c.startEngines(signer)); err != nil {
 		return nil, fmt.Errorf("registering the engines: %w", err)
@@ -344,7 +346,7 @@ const QueueIndexHookName = "backstop-queue-index"
 // apiGroups builds the storage of every group, the handler of download
 // links (served directly, and as downloadrequests/content), and the hook
 // that runs the queue indexes.
-func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.APIGroupInfo, *download.Handler, genericapiserver.PostStartHookFunc, error) {
+func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.APIGroupInfo, *download.Handler, map[string]genericapiserver.PostStartHookFunc, error) {
 	scheme, codecs, getter := c.extra.Scheme, c.extra.Codecs, c.generic.RESTOptionsGetter
 
 	veleroV1, veleroV2alpha1 := storageSet{}, storageSet{}
@@ -424,7 +426,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, nil, err
 	}
 	restores := restoreStorage.Restore
-	if err := veleroV1.add("restores", restores, restoreStorage.Status, nil); err != nil {
+	if err := veleroV1.add("restores", restoreStorage.Previewing, restoreStorage.Status, nil); err != nil {
 		return nil, nil, nil, err
 	}
 	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations)
@@ -510,13 +512,16 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		}
 		groups = append(groups, authGroups...)
 	}
-	queues := func(ctx genericapiserver.PostStartHookContext) error {
-		if err := backups.Queue.Run(ctx, backups.Backup.Store, &velero.Backup{}); err != nil {
-			return err
-		}
-		return restoreStorage.Queue.Run(ctx, restores.Store, &velero.Restore{})
+	hooks := map[string]genericapiserver.PostStartHookFunc{
+		QueueIndexHookName: func(ctx genericapiserver.PostStartHookContext) error {
+			if err := backups.Queue.Run(ctx, backups.Backup.Store, &velero.Backup{}); err != nil {
+				return err
+			}
+			return restoreStorage.Queue.Run(ctx, restores.Store, &velero.Restore{})
+		},
+		RestorePreviewHookName: c.restorePreviewHook(restoreStorage.Previewing),
 	}
-	return groups, downloads, queues, nil
+	return groups, downloads, hooks, nil
 }
 
 // authorizationGroups are the groups a standalone server serves for its own

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -166,6 +167,36 @@ func (l *Log) Results() ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return json.Marshal(map[string]Result{"errors": l.errors, "warnings": l.warnings})
+}
+
+// Messages are the errors and warnings so far, each prefixed with its
+// namespace or scope, at most max of each.
+func (l *Log) Messages(max int) (errs, warnings []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.errors.flat(max), l.warnings.flat(max)
+}
+
+func (r *Result) flat(max int) []string {
+	var out []string
+	add := func(prefix string, msgs []string) {
+		for _, m := range msgs {
+			if len(out) < max {
+				out = append(out, prefix+m)
+			}
+		}
+	}
+	add("", r.Velero)
+	add("cluster: ", r.Cluster)
+	namespaces := make([]string, 0, len(r.Namespaces))
+	for ns := range r.Namespaces {
+		namespaces = append(namespaces, ns)
+	}
+	sort.Strings(namespaces)
+	for _, ns := range namespaces {
+		add("namespace "+ns+": ", r.Namespaces[ns])
+	}
+	return out
 }
 
 // Finish closes the gzip stream and returns the log to upload; Close

@@ -133,12 +133,16 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 	if it.Namespace == "" {
 		scope = items.ScopeCluster
 	}
-	fail := func(msg string) { run.log.Error(namespace, scope, msg, "resource", it.GroupResource, "name", it.Name) }
+	fail := func(msg string) {
+		run.log.Error(namespace, scope, msg, "resource", it.GroupResource, "name", it.Name)
+		run.record(it.GroupResource, namespace, it.Name, velerov1.PreviewRefuse, msg, nil)
+	}
 	res, ok := run.pass.byGR[it.GroupResource]
 	if it.GroupResource == vmGroupResource {
 		if !ok {
-			run.log.Item("Skipped", "item", fmt.Sprintf("%s %s", it.GroupResource, qualified(namespace, it.Name)),
-				"reason", "the target serves no VirtualMachines: the VM is its libvirt domain, whose disks are restored from its VM backup")
+			const why = "the target serves no VirtualMachines: the VM is its libvirt domain, whose disks are restored from its VM backup"
+			run.log.Item("Skipped", "item", fmt.Sprintf("%s %s", it.GroupResource, qualified(namespace, it.Name)), "reason", why)
+			run.record(it.GroupResource, namespace, it.Name, velerov1.PreviewSkip, why, nil)
 			run.count.total.Add(-1)
 			return
 		}
@@ -203,6 +207,7 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 	if result.Skip {
 		// Not an item the restore has to write: out of the total.
 		run.log.Item("Skipped", "item", what, "reason", result.Reason)
+		run.record(it.GroupResource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewSkip, result.Reason, nil)
 		run.count.total.Add(-1)
 		return
 	}
@@ -222,7 +227,7 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 		// Vouched for: the server writes it, as made from what it kept
 		// (snapshots.go), without a status.
 		obj, hasStatus, serverWrites = vouched, false, true
-		writer = run.c.cfg.Target.Dynamic
+		writer = run.writes(run.c.cfg.Target.Dynamic)
 	}
 	gvr := schema.GroupVersionResource{Group: res.GVR.Group, Version: it.Version, Resource: res.GVR.Resource}
 	client := writer.Resource(gvr)
@@ -236,9 +241,21 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 		run.crds = append(run.crds, obj.GetName())
 		run.mu.Unlock()
 	}
+	if err != nil && run.notCheckable(err, obj.GetNamespace()) {
+		// A preview's item of a namespace the restore would create: the
+		// target cannot check it, it would be created.
+		run.record(it.GroupResource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewCreate,
+			fmt.Sprintf("not checked by the target: namespace %s does not exist yet", obj.GetNamespace()), obj)
+		run.count.restored.Add(1)
+		return
+	}
 	switch {
 	case err == nil:
 		run.log.Item("Restored", "item", what)
+		run.record(it.GroupResource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewCreate, "", created)
+		if run.preview != nil && items.IsNamespaces(res) {
+			run.preview.namespaceCreated(obj.GetName())
+		}
 		run.addDependent(gvr, obj.GetNamespace(), obj.GetName(), owners)
 		if it.GroupResource == "persistentvolumeclaims" {
 			run.recordMoved(fromBackup, obj)
@@ -260,24 +277,32 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 		}
 		if same(existing, obj) {
 			run.log.Item("Already exists, unchanged", "item", what)
+			run.record(it.GroupResource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewSkip, "already exists, unchanged", nil)
 			break
 		}
 		if run.r.Spec.ExistingResourcePolicy != velerov1.PolicyTypeUpdate || serverWrites {
 			run.log.Warning(namespace, scope, fmt.Sprintf("could not restore, %s already exists. Warning: the in-cluster version is different than the backed-up version", what))
+			run.record(it.GroupResource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewSkip,
+				"already exists, different from the backed-up version (existingResourcePolicy: "+string(run.r.Spec.ExistingResourcePolicy)+")", nil)
 			return
 		}
 		obj.SetResourceVersion(existing.GetResourceVersion())
 		obj.SetUID(existing.GetUID())
-		if _, err := ri.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		updated, err := ri.Update(ctx, obj, metav1.UpdateOptions{})
+		if err != nil {
 			run.log.Warning(namespace, scope, fmt.Sprintf("existingResourcePolicy update: updating %s: %v", what, err))
+			run.record(it.GroupResource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewRefuse, "existingResourcePolicy update: "+err.Error(), nil)
 			return
 		}
 		run.log.Item("Updated to the backed-up version (existingResourcePolicy: update)", "item", what)
+		run.record(it.GroupResource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewUpdate, "", updated)
 		run.addDependent(gvr, obj.GetNamespace(), obj.GetName(), owners)
 	case apierrors.IsForbidden(err) && run.as != "":
 		// A restore for a user writes what that user may write; what it
 		// may not is left out and said, not counted as an error.
-		run.log.Warning(namespace, scope, fmt.Sprintf("not restored: %s may not write %s (the restore writes with its rights)", run.as, what))
+		msg := fmt.Sprintf("not restored: %s may not write %s (the restore writes with its rights)", run.as, what)
+		run.log.Warning(namespace, scope, msg)
+		run.record(it.GroupResource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewRefuse, msg, nil)
 		return
 	default:
 		fail(fmt.Sprintf("restoring %s: %v", what, err))

@@ -79,10 +79,14 @@ func (run *restoreRun) ensureNamespace(ctx context.Context, name string) error {
 		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
 		ns.SetName(name)
 		ns.SetLabels(map[string]string{BackupNameLabel: velerov1.LabelValue(run.backup.Name), RestoreNameLabel: velerov1.LabelValue(run.r.Name)})
-		if _, err := run.target.Resource(namespacesResource).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		created, err := run.target.Resource(namespacesResource).Create(ctx, ns, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating namespace %s: %w", name, err)
 		}
 		run.log.Info("Created the missing namespace", "namespace", name)
+		if run.preview != nil && run.preview.namespaceCreated(name) {
+			run.record("namespaces", "", name, velerov1.PreviewCreate, "missing: made for the items restored into it", created)
+		}
 	}
 	run.namespaces[name] = true
 	return nil

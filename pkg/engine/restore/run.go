@@ -65,6 +65,10 @@ type restoreRun struct {
 	moved []movedClaim
 	// nsMu makes one item at a time create a missing namespace.
 	nsMu sync.Mutex
+	// preview, when set, makes the run a preview (preview.go): the
+	// target takes every write as a dry run, each item's outcome is
+	// recorded, and what a dry run cannot undo is not done.
+	preview *preview
 }
 
 // passState is what one pass over the items decides by: the filters of the
@@ -261,9 +265,10 @@ func (run *restoreRun) restore(ctx context.Context) error {
 	}
 	var resources []items.Resource
 	for pass := 0; pass < 2; pass++ {
-		if pass == 1 {
+		if pass == 1 && run.preview == nil {
 			// The custom resources of the CRDs restored in the first pass
-			// are served once those are Established.
+			// are served once those are Established (a preview restores
+			// none: their custom resources are refused as not served).
 			run.waitEstablished(ctx)
 		}
 		// Discovery again for the second pass: restored CRDs add resources.
@@ -328,6 +333,9 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+	}
+	if run.preview != nil {
+		return run.previewVolumes(ctx, spec, resources)
 	}
 	run.relinkOwners(ctx, resources)
 	if err := run.restoreVMs(ctx, spec, resources); err != nil {

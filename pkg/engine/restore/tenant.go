@@ -52,7 +52,7 @@ func (run *restoreRun) asTenant() string {
 	if err != nil {
 		return fmt.Sprintf("acting as user %q: %v", as.Username, err)
 	}
-	run.target, run.as = target, as.Username
+	run.target, run.as = run.writes(target), as.Username
 	narrowed := r.DeepCopy()
 	filter, err := items.NewFilter(&velerov1.BackupSpec{IncludedNamespaces: r.Spec.IncludedNamespaces, ExcludedNamespaces: r.Spec.ExcludedNamespaces}, nil)
 	if err == nil && !filter.IncludesNamespace(ns) {

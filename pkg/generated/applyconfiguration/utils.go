@@ -214,6 +214,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &velerov1.RestoreApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RestoreHooks"):
 		return &velerov1.RestoreHooksApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RestorePreview"):
+		return &velerov1.RestorePreviewApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RestorePreviewCount"):
+		return &velerov1.RestorePreviewCountApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RestorePreviewItem"):
+		return &velerov1.RestorePreviewItemApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RestorePreviewVolume"):
+		return &velerov1.RestorePreviewVolumeApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RestoreProgress"):
 		return &velerov1.RestoreProgressApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RestoreResourceHook"):

@@ -146,6 +146,10 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.Restore{}.OpenAPIModelName():                                              schema_pkg_apis_velero_v1_Restore(ref),
 		v1.RestoreHooks{}.OpenAPIModelName():                                         schema_pkg_apis_velero_v1_RestoreHooks(ref),
 		v1.RestoreList{}.OpenAPIModelName():                                          schema_pkg_apis_velero_v1_RestoreList(ref),
+		v1.RestorePreview{}.OpenAPIModelName():                                       schema_pkg_apis_velero_v1_RestorePreview(ref),
+		v1.RestorePreviewCount{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_RestorePreviewCount(ref),
+		v1.RestorePreviewItem{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v1_RestorePreviewItem(ref),
+		v1.RestorePreviewVolume{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_RestorePreviewVolume(ref),
 		v1.RestoreProgress{}.OpenAPIModelName():                                      schema_pkg_apis_velero_v1_RestoreProgress(ref),
 		v1.RestoreResourceHook{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_RestoreResourceHook(ref),
 		v1.RestoreResourceHookSpec{}.OpenAPIModelName():                              schema_pkg_apis_velero_v1_RestoreResourceHookSpec(ref),
@@ -5888,6 +5892,273 @@ func schema_pkg_apis_velero_v1_RestoreList(ref common.ReferenceCallback) common.
 	}
 }
 
+func schema_pkg_apis_velero_v1_RestorePreview(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestorePreview is what a restore would do (Backstop addition).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"items": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Items are the items the restore would come to, in its order: the first MaxPreviewItems of them (Truncated says there were more).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.RestorePreviewItem{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"summary": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Summary counts every item by action, per resource and target namespace.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.RestorePreviewCount{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"volumes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Volumes are the volumes whose data the restore would write besides the items: claims provisioned from CSI snapshots, claims the data mover writes, VM disks.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.RestorePreviewVolume{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"truncated": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Truncated: the restore comes to more items than Items lists.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"errors": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Errors and Warnings are what the restore would report (its results).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"warnings": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.RestorePreviewCount{}.OpenAPIModelName(), v1.RestorePreviewItem{}.OpenAPIModelName(), v1.RestorePreviewVolume{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v1_RestorePreviewCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestorePreviewCount counts the items of one resource and namespace by action.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"create": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"update": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"skip": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"refuse": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+				},
+				Required: []string{"resource"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_velero_v1_RestorePreviewItem(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestorePreviewItem is one item of a preview.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Resource is the item's group resource (\"configmaps\", \"deployments.apps\").",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace is the namespace it would be restored into (\"\" for a cluster-scoped item).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"action": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Action is Create, Update, Skip or Refuse.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason says why, for Skip and Refuse (Refuse: the target's answer to the server-side dry run).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"object": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Object is the item as the target's API server answered its dry run, resource modifiers applied (Create and Update; while the preview's objects are within MaxPreviewObjectBytes).",
+							Ref:         ref(runtime.RawExtension{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"resource", "name", "action"},
+			},
+		},
+		Dependencies: []string{
+			runtime.RawExtension{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v1_RestorePreviewVolume(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestorePreviewVolume is a volume whose data a restore would write.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is PersistentVolumeClaim or VirtualMachine.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"source": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Source says where the data would come from.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"kind", "namespace", "name", "source"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_velero_v1_RestoreProgress(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -6313,11 +6584,17 @@ func schema_pkg_apis_velero_v1_RestoreStatus(ref common.ReferenceCallback) commo
 							Ref:         ref(v1.HookStatus{}.OpenAPIModelName()),
 						},
 					},
+					"preview": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Preview is what the restore would do, in the answer to a create with dryRun (kubectl create --dry-run=server): the restore's own run against a target that took every write as a server-side dry run. Nothing was written, and the restore was not stored (Backstop addition).",
+							Ref:         ref(v1.RestorePreview{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.HookStatus{}.OpenAPIModelName(), v1.RestoreProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.HookStatus{}.OpenAPIModelName(), v1.RestorePreview{}.OpenAPIModelName(), v1.RestoreProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -80,7 +80,10 @@ func TestBackupVerification(t *testing.T) {
 	t.Parallel()
 	s := framework.Start(t, framework.Options{})
 	ctx := context.Background()
-	createBackup(t, s, "checked")
+	// The backups take one namespace: all of them would take the VMs of
+	// the other tests running beside this one.
+	createTracker(t, s, "verified", "t1", nil)
+	createBackup(t, s, "checked", "verified")
 	if b := waitBackup(t, s, "checked", "finished", finished); b.Status.Phase != velerov1.BackupPhaseCompleted {
 		t.Fatalf("backup: %s %q", b.Status.Phase, b.Status.FailureReason)
 	}
@@ -161,7 +164,7 @@ func TestBackupVerification(t *testing.T) {
 		if _, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Patch(ctx, "default", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		createBackup(t, s, "unasked")
+		createBackup(t, s, "unasked", "verified")
 		b := waitVerified(t, s, "unasked", func(v *velerov1.BackupVerification) bool { return v.Request == "" })
 		if c := verifiedCondition(b); c.Status != metav1.ConditionTrue || b.Status.Phase != velerov1.BackupPhaseCompleted {
 			t.Errorf("%s, condition %+v", b.Status.Phase, c)

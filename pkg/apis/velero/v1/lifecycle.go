@@ -264,3 +264,20 @@ func VerifyEvery(config map[string]string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// Preview words (RestoreStatus.Preview): what a restore would do with each
+// item, and the bounds of one preview's answer.
+const (
+	PreviewCreate = "Create"
+	PreviewUpdate = "Update"
+	PreviewSkip   = "Skip"
+	PreviewRefuse = "Refuse"
+
+	// MaxPreviewItems is how many items a preview lists (its summary
+	// counts them all).
+	MaxPreviewItems = 1000
+	// MaxPreviewObjectBytes bounds the objects a preview shows, together.
+	MaxPreviewObjectBytes = 1 << 20
+	// MaxPreviewMessages bounds its errors and warnings.
+	MaxPreviewMessages = 100
+)

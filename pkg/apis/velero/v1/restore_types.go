@@ -377,6 +377,99 @@ type RestoreStatus struct {
 	// +optional
 	// +nullable
 	HookStatus *HookStatus `json:"hookStatus,omitempty"`
+
+	// Preview is what the restore would do, in the answer to a create
+	// with dryRun (kubectl create --dry-run=server): the restore's own run
+	// against a target that took every write as a server-side dry run.
+	// Nothing was written, and the restore was not stored (Backstop
+	// addition).
+	// +optional
+	// +nullable
+	Preview *RestorePreview `json:"preview,omitempty"`
+}
+
+// RestorePreview is what a restore would do (Backstop addition).
+type RestorePreview struct {
+	// Items are the items the restore would come to, in its order: the
+	// first MaxPreviewItems of them (Truncated says there were more).
+	// +optional
+	// +listType=atomic
+	Items []RestorePreviewItem `json:"items,omitempty"`
+
+	// Summary counts every item by action, per resource and target
+	// namespace.
+	// +optional
+	// +listType=atomic
+	Summary []RestorePreviewCount `json:"summary,omitempty"`
+
+	// Volumes are the volumes whose data the restore would write besides
+	// the items: claims provisioned from CSI snapshots, claims the data
+	// mover writes, VM disks.
+	// +optional
+	// +listType=atomic
+	Volumes []RestorePreviewVolume `json:"volumes,omitempty"`
+
+	// Truncated: the restore comes to more items than Items lists.
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
+
+	// Errors and Warnings are what the restore would report (its results).
+	// +optional
+	// +listType=atomic
+	Errors []string `json:"errors,omitempty"`
+	// +optional
+	// +listType=atomic
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// RestorePreviewItem is one item of a preview.
+type RestorePreviewItem struct {
+	// Resource is the item's group resource ("configmaps",
+	// "deployments.apps").
+	Resource string `json:"resource"`
+	// Namespace is the namespace it would be restored into ("" for a
+	// cluster-scoped item).
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Action is Create, Update, Skip or Refuse.
+	Action string `json:"action"`
+	// Reason says why, for Skip and Refuse (Refuse: the target's answer
+	// to the server-side dry run).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Object is the item as the target's API server answered its dry
+	// run, resource modifiers applied (Create and Update; while the
+	// preview's objects are within MaxPreviewObjectBytes).
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Object *runtime.RawExtension `json:"object,omitempty"`
+}
+
+// RestorePreviewCount counts the items of one resource and namespace by
+// action.
+type RestorePreviewCount struct {
+	Resource string `json:"resource"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	Create int `json:"create,omitempty"`
+	// +optional
+	Update int `json:"update,omitempty"`
+	// +optional
+	Skip int `json:"skip,omitempty"`
+	// +optional
+	Refuse int `json:"refuse,omitempty"`
+}
+
+// RestorePreviewVolume is a volume whose data a restore would write.
+type RestorePreviewVolume struct {
+	// Kind is PersistentVolumeClaim or VirtualMachine.
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Source says where the data would come from.
+	Source string `json:"source"`
 }
 
 // RestoreProgress stores information about the restore's execution progress

@@ -252,6 +252,26 @@ func (in RestoreList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestorePreview) OpenAPIModelName() string {
+	return "io.velero.v1.RestorePreview"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestorePreviewCount) OpenAPIModelName() string {
+	return "io.velero.v1.RestorePreviewCount"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestorePreviewItem) OpenAPIModelName() string {
+	return "io.velero.v1.RestorePreviewItem"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestorePreviewVolume) OpenAPIModelName() string {
+	return "io.velero.v1.RestorePreviewVolume"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in RestoreProgress) OpenAPIModelName() string {
 	return "io.velero.v1.RestoreProgress"
 }

@@ -12,8 +12,11 @@ import (
 // queue of those waiting to run.
 type Storage struct {
 	Restore *resource.REST
-	Status  *resource.StatusREST
-	Queue   *QueueIndex
+	// Previewing is Restore, its dry-run creates answered with previews:
+	// what the API serves.
+	Previewing *PreviewREST
+	Status     *resource.StatusREST
+	Queue      *QueueIndex
 }
 
 // NewREST returns the storage of restores and of their status subresource.
@@ -35,5 +38,5 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 	if err != nil {
 		return nil, err
 	}
-	return &Storage{Restore: main, Status: status, Queue: queue}, nil
+	return &Storage{Restore: main, Previewing: &PreviewREST{REST: main}, Status: status, Queue: queue}, nil
 }

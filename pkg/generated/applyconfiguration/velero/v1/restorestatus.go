@@ -63,6 +63,12 @@ type RestoreStatusApplyConfiguration struct {
 	RestoreItemOperationsFailed *int `json:"restoreItemOperationsFailed,omitempty"`
 	// HookStatus contains information about the status of the hooks.
 	HookStatus *HookStatusApplyConfiguration `json:"hookStatus,omitempty"`
+	// Preview is what the restore would do, in the answer to a create
+	// with dryRun (kubectl create --dry-run=server): the restore's own run
+	// against a target that took every write as a server-side dry run.
+	// Nothing was written, and the restore was not stored (Backstop
+	// addition).
+	Preview *RestorePreviewApplyConfiguration `json:"preview,omitempty"`
 }
 
 // RestoreStatusApplyConfiguration constructs a declarative configuration of the RestoreStatus type for use with
@@ -166,5 +172,13 @@ func (b *RestoreStatusApplyConfiguration) WithRestoreItemOperationsFailed(value 
 // If called multiple times, the HookStatus field is set to the value of the last call.
 func (b *RestoreStatusApplyConfiguration) WithHookStatus(value *HookStatusApplyConfiguration) *RestoreStatusApplyConfiguration {
 	b.HookStatus = value
+	return b
+}
+
+// WithPreview sets the Preview field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Preview field is set to the value of the last call.
+func (b *RestoreStatusApplyConfiguration) WithPreview(value *RestorePreviewApplyConfiguration) *RestoreStatusApplyConfiguration {
+	b.Preview = value
 	return b
 }

@@ -1,0 +1,100 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/backstop-io/backstop/pkg/apis/velero"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	restoreengine "github.com/backstop-io/backstop/pkg/engine/restore"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	restoreregistry "github.com/backstop-io/backstop/pkg/registry/velero/restore"
+)
+
+// RestorePreviewHookName is the post-start hook that lets restores be
+// previewed (kubectl create --dry-run=server).
+const RestorePreviewHookName = "backstop-restore-preview"
+
+// restorePreviewHook gives the restores' storage its previewer once the
+// server runs: the restore engine's preview (on every replica, whether it
+// runs the engines or not), with this server's loopback client, reading
+// the backups and locations of the restore's namespace once per preview.
+func (c CompletedConfig) restorePreviewHook(storage *restoreregistry.PreviewREST) genericapiserver.PostStartHookFunc {
+	return func(hookCtx genericapiserver.PostStartHookContext) error {
+		preview, err := c.restorePreview(hookCtx.LoopbackClientConfig)
+		if err != nil {
+			return err
+		}
+		storage.SetPreview(preview)
+		return nil
+	}
+}
+
+func (c CompletedConfig) restorePreview(loopback *restclient.Config) (restoreregistry.PreviewFunc, error) {
+	engineConfig := restclient.CopyConfig(loopback)
+	if c.extra.EngineQPS > 0 {
+		engineConfig.QPS, engineConfig.Burst = c.extra.EngineQPS, c.extra.EngineBurst
+	}
+	client, err := versioned.NewForConfig(engineConfig)
+	if err != nil {
+		return nil, fmt.Errorf("restore preview client: %w", err)
+	}
+	target, err := c.source(loopback)
+	if err != nil {
+		return nil, err
+	}
+	scratch, err := c.previewScratchDir()
+	if err != nil {
+		return nil, err
+	}
+	cfg := restoreengine.Config{Client: client, Target: target, TargetAs: c.targetAs(loopback), Opener: c.extra.Opener,
+		Clock: clock.RealClock{}, ScratchDir: scratch, ItemWorkers: c.extra.RestoreItemWorkers, Limits: c.extra.RestoreLimits}
+	scheme := c.extra.Scheme
+	return func(ctx context.Context, r *velero.Restore) (*velero.RestorePreview, error) {
+		var restore velerov1.Restore
+		if err := scheme.Convert(r, &restore, nil); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		backups, locations, err := restoreengine.ListersOnce(ctx, cfg, r.Namespace)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		p, err := restoreengine.NewPreviewer(cfg, backups, locations).Preview(ctx, &restore)
+		switch {
+		case errors.Is(err, restoreengine.ErrInvalid):
+			return nil, apierrors.NewInvalid(velero.Kind("Restore"), r.Name, field.ErrorList{field.Invalid(field.NewPath("spec"), r.Spec.BackupName, err.Error())})
+		case err != nil:
+			return nil, apierrors.NewInternalError(fmt.Errorf("previewing the restore: %w", err))
+		}
+		var out velero.RestorePreview
+		if err := scheme.Convert(p, &out, nil); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		return &out, nil
+	}, nil
+}
+
+// previewScratchDir is where previews spool: apart from the engines'
+// scratch directory, which each term of the engines empties.
+func (c CompletedConfig) previewScratchDir() (string, error) {
+	if c.extra.DataDir == "" {
+		return os.MkdirTemp("", "backstop-preview-")
+	}
+	dir := filepath.Join(c.extra.DataDir, "preview")
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("emptying %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return dir, nil
+}
