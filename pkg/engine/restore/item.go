@@ -242,10 +242,7 @@ func (run *restoreRun) restoreItem(ctx context.Context, it *archive.Item) {
 		run.mu.Unlock()
 	}
 	if err != nil && run.notCheckable(err, obj.GetNamespace()) {
-		// A preview's item of a namespace the restore would create: the
-		// target cannot check it, it would be created.
-		run.record(it.GroupResource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewCreate,
-			fmt.Sprintf("not checked by the target: namespace %s does not exist yet", obj.GetNamespace()), obj)
+		run.recordUncheckable(it.GroupResource, obj)
 		run.count.restored.Add(1)
 		return
 	}

@@ -347,6 +347,24 @@ func (d dryRunNamespaced) ApplyStatus(ctx context.Context, name string, obj *uns
 	return d.ResourceInterface.ApplyStatus(ctx, name, obj, opts)
 }
 
+// recordUncheckable records an item of a namespace the restore would
+// create, which the target cannot check (the namespace is not there): it
+// would be created; but the ServiceAccount "default", which the cluster
+// makes in every new namespace, would be found there.
+func (run *restoreRun) recordUncheckable(resource string, obj *unstructured.Unstructured) {
+	if resource == "serviceaccounts" && obj.GetName() == "default" {
+		action := velerov1.PreviewSkip
+		if run.r.Spec.ExistingResourcePolicy == velerov1.PolicyTypeUpdate {
+			action = velerov1.PreviewUpdate
+		}
+		run.record(resource, obj.GetNamespace(), obj.GetName(), action,
+			"the cluster makes it in every new namespace: the restore finds it there", nil)
+		return
+	}
+	run.record(resource, obj.GetNamespace(), obj.GetName(), velerov1.PreviewCreate,
+		fmt.Sprintf("not checked by the target: namespace %s does not exist yet", obj.GetNamespace()), obj)
+}
+
 // notCheckable: err is a dry run's NotFound for an item of a namespace the
 // restore would create (it does not exist, so the target cannot check the
 // item).

@@ -343,6 +343,8 @@ resourceModifierRules:
 	modifiers := func(name string) *corev1.TypedLocalObjectReference {
 		return &corev1.TypedLocalObjectReference{Kind: "ConfigMap", Name: name}
 	}
+	// Previewed first, as the restore the CLI then makes.
+	preview := checkModifiersPreview(t, c, backup, modifiers("modifiers"))
 	// As a user asks for it: velero restore create --resource-modifier-configmap.
 	velero, wants := veleroCLI(t, c)
 	wants("restore create --resource-modifier-configmap", velero("restore", "create", "shop-modified", "--from-backup", backup,
@@ -358,6 +360,7 @@ resourceModifierRules:
 	if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Errors != 0 {
 		t.Errorf("restore with resource modifiers: phase %s, errors %d, warnings %d", r.Status.Phase, r.Status.Errors, r.Status.Warnings)
 	}
+	compareWithPreview(t, c, preview, "shop-modified", "shop-modified")
 	for _, check := range []struct{ what, kind, name, path, want string }{
 		{"the web container's image (strategic merge patch)", "deployment", "web", `{.spec.template.spec.containers[?(@.name=="web")].image}`, "registry.invalid/web:2"},
 		{"the currency (merge patch, where it was EUR)", "configmap", "settings", "{.data.currency}", "CHF"},
