@@ -120,6 +120,10 @@ func ListersOnce(ctx context.Context, cfg Config, namespace string) (listers.Bac
 	return listers.NewBackupLister(bi), listers.NewBackupStorageLocationLister(li), nil
 }
 
+// storedPreviewObjectBytes bounds the objects shown by a preview kept in a
+// stored Restore (spec.preview), well within what etcd takes of an object.
+const storedPreviewObjectBytes = 256 << 10
+
 // preview gathers what a previewed restore would do.
 type preview struct {
 	mu          sync.Mutex

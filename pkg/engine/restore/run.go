@@ -131,6 +131,10 @@ func (run *restoreRun) reportProgress(ctx context.Context, done <-chan struct{})
 func (c *Controller) start(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup, mods *resourcemodifiers.Modifiers) {
 	work, cancel := context.WithCancelCause(ctx)
 	run := &restoreRun{c: c, r: r, backup: backup, modifiers: mods, count: &counter{}, namespaces: map[string]bool{}, cancel: cancel}
+	if r.Spec.Preview {
+		// Kept in the stored Restore: its objects shown within less.
+		run.preview = &preview{objectBytes: velerov1.MaxPreviewObjectBytes - storedPreviewObjectBytes}
+	}
 	c.mu.Lock()
 	c.running = run
 	c.mu.Unlock()
@@ -166,7 +170,11 @@ func (run *restoreRun) execute(ctx, work context.Context) {
 		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
 		return
 	}
+	run.target = run.writes(run.target)
 	log.Info("Restore started", "backup", backup.Name)
+	if run.preview != nil {
+		log.Info("A preview (spec.preview): every write is a server-side dry run; nothing is written, the lines below say what would be")
+	}
 	if reason := run.asTenant(); reason != "" {
 		run.finish(ctx, velerov1.RestorePhaseFailed, reason)
 		return
@@ -208,9 +216,14 @@ func (run *restoreRun) execute(ctx, work context.Context) {
 		}
 		restored := int(run.count.restored.Load())
 		log.Info("Restore completed", "phase", string(phase), "itemsRestored", restored)
+		var preview *velerov1.RestorePreview
+		if run.preview != nil {
+			preview = run.preview.result(log)
+		}
 		run.finish(ctx, phase, "", func(s *velerov1.RestoreStatus) {
 			s.Progress = &velerov1.RestoreProgress{TotalItems: int(run.count.total.Load()), ItemsRestored: restored}
 			run.count.operations(s)
+			s.Preview = preview
 		})
 	}
 }

@@ -6482,6 +6482,13 @@ func schema_pkg_apis_velero_v1_RestoreSpec(ref common.ReferenceCallback) common.
 							Ref:         ref(v1.UploaderConfigForRestore{}.OpenAPIModelName()),
 						},
 					},
+					"preview": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Preview makes the restore a preview: it runs as a restore (queued, its log and results kept), against a target that takes every write as a server-side dry run, writing nothing, and ends with what it would have done in status.preview. For previews too large to answer a dry-run create at once (Backstop addition).",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},

@@ -73,7 +73,9 @@ func trackersState(t *testing.T, s *framework.Server, namespace string) string {
 // what the preview said: an item deleted since the backup is created, one
 // whose labels changed is updated (existingResourcePolicy: update), one
 // unchanged is skipped, one whose immutable spec changed is refused with
-// the target's reason; into a mapped namespace, everything is created.
+// the target's reason; into a mapped namespace, everything is created. A
+// restore with spec.preview runs as a restore, writes nothing, and ends
+// with the same preview in its status.
 func TestRestorePreview(t *testing.T) {
 	t.Parallel()
 	s := framework.Start(t, framework.Options{})
@@ -157,6 +159,24 @@ func TestRestorePreview(t *testing.T) {
 		out, err := s.Kubectl(manifest, "create", "-f", "-", "--dry-run=server", "-o", "json")
 		if err == nil || !strings.Contains(err.Error(), `backup "no-such-backup": not found`) || !strings.Contains(err.Error(), "is invalid") {
 			t.Errorf("a preview of a restore of no backup: %v: %s", err, out)
+		}
+	})
+
+	t.Run("run like a restore (spec.preview)", func(t *testing.T) {
+		async := spec
+		async.Preview = true
+		r := createRestore(t, s, "preview-run", async)
+		if r.Status.Phase != velerov1.RestorePhaseCompleted || r.Status.Preview == nil {
+			t.Fatalf("restore with spec.preview: %s %q, preview %v", r.Status.Phase, r.Status.FailureReason, r.Status.Preview)
+		}
+		if got, want := previewed(r.Status.Preview), previewed(p); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("the preview run's items\n got %q\nwant %q (the dry-run create's)", got, want)
+		}
+		if after := trackersState(t, s, "shop"); after != before {
+			t.Errorf("the preview run changed the target: %s, was %s", after, before)
+		}
+		if logs := restoreLogs(t, s, "preview-run"); !strings.Contains(logs, "nothing is written") {
+			t.Errorf("the preview run's log does not say it is one:\n%s", logs)
 		}
 	})
 

@@ -129,6 +129,14 @@ type RestoreSpec struct {
 	// +optional
 	// +nullable
 	UploaderConfig *UploaderConfigForRestore `json:"uploaderConfig,omitempty"`
+
+	// Preview makes the restore a preview: it runs as a restore (queued,
+	// its log and results kept), against a target that takes every write
+	// as a server-side dry run, writing nothing, and ends with what it
+	// would have done in status.preview. For previews too large to answer
+	// a dry-run create at once (Backstop addition).
+	// +optional
+	Preview bool `json:"preview,omitempty"`
 }
 
 // UploaderConfigForRestore defines the configuration for the restore.

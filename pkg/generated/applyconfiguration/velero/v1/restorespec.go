@@ -87,6 +87,12 @@ type RestoreSpecApplyConfiguration struct {
 	ResourceModifier *corev1.TypedLocalObjectReference `json:"resourceModifier,omitempty"`
 	// UploaderConfig specifies the configuration for the restore.
 	UploaderConfig *UploaderConfigForRestoreApplyConfiguration `json:"uploaderConfig,omitempty"`
+	// Preview makes the restore a preview: it runs as a restore (queued,
+	// its log and results kept), against a target that takes every write
+	// as a server-side dry run, writing nothing, and ends with what it
+	// would have done in status.preview. For previews too large to answer
+	// a dry-run create at once (Backstop addition).
+	Preview *bool `json:"preview,omitempty"`
 }
 
 // RestoreSpecApplyConfiguration constructs a declarative configuration of the RestoreSpec type for use with
@@ -255,5 +261,13 @@ func (b *RestoreSpecApplyConfiguration) WithResourceModifier(value corev1.TypedL
 // If called multiple times, the UploaderConfig field is set to the value of the last call.
 func (b *RestoreSpecApplyConfiguration) WithUploaderConfig(value *UploaderConfigForRestoreApplyConfiguration) *RestoreSpecApplyConfiguration {
 	b.UploaderConfig = value
+	return b
+}
+
+// WithPreview sets the Preview field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Preview field is set to the value of the last call.
+func (b *RestoreSpecApplyConfiguration) WithPreview(value bool) *RestoreSpecApplyConfiguration {
+	b.Preview = &value
 	return b
 }
