@@ -7,14 +7,17 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -211,4 +214,54 @@ func TestRestorePreview(t *testing.T) {
 			t.Errorf("restore warnings %d, want 1 (t2's refused update)", r.Status.Warnings)
 		}
 	})
+}
+
+// TestTenantPreview: a tenant previews a restore of its own backup with
+// restoreSpec.preview on its NonAdminRestore: it runs with the tenant's
+// rights as its restore would, writes nothing, and the preview is in the
+// NonAdminRestore's status.
+func TestTenantPreview(t *testing.T) {
+	t.Parallel()
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "tenant-a")
+	createTracker(t, s, "tenant-a", "t1", nil)
+	finishedNAB(t, s, alice.client, "tenant-a", "nab1")
+	trackers := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers("tenant-a")
+	if err := trackers.Delete(ctx, "t1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.client.OadpV1alpha1().NonAdminRestores("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "try"},
+		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "nab1", Preview: true}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var preview *velerov1.RestorePreview
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nar, err := alice.client.OadpV1alpha1().NonAdminRestores("tenant-a").Get(ctx, "try", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if vr := nar.Status.VeleroRestore; vr != nil && vr.Status != nil && vr.Status.Phase.Terminal() {
+			preview = vr.Status.Preview
+			return true, nil
+		}
+		return false, nil
+	}); err != nil || preview == nil {
+		t.Fatalf("the NonAdminRestore's preview: %v, %v", err, preview)
+	}
+	if !hasPreviewItem(preview, velerov1.PreviewCreate, "virtualmachinebackuptrackers.backup.kubevirt.io", "tenant-a", "t1") {
+		t.Errorf("preview items %q, want t1 created", previewed(preview))
+	}
+	if _, err := trackers.Get(ctx, "t1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("t1 after the tenant's preview: %v, want not found", err)
+	}
+}
+
+func hasPreviewItem(p *velerov1.RestorePreview, action, resource, namespace, name string) bool {
+	for _, it := range p.Items {
+		if it.Action == action && it.Resource == resource && it.Namespace == namespace && it.Name == name {
+			return true
+		}
+	}
+	return false
 }
