@@ -498,6 +498,29 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 		}
 	}
 
+	// Previewed: the VMs' disks are among the volumes it would write, and
+	// the preview writes none of them.
+	t.Run("previewed", func(t *testing.T) {
+		p := previewRestore(t, s, "back", velerov1.RestoreSpec{BackupName: "nightly-2"})
+		var volumes []string
+		for _, v := range p.Volumes {
+			volumes = append(volumes, fmt.Sprintf("%s %s/%s: %s", v.Kind, v.Namespace, v.Name, v.Source))
+		}
+		wantVolumes := []string{
+			"VirtualMachine farm/vm1: the disk chain of VM backup farm/nightly-2-vm-vm1",
+			"VirtualMachine farm/vm2: the disk chain of VM backup farm/nightly-2-vm-vm2",
+		}
+		if strings.Join(volumes, "\n") != strings.Join(wantVolumes, "\n") {
+			t.Errorf("the preview's volumes\n got %q\nwant %q", volumes, wantVolumes)
+		}
+		if got := virttest.ImageSHA256(t, vm1.Disk); got == want["vm1"] {
+			t.Error("the preview restored vm1's disk")
+		}
+		if _, err := conn.Disks(vmNS + "_vm2"); err == nil {
+			t.Error("the preview defined the deleted vm2 again")
+		}
+	})
+
 	// Into the same namespace, with the velero CLI, while a full backup
 	// of vm1 runs (192 MiB at 16 MiB/s).
 	virttest.Adopt(t, vmNS+"_vm2")
