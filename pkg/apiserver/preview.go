@@ -69,11 +69,8 @@ func (c CompletedConfig) restorePreview(loopback *restclient.Config) (restorereg
 			return nil, apierrors.NewInternalError(err)
 		}
 		p, err := restoreengine.NewPreviewer(cfg, backups, locations).Preview(ctx, &restore)
-		switch {
-		case errors.Is(err, restoreengine.ErrInvalid):
-			return nil, apierrors.NewInvalid(velero.Kind("Restore"), r.Name, field.ErrorList{field.Invalid(field.NewPath("spec"), r.Spec.BackupName, err.Error())})
-		case err != nil:
-			return nil, apierrors.NewInternalError(fmt.Errorf("previewing the restore: %w", err))
+		if err != nil {
+			return nil, previewError(ctx, r, err)
 		}
 		var out velero.RestorePreview
 		if err := scheme.Convert(p, &out, nil); err != nil {
@@ -81,6 +78,21 @@ func (c CompletedConfig) restorePreview(loopback *restclient.Config) (restorereg
 		}
 		return &out, nil
 	}, nil
+}
+
+// previewError is the answer to a preview that failed: what keeps the
+// restore from running is a 422, as its FailedValidation would say it; a
+// preview past the request's time says how to run it instead.
+func previewError(ctx context.Context, r *velero.Restore, err error) error {
+	switch {
+	case errors.Is(err, restoreengine.ErrInvalid):
+		return apierrors.NewInvalid(velero.Kind("Restore"), r.Name, field.ErrorList{field.Invalid(field.NewPath("spec"), r.Spec.BackupName, err.Error())})
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		return apierrors.NewTimeoutError(fmt.Sprintf("the preview of restore %s did not finish within the request's time (%v): "+
+			"create the Restore with spec.preview: true to run the preview as a restore", r.Name, err), 0)
+	default:
+		return apierrors.NewInternalError(fmt.Errorf("previewing the restore: %w", err))
+	}
 }
 
 // previewScratchDir is where previews spool: apart from the engines'
