@@ -234,11 +234,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 		// the term has ended.
 		loopback = leader.WithTerm(loopback, *term)
 	}
-	engineConfig := restclient.CopyConfig(loopback)
-	if c.extra.EngineQPS > 0 {
-		engineConfig.QPS, engineConfig.Burst = c.extra.EngineQPS, c.extra.EngineBurst
-	}
-	client, err := versioned.NewForConfig(engineConfig)
+	client, err := versioned.NewForConfig(c.engineClientConfig(loopback))
 	if err != nil {
 		return nil, fmt.Errorf("engine client: %w", err)
 	}
@@ -271,7 +267,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 		ectx.observers = append(ectx.observers, events.Observer{Recorder: recorder})
 		ectx.recorder = recorder
 	}
-	if ectx.scratch, err = c.scratchDir(); err != nil {
+	if ectx.scratch, err = c.scratchDir("scratch"); err != nil {
 		return nil, err
 	}
 	if slices.Contains(parts, generalPart) {
@@ -324,13 +320,25 @@ func withoutManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// scratchDir is where running backups spool their logs and resource
-// lists: <data-dir>/scratch, emptied at start.
-func (c CompletedConfig) scratchDir() (string, error) {
-	if c.extra.DataDir == "" {
-		return os.MkdirTemp("", "backstop-scratch-")
+// engineClientConfig is the engines' client configuration: the loopback
+// one with the engines' rate limits (--engine-qps, --engine-burst).
+func (c CompletedConfig) engineClientConfig(loopback *restclient.Config) *restclient.Config {
+	cfg := restclient.CopyConfig(loopback)
+	if c.extra.EngineQPS > 0 {
+		cfg.QPS, cfg.Burst = c.extra.EngineQPS, c.extra.EngineBurst
 	}
-	dir := filepath.Join(c.extra.DataDir, "scratch")
+	return cfg
+}
+
+// scratchDir is a scratch directory, <data-dir>/<name>, emptied at start:
+// "scratch" where running backups and restores spool their logs and
+// lists, "preview" where restore previews do (apart: each term of the
+// engines empties its own).
+func (c CompletedConfig) scratchDir(name string) (string, error) {
+	if c.extra.DataDir == "" {
+		return os.MkdirTemp("", "backstop-"+name+"-")
+	}
+	dir := filepath.Join(c.extra.DataDir, name)
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("emptying %s: %w", dir, err)
 	}

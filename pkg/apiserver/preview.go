@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -40,11 +38,7 @@ func (c CompletedConfig) restorePreviewHook(storage *restoreregistry.PreviewREST
 }
 
 func (c CompletedConfig) restorePreview(loopback *restclient.Config) (restoreregistry.PreviewFunc, error) {
-	engineConfig := restclient.CopyConfig(loopback)
-	if c.extra.EngineQPS > 0 {
-		engineConfig.QPS, engineConfig.Burst = c.extra.EngineQPS, c.extra.EngineBurst
-	}
-	client, err := versioned.NewForConfig(engineConfig)
+	client, err := versioned.NewForConfig(c.engineClientConfig(loopback))
 	if err != nil {
 		return nil, fmt.Errorf("restore preview client: %w", err)
 	}
@@ -52,7 +46,7 @@ func (c CompletedConfig) restorePreview(loopback *restclient.Config) (restorereg
 	if err != nil {
 		return nil, err
 	}
-	scratch, err := c.previewScratchDir()
+	scratch, err := c.scratchDir("preview")
 	if err != nil {
 		return nil, err
 	}
@@ -93,20 +87,4 @@ func previewError(ctx context.Context, r *velero.Restore, err error) error {
 	default:
 		return apierrors.NewInternalError(fmt.Errorf("previewing the restore: %w", err))
 	}
-}
-
-// previewScratchDir is where previews spool: apart from the engines'
-// scratch directory, which each term of the engines empties.
-func (c CompletedConfig) previewScratchDir() (string, error) {
-	if c.extra.DataDir == "" {
-		return os.MkdirTemp("", "backstop-preview-")
-	}
-	dir := filepath.Join(c.extra.DataDir, "preview")
-	if err := os.RemoveAll(dir); err != nil {
-		return "", fmt.Errorf("emptying %s: %w", dir, err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating %s: %w", dir, err)
-	}
-	return dir, nil
 }

@@ -68,11 +68,7 @@ func (c *Controller) Preview(ctx context.Context, r *velerov1.Restore) (*velerov
 	if reason := run.asTenant(); reason != "" {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, reason)
 	}
-	bsl, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation)
-	if err != nil {
-		return nil, fmt.Errorf("storage location %q: %w", backup.Spec.StorageLocation, err)
-	}
-	if run.store, run.layout, err = c.cfg.Opener.Open(ctx, bsl); err != nil {
+	if err := run.openLocation(ctx); err != nil {
 		return nil, err
 	}
 	if err := run.restore(ctx); err != nil {
@@ -131,6 +127,8 @@ type preview struct {
 	counts      map[[2]string]*velerov1.RestorePreviewCount
 	volumes     []velerov1.RestorePreviewVolume
 	objectBytes int
+	// objectLimit bounds objectBytes (0: MaxPreviewObjectBytes).
+	objectLimit int
 	truncated   bool
 	// created are the namespaces the restore would create.
 	created map[string]bool
@@ -165,10 +163,14 @@ func (p *preview) record(resource, namespace, name, action, reason string, obj *
 		return
 	}
 	item := velerov1.RestorePreviewItem{Resource: resource, Namespace: namespace, Name: name, Action: action, Reason: reason}
-	if obj != nil {
+	limit := p.objectLimit
+	if limit == 0 {
+		limit = velerov1.MaxPreviewObjectBytes
+	}
+	if obj != nil && p.objectBytes < limit {
 		obj = obj.DeepCopy()
 		obj.SetManagedFields(nil)
-		if data, err := obj.MarshalJSON(); err == nil && p.objectBytes+len(data) <= velerov1.MaxPreviewObjectBytes {
+		if data, err := obj.MarshalJSON(); err == nil && p.objectBytes+len(data) <= limit {
 			p.objectBytes += len(data)
 			item.Object = &runtime.RawExtension{Raw: data}
 		}
@@ -189,9 +191,9 @@ func (p *preview) namespaceCreated(name string) bool {
 	return isNew
 }
 
-// createdNamespace: name is a namespace the restore would create (whose
-// items a dry run cannot check: it does not exist).
-func (p *preview) createdNamespace(name string) bool {
+// willCreate: name is a namespace the restore would create (whose items a
+// dry run cannot check: it does not exist).
+func (p *preview) willCreate(name string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.created[name]
@@ -373,5 +375,5 @@ func (run *restoreRun) recordUncheckable(resource string, obj *unstructured.Unst
 // restore would create (it does not exist, so the target cannot check the
 // item).
 func (run *restoreRun) notCheckable(err error, namespace string) bool {
-	return run.preview != nil && apierrors.IsNotFound(err) && namespace != "" && run.preview.createdNamespace(namespace)
+	return run.preview != nil && apierrors.IsNotFound(err) && namespace != "" && run.preview.willCreate(namespace)
 }

@@ -133,7 +133,7 @@ func (c *Controller) start(ctx context.Context, r *velerov1.Restore, backup *vel
 	run := &restoreRun{c: c, r: r, backup: backup, modifiers: mods, count: &counter{}, namespaces: map[string]bool{}, cancel: cancel}
 	if r.Spec.Preview {
 		// Kept in the stored Restore: its objects shown within less.
-		run.preview = &preview{objectBytes: velerov1.MaxPreviewObjectBytes - storedPreviewObjectBytes}
+		run.preview = &preview{objectLimit: storedPreviewObjectBytes}
 	}
 	c.mu.Lock()
 	c.running = run
@@ -179,17 +179,10 @@ func (run *restoreRun) execute(ctx, work context.Context) {
 		run.finish(ctx, velerov1.RestorePhaseFailed, reason)
 		return
 	}
-	bsl, err := c.locations.BackupStorageLocations(r.Namespace).Get(backup.Spec.StorageLocation)
-	if err != nil {
-		run.finish(ctx, velerov1.RestorePhaseFailed, fmt.Sprintf("storage location %q: %v", backup.Spec.StorageLocation, err))
-		return
-	}
-	store, layout, err := c.cfg.Opener.Open(work, bsl)
-	if err != nil {
+	if err := run.openLocation(work); err != nil {
 		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())
 		return
 	}
-	run.store, run.layout = store, layout
 	done := make(chan struct{})
 	go run.reportProgress(ctx, done)
 	restoreCtx, cancel := work, context.CancelFunc(func() {})
@@ -226,6 +219,17 @@ func (run *restoreRun) execute(ctx, work context.Context) {
 			s.Preview = preview
 		})
 	}
+}
+
+// openLocation opens the storage location of the restore's backup.
+func (run *restoreRun) openLocation(ctx context.Context) error {
+	name := run.backup.Spec.StorageLocation
+	bsl, err := run.c.locations.BackupStorageLocations(run.r.Namespace).Get(name)
+	if err != nil {
+		return fmt.Errorf("storage location %q: %w", name, err)
+	}
+	run.store, run.layout, err = run.c.cfg.Opener.Open(ctx, bsl)
+	return err
 }
 
 // readVolumes reads the backup's volume info file (none: nil; a backup
