@@ -420,6 +420,7 @@ func TestCacherWatch(t *testing.T) {
 	}
 	for name, run := range semantics {
 		t.Run(name, func(t *testing.T) {
+			skipWindowedUnderRace(t)
 			_, env := cacherSetup(t)
 			run(context.TODO(), t, &createWrapper{CacheDelegator: env.delegator})
 		})

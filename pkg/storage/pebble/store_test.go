@@ -539,14 +539,17 @@ func TestWatch(t *testing.T) {
 		storagetesting.RunSendInitialEventsBackwardCompatibility(ctx, t, s)
 	})
 	t.Run("WatchSemantics", func(t *testing.T) {
+		skipWindowedUnderRace(t)
 		ctx, s, _ := testSetup(t)
 		storagetesting.RunWatchSemantics(ctx, t, s)
 	})
 	t.Run("WatchSemanticInitialEventsExtended", func(t *testing.T) {
+		skipWindowedUnderRace(t)
 		ctx, s, _ := testSetup(t)
 		storagetesting.RunWatchSemanticInitialEventsExtended(ctx, t, s)
 	})
 	t.Run("WatchListMatchSingle", func(t *testing.T) {
+		skipWindowedUnderRace(t)
 		ctx, s, _ := testSetup(t)
 		storagetesting.RunWatchListMatchSingle(ctx, t, s)
 	})
@@ -557,3 +560,16 @@ func TestWatch(t *testing.T) {
 }
 
 // Backend-specific tests.
+
+// skipWindowedUnderRace skips kube's watch semantics cases under the race
+// detector. They give each expected event a fixed 150 ms window
+// (storagetesting's testCheckResultWithIgnoreFunc); `make test` runs the
+// race detector at low priority beside the main pass, where a window that
+// short is missed by scheduling, not by the store. The main pass runs them
+// without the race detector.
+func skipWindowedUnderRace(t *testing.T) {
+	t.Helper()
+	if raceDetector {
+		t.Skip("under the race detector: kube's watch semantics cases allow each event 150 ms, which a low-priority run on busy cores misses; the main pass runs them without it")
+	}
+}
