@@ -69,14 +69,8 @@ vet() {
   go vet -tags=libvirt_dlopen,bench ./...
 }
 
-# The cluster suite, the longest package (control planes with the CSI
-# stack; it mostly waits on them), goes first: go test runs packages in the
-# order given, two at a time, and the rest fill the other slot beside it
-# instead of leaving it idle at the end.
 main_pass() {
-  local longest=./test/integration/cluster
-  go test "${testflags[@]}" -timeout 30m "${longest}" \
-    $(go list ./... | grep -v -e /test/integration/crash -e "${longest#.}\$")
+  go test "${testflags[@]}" -timeout 30m $(go list ./... | grep -v /test/integration/crash)
 }
 
 etcd3_pass() {
