@@ -237,12 +237,19 @@ func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 // object appears whole when the upload completes, and an upload that
 // fails is aborted.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader) error {
-	if _, err := s.client.PutObject(ctx, s.bucket, key, r, -1, minio.PutObjectOptions{
+	_, err := s.put(ctx, key, r)
+	return err
+}
+
+// put uploads an object and returns its version (in a versioned bucket).
+func (s *S3) put(ctx context.Context, key string, r io.Reader) (string, error) {
+	info, err := s.client.PutObject(ctx, s.bucket, key, r, -1, minio.PutObjectOptions{
 		ContentType: "application/octet-stream", PartSize: 16 << 20,
-	}); err != nil {
-		return fmt.Errorf("s3: putting %s: %w", key, err)
+	})
+	if err != nil {
+		return "", fmt.Errorf("s3: putting %s: %w", key, err)
 	}
-	return nil
+	return info.VersionID, nil
 }
 
 // Delete removes an object.

@@ -90,8 +90,15 @@ func (o Opener) open(ctx context.Context, bsl *velerov1.BackupStorageLocation) (
 		return nil, Layout{}, fmt.Errorf("backup storage location %s has no objectStorage", bsl.Name)
 	}
 	layout := NewLayout(bsl.Spec.ObjectStorage.Prefix)
+	lockMode, err := velerov1.ObjectLockMode(bsl.Spec.Config)
+	if err != nil {
+		return nil, Layout{}, fmt.Errorf("backup storage location %s: config %s: %w", bsl.Name, velerov1.ObjectLockModeConfigKey, err)
+	}
 	switch {
 	case IsServedByBackstop(bsl.Spec.Provider):
+		if lockMode != "" {
+			return nil, Layout{}, fmt.Errorf("backup storage location %s: the filesystem provider cannot lock objects (config %s)", bsl.Name, velerov1.ObjectLockModeConfigKey)
+		}
 		fs, err := NewFilesystem(bsl.Spec.ObjectStorage.Bucket)
 		return fs, layout, err
 	case isS3(bsl.Spec.Provider):
@@ -102,6 +109,9 @@ func (o Opener) open(ctx context.Context, bsl *velerov1.BackupStorageLocation) (
 		store, err := NewS3(opts)
 		if err != nil {
 			return nil, Layout{}, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+		}
+		if lockMode != "" {
+			return &Locked{S3: store, Mode: lockMode}, layout, nil
 		}
 		return store, layout, nil
 	default:

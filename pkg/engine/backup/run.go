@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -310,13 +311,21 @@ func (r *backupRun) finalize(ctx context.Context) {
 }
 
 // complete writes velero-backup.json with the final status, then the
-// manifest of every object (objectstore.Manifest), then the status.
+// manifest of every object (objectstore.Manifest); in a location with
+// object lock it locks every object until the backup's expiration; then
+// the status.
 func (r *backupRun) complete(ctx context.Context, final velerov1.BackupPhase) {
 	c, b, store, layout := r.c, r.b, r.store, r.layout
 	now := metav1.NewTime(c.cfg.Clock.Now())
 	done := b.DeepCopy()
 	done.Status.Phase = final
 	done.Status.CompletionTimestamp = &now
+	locked := lockedCondition(store, b, now)
+	if locked != nil {
+		// In velero-backup.json too: a cluster that syncs the backup
+		// knows it is locked.
+		meta.SetStatusCondition(&done.Status.Conditions, *locked)
+	}
 	if err := putMetadata(ctx, store, layout, done); err != nil {
 		r.log = nil
 		r.fail(ctx, err.Error())
@@ -326,6 +335,9 @@ func (r *backupRun) complete(ctx context.Context, final velerov1.BackupPhase) {
 	if err == nil {
 		err = objectstore.PutManifest(ctx, store, layout, manifest)
 	}
+	if err == nil && locked != nil {
+		_, err = objectstore.RetainPrefix(ctx, store, layout.BackupDir(b.Name), b.Status.Expiration.Time)
+	}
 	if err != nil {
 		r.log = nil
 		r.fail(ctx, err.Error())
@@ -334,6 +346,9 @@ func (r *backupRun) complete(ctx context.Context, final velerov1.BackupPhase) {
 	if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
 		s.Phase = final
 		s.CompletionTimestamp = &now
+		if locked != nil {
+			meta.SetStatusCondition(&s.Conditions, *locked)
+		}
 	}); err != nil {
 		klog.FromContext(ctx).Error(err, "Completing backup", "backup", klog.KObj(b))
 		return
@@ -442,4 +457,18 @@ func (r *backupRun) fail(ctx context.Context, reason string) {
 		return
 	}
 	logger.Info("Backup failed", "reason", reason)
+}
+
+// lockedCondition is the Locked condition of a backup that completes in a
+// location with object lock (nil in another): its objects are locked until
+// its expiration.
+func lockedCondition(store objectstore.Store, b *velerov1.Backup, now metav1.Time) *metav1.Condition {
+	l := objectstore.LockedStore(store)
+	if l == nil || b.Status.Expiration == nil {
+		return nil
+	}
+	return &metav1.Condition{Type: velerov1.BackupConditionLocked, Status: metav1.ConditionTrue, Reason: l.Mode,
+		ObservedGeneration: b.Generation, LastTransitionTime: now,
+		Message: fmt.Sprintf("every object of the backup is locked in its storage location until %s (S3 object lock, %s): nobody can delete or rewrite it before then",
+			b.Status.Expiration.UTC().Format(time.RFC3339), l.Mode)}
 }

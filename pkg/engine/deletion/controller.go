@@ -168,6 +168,15 @@ func (c *Controller) syncDeleted(ctx context.Context, key cache.ObjectName) erro
 	if b.DeletionTimestamp == nil || !reconcile.HasFinalizer(b, velerov1.BackupDataFinalizer) || b.Status.Phase.Running() {
 		return nil // not deleted, done, or the backup engine stops it first
 	}
+	if until, mode, locked := velerov1.LockedUntil(b); locked {
+		// Deleted by a client before its lock's date: it stays, being
+		// deleted, until then.
+		if left := until.Sub(c.clock.Now()); left > 0 {
+			klog.FromContext(ctx).Info("Deleted backup is locked: its data is deleted when the lock ends", "backup", klog.KObj(b), "until", until, "mode", mode)
+			c.finalize.AddAfter(key, left)
+			return nil
+		}
+	}
 	c.crash.Hit(failpoint.DeleteBeforeCleanup)
 	store, layout, err := c.storeOf(ctx, b)
 	switch {
@@ -309,6 +318,11 @@ func (c *Controller) delete(ctx context.Context, req *velerov1.DeleteBackupReque
 		}
 		c.AddAfter(cache.ObjectName{Namespace: req.Namespace, Name: req.Name}, RunningPollInterval)
 		return nil
+	}
+	if until, mode, locked := velerov1.LockedUntil(backup); locked && c.clock.Now().Before(until) {
+		// Refused before anything changes: the Backup stays as it is.
+		return c.finish(ctx, req, fmt.Sprintf("backup %s cannot be deleted before %s: its objects are locked in storage location %s (S3 object lock, %s); garbage collection deletes it then",
+			backup.Name, until.UTC().Format(time.RFC3339), backup.Spec.StorageLocation, mode))
 	}
 	marked, err := c.status.Backups(c.client, backup.Namespace).Update(ctx, backup, func(cur *velerov1.Backup) {
 		if !cur.Status.Phase.Running() {

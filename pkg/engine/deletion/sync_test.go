@@ -38,6 +38,14 @@ func TestDeletionDecisions(t *testing.T) {
 		return &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns, UID: "b-uid"},
 			Spec: velerov1.BackupSpec{StorageLocation: "default"}, Status: velerov1.BackupStatus{Phase: phase}}
 	}
+	// locked is a completed backup whose objects are locked until its
+	// expiration.
+	locked := func(expiration time.Time) *velerov1.Backup {
+		b := backup(velerov1.BackupPhaseCompleted)
+		b.Status.Expiration = &metav1.Time{Time: expiration}
+		b.Status.Conditions = []metav1.Condition{{Type: velerov1.BackupConditionLocked, Status: metav1.ConditionTrue, Reason: velerov1.ObjectLockCompliance}}
+		return b
+	}
 	for _, tc := range []struct {
 		name string
 		objs []runtime.Object
@@ -57,6 +65,13 @@ func TestDeletionDecisions(t *testing.T) {
 		{name: "a running backup is cancelled first", objs: []runtime.Object{backup(velerov1.BackupPhaseInProgress), request("r", "b", "", "")},
 			cancelled: true},
 		{name: "a completed backup: data, restores and Backup gone", objs: []runtime.Object{backup(velerov1.BackupPhaseCompleted), request("r", "b", "", "b-uid"),
+			&velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "from-b", Namespace: ns}, Spec: velerov1.RestoreSpec{BackupName: "b"}}},
+			wantErrors: []string{}, backupGone: true, dataGone: true},
+		{name: "a locked backup before its lock's date: refused, nothing changes", objs: []runtime.Object{locked(now.Add(time.Hour)), request("r", "b", "", "b-uid")},
+			wantErrors: []string{"cannot be deleted before 2026-11-26T01:00:05Z: its objects are locked in storage location default (S3 object lock, COMPLIANCE)"}},
+		{name: "a locked backup within the store's clock skew: refused", objs: []runtime.Object{locked(now.Add(-time.Second)), request("r", "b", "", "b-uid")},
+			wantErrors: []string{"cannot be deleted before"}},
+		{name: "a locked backup after its lock's date: deleted", objs: []runtime.Object{locked(now.Add(-time.Minute)), request("r", "b", "", "b-uid"),
 			&velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "from-b", Namespace: ns}, Spec: velerov1.RestoreSpec{BackupName: "b"}}},
 			wantErrors: []string{}, backupGone: true, dataGone: true},
 	} {
@@ -107,11 +122,14 @@ func TestDeletionDecisions(t *testing.T) {
 			case req.Status.Phase != velerov1.DeleteBackupRequestPhaseProcessed || len(req.Status.Errors) != len(tc.wantErrors):
 				t.Errorf("request %s %v, want Processed with errors saying %v", req.Status.Phase, req.Status.Errors, tc.wantErrors)
 			default:
-				for i, want := range tc.wantErrors {
-					if !strings.Contains(req.Status.Errors[i], want) {
-						t.Errorf("error %q, want it to say %q", req.Status.Errors[i], want)
+				for _, want := range tc.wantErrors {
+					if !strings.Contains(strings.Join(req.Status.Errors, "\n"), want) {
+						t.Errorf("errors %q, want them to say %q", req.Status.Errors, want)
 					}
 				}
+			}
+			if b, err := w.Client.VeleroV1().Backups(ns).Get(ctx, "b", metav1.GetOptions{}); err == nil && len(tc.wantErrors) > 0 && b.Status.Phase != velerov1.BackupPhaseCompleted {
+				t.Errorf("a backup whose deletion was refused is %s, want it as it was (Completed)", b.Status.Phase)
 			}
 			b, err := w.Client.VeleroV1().Backups(ns).Get(ctx, "b", metav1.GetOptions{})
 			if gone := apierrors.IsNotFound(err); gone != tc.backupGone {

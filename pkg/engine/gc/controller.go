@@ -114,6 +114,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if b.Status.Phase == velerov1.BackupPhaseDeleting || b.DeletionTimestamp != nil {
 		return nil
 	}
+	if until, _, locked := velerov1.LockedUntil(b); locked {
+		// Under object lock nobody deletes it before then, whatever
+		// its schedule keeps: looked at again at that time.
+		if left := until.Sub(c.clock.Now()); left > 0 {
+			c.AddAfter(key, left)
+			return nil
+		}
+	}
 	siblings := c.siblings(b) // of its schedule, read once
 	c.resyncSiblings(b, siblings)
 	if beyond, n := c.beyondKeepLast(b, siblings); beyond {

@@ -1,12 +1,14 @@
 package gc
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -74,5 +76,58 @@ func TestRetention(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLockedBackupsWait: a backup locked in its storage location (S3
+// object lock) is not asked to be deleted before its lock's date, beyond
+// its schedule's keep-last or expired; after it, it is.
+func TestLockedBackupsWait(t *testing.T) {
+	const ns = "backstop-system"
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	expiration := metav1.NewTime(now.Add(-time.Second)) // expired, within the store's clock skew
+	newer := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "daily-1", Namespace: ns, UID: "1", CreationTimestamp: metav1.NewTime(now),
+		Labels: map[string]string{velerov1.ScheduleNameLabel: "daily"}}, Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted}}
+	locked := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "daily-0", Namespace: ns, UID: "0", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
+		Labels: map[string]string{velerov1.ScheduleNameLabel: "daily"}},
+		Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted, Expiration: &expiration,
+			Conditions: []metav1.Condition{{Type: velerov1.BackupConditionLocked, Status: metav1.ConditionTrue, Reason: velerov1.ObjectLockGovernance}}}}
+	sched := &velerov1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "daily", Namespace: ns, Annotations: map[string]string{velerov1.KeepLastAnnotation: "1"}}}
+	client := fake.NewSimpleClientset(locked, newer, sched)
+	factory := externalversions.NewSharedInformerFactory(client, 0).Velero().V1()
+	for _, obj := range []any{locked, newer} {
+		if err := factory.Backups().Informer().GetIndexer().Add(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := factory.Schedules().Informer().GetIndexer().Add(sched); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(now)
+	gc, err := New(client, Informers{Backups: factory.Backups(), Requests: factory.DeleteBackupRequests(),
+		Locations: factory.BackupStorageLocations(), Schedules: factory.Schedules()}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := func() int {
+		list, err := client.VeleroV1().DeleteBackupRequests(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	key := cache.ObjectName{Namespace: ns, Name: locked.Name}
+	if err := gc.sync(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if n := requests(); n != 0 {
+		t.Errorf("before its lock's date (and the skew): %d deletion requests, want none", n)
+	}
+	clk.Step(velerov1.ObjectLockSkew)
+	if err := gc.sync(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if n := requests(); n != 1 {
+		t.Errorf("after its lock's date: %d deletion requests, want 1", n)
 	}
 }

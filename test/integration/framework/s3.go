@@ -1,16 +1,21 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // S3Server is a real S3 server (versitygw, posix backend) on loopback,
@@ -73,6 +78,40 @@ func (s *S3Server) RemoveBucket(t testing.TB, name string) {
 // StartS3 starts an S3 server and stops it when the test ends.
 func StartS3(t testing.TB) *S3Server {
 	t.Helper()
+	return startS3(t)
+}
+
+// StartVersionedS3 starts an S3 server whose buckets can be versioned and
+// made with object lock (MakeLockedBucket), and stops it when the test
+// ends.
+func StartVersionedS3(t testing.TB) *S3Server {
+	t.Helper()
+	return startS3(t, "--versioning-dir", t.TempDir())
+}
+
+// MakeLockedBucket creates a bucket with object lock (and so versioning)
+// through the S3 API, as a bucket's owner does.
+func (s *S3Server) MakeLockedBucket(t testing.TB, name string) {
+	t.Helper()
+	if err := s.Client(t).MakeBucket(context.Background(), name, minio.MakeBucketOptions{ObjectLocking: true}); err != nil {
+		t.Fatalf("making bucket %s with object lock: %v", name, err)
+	}
+}
+
+// Client is an S3 client of the server holding its credentials: what
+// anyone who took them can do.
+func (s *S3Server) Client(t testing.TB) *minio.Client {
+	t.Helper()
+	c, err := minio.New(strings.TrimPrefix(s.Endpoint, "http://"), &minio.Options{
+		Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatalf("S3 client: %v", err)
+	}
+	return c
+}
+
+func startS3(t testing.TB, posixFlags ...string) *S3Server {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("needs versitygw, a real S3 server that make tools builds: not in the fast tier (make test-unit); make test runs it")
 	}
@@ -87,8 +126,9 @@ func StartS3(t testing.TB) *S3Server {
 	}
 	// Object metadata in a sidecar directory: the test directory's file
 	// system need not support extended attributes.
-	s.cmd = diesWithTest(exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", "127.0.0.1:"+strconv.Itoa(port),
-		"posix", "--sidecar", sidecar, root))
+	args := append([]string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", "127.0.0.1:" + strconv.Itoa(port),
+		"posix", "--sidecar", sidecar}, posixFlags...)
+	s.cmd = diesWithTest(exec.Command(bin, append(args, root)...))
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("starting versitygw: %v", err)

@@ -71,6 +71,56 @@ const (
 	RestoreDataFinalizer = "backstop.io/restore-data"
 )
 
+// Object lock words: a storage location on an S3 bucket made with object
+// lock says in its spec.config which mode locks its backups
+// (ObjectLockModeConfigKey); each backup's objects are locked when it
+// completes, until its expiration, and the Locked condition says so.
+const (
+	// ObjectLockModeConfigKey in a BackupStorageLocation's spec.config is
+	// the S3 object lock mode of the backups written there:
+	// ObjectLockGovernance or ObjectLockCompliance.
+	ObjectLockModeConfigKey = "objectLockMode"
+	// ObjectLockGovernance: nobody deletes or rewrites a locked object
+	// before its date but a bucket user allowed to bypass governance
+	// (s3:BypassGovernanceRetention), which Backstop never does.
+	ObjectLockGovernance = "GOVERNANCE"
+	// ObjectLockCompliance: nobody deletes or rewrites a locked object
+	// before its date, the bucket's root user included.
+	ObjectLockCompliance = "COMPLIANCE"
+
+	// BackupConditionLocked is True on a backup whose objects are locked
+	// until its status.expiration; its reason is the mode
+	// (ObjectLockGovernance, ObjectLockCompliance).
+	BackupConditionLocked = "Locked"
+)
+
+// ObjectLockMode is a location's object lock mode (ObjectLockModeConfigKey
+// in its spec.config): "" when it has none.
+func ObjectLockMode(config map[string]string) (string, error) {
+	switch v := config[ObjectLockModeConfigKey]; v {
+	case "", ObjectLockGovernance, ObjectLockCompliance:
+		return v, nil
+	default:
+		return "", fmt.Errorf("%s or %s", ObjectLockGovernance, ObjectLockCompliance)
+	}
+}
+
+// ObjectLockSkew is how long after a lock's date Backstop waits before it
+// deletes what was locked: the store's clock may be behind the server's.
+const ObjectLockSkew = 5 * time.Second
+
+// LockedUntil is when a backup's objects may be deleted: when its Locked
+// condition is True, its expiration (the lock's date) and ObjectLockSkew;
+// and the lock's mode.
+func LockedUntil(b *Backup) (until time.Time, mode string, locked bool) {
+	for _, c := range b.Status.Conditions {
+		if c.Type == BackupConditionLocked && c.Status == metav1.ConditionTrue && b.Status.Expiration != nil {
+			return b.Status.Expiration.Add(ObjectLockSkew), c.Reason, true
+		}
+	}
+	return time.Time{}, "", false
+}
+
 // Verification words: a backup is verified on request (VerifyAnnotation)
 // and, where its storage location says so (VerifyEveryConfigKey), once it
 // has ended and again every period. status.verification holds the counts

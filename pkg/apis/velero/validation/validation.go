@@ -195,6 +195,13 @@ func ValidateBackupStorageLocationSpec(spec *velero.BackupStorageLocationSpec, f
 	if _, err := velerov1.VerifyEvery(spec.Config); err != nil {
 		errs = append(errs, field.Invalid(fldPath.Child("config").Key(velerov1.VerifyEveryConfigKey), spec.Config[velerov1.VerifyEveryConfigKey], err.Error()))
 	}
+	lockPath := fldPath.Child("config").Key(velerov1.ObjectLockModeConfigKey)
+	switch mode, err := velerov1.ObjectLockMode(spec.Config); {
+	case err != nil:
+		errs = append(errs, field.NotSupported(lockPath, spec.Config[velerov1.ObjectLockModeConfigKey], []string{velerov1.ObjectLockGovernance, velerov1.ObjectLockCompliance}))
+	case mode != "" && (spec.Provider == "filesystem" || spec.Provider == "velero.io/filesystem"):
+		errs = append(errs, field.Forbidden(lockPath, "the filesystem provider cannot lock objects: object lock needs an S3 bucket made with it (provider aws)"))
+	}
 	return errs
 }
 
