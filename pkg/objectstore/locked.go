@@ -96,18 +96,7 @@ func (s *Locked) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{VersionID: v.id})
-	if err != nil {
-		return nil, fmt.Errorf("s3: getting %s: %w", key, err)
-	}
-	if _, err := obj.Stat(); err != nil {
-		_ = obj.Close()
-		if isNoSuchKey(err) {
-			return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
-		}
-		return nil, fmt.Errorf("s3: getting %s: %w", key, err)
-	}
-	return obj, nil
+	return s.getVersion(ctx, key, v.id)
 }
 
 // Put writes a new value of key: a new version, then the key's other

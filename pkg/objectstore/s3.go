@@ -217,7 +217,12 @@ func isNoSuchKey(err error) bool {
 
 // Get opens an object.
 func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	return s.getVersion(ctx, key, "")
+}
+
+// getVersion opens a version of an object ("": its current one).
+func (s *S3) getVersion(ctx context.Context, key, versionID string) (io.ReadCloser, error) {
+	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{VersionID: versionID})
 	if err != nil {
 		return nil, fmt.Errorf("s3: getting %s: %w", key, err)
 	}
