@@ -275,6 +275,9 @@ func (c *Config) Complete() CompletedConfig {
 		getter.transformers = c.GenericConfig.ResourceTransformers
 	}
 	c.GenericConfig.RESTOptionsGetter = getter
+	// New serves the OpenAPI documents itself, built when first asked for
+	// (lazyOpenAPI).
+	c.GenericConfig.SkipOpenAPIInstallation = true
 	return CompletedConfig{generic: c.GenericConfig.Complete(), extra: c.Extra, fence: fence}
 }
 
@@ -297,6 +300,10 @@ func (c CompletedConfig) New() (*Server, error) {
 		if err := gs.InstallAPIGroup(&groups[i]); err != nil {
 			return nil, fmt.Errorf("installing API group %s: %w", groups[i].PrioritizedVersions[0].Group, err)
 		}
+	}
+	openAPI := lazyOpenAPI{container: gs.Handler.GoRestfulContainer, v2: c.generic.OpenAPIConfig, v3: c.generic.OpenAPIV3Config}
+	if err := openAPI.install(gs.Handler.NonGoRestfulMux); err != nil {
+		return nil, err
 	}
 	gs.Handler.NonGoRestfulMux.HandlePrefix(download.PathPrefix, downloads)
 	if c.extra.HostCluster != nil {
