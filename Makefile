@@ -134,6 +134,10 @@ bench-nonadmin:
 bench-scaleout:
 	bash hack/bench-scaleout.sh
 
+# An idle standalone server's memory: private memory, live heap and its top (docs/benchmarks.md).
+bench-idle: build
+	bash hack/bench-idle.sh | tee _output/bench-idle.txt
+
 # VM disk backups: push backup throughput beside qemu-img convert, incremental size (docs/benchmarks.md).
 bench-vm:
 	bash hack/bench-vm.sh
