@@ -435,16 +435,25 @@ func (c *BackupController) deleteBackup(ctx context.Context, nab *oadpv1alpha1.N
 	}
 	now := c.cfg.Clock.Now()
 	// A request that ended with errors left the Backup: shown, and made
-	// again after DeleteRetryInterval. One that succeeded leaves a Backup
-	// being deleted (its data finalizer): waited for.
+	// again after DeleteRetryInterval, or, for a backup locked in its
+	// storage location, once the lock ends (the request said until when).
+	// One that succeeded leaves a Backup being deleted (its data
+	// finalizer): waited for.
 	failed := req != nil && req.Status.Phase == velerov1.DeleteBackupRequestPhaseProcessed && len(req.Status.Errors) > 0 && b.DeletionTimestamp == nil
-	if req == nil || (failed && now.Sub(req.CreationTimestamp.Time) >= DeleteRetryInterval) {
+	var retryAt time.Time
+	if req != nil {
+		retryAt = req.CreationTimestamp.Add(DeleteRetryInterval)
+		if until, _, locked := velerov1.LockedUntil(b); locked && until.After(retryAt) {
+			retryAt = until
+		}
+	}
+	if req == nil || (failed && !now.Before(retryAt)) {
 		if req, err = c.createRequest(ctx, nab, b); err != nil {
 			return err
 		}
 		c.cfg.Crash.Hit(failpoint.NonAdminBackupDeleting)
 	} else if failed {
-		c.AddAfter(cache.MetaObjectToName(nab), DeleteRetryInterval-now.Sub(req.CreationTimestamp.Time))
+		c.AddAfter(cache.MetaObjectToName(nab), retryAt.Sub(now))
 	}
 	_, err = c.writeStatus(ctx, nab, func(st *oadpv1alpha1.NonAdminBackupStatus) {
 		st.VeleroDeleteBackupRequest = &oadpv1alpha1.VeleroDeleteBackupRequest{

@@ -214,3 +214,59 @@ func TestNonAdminBackupStoresNoQueuePosition(t *testing.T) {
 		t.Errorf("stored queueInfo %+v, veleroBackup.status.queuePosition %d: want positions not stored", got.Status.QueueInfo, got.Status.VeleroBackup.Status.QueuePosition)
 	}
 }
+
+// TestNonAdminBackupDeletionWaitsForLock: a NonAdminBackup deleted while
+// its backup is locked in its storage location (S3 object lock) shows the
+// refused DeleteBackupRequest and makes no other until the lock's date,
+// then asks again.
+func TestNonAdminBackupDeletionWaitsForLock(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		lockEnds  time.Time
+		wantAgain bool
+	}{
+		{"locked for another hour: not asked again", now.Add(time.Hour), false},
+		{"the lock has ended: asked again", now.Add(-time.Minute), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			deleted := nab("n", velerov1.BackupSpec{})
+			deleted.Spec.DeleteBackup = true
+			deleted.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Hour)} // held by its finalizer
+			id := oadpv1alpha1.NewNACUUID("team", "n")
+			deleted.Status.VeleroBackup = &oadpv1alpha1.VeleroBackup{NACUUID: id, Name: id, Namespace: adminNS}
+			expiration := metav1.NewTime(tc.lockEnds.Add(-velerov1.ObjectLockSkew))
+			made := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: adminNS,
+				Labels:      map[string]string{oadpv1alpha1.NabOriginNACUUIDLabel: id},
+				Annotations: map[string]string{oadpv1alpha1.NabOriginNamespaceAnnotation: "team", oadpv1alpha1.NabOriginNameAnnotation: "n"}},
+				Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted, Expiration: &expiration,
+					Conditions: []metav1.Condition{{Type: velerov1.BackupConditionLocked, Status: metav1.ConditionTrue, Reason: velerov1.ObjectLockCompliance}}}}
+			refused := &velerov1.DeleteBackupRequest{ObjectMeta: metav1.ObjectMeta{Name: "refused", Namespace: adminNS,
+				Labels: map[string]string{velerov1.BackupNameLabel: id}, CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
+				Spec: velerov1.DeleteBackupRequestSpec{BackupName: id},
+				Status: velerov1.DeleteBackupRequestStatus{Phase: velerov1.DeleteBackupRequestPhaseProcessed,
+					Errors: []string{"backup cannot be deleted before the lock's date"}}}
+			c, w := newBackupEngine(t, deleted, made, refused)
+			if err := c.sync(ctx, cache.ObjectName{Namespace: "team", Name: "n"}); err != nil {
+				t.Fatal(err)
+			}
+			made2 := 0
+			for _, a := range w.Writes() {
+				if a.GetResource().Resource == "deletebackuprequests" && a.GetVerb() == "create" {
+					made2++
+				}
+			}
+			if again := made2 > 0; again != tc.wantAgain {
+				t.Errorf("a new DeleteBackupRequest made: %v, want %v", again, tc.wantAgain)
+			}
+			n, err := w.Client.OadpV1alpha1().NonAdminBackups("team").Get(ctx, "n", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := n.Status.VeleroDeleteBackupRequest; r == nil || r.Status == nil || (!tc.wantAgain && (len(r.Status.Errors) != 1 || !strings.Contains(r.Status.Errors[0], "lock"))) {
+				t.Errorf("the NonAdminBackup's deletion request: %+v", r)
+			}
+		})
+	}
+}
