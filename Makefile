@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers bench-watch bench-idle run setup
 
 all: build
 
@@ -125,6 +125,13 @@ bench-datamover: build tools
 # Against the real peer: Velero server v1.18.3 (CRDs in kube-apiserver+etcd) and Backstop: backup and restore of 10k and 100k objects, cancel and delete, the Backup API, a 200-backup burst; rewrites docs/benchmarks.md's section and charts.
 bench-peers:
 	bash hack/bench-peers.sh
+
+# The watch fan-out, five runs per server: Velero's CRD, Backstop aggregated through kube-apiserver and
+# directly (the aggregator's proxy's cost), Backstop standalone (docs/benchmarks.md; as root).
+bench-watch: build tools
+	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen ./test/peerbench -run '^$$' -bench '^BenchmarkPeerWatch$$' \
+		-benchtime=1x -count=1 -timeout 60m -peerbench.watch-runs=$${RUNS:-5} 2>&1 | grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | \
+		tee _output/bench-watch.txt
 
 # Tenants: 1,000 tenants x 10 NonAdminBackups created at once, completion latency, requests per completion (docs/benchmarks.md).
 bench-nonadmin:

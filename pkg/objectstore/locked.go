@@ -2,9 +2,12 @@ package objectstore
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -107,6 +110,9 @@ func (s *Locked) Put(ctx context.Context, key string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	if id == "" {
+		return fmt.Errorf("s3: putting %s: the bucket gave the object no version: is it versioned (made with object lock)?", key)
+	}
 	vs, err := s.versions(ctx, key)
 	if err != nil {
 		return err
@@ -147,7 +153,9 @@ func (s *Locked) Delete(ctx context.Context, key string) error {
 }
 
 // deleteVersion deletes one version of key (never bypassing governance);
-// ErrLocked when the store refuses it.
+// ErrLocked when the store refuses it. S3 answers a locked version and a
+// missing permission alike (AccessDenied), and not every server gives an
+// older version's lock in its headers: lockedError says which it knows.
 func (s *Locked) deleteVersion(ctx context.Context, key, id string) error {
 	err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{VersionID: id})
 	switch {
@@ -161,28 +169,60 @@ func (s *Locked) deleteVersion(ctx context.Context, key, id string) error {
 }
 
 // lockedError says until when a version of key is locked, and in which
-// mode.
+// mode, when the store says.
 func (s *Locked) lockedError(ctx context.Context, key, id string) error {
 	mode, until := s.retention(ctx, key, id)
 	if mode == "" {
-		return fmt.Errorf("%w: the store refuses to remove version %s", ErrLocked, id)
+		return fmt.Errorf("%w: the store refuses to remove version %s (locked, or the location's user lacks s3:DeleteObjectVersion)", ErrLocked, id)
 	}
 	return fmt.Errorf("%w until %s (%s)", ErrLocked, until.UTC().Format(time.RFC3339), mode)
 }
 
-// retention is the lock of a version of key: its mode ("" when unknown)
-// and date, as the object's headers give them (servers differ in the
-// XML of GetObjectRetention; HEAD's headers are the same everywhere).
+// RetainedUntil is the lock of key's value (its oldest version): its mode
+// ("" when it has none) and date.
+func (s *Locked) RetainedUntil(ctx context.Context, key string) (string, time.Time, error) {
+	v, err := s.value(ctx, key)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	mode, until := s.retention(ctx, key, v.id)
+	return mode, until, nil
+}
+
+// retention is the lock of a version of key: its mode ("" when it has
+// none, or the store does not say) and date, as the version's headers
+// give them, else as GetObjectRetention does. (Servers differ: versitygw
+// gives an older version's lock in no header, and names the root element
+// of GetObjectRetention's answer otherwise than minio-go reads.)
 func (s *Locked) retention(ctx context.Context, key, id string) (string, time.Time) {
 	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{VersionID: id})
 	if err != nil {
 		return "", time.Time{}
 	}
-	until, err := time.Parse(time.RFC3339, info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
+	if until, err := time.Parse(time.RFC3339, info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date")); err == nil {
+		return info.Metadata.Get("X-Amz-Object-Lock-Mode"), until
+	}
+	u, err := s.client.Presign(ctx, http.MethodGet, s.bucket, key, time.Minute, url.Values{"retention": {""}, "versionId": {id}})
 	if err != nil {
 		return "", time.Time{}
 	}
-	return info.Metadata.Get("X-Amz-Object-Lock-Mode"), until
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return "", time.Time{}
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return "", time.Time{}
+	}
+	defer resp.Body.Close()
+	var retention struct {
+		Mode            string    `xml:"Mode"`
+		RetainUntilDate time.Time `xml:"RetainUntilDate"`
+	}
+	if resp.StatusCode != http.StatusOK || xml.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&retention) != nil {
+		return "", time.Time{}
+	}
+	return retention.Mode, retention.RetainUntilDate
 }
 
 // List returns the keys under prefix that have a version, sorted.
@@ -223,13 +263,29 @@ func (s *Locked) Probe(ctx context.Context) error {
 	if err := s.S3.Probe(ctx); err != nil {
 		return err
 	}
-	enabled, _, _, _, err := s.client.GetObjectLockConfig(ctx, s.bucket)
+	enabled, mode, validity, _, err := s.client.GetObjectLockConfig(ctx, s.bucket)
 	if err != nil || enabled != "Enabled" {
 		detail := ""
 		if err != nil {
 			detail = ": " + err.Error()
 		}
 		return fmt.Errorf("s3: bucket %s has no object lock (config objectLockMode %s needs a bucket made with object lock)%s", s.bucket, s.Mode, detail)
+	}
+	if mode != nil && *mode != "" && validity != nil && *validity > 0 {
+		// Every version would be locked as it is written: a backup's
+		// rewrites while it runs would fail, and its lock could not end
+		// with its expiration.
+		return fmt.Errorf("s3: bucket %s has a default retention (%s, %d): Backstop locks each backup until its expiration itself; remove the bucket's default retention", s.bucket, *mode, *validity)
+	}
+	// Listing versions needs s3:ListBucketVersions, which a plain
+	// location does not.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{WithVersions: true, MaxKeys: 1}) {
+		if obj.Err != nil {
+			return fmt.Errorf("s3: listing the versions in bucket %s (s3:ListBucketVersions): %w", s.bucket, obj.Err)
+		}
+		break
 	}
 	return nil
 }
@@ -267,18 +323,22 @@ func LockedStore(s Store) *Locked {
 }
 
 // RetainPrefix locks every object under prefix until a date, when store
-// is the store of a location with object lock (LockedStore); it returns
+// is the store of a location with object lock (LockedStore), the key last
+// (if given) after all the others: once it is locked, all are. It returns
 // the mode, "" for a store without.
-func RetainPrefix(ctx context.Context, store Store, prefix string, until time.Time) (string, error) {
+func RetainPrefix(ctx context.Context, store Store, prefix string, until time.Time, last string) (string, error) {
 	l := LockedStore(store)
 	if l == nil {
 		return "", nil
 	}
 	err := l.Walk(ctx, prefix, func(key string) error {
-		if strings.HasSuffix(key, "/") {
+		if strings.HasSuffix(key, "/") || key == last {
 			return nil
 		}
 		return l.Retain(ctx, key, until)
 	})
+	if err == nil && last != "" {
+		err = l.Retain(ctx, last, until)
+	}
 	return l.Mode, err
 }

@@ -68,7 +68,7 @@ func TestS3ObjectLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		until := time.Now().Add(time.Hour)
-		if mode, err := RetainPrefix(ctx, NewHashing(store), "cluster-a/backups/b1/", until); err != nil || mode != velerov1.ObjectLockCompliance {
+		if mode, err := RetainPrefix(ctx, NewHashing(store), "cluster-a/backups/b1/", until, key); err != nil || mode != velerov1.ObjectLockCompliance {
 			t.Fatalf("RetainPrefix: %q, %v", mode, err)
 		}
 		if err := store.Delete(ctx, key); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "COMPLIANCE") {
@@ -142,7 +142,7 @@ func TestS3ObjectLock(t *testing.T) {
 		if err := store.Put(ctx, key, strings.NewReader("{}")); err != nil {
 			t.Fatal(err)
 		}
-		until := time.Now().Add(2 * time.Second)
+		until := time.Now().Add(6 * time.Second)
 		if err := store.Retain(ctx, key, until); err != nil {
 			t.Fatal(err)
 		}

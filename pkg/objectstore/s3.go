@@ -65,6 +65,9 @@ type S3Options struct {
 type S3 struct {
 	client *minio.Client
 	bucket string
+	// http makes the requests the client has no call for, through the
+	// client's transport (a tenant's guard included).
+	http *http.Client
 }
 
 var _ Store = &S3{}
@@ -125,7 +128,7 @@ func NewS3(opts S3Options) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
-	return &S3{client: client, bucket: opts.Bucket}, nil
+	return &S3{client: client, bucket: opts.Bucket, http: &http.Client{Transport: transport}}, nil
 }
 
 // S3Keys are the keys a client signs its S3 requests with.

@@ -326,17 +326,10 @@ func (r *backupRun) complete(ctx context.Context, final velerov1.BackupPhase) {
 		// knows it is locked.
 		meta.SetStatusCondition(&done.Status.Conditions, *locked)
 	}
-	if err := putMetadata(ctx, store, layout, done); err != nil {
-		r.log = nil
-		r.fail(ctx, err.Error())
-		return
-	}
-	manifest, err := objectstore.MakeManifest(ctx, store, layout.BackupDir(b.Name), b.Name)
-	if err == nil {
-		err = objectstore.PutManifest(ctx, store, layout, manifest)
-	}
+	err := r.putFinal(ctx, done, locked != nil)
 	if err == nil && locked != nil {
-		_, err = objectstore.RetainPrefix(ctx, store, layout.BackupDir(b.Name), b.Status.Expiration.Time)
+		// The manifest last: once it is locked, every object is.
+		_, err = objectstore.RetainPrefix(ctx, store, layout.BackupDir(b.Name), b.Status.Expiration.Time, layout.ManifestKey(b.Name))
 	}
 	if err != nil {
 		r.log = nil
@@ -459,16 +452,41 @@ func (r *backupRun) fail(ctx context.Context, reason string) {
 	logger.Info("Backup failed", "reason", reason)
 }
 
+// putFinal writes velero-backup.json (done), then the manifest. In a
+// location with object lock (locked) a previous run of complete() that a
+// restart interrupted may have locked them: a locked manifest means every
+// object is locked and nothing is written again; a locked
+// velero-backup.json is kept as it is (the manifest, written next, records
+// it as it is).
+func (r *backupRun) putFinal(ctx context.Context, done *velerov1.Backup, locked bool) error {
+	store, layout, name := r.store, r.layout, done.Name
+	if l := objectstore.LockedStore(store); locked && l != nil {
+		if mode, _, err := l.RetainedUntil(ctx, layout.ManifestKey(name)); err == nil && mode != "" {
+			return nil
+		}
+	}
+	if err := putMetadata(ctx, store, layout, done); err != nil && !(locked && errors.Is(err, objectstore.ErrLocked)) {
+		return err
+	}
+	manifest, err := objectstore.MakeManifest(ctx, store, layout.BackupDir(name), name)
+	if err != nil {
+		return err
+	}
+	return objectstore.PutManifest(ctx, store, layout, manifest)
+}
+
 // lockedCondition is the Locked condition of a backup that completes in a
 // location with object lock (nil in another): its objects are locked until
 // its expiration.
 func lockedCondition(store objectstore.Store, b *velerov1.Backup, now metav1.Time) *metav1.Condition {
 	l := objectstore.LockedStore(store)
-	if l == nil || b.Status.Expiration == nil {
+	if l == nil || b.Status.Expiration == nil || !b.Status.Expiration.After(now.Add(velerov1.ObjectLockSkew)) {
+		// An expired backup (its TTL shorter than its run) is not
+		// locked: garbage collection deletes it now.
 		return nil
 	}
 	return &metav1.Condition{Type: velerov1.BackupConditionLocked, Status: metav1.ConditionTrue, Reason: l.Mode,
 		ObservedGeneration: b.Generation, LastTransitionTime: now,
-		Message: fmt.Sprintf("every object of the backup is locked in its storage location until %s (S3 object lock, %s): nobody can delete or rewrite it before then",
+		Message: fmt.Sprintf("every object of the backup's directory in its storage location is locked until %s (S3 object lock, %s): nobody can delete or rewrite it before then",
 			b.Status.Expiration.UTC().Format(time.RFC3339), l.Mode)}
 }

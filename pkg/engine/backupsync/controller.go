@@ -30,6 +30,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -237,6 +238,7 @@ func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLoca
 			return err
 		}
 	}
+	lockedAsStored(ctx, b, store, layout)
 	b.Labels[velerov1.StorageLocationLabel] = bsl.Name
 	b.Annotations[velerov1.SyncedFromLocationAnnotation] = bsl.Name
 	delete(b.Annotations, velerov1.QueueSequenceAnnotation)
@@ -310,4 +312,22 @@ func tenantBackup(b *velerov1.Backup, tenant string) (*velerov1.Backup, error) {
 		return nil, fmt.Errorf("writing the spec of backup %s: %w", b.Name, err)
 	}
 	return out, nil
+}
+
+// lockedAsStored keeps a synced backup's Locked condition only where the
+// store says so: the location has object lock and velero-backup.json is
+// locked until the backup's expiration. The file is input (anyone who can
+// write the bucket wrote it): a Locked condition it claims alone would
+// hold off the backup's deletion.
+func lockedAsStored(ctx context.Context, b *velerov1.Backup, store objectstore.Store, layout objectstore.Layout) {
+	if meta.FindStatusCondition(b.Status.Conditions, velerov1.BackupConditionLocked) == nil {
+		return
+	}
+	if l := objectstore.LockedStore(store); l != nil && b.Status.Expiration != nil {
+		mode, until, err := l.RetainedUntil(ctx, layout.BackupMetadataKey(b.Name))
+		if err == nil && mode != "" && !until.Before(b.Status.Expiration.Truncate(time.Second)) {
+			return
+		}
+	}
+	meta.RemoveStatusCondition(&b.Status.Conditions, velerov1.BackupConditionLocked)
 }

@@ -32,7 +32,12 @@ func TestSyncPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	put := func(name string, phase velerov1.BackupPhase) {
-		b := velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "elsewhere"}, Status: velerov1.BackupStatus{Phase: phase}}
+		// Each claims to be locked (velero-backup.json is anyone's to
+		// write who can write the bucket): a location without object lock
+		// has nothing locked.
+		far := metav1.NewTime(time.Now().Add(1000 * time.Hour))
+		b := velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "elsewhere"}, Status: velerov1.BackupStatus{Phase: phase, Expiration: &far,
+			Conditions: []metav1.Condition{{Type: velerov1.BackupConditionLocked, Status: metav1.ConditionTrue, Reason: velerov1.ObjectLockCompliance}}}}
 		data, err := json.Marshal(b)
 		if err != nil {
 			t.Fatal(err)
@@ -76,6 +81,9 @@ func TestSyncPass(t *testing.T) {
 	var names []string
 	for _, b := range list.Items {
 		names = append(names, b.Name)
+		if _, _, locked := velerov1.LockedUntil(&b); locked && b.Annotations[velerov1.SyncedFromLocationAnnotation] == "default" {
+			t.Errorf("synced %s: the Locked condition its velero-backup.json claims was kept, in a location without object lock", b.Name)
+		}
 		if b.Annotations[velerov1.SyncedFromLocationAnnotation] == "default" && (b.Spec.StorageLocation != "default" || b.Namespace != ns) {
 			t.Errorf("synced %s: location %q, namespace %q", b.Name, b.Spec.StorageLocation, b.Namespace)
 		}

@@ -245,16 +245,22 @@ func TestImmutableLocation(t *testing.T) {
 	})
 
 	step("once expired: garbage collection deletes a backup, and a client's delete goes through", func(t *testing.T) {
-		expiring := backup(t, "expiring", 5*time.Second)
-		early := backup(t, "deleted-early", 5*time.Second)
+		expiring := backup(t, "expiring", 20*time.Second)
+		early := backup(t, "deleted-early", 20*time.Second)
 		if err := s.Clientset.VeleroV1().Backups(ns).Delete(ctx, "deleted-early", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// Before the lock's date: still there (the one a client
 		// deleted, being deleted), every object too.
 		for _, b := range []*velerov1.Backup{expiring, early} {
+			if c := meta.FindStatusCondition(b.Status.Conditions, velerov1.BackupConditionLocked); c == nil || c.Status != metav1.ConditionTrue {
+				t.Fatalf("backup %s (TTL 20s) is not locked: %+v", b.Name, b.Status.Conditions)
+			}
 			got, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, b.Name, metav1.GetOptions{})
-			if time.Now().Before(b.Status.Expiration.Time) && (err != nil || len(versions(t, b.Name)) != 9) {
+			if !time.Now().Before(b.Status.Expiration.Time) {
+				t.Fatalf("backup %s expired before it could be checked (it completed at %s)", b.Name, b.Status.CompletionTimestamp)
+			}
+			if err != nil || len(versions(t, b.Name)) != 9 {
 				t.Errorf("backup %s before its lock's date: %v, %d objects", b.Name, err, len(versions(t, b.Name)))
 			}
 			if err == nil && b.Name == early.Name && got.DeletionTimestamp == nil {
