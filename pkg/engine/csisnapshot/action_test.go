@@ -623,3 +623,39 @@ func TestSnapshotStartedOperations(t *testing.T) {
 		untouched(t, f)
 	})
 }
+
+// TestSnapshotReleaseKeepsContent: a snapshot-controller whose copy of the
+// content still says Delete deletes the content with its VolumeSnapshot;
+// Release then makes the content again, pre-provisioned from the
+// snapshot's handle, with Retain and the backup's labels.
+func TestSnapshotReleaseKeepsContent(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	op := f.started(t)
+	content := f.cut(t, op, true, "")
+	op.Status.Phase = backup.OperationPhaseCompleted
+	if _, err := f.action.FinalItems(ctx, f.backup, op); err != nil {
+		t.Fatal(err)
+	}
+	// The stale controller: deleting the VolumeSnapshot deletes its content.
+	f.snaps.PrependReactor("delete", "volumesnapshots", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if err := f.snaps.Tracker().Delete(snapshotv1.SchemeGroupVersion.WithResource(VolumeSnapshotContents), "", content.Name); err != nil {
+			t.Errorf("deleting the content as the controller would: %v", err)
+		}
+		return false, nil, nil
+	})
+	if err := f.action.Release(ctx, f.backup, op); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := f.snaps.SnapshotV1().VolumeSnapshotContents().Get(ctx, content.Name+"-kept", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no content made again for the snapshot: %v", err)
+	}
+	if h := kept.Spec.Source.SnapshotHandle; h == nil || *h != "snap-1" || kept.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentRetain ||
+		kept.Spec.Driver != driver || kept.Labels[velerov1.BackupUIDLabel] != "backup-uid" || kept.Spec.VolumeSnapshotRef.UID != "" {
+		t.Errorf("content made again: %+v", kept)
+	}
+	if n, err := f.action.DeleteBackupSnapshots(ctx, f.backup); err != nil || n != 1 {
+		t.Errorf("the backup's deletion deleted %d contents (%v), want the one made again", n, err)
+	}
+}

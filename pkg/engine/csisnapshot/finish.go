@@ -3,6 +3,7 @@ package csisnapshot
 import (
 	"context"
 	"fmt"
+	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/backup"
@@ -162,14 +164,69 @@ func (a Action) Release(ctx context.Context, b *velerov1.Backup, op *backup.Back
 	if err != nil || vs == nil {
 		return err
 	}
+	var kept *snapshotv1.VolumeSnapshotContent
 	if st := vs.Status; st != nil && st.BoundVolumeSnapshotContentName != nil {
 		if err := a.setDeletionPolicy(ctx, *st.BoundVolumeSnapshotContentName, snapshotv1.VolumeSnapshotContentRetain); err != nil {
 			return err
+		}
+		kept, err = a.Snapshots.SnapshotV1().VolumeSnapshotContents().Get(ctx, *st.BoundVolumeSnapshotContentName, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading VolumeSnapshotContent %s: %w", *st.BoundVolumeSnapshotContentName, err)
 		}
 	}
 	err = a.Snapshots.SnapshotV1().VolumeSnapshots(id.Namespace).Delete(ctx, id.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vs.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", id.Namespace, id.Name, err)
+	}
+	if kept == nil || kept.Status == nil || kept.Status.SnapshotHandle == nil {
+		return nil
+	}
+	return a.keepContent(ctx, vs, kept)
+}
+
+// ReleaseTimeout bounds how long Release waits for a VolumeSnapshot it
+// deleted to go.
+const ReleaseTimeout = 2 * time.Minute
+
+// keepContent makes sure the content of a released snapshot outlives its
+// VolumeSnapshot. The snapshot-controller decides whether deleting a
+// VolumeSnapshot deletes its content from its informer's copy of the
+// content: one that has not seen the deletion policy Retain yet (a busy
+// controller) deletes the content, and the CSI sidecar, which reads
+// Retain, then removes it without deleting the driver's snapshot: a
+// snapshot nothing records. Once the VolumeSnapshot is gone, a content
+// deleted so is made again, pre-provisioned from the snapshot's handle
+// ("<content>-kept", Retain, the backup's labels), which the backup's
+// deletion deletes with the snapshot as any of its contents.
+func (a Action) keepContent(ctx context.Context, vs *snapshotv1.VolumeSnapshot, content *snapshotv1.VolumeSnapshotContent) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, ReleaseTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := a.Snapshots.SnapshotV1().VolumeSnapshots(vs.Namespace).Get(ctx, vs.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for VolumeSnapshot %s/%s to go: %w", vs.Namespace, vs.Name, err)
+	}
+	live, err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().Get(ctx, content.Name, metav1.GetOptions{})
+	switch {
+	case err == nil && live.DeletionTimestamp == nil:
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading VolumeSnapshotContent %s: %w", content.Name, err)
+	}
+	again := &snapshotv1.VolumeSnapshotContent{
+		ObjectMeta: metav1.ObjectMeta{Name: content.Name + "-kept", Labels: content.Labels},
+		Spec: snapshotv1.VolumeSnapshotContentSpec{
+			DeletionPolicy:          snapshotv1.VolumeSnapshotContentRetain,
+			Driver:                  content.Spec.Driver,
+			Source:                  snapshotv1.VolumeSnapshotContentSource{SnapshotHandle: content.Status.SnapshotHandle},
+			VolumeSnapshotClassName: content.Spec.VolumeSnapshotClassName,
+			SourceVolumeMode:        content.Spec.SourceVolumeMode,
+			// The VolumeSnapshot is gone: no UID, nothing binds it.
+			VolumeSnapshotRef: corev1.ObjectReference{Namespace: vs.Namespace, Name: vs.Name},
+		},
+	}
+	if _, err := a.Snapshots.SnapshotV1().VolumeSnapshotContents().Create(ctx, again, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("keeping the snapshot of VolumeSnapshotContent %s, which the snapshot-controller deleted with its VolumeSnapshot: %w", content.Name, err)
 	}
 	return nil
 }
