@@ -25,8 +25,10 @@
 //     VolumeSnapshot leaves the claim's namespace; the content stays,
 //     labelled with the backup: the server's record of the snapshots the
 //     backup owns (cluster-scoped: no tenant writes it, whatever a bucket
-//     holds). Deleting the backup deletes its contents with policy Delete
-//     (DeleteBackupSnapshots): the driver deletes the snapshots.
+//     holds). A content the snapshot-controller deleted anyway (its copy
+//     still said Delete) is made again from the snapshot's handle
+//     (keepContent). Deleting the backup deletes its contents with policy
+//     Delete (DeleteBackupSnapshots): the driver deletes the snapshots.
 //   - Discard (the backup cancelled, failed or deleted, the operation
 //     failed): the content's policy becomes Delete and the VolumeSnapshot
 //     is deleted: the driver deletes the snapshot.
