@@ -191,13 +191,14 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 	})
 
 	// The bucket deleted while the first cluster's next upload runs
-	// (slowed to 4 MiB/s): the upload fails with the storage's reason, the
-	// backup does not complete, and the cluster keeps nothing of the
-	// upload.
+	// (slowed to 1 MiB/s: 48 s for its 48 MiB, so that a busy machine still
+	// sees it running well before its end): the upload fails with the
+	// storage's reason, the backup does not complete, and the cluster keeps
+	// nothing of the upload.
 	step("the bucket disappears mid-upload: the upload fails with the reason", func(t *testing.T) {
 		a.StopBackstop(false)
 		// The storage checked every 2 s rather than 20: the upload ends sooner.
-		a.BackstopArgs = append(a.BackstopArgs, "--data-mover-upload-bytes-per-second=4194304", "--data-mover-storage-check-interval=2s")
+		a.BackstopArgs = append(a.BackstopArgs, "--data-mover-upload-bytes-per-second=1048576", "--data-mover-storage-check-interval=2s")
 		a.StartBackstop()
 		a.CSI.WriteFiles(ns, "db", map[string][]byte{"data/more.bin": framework.RandomBytes(t, 48<<20)})
 		veleroA("backup", "create", "dr-2", "--include-namespaces", ns, "--storage-location", location, "--snapshot-move-data")
