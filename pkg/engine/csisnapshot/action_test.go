@@ -284,6 +284,20 @@ func (f *fixture) started(t *testing.T) *backup.BackupOperation {
 
 // cut plays the snapshot controller and the driver: the content of the
 // snapshot, ready or with an error.
+// completed is a snapshot operation that completed, its content, and what
+// FinalItems leaves the backup.
+func (f *fixture) completed(t *testing.T) (*backup.BackupOperation, *snapshotv1.VolumeSnapshotContent, backup.FinalItems) {
+	t.Helper()
+	op := f.started(t)
+	content := f.cut(t, op, true, "")
+	op.Status.Phase = backup.OperationPhaseCompleted
+	got, err := f.action.FinalItems(context.Background(), f.backup, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op, content, got
+}
+
 func (f *fixture) cut(t *testing.T, op *backup.BackupOperation, ready bool, driverErr string) *snapshotv1.VolumeSnapshotContent {
 	t.Helper()
 	ctx := context.Background()
@@ -361,13 +375,7 @@ func TestSnapshotProgress(t *testing.T) {
 func TestSnapshotFinalItemsThenRelease(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	op := f.started(t)
-	content := f.cut(t, op, true, "")
-	op.Status.Phase = backup.OperationPhaseCompleted
-	got, err := f.action.FinalItems(ctx, f.backup, op)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, content, got := f.completed(t)
 	t.Run("the volume info", func(t *testing.T) {
 		v := got.Volume
 		if v == nil || v.PVCName != "data" || v.PVCNamespace != "shop" || v.PVName != "pv-data" || v.BackupMethod != volumeinfo.MethodCSISnapshot ||
@@ -631,12 +639,7 @@ func TestSnapshotStartedOperations(t *testing.T) {
 func TestSnapshotReleaseKeepsContent(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	op := f.started(t)
-	content := f.cut(t, op, true, "")
-	op.Status.Phase = backup.OperationPhaseCompleted
-	if _, err := f.action.FinalItems(ctx, f.backup, op); err != nil {
-		t.Fatal(err)
-	}
+	op, content, _ := f.completed(t)
 	// The stale controller: deleting the VolumeSnapshot deletes its content.
 	f.snaps.PrependReactor("delete", "volumesnapshots", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if err := f.snaps.Tracker().Delete(snapshotv1.SchemeGroupVersion.WithResource(VolumeSnapshotContents), "", content.Name); err != nil {
