@@ -132,6 +132,8 @@ type ExtraConfig struct {
 	// RestoreItemWorkers is how many items of one resource a restore
 	// writes at once, under the client's rate limit.
 	RestoreItemWorkers int
+	// ConcurrentRestores bounds the restores running at once.
+	ConcurrentRestores int
 	// RestoreLimits bound each restore.
 	RestoreLimits restoreengine.Limits
 	// BackupSyncMaxPerPass is the most Backups one sync pass over a

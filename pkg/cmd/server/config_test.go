@@ -34,8 +34,8 @@ func TestConfig(t *testing.T) {
 			if e.DownloadSigningKeyFile != filepath.Join(dataDir, "pki", "download-signing.key") {
 				t.Errorf("signing key file %q", e.DownloadSigningKeyFile)
 			}
-			if e.ConcurrentBackups != 1 || e.ClientQPS != 100 || e.ClientBurst != 100 || e.ClientPageSize != 500 || e.EngineQPS != 1000 || e.EngineBurst != 2000 {
-				t.Errorf("limits %d %v %d %d %v %d", e.ConcurrentBackups, e.ClientQPS, e.ClientBurst, e.ClientPageSize, e.EngineQPS, e.EngineBurst)
+			if e.ConcurrentBackups != 1 || e.ConcurrentRestores != 4 || e.ClientQPS != 100 || e.ClientBurst != 100 || e.ClientPageSize != 500 || e.EngineQPS != 1000 || e.EngineBurst != 2000 {
+				t.Errorf("limits %d %d %v %d %d %v %d", e.ConcurrentBackups, e.ConcurrentRestores, e.ClientQPS, e.ClientBurst, e.ClientPageSize, e.EngineQPS, e.EngineBurst)
 			}
 			if e.Election == nil || e.Election.Name != "backstop-engines" || e.Election.LeaseDuration != 15*time.Second || e.Election.Identity != "" {
 				t.Errorf("election %+v: want the default Lease, without an identity before Run", e.Election)
@@ -69,7 +69,7 @@ func TestConfig(t *testing.T) {
 				}
 			}},
 		{name: "engines, networks and election", flags: []string{"--disable-controllers=backup,nonadmin-gc", "--tenant-denied-networks=10.96.0.1/12,fd00::/8",
-			"--leader-elect=false", "--download-signing-key-file=/keys/links", "--concurrent-backups=4", "--vm-full-backup-mode=pull"},
+			"--leader-elect=false", "--download-signing-key-file=/keys/links", "--concurrent-backups=4", "--concurrent-restores=2", "--vm-full-backup-mode=pull"},
 			check: func(t *testing.T, _ string, c *Config) {
 				e := c.Extra
 				if !e.DisabledControllers.HasAll("backup", "nonadmin-gc") || e.DisabledControllers.Len() != 2 {
@@ -79,8 +79,8 @@ func TestConfig(t *testing.T) {
 				if len(e.Opener.TenantDenied) != 2 || e.Opener.TenantDenied[0] != want[0] || e.Opener.TenantDenied[1] != want[1] {
 					t.Errorf("tenant-denied %v, want %v (masked)", e.Opener.TenantDenied, want)
 				}
-				if e.Election != nil || e.DownloadSigningKeyFile != "/keys/links" || e.ConcurrentBackups != 4 || e.VMFullBackupMode != "pull" {
-					t.Errorf("election %v, signing key %q, concurrent %d, VM mode %q", e.Election, e.DownloadSigningKeyFile, e.ConcurrentBackups, e.VMFullBackupMode)
+				if e.Election != nil || e.DownloadSigningKeyFile != "/keys/links" || e.ConcurrentBackups != 4 || e.ConcurrentRestores != 2 || e.VMFullBackupMode != "pull" {
+					t.Errorf("election %v, signing key %q, concurrent %d and %d, VM mode %q", e.Election, e.DownloadSigningKeyFile, e.ConcurrentBackups, e.ConcurrentRestores, e.VMFullBackupMode)
 				}
 			}},
 	} {

@@ -71,6 +71,7 @@ type Options struct {
 	ClientBurst                int
 	ClientPageSize             int
 	RestoreItemWorkers         int
+	ConcurrentRestores         int
 	RestoreLimits              restore.Limits
 	BackupSyncMaxPerPass       int
 	EngineQPS                  float32
@@ -119,6 +120,7 @@ func NewOptions() *Options {
 		ClientQPS:                  100,
 		ClientBurst:                100,
 		RestoreItemWorkers:         restore.DefaultItemWorkers,
+		ConcurrentRestores:         restore.DefaultConcurrent,
 		RestoreLimits:              restore.DefaultLimits,
 		BackupSyncMaxPerPass:       backupsync.DefaultMaxPerPass,
 		EngineQPS:                  1000,
@@ -186,6 +188,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.RestoreLimits.Bytes, "restore-max-bytes", o.RestoreLimits.Bytes, "the most bytes, uncompressed, a backup's tarball may hold for a restore of it (0: no limit): a gzip bomb ends here")
 	fs.Int64Var(&o.RestoreLimits.ScratchBytes, "restore-max-scratch-bytes", o.RestoreLimits.ScratchBytes, "the most bytes a restore spools on the scratch disk (<data-dir>/scratch) for its second pass (0: no limit)")
 	fs.DurationVar(&o.RestoreLimits.Duration, "restore-timeout", o.RestoreLimits.Duration, "the longest a restore may run before it fails (0: no limit)")
+	fs.IntVar(&o.ConcurrentRestores, "concurrent-restores", o.ConcurrentRestores, "how many restores may run at once; restores whose target namespaces overlap, or that write cluster-scoped items, run one after the other, in the order they were created (Velero runs one restore at a time: 1)")
 	fs.IntVar(&o.RestoreItemWorkers, "restore-item-workers", o.RestoreItemWorkers, "how many items of one resource a restore writes at once, all under --client-qps (resources are still restored one after the other, in Velero's order)")
 	fs.Float32Var(&o.EngineQPS, "engine-qps", o.EngineQPS, "maximum requests per second the server's engines make to its own API, all engines together (kube-controller-manager's --kube-api-qps; the engines' writes mirror every change at scale, see docs/benchmarks.md)")
 	fs.IntVar(&o.EngineBurst, "engine-burst", o.EngineBurst, "maximum burst of requests the server's engines make to its own API (kube-controller-manager's --kube-api-burst)")
@@ -267,6 +270,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BackupSyncMaxPerPass < 1 {
 		errs = append(errs, fmt.Errorf("--backup-sync-max-per-pass must be at least 1, not %d", o.BackupSyncMaxPerPass))
+	}
+	if o.ConcurrentRestores < 1 {
+		errs = append(errs, fmt.Errorf("--concurrent-restores must be at least 1, not %d", o.ConcurrentRestores))
 	}
 	if o.RestoreItemWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--restore-item-workers must be at least 1, not %d", o.RestoreItemWorkers))

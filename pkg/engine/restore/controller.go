@@ -42,6 +42,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -50,6 +51,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/reconcile"
 	"github.com/backstop-io/backstop/pkg/engine/restoreaction"
 	"github.com/backstop-io/backstop/pkg/engine/status"
@@ -110,6 +112,10 @@ type Config struct {
 	ItemWorkers int
 	// Limits bound each restore (zero fields: no bound).
 	Limits Limits
+	// Concurrent is how many restores run at once at most (default
+	// DefaultConcurrent); restores that overlap run one after the other
+	// (footprint.go).
+	Concurrent int
 }
 
 // DefaultItemWorkers is Config.ItemWorkers's default.
@@ -150,12 +156,17 @@ type Controller struct {
 	locations listers.BackupStorageLocationLister
 	synced    []cache.InformerSynced
 
-	// mu guards running: the restore being run, at most one at a time
-	// (as Velero runs them).
+	// mu guards running: the restores being run, by UID, at most
+	// Config.Concurrent (footprint.go).
 	mu      sync.Mutex
-	running *restoreRun
-	// runs tracks the run's goroutine: Run returns once it has ended.
+	running map[types.UID]*restoreRun
+	// runs tracks the runs' goroutines: Run returns once they have ended.
 	runs sync.WaitGroup
+
+	// The sync loop's own (one worker): the namespaces of the queue's
+	// entries, and the footprints of waiting restores.
+	interner   *queue.Interner
+	footprints map[types.UID]footprint
 }
 
 // New returns the engine.
@@ -169,7 +180,11 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.ItemWorkers < 1 {
 		cfg.ItemWorkers = DefaultItemWorkers
 	}
-	c := &Controller{cfg: cfg, restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister()}
+	if cfg.Concurrent < 1 {
+		cfg.Concurrent = DefaultConcurrent
+	}
+	c := &Controller{cfg: cfg, restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister(),
+		running: map[types.UID]*restoreRun{}, interner: queue.NewInterner(), footprints: map[types.UID]footprint{}}
 	c.Loop = reconcile.NewLoop("restore", c.sync)
 	if err := c.Watch(cfg.Restores.Informer()); err != nil {
 		return nil, err
@@ -180,8 +195,8 @@ func New(cfg Config) (*Controller, error) {
 }
 
 // Run fails the restores a previous process left running, then runs
-// restores one at a time (as Velero does) until ctx is done, and returns
-// once the run under way has stopped.
+// restores, several at once where they do not overlap (footprint.go),
+// until ctx is done, and returns once the runs under way have stopped.
 func (c *Controller) Run(ctx context.Context, _ int) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("controller", "restore"))
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
@@ -215,23 +230,19 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if !r.Status.Phase.Pending() {
 		return nil
 	}
-	if c.busy() {
-		return nil // the run's end brings every waiting restore back here
-	}
-	// Restores run in the order of the restore queue (the sequence the
-	// registry gave each at creation, whose positions tenants read): the
-	// first waiting one goes now, this one when its turn comes.
-	if first := c.firstWaiting(r.Namespace); first != nil && first.Name != r.Name {
-		c.Add(key)
-		r = first
-		key = cache.MetaObjectToName(first)
-	}
 	r = r.DeepCopy()
 	now := metav1.NewTime(c.cfg.Clock.Now())
 	isNew := func(cur *velerov1.Restore) bool {
 		return cur.Status.Phase.Pending()
 	}
+	// A restore that cannot run says so at once, wherever it is in the
+	// queue.
 	backup, problems := c.validate(r)
+	if len(problems) == 0 && !c.mayStart(ctx, r) {
+		// Its turn comes: a run's end brings every waiting restore back
+		// here.
+		return nil
+	}
 	var mods *resourcemodifiers.Modifiers
 	if len(problems) == 0 {
 		var problem string
@@ -283,22 +294,30 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	return nil
 }
 
-// busy reports whether a restore is running.
-func (c *Controller) busy() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.running != nil
+// mayStart reports whether r may start now (footprint.go); the other
+// restores that may are synced again.
+func (c *Controller) mayStart(ctx context.Context, r *velerov1.Restore) bool {
+	ok := false
+	for _, s := range c.startable(ctx) {
+		if s.UID == r.UID {
+			ok = true
+			continue
+		}
+		c.Add(cache.MetaObjectToName(s))
+	}
+	return ok
 }
 
-// cancelRunning stops the run of r if r is the restore running, and
-// reports whether it was.
+// cancelRunning stops the run of r if r is running, and reports whether it
+// was.
 func (c *Controller) cancelRunning(r *velerov1.Restore) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.running == nil || c.running.r.UID != r.UID {
+	run := c.running[r.UID]
+	if run == nil {
 		return false
 	}
-	c.running.cancel(errDeleted)
+	run.cancel(errDeleted)
 	return true
 }
 
@@ -313,28 +332,6 @@ func (c *Controller) addWaiting() {
 			c.Add(cache.MetaObjectToName(r))
 		}
 	}
-}
-
-// firstWaiting is the restore of namespace that runs next: of those
-// waiting (phase New, not deleted), the one with the smallest queue
-// sequence (one without sorts first, then by name).
-func (c *Controller) firstWaiting(namespace string) *velerov1.Restore {
-	all, err := c.restores.Restores(namespace).List(labels.Everything())
-	if err != nil {
-		return nil
-	}
-	var first *velerov1.Restore
-	var firstSeq int64
-	for _, r := range all {
-		if !r.Status.Phase.Pending() || r.DeletionTimestamp != nil {
-			continue
-		}
-		seq, _ := velerov1.QueueSequence(r)
-		if first == nil || seq < firstSeq || (seq == firstSeq && r.Name < first.Name) {
-			first, firstSeq = r, seq
-		}
-	}
-	return first
 }
 
 // finishDeleted deletes a deleted restore's log and results from its

@@ -19,6 +19,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/archive"
 	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/resourcemodifiers"
@@ -44,6 +45,8 @@ type restoreRun struct {
 	as     string
 	// cancel ends the run early (the Restore was deleted).
 	cancel context.CancelCauseFunc
+	// entry is what the run writes, as the restore queue sees it.
+	entry queue.Entry
 	// pass is the state of the pass over the items under way.
 	pass passState
 	// volumes are the backup's volumes (its volume info file).
@@ -135,16 +138,22 @@ func (c *Controller) start(ctx context.Context, r *velerov1.Restore, backup *vel
 		// Kept in the stored Restore: its objects shown within less.
 		run.preview = &preview{objectLimit: storedPreviewObjectBytes}
 	}
+	f, ok := c.footprints[r.UID]
+	if !ok {
+		f = c.footprintOf(ctx, r)
+	}
+	run.entry = c.entryOf(r, f)
 	c.mu.Lock()
-	c.running = run
+	c.running[r.UID] = run
 	c.mu.Unlock()
+	klog.FromContext(ctx).V(2).Info("Restore started", "restore", klog.KObj(r), "writes", f.String())
 	c.runs.Add(1)
 	go func() {
 		defer c.runs.Done()
 		defer cancel(nil)
 		run.execute(ctx, work)
 		c.mu.Lock()
-		c.running = nil
+		delete(c.running, r.UID)
 		c.mu.Unlock()
 		// The restore again (deleted meanwhile: its data goes), and those
 		// that waited for it.

@@ -99,41 +99,63 @@ func TestSyncRefuses(t *testing.T) {
 			if r.Status.Phase != velerov1.RestorePhaseFailedValidation || len(r.Status.ValidationErrors) != 1 || !strings.Contains(r.Status.ValidationErrors[0], tc.want) {
 				t.Errorf("status %s %v, want FailedValidation saying %q", r.Status.Phase, r.Status.ValidationErrors, tc.want)
 			}
-			if n := len(w.Writes()); n != 1 || c.busy() {
-				t.Errorf("%d writes, running %v; want one status write and nothing started", n, c.busy())
+			if n := len(w.Writes()); n != 1 || len(c.running) != 0 {
+				t.Errorf("%d writes, %d running; want one status write and nothing started", n, len(c.running))
 			}
 		})
 	}
 }
 
-// TestSyncOrder: the restore that goes is the queue's first, whichever
-// restore's event came; none goes while one runs; a deleted restore that
-// runs is stopped, not finished under it.
+// TestSyncOrder: a restore whose turn has not come writes nothing, and the
+// restores that may start instead are synced; one that cannot run fails
+// at once, wherever it is in the queue; a deleted restore that runs is
+// stopped, not finished under it.
 func TestSyncOrder(t *testing.T) {
 	ctx := context.Background()
-	t.Run("the queue's first goes", func(t *testing.T) {
-		c, w := newEngine(t, restoreOf("second", velerov1.RestoreSpec{}, "20"), restoreOf("first", velerov1.RestoreSpec{}, "10"))
+	t.Run("behind an overlapping restore: nothing written, the first synced", func(t *testing.T) {
+		q := newQueueWorld(t)
+		q.backup("b-a", []string{"a"}, configMapsOnly)
+		q.restore("first", 10, velerov1.RestoreSpec{BackupName: "b-a"})
+		q.restore("second", 20, velerov1.RestoreSpec{BackupName: "b-a"})
+		c, w := newEngine(t, q.objs...)
 		if err := c.sync(ctx, cache.ObjectName{Namespace: adminNS, Name: "second"}); err != nil {
 			t.Fatal(err)
 		}
-		if p := stored(t, w, "first").Status.Phase; p != velerov1.RestorePhaseFailedValidation {
-			t.Errorf("first: %s, want it handled first (FailedValidation: it names no backup)", p)
-		}
-		if p := stored(t, w, "second").Status.Phase; p != velerov1.RestorePhaseNew {
-			t.Errorf("second: %s, want New, its turn next", p)
+		if n := len(w.Writes()); n != 0 {
+			t.Errorf("%d writes, want none: second waits for first", n)
 		}
 		if c.Len() != 1 {
-			t.Errorf("queue holds %d keys, want second's again", c.Len())
+			t.Errorf("the engine's queue holds %d keys, want first's", c.Len())
 		}
 	})
-	t.Run("none goes while one runs", func(t *testing.T) {
-		c, w := newEngine(t, restoreOf("waiting", velerov1.RestoreSpec{}, "1"))
-		c.running = &restoreRun{r: restoreOf("other", velerov1.RestoreSpec{}, "")}
+	t.Run("one that cannot run fails behind others", func(t *testing.T) {
+		q := newQueueWorld(t)
+		q.backup("b-a", []string{"a"}, configMapsOnly)
+		q.restore("first", 10, velerov1.RestoreSpec{BackupName: "b-a"})
+		q.restore("second", 20, velerov1.RestoreSpec{BackupName: "missing"})
+		c, w := newEngine(t, q.objs...)
+		if err := c.sync(ctx, cache.ObjectName{Namespace: adminNS, Name: "second"}); err != nil {
+			t.Fatal(err)
+		}
+		if p := stored(t, w, "second").Status.Phase; p != velerov1.RestorePhaseFailedValidation {
+			t.Errorf("second: %s, want FailedValidation at once", p)
+		}
+		if p := stored(t, w, "first").Status.Phase; p != velerov1.RestorePhaseNew {
+			t.Errorf("first: %s, want New (not synced here)", p)
+		}
+	})
+	t.Run("none goes while the limit runs", func(t *testing.T) {
+		q := newQueueWorld(t)
+		q.backup("b-a", []string{"a"}, configMapsOnly)
+		q.restore("waiting", 1, velerov1.RestoreSpec{BackupName: "b-a"})
+		c, w := newEngine(t, q.objs...)
+		c.cfg.Concurrent = 1
+		c.running["uid-other"] = &restoreRun{r: restoreOf("other", velerov1.RestoreSpec{}, "")}
 		if err := c.sync(ctx, cache.ObjectName{Namespace: adminNS, Name: "waiting"}); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(w.Writes()); n != 0 {
-			t.Errorf("%d writes while a restore runs, want none", n)
+			t.Errorf("%d writes while the limit of restores runs, want none", n)
 		}
 	})
 	t.Run("a running restore deleted is stopped", func(t *testing.T) {
@@ -143,7 +165,7 @@ func TestSyncOrder(t *testing.T) {
 		deleted.Finalizers = []string{velerov1.RestoreDataFinalizer}
 		c, w := newEngine(t, deleted)
 		var cause error
-		c.running = &restoreRun{r: deleted, cancel: func(err error) { cause = err }}
+		c.running[deleted.UID] = &restoreRun{r: deleted, cancel: func(err error) { cause = err }}
 		if err := c.sync(ctx, cache.ObjectName{Namespace: adminNS, Name: "r"}); err != nil {
 			t.Fatal(err)
 		}

@@ -6511,6 +6511,13 @@ func schema_pkg_apis_velero_v1_RestoreStatus(ref common.ReferenceCallback) commo
 							Format:      "",
 						},
 					},
+					"queuePosition": {
+						SchemaProps: spec.SchemaProps{
+							Description: "QueuePosition is the restore's place among the restores waiting to run (phase New), 1 first; 0 once it runs or ends. Backstop's own (Velero runs restores one at a time and has no queue position): it is filled in when the restore is read, never stored.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 					"validationErrors": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ValidationErrors is a slice of all validation errors (if applicable)",

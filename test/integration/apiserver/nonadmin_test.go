@@ -587,8 +587,9 @@ func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
 }
 
 // TestNonAdminRestoreQueue: restores wait in one queue, admin and tenant
-// restores mixed, in the order they were made; a NonAdminRestore's
-// queueInfo.estimatedQueuePosition is its Restore's exact place, follows
+// restores mixed, in the order they were made; a Restore's
+// status.queuePosition and a NonAdminRestore's
+// queueInfo.estimatedQueuePosition are the Restore's exact place, follows
 // the queue without the NonAdminRestore being rewritten, and is 0 once the
 // restore has run. The restore engine is off while the queue is read.
 func TestNonAdminRestoreQueue(t *testing.T) {
@@ -646,6 +647,16 @@ func TestNonAdminRestoreQueue(t *testing.T) {
 	adminRestore("admin2")
 	tenantRestore("r2")
 	waitPositions(map[string]int{"r1": 2, "r2": 4})
+	// The admin's Restores say their places too.
+	for name, want := range map[string]int{"admin1": 1, "admin2": 3} {
+		r, err := s.Clientset.VeleroV1().Restores(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.QueuePosition != want {
+			t.Errorf("restore %s: status.queuePosition %d, want %d", name, r.Status.QueuePosition, want)
+		}
+	}
 	before, err := nars.Get(ctx, "r2", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -326,6 +326,13 @@ type RestoreStatus struct {
 	// +optional
 	Phase RestorePhase `json:"phase,omitempty"`
 
+	// QueuePosition is the restore's place among the restores waiting to
+	// run (phase New), 1 first; 0 once it runs or ends. Backstop's own
+	// (Velero runs restores one at a time and has no queue position): it
+	// is filled in when the restore is read, never stored.
+	// +optional
+	QueuePosition int `json:"queuePosition,omitempty"`
+
 	// ValidationErrors is a slice of all validation errors (if
 	// applicable)
 	// +optional

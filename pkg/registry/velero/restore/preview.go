@@ -25,7 +25,7 @@ type PreviewFunc func(ctx context.Context, r *velero.Restore) (*velero.RestorePr
 // stored, and previewed against the target cluster, which takes every
 // write as a server-side dry run.
 type PreviewREST struct {
-	*resource.REST
+	*resource.DecoratedREST
 	preview atomic.Pointer[PreviewFunc]
 }
 
@@ -35,7 +35,7 @@ func (r *PreviewREST) SetPreview(f PreviewFunc) { r.preview.Store(&f) }
 
 // Create creates the restore; with dryRun it answers with its preview.
 func (r *PreviewREST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
-	out, err := r.REST.Create(ctx, obj, createValidation, options)
+	out, err := r.DecoratedREST.Create(ctx, obj, createValidation, options)
 	if err != nil || !dryrun.IsDryRun(options.DryRun) {
 		return out, err
 	}

@@ -12,8 +12,8 @@ import (
 // queue of those waiting to run.
 type Storage struct {
 	Restore *resource.REST
-	// Previewing is Restore, its dry-run creates answered with previews:
-	// what the API serves.
+	// Previewing is Restore, its objects' queue positions filled in and
+	// its dry-run creates answered with previews: what the API serves.
 	Previewing *PreviewREST
 	Status     *resource.StatusREST
 	Queue      *QueueIndex
@@ -23,6 +23,7 @@ type Storage struct {
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string) (*Storage, error) {
 	queue := NewQueueIndex(adminNamespace)
 	strategy := NewStrategy(scheme, queue)
+	fill := queueFill(queue)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       velero.Resource("restores"),
 		Singular:       velero.Resource("restore"),
@@ -30,6 +31,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		NewListFunc:    func() runtime.Object { return &velero.RestoreList{} },
 		Strategy:       strategy,
 		StatusStrategy: NewStatusStrategy(strategy),
+		Decorate:       fill,
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		ShortNames:     []string{},
@@ -38,5 +40,5 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 	if err != nil {
 		return nil, err
 	}
-	return &Storage{Restore: main, Previewing: &PreviewREST{REST: main}, Status: status, Queue: queue}, nil
+	return &Storage{Restore: main, Previewing: &PreviewREST{DecoratedREST: &resource.DecoratedREST{REST: main, Fill: fill}}, Status: status, Queue: queue}, nil
 }

@@ -16,8 +16,8 @@ import (
 
 // Strategy is the Restore strategy: a new restore of the admin namespace
 // enters the restore queue (its sequence, velerov1.QueueSequenceAnnotation,
-// set here only and kept on every update); restores run one at a time in
-// that order.
+// set here only and kept on every update); the restore engine starts
+// restores in that order, several at once where they do not overlap.
 type Strategy struct {
 	resource.Strategy
 	queue *QueueIndex
@@ -66,10 +66,38 @@ func Waiting(r *velero.Restore) bool {
 
 // NewStatusStrategy returns the strategy of the status subresource: only
 // the server's engines write it, along velerov1.RestoreLifecycle.
-func NewStatusStrategy(s Strategy) resource.StatusStrategy {
-	return resource.NewLifecycleStatusStrategy(s.Strategy, velerov1.RestoreLifecycle, func(o runtime.Object) velerov1.RestorePhase {
+func NewStatusStrategy(s Strategy) StatusStrategy {
+	return StatusStrategy{resource.NewLifecycleStatusStrategy(s.Strategy, velerov1.RestoreLifecycle, func(o runtime.Object) velerov1.RestorePhase {
 		return velerov1.RestorePhase(o.(*velero.Restore).Status.Phase)
-	}, field.NewPath("status", "phase"))
+	}, field.NewPath("status", "phase"))}
+}
+
+// StatusStrategy is the strategy of the status subresource.
+type StatusStrategy struct {
+	resource.StatusStrategy
+}
+
+// PrepareForUpdate stores no queue position: it is filled in when the
+// restore is read (queueFill).
+func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.StatusStrategy.PrepareForUpdate(ctx, obj, old)
+	obj.(*velero.Restore).Status.QueuePosition = 0
+}
+
+// queueFill sets status.queuePosition of a Restore or of the items of a
+// RestoreList: for a waiting restore, the number of waiting sequences
+// before its own, plus one; 0 for the others.
+func queueFill(x *QueueIndex) func(runtime.Object) {
+	return func(obj runtime.Object) {
+		switch o := obj.(type) {
+		case *velero.Restore:
+			o.Status.QueuePosition = x.PositionOf(o)
+		case *velero.RestoreList:
+			for i := range o.Items {
+				o.Items[i].Status.QueuePosition = x.PositionOf(&o.Items[i])
+			}
+		}
+	}
 }
 
 func validate(obj runtime.Object) field.ErrorList {

@@ -30,6 +30,11 @@ import (
 type RestoreStatusApplyConfiguration struct {
 	// Phase is the current state of the Restore
 	Phase *velerov1.RestorePhase `json:"phase,omitempty"`
+	// QueuePosition is the restore's place among the restores waiting to
+	// run (phase New), 1 first; 0 once it runs or ends. Backstop's own
+	// (Velero runs restores one at a time and has no queue position): it
+	// is filled in when the restore is read, never stored.
+	QueuePosition *int `json:"queuePosition,omitempty"`
 	// ValidationErrors is a slice of all validation errors (if
 	// applicable)
 	ValidationErrors []string `json:"validationErrors,omitempty"`
@@ -82,6 +87,14 @@ func RestoreStatus() *RestoreStatusApplyConfiguration {
 // If called multiple times, the Phase field is set to the value of the last call.
 func (b *RestoreStatusApplyConfiguration) WithPhase(value velerov1.RestorePhase) *RestoreStatusApplyConfiguration {
 	b.Phase = &value
+	return b
+}
+
+// WithQueuePosition sets the QueuePosition field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the QueuePosition field is set to the value of the last call.
+func (b *RestoreStatusApplyConfiguration) WithQueuePosition(value int) *RestoreStatusApplyConfiguration {
+	b.QueuePosition = &value
 	return b
 }
 
