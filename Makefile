@@ -147,9 +147,13 @@ bench-nonadmin:
 bench-scaleout:
 	bash hack/bench-scaleout.sh
 
-# An idle standalone server's memory: private memory, live heap and its top (docs/benchmarks.md).
-bench-idle: build
+# An idle server's memory, standalone and aggregated into kube-apiserver (as root): private memory, live heap and its top (docs/benchmarks.md).
+bench-idle: build tools
 	bash hack/bench-idle.sh | tee _output/bench-idle.txt
+	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen ./test/peerbench -run '^$$' -bench '^BenchmarkIdleAggregated$$' \
+		-benchtime=1x -count=1 -peerbench.idle-profile=$(CURDIR)/_output/idle-aggregated-heap.pb 2>&1 | grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | \
+		tee -a _output/bench-idle.txt
+	$(GO) tool pprof -top -sample_index=inuse_space _output/idle-aggregated-heap.pb 2>/dev/null | sed -n '/^Showing nodes/p;/flat%/,+15p' | tee -a _output/bench-idle.txt
 
 # VM disk backups: push backup throughput beside qemu-img convert, incremental size (docs/benchmarks.md).
 bench-vm:

@@ -241,19 +241,42 @@ func (s *S3) getVersion(ctx context.Context, key, versionID string) (io.ReadClos
 	return obj, nil
 }
 
-// Put uploads an object of unknown size in parts (multipart upload): the
-// object appears whole when the upload completes, and an upload that
-// fails is aborted.
+// Put uploads an object: one of at most SmallObject bytes in one request,
+// a larger one in parts (multipart upload of PartSize parts: the object
+// appears whole when the upload completes, and an upload that fails is
+// aborted).
 func (s *S3) Put(ctx context.Context, key string, r io.Reader) error {
 	_, err := s.put(ctx, key, r)
 	return err
 }
 
+// Sizes of uploads: most objects a backup writes (its logs, lists and
+// manifests, and the tarball of a few thousand items) are small, and a
+// multipart upload holds a buffer of a whole part.
+const (
+	// SmallObject is the largest object sent in one request, read into
+	// memory first.
+	SmallObject = 4 << 20
+	// PartSize is a multipart upload's part: S3 allows 10,000 parts, so
+	// an object of up to 156 GiB.
+	PartSize = 16 << 20
+)
+
 // put uploads an object and returns its version (in a versioned bucket).
 func (s *S3) put(ctx context.Context, key string, r io.Reader) (string, error) {
-	info, err := s.client.PutObject(ctx, s.bucket, key, r, -1, minio.PutObjectOptions{
-		ContentType: "application/octet-stream", PartSize: 16 << 20,
-	})
+	var head bytes.Buffer
+	n, err := head.ReadFrom(io.LimitReader(r, SmallObject+1))
+	if err != nil {
+		return "", fmt.Errorf("s3: putting %s: reading it: %w", key, err)
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
+	var info minio.UploadInfo
+	if n <= SmallObject {
+		info, err = s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(head.Bytes()), n, opts)
+	} else {
+		opts.PartSize = PartSize
+		info, err = s.client.PutObject(ctx, s.bucket, key, io.MultiReader(&head, r), -1, opts)
+	}
 	if err != nil {
 		return "", fmt.Errorf("s3: putting %s: %w", key, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/standalone/authz"
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
 	"github.com/backstop-io/backstop/pkg/storage/pebble"
+	"github.com/backstop-io/backstop/pkg/version"
 )
 
 // clusterCA is the CA certificate (PEM) a client config verifies its
@@ -77,8 +78,11 @@ func (o *Options) Run(ctx context.Context) error {
 	namer := openapi.NewDefinitionNamer(scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(backstopopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIConfig.Info.Title = "Backstop"
+	// A document without a version has no protobuf form.
+	cfg.OpenAPIConfig.Info.Version = version.Version
 	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(backstopopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIV3Config.Info.Title = "Backstop"
+	cfg.OpenAPIV3Config.Info.Version = version.Version
 
 	if c.Etcd != nil {
 		// etcd's health and readiness checks, encryption at rest if

@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,6 +53,28 @@ func TestStandaloneAuth(t *testing.T) {
 		r := do(t, s, s.Config, http.MethodGet, path, "", nil)
 		if r.code != http.StatusOK || !strings.Contains(r.body, "FinalizingCancelled") || !strings.Contains(r.body, `"x-kubernetes-group-version-kind"`) {
 			t.Errorf("GET %s: %d, %d bytes, lacking the Backup schema with spec.cancel", path, r.code, len(r.body))
+		}
+	}
+	// And in protobuf, as kubectl and kube-apiserver may ask for them.
+	httpClient, err := rest.HTTPClientFor(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, accept := range map[string]string{"/openapi/v2": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+		"/openapi/v3/apis/velero.io/v1": "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"} {
+		req, err := http.NewRequest(http.MethodGet, s.URL()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", accept)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "protobuf") || !bytes.Contains(body, []byte("FinalizingCancelled")) {
+			t.Errorf("GET %s as protobuf: %d %q, %d bytes, lacking the Backup schema", path, resp.StatusCode, resp.Header.Get("Content-Type"), len(body))
 		}
 	}
 
