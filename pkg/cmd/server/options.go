@@ -62,16 +62,20 @@ type Options struct {
 	TLSSANs                []string
 	StorageBackend         string
 	// Etcd: k8s.io/apiserver's --etcd-* flags (etcdFlags).
-	Etcd                       *genericoptions.EtcdOptions
-	CompactionInterval         time.Duration
-	WatchCache                 bool
-	ConcurrentBackups          int
-	SourceKubeconfig           string
-	ClientQPS                  float32
-	ClientBurst                int
-	ClientPageSize             int
-	RestoreItemWorkers         int
-	ConcurrentRestores         int
+	Etcd               *genericoptions.EtcdOptions
+	CompactionInterval time.Duration
+	WatchCache         bool
+	ConcurrentBackups  int
+	SourceKubeconfig   string
+	ClientQPS          float32
+	ClientBurst        int
+	ClientPageSize     int
+	RestoreItemWorkers int
+	ConcurrentRestores int
+	// GCPercent (0: not given) and MemoryLimit ("": not given) set the
+	// garbage collector (memory.go).
+	GCPercent                  int
+	MemoryLimit                string
 	RestoreLimits              restore.Limits
 	BackupSyncMaxPerPass       int
 	EngineQPS                  float32
@@ -188,6 +192,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.RestoreLimits.Bytes, "restore-max-bytes", o.RestoreLimits.Bytes, "the most bytes, uncompressed, a backup's tarball may hold for a restore of it (0: no limit): a gzip bomb ends here")
 	fs.Int64Var(&o.RestoreLimits.ScratchBytes, "restore-max-scratch-bytes", o.RestoreLimits.ScratchBytes, "the most bytes a restore spools on the scratch disk (<data-dir>/scratch) for its second pass (0: no limit)")
 	fs.DurationVar(&o.RestoreLimits.Duration, "restore-timeout", o.RestoreLimits.Duration, "the longest a restore may run before it fails (0: no limit)")
+	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, fmt.Sprintf("the garbage collector's target heap growth between collections, in percent (Go's GOGC); default %d unless GOGC is set", DefaultGCPercent))
+	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the memory the server may use (a quantity such as 512Mi); the Go heap is kept within 90% of it (Go's GOMEMLIMIT); default: the container's memory limit (its cgroup's) unless GOMEMLIMIT is set")
 	fs.IntVar(&o.ConcurrentRestores, "concurrent-restores", o.ConcurrentRestores, "how many restores may run at once; restores whose target namespaces overlap, or that write cluster-scoped items, run one after the other, in the order they were created (Velero runs one restore at a time: 1)")
 	fs.IntVar(&o.RestoreItemWorkers, "restore-item-workers", o.RestoreItemWorkers, "how many items of one resource a restore writes at once, all under --client-qps (resources are still restored one after the other, in Velero's order)")
 	fs.Float32Var(&o.EngineQPS, "engine-qps", o.EngineQPS, "maximum requests per second the server's engines make to its own API, all engines together (kube-controller-manager's --kube-api-qps; the engines' writes mirror every change at scale, see docs/benchmarks.md)")
@@ -270,6 +276,14 @@ func (o *Options) Validate() error {
 	}
 	if o.BackupSyncMaxPerPass < 1 {
 		errs = append(errs, fmt.Errorf("--backup-sync-max-per-pass must be at least 1, not %d", o.BackupSyncMaxPerPass))
+	}
+	if o.GCPercent < 0 {
+		errs = append(errs, fmt.Errorf("--gc-percent must be positive, not %d", o.GCPercent))
+	}
+	if o.MemoryLimit != "" {
+		if _, err := resolveMemory(0, o.MemoryLimit, func(string) string { return "" }, ""); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.ConcurrentRestores < 1 {
 		errs = append(errs, fmt.Errorf("--concurrent-restores must be at least 1, not %d", o.ConcurrentRestores))

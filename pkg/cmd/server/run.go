@@ -39,7 +39,8 @@ func clusterCA(cfg *rest.Config) ([]byte, error) {
 	return c.TLSClientConfig.CAData, nil
 }
 
-// Run resolves the flags (Config), then acts: it creates the data
+// Run resolves the flags (Config), then acts: it sets the garbage
+// collector (memory.go), creates the data
 // directory and locks it, opens the storage, makes or reads the
 // certificates, listens, reaches the host cluster (aggregated), starts the
 // server, writes the admin kubeconfig (standalone) and serves until ctx is
@@ -49,6 +50,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	memory, err := resolveMemory(o.GCPercent, o.MemoryLimit, os.Getenv, "/sys/fs/cgroup")
+	if err != nil {
+		return err
+	}
+	memory.apply()
 	if err := os.MkdirAll(c.Extra.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating the data directory: %w", err)
 	}
