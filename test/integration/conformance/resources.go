@@ -498,10 +498,14 @@ func suite(target Target) map[string]suiteCase {
 			},
 			changeSpec: func(r *velerov1.Restore) { r.Spec.IncludedNamespaces = append(r.Spec.IncludedNamespaces, "x") },
 			spec:       func(r *velerov1.Restore) any { return r.Spec },
-			status:     func(r *velerov1.Restore) any { return r.Status },
-			setStatus:  func(r *velerov1.Restore) { r.Status.Warnings = 2 },
-			invalid:    func(n string) *velerov1.Restore { return &velerov1.Restore{ObjectMeta: om(n)} },
-			invalidAt:  "spec.backupName",
+			status: func(r *velerov1.Restore) any {
+				st := r.Status
+				st.QueuePosition = 0 // read from the queue, not stored
+				return st
+			},
+			setStatus: func(r *velerov1.Restore) { r.Status.Warnings = 2 },
+			invalid:   func(n string) *velerov1.Restore { return &velerov1.Restore{ObjectMeta: om(n)} },
+			invalidAt: "spec.backupName",
 		}),
 		"deletebackuprequests": newCase(resourceCase[velerov1.DeleteBackupRequest, velerov1.DeleteBackupRequestList]{
 			gvk: velerov1.SchemeGroupVersion.WithKind("DeleteBackupRequest"), client: velero.DeleteBackupRequests(ns), engine: engine.VeleroV1().DeleteBackupRequests(ns),
