@@ -49,14 +49,14 @@ type lazyOpenAPI struct {
 
 // Content types of the OpenAPI documents, as kube serves them.
 const (
-	openAPIJSON              = "json"
-	openAPIV2Protobuf        = "com.github.proto-openapi.spec.v2.v1.0+protobuf"
-	openAPIV2ProtobufAlias   = "com.github.proto-openapi.spec.v2@v1.0+protobuf"
-	openAPIV3Protobuf        = "com.github.proto-openapi.spec.v3.v1.0+protobuf"
-	openAPIV3ProtobufAlias   = "com.github.proto-openapi.spec.v3@v1.0+protobuf"
-	openAPIDiscoveryPath     = "/openapi/v3"
-	openAPIV2Path            = "/openapi/v2"
-	openAPIGroupVersionsPath = "/openapi/v3/"
+	openAPIJSON            = "json"
+	openAPIV2Protobuf      = "com.github.proto-openapi.spec.v2.v1.0+protobuf"
+	openAPIV2ProtobufAlias = "com.github.proto-openapi.spec.v2@v1.0+protobuf"
+	openAPIV3Protobuf      = "com.github.proto-openapi.spec.v3.v1.0+protobuf"
+	openAPIV3ProtobufAlias = "com.github.proto-openapi.spec.v3@v1.0+protobuf"
+	openAPIV2Path          = "/openapi/v2"
+	// The v3 discovery document; the group versions' are below it.
+	openAPIDiscoveryPath = "/openapi/v3"
 )
 
 // install registers the handlers on the server's mux (its
@@ -81,8 +81,8 @@ func (o lazyOpenAPI) install(mux *mux.PathRecorderMux) error {
 	mux.Handle(openAPIDiscoveryPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		serveOpenAPI(w, r, discovery, nil)
 	}))
-	mux.HandlePrefix(openAPIGroupVersionsPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gv := strings.TrimPrefix(r.URL.Path, openAPIGroupVersionsPath)
+	mux.HandlePrefix(openAPIDiscoveryPath+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gv := strings.TrimPrefix(r.URL.Path, openAPIDiscoveryPath+"/")
 		doc, ok := groups[gv]
 		if !ok {
 			http.NotFound(w, r)

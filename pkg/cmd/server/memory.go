@@ -53,11 +53,11 @@ func resolveMemory(gcPercent int, memoryLimit string, getenv func(string) string
 	}
 	switch {
 	case memoryLimit != "":
-		q, err := resource.ParseQuantity(memoryLimit)
-		if err != nil || q.Sign() <= 0 {
-			return s, fmt.Errorf("--memory-limit %q: want a positive quantity such as 512Mi", memoryLimit)
+		limit, err := parseMemoryLimit(memoryLimit)
+		if err != nil {
+			return s, err
 		}
-		s.limit, s.limitFrom = int64(float64(q.Value())*memoryLimitShare), "--memory-limit"
+		s.limit, s.limitFrom = int64(float64(limit)*memoryLimitShare), "--memory-limit"
 	case getenv("GOMEMLIMIT") != "":
 		s.limitFrom = "GOMEMLIMIT"
 	default:
@@ -70,6 +70,15 @@ func resolveMemory(gcPercent int, memoryLimit string, getenv func(string) string
 		}
 	}
 	return s, nil
+}
+
+// parseMemoryLimit reads --memory-limit, in bytes.
+func parseMemoryLimit(memoryLimit string) (int64, error) {
+	q, err := resource.ParseQuantity(memoryLimit)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("--memory-limit %q: want a positive quantity such as 512Mi", memoryLimit)
+	}
+	return q.Value(), nil
 }
 
 // apply sets what s decides in the runtime.

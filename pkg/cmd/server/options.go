@@ -281,7 +281,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--gc-percent must be positive, not %d", o.GCPercent))
 	}
 	if o.MemoryLimit != "" {
-		if _, err := resolveMemory(0, o.MemoryLimit, func(string) string { return "" }, ""); err != nil {
+		if _, err := parseMemoryLimit(o.MemoryLimit); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -164,9 +164,9 @@ type Controller struct {
 	runs sync.WaitGroup
 
 	// The sync loop's own (one worker): the namespaces of the queue's
-	// entries, and the footprints of waiting restores.
+	// entries, and the waiting restores' places in the queue.
 	interner   *queue.Interner
-	footprints map[types.UID]footprint
+	candidates map[types.UID]candidate
 }
 
 // New returns the engine.
@@ -184,7 +184,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Concurrent = DefaultConcurrent
 	}
 	c := &Controller{cfg: cfg, restores: cfg.Restores.Lister(), backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister(),
-		running: map[types.UID]*restoreRun{}, interner: queue.NewInterner(), footprints: map[types.UID]footprint{}}
+		running: map[types.UID]*restoreRun{}, interner: queue.NewInterner(), candidates: map[types.UID]candidate{}}
 	c.Loop = reconcile.NewLoop("restore", c.sync)
 	if err := c.Watch(cfg.Restores.Informer()); err != nil {
 		return nil, err
@@ -238,10 +238,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	// A restore that cannot run says so at once, wherever it is in the
 	// queue.
 	backup, problems := c.validate(r)
-	if len(problems) == 0 && !c.mayStart(ctx, r) {
-		// Its turn comes: a run's end brings every waiting restore back
-		// here.
-		return nil
+	var turn candidate
+	if len(problems) == 0 {
+		var ok bool
+		if turn, ok = c.mayStart(ctx, r); !ok {
+			// Its turn comes: a run's end brings every waiting restore
+			// back here.
+			return nil
+		}
 	}
 	var mods *resourcemodifiers.Modifiers
 	if len(problems) == 0 {
@@ -290,22 +294,23 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	c.cfg.Crash.Hit(failpoint.RestoreInProgress)
-	c.start(ctx, r, backup, mods)
+	c.start(ctx, r, backup, mods, turn)
 	return nil
 }
 
-// mayStart reports whether r may start now (footprint.go); the other
-// restores that may are synced again.
-func (c *Controller) mayStart(ctx context.Context, r *velerov1.Restore) bool {
+// mayStart reports whether r may start now, and its place in the queue
+// (footprint.go); the other restores that may are synced again.
+func (c *Controller) mayStart(ctx context.Context, r *velerov1.Restore) (candidate, bool) {
+	var turn candidate
 	ok := false
-	for _, s := range c.startable(ctx) {
-		if s.UID == r.UID {
-			ok = true
+	for _, cd := range c.startable(ctx) {
+		if cd.r.UID == r.UID {
+			turn, ok = cd, true
 			continue
 		}
-		c.Add(cache.MetaObjectToName(s))
+		c.Add(cache.MetaObjectToName(cd.r))
 	}
-	return ok
+	return turn, ok
 }
 
 // cancelRunning stops the run of r if r is running, and reports whether it

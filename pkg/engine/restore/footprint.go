@@ -190,29 +190,33 @@ func clusterItemsIn(list map[string][]string, noCluster bool) bool {
 	return false
 }
 
-// waitingEntry is a waiting restore in the queue's order.
-type waitingEntry struct {
-	r   *velerov1.Restore
-	seq int64
+// candidate is a waiting restore, what it writes and its entry in the
+// queue (computed once per restore: the footprint may read its backup's
+// resource list).
+type candidate struct {
+	r     *velerov1.Restore
+	f     footprint
+	entry queue.Entry
 }
 
 // startable returns the waiting restores that may start now, in queue
 // order: Config.Concurrent at most run at once, and a waiting restore
 // overlaps neither a running one nor one waiting ahead of it.
-func (c *Controller) startable(ctx context.Context) []*velerov1.Restore {
+func (c *Controller) startable(ctx context.Context) []candidate {
 	all, err := c.restores.List(labels.Everything())
 	if err != nil {
 		return nil
 	}
-	var waiting []waitingEntry
-	pending := map[types.UID]bool{}
+	type waitingRestore struct {
+		r   *velerov1.Restore
+		seq int64
+	}
+	var waiting []waitingRestore
 	for _, r := range all {
-		if !r.Status.Phase.Pending() || r.DeletionTimestamp != nil {
-			continue
+		if r.Status.Phase.Pending() && r.DeletionTimestamp == nil {
+			seq, _ := velerov1.QueueSequence(r)
+			waiting = append(waiting, waitingRestore{r, seq})
 		}
-		seq, _ := velerov1.QueueSequence(r)
-		waiting = append(waiting, waitingEntry{r, seq})
-		pending[r.UID] = true
 	}
 	sort.Slice(waiting, func(i, j int) bool {
 		a, b := waiting[i], waiting[j]
@@ -233,26 +237,25 @@ func (c *Controller) startable(ctx context.Context) []*velerov1.Restore {
 	if len(running) >= c.cfg.Concurrent {
 		return nil
 	}
-	// Footprints are computed once per restore, and forgotten when it no
-	// longer waits.
-	for uid := range c.footprints {
-		if !pending[uid] {
-			delete(c.footprints, uid)
-		}
-	}
+	// Candidates are kept while their restores wait.
+	kept := c.candidates
+	c.candidates = make(map[types.UID]candidate, len(waiting))
 	queued := make([]queue.Entry, 0, len(waiting))
-	byName := make(map[string]*velerov1.Restore, len(waiting))
 	for _, w := range waiting {
-		f, ok := c.footprints[w.r.UID]
+		cd, ok := kept[w.r.UID]
 		if !ok {
-			f = c.footprintOf(ctx, w.r)
-			c.footprints[w.r.UID] = f
+			f := c.footprintOf(ctx, w.r)
+			cd = candidate{f: f, entry: c.entryOf(w.r, f)}
 		}
-		e := c.entryOf(w.r, f)
-		queued = append(queued, e)
-		byName[e.Name] = w.r
+		cd.r = w.r
+		c.candidates[w.r.UID] = cd
+		queued = append(queued, cd.entry)
 	}
-	var out []*velerov1.Restore
+	byName := make(map[string]candidate, len(waiting))
+	for _, cd := range c.candidates {
+		byName[cd.entry.Name] = cd
+	}
+	var out []candidate
 	for _, name := range queue.Runnable(c.interner, running, queued, c.cfg.Concurrent) {
 		out = append(out, byName[name])
 	}
@@ -263,7 +266,7 @@ func (c *Controller) startable(ctx context.Context) []*velerov1.Restore {
 // of nothing overlaps nothing.
 func (c *Controller) entryOf(r *velerov1.Restore, f footprint) queue.Entry {
 	name := r.Namespace + "/" + r.Name
-	if !f.all && len(f.names()) == 0 {
+	if !f.all && len(f.namespaces) == 0 && !f.cluster {
 		return queue.Entry{Name: name}
 	}
 	return c.interner.Entry(name, f.names())

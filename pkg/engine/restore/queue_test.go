@@ -215,8 +215,8 @@ func TestStartable(t *testing.T) {
 				c.running[r.UID] = &restoreRun{r: r, entry: c.entryOf(r, c.footprintOf(ctx, r))}
 			}
 			var got []string
-			for _, r := range c.startable(ctx) {
-				got = append(got, r.Name)
+			for _, cd := range c.startable(ctx) {
+				got = append(got, cd.r.Name)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("startable %v, want %v", got, tc.want)

@@ -128,25 +128,21 @@ func (run *restoreRun) reportProgress(ctx context.Context, done <-chan struct{})
 	})
 }
 
-// start runs the restore in a goroutine the engine tracks (Run waits for
-// it): the loop is free meanwhile, and deleting the Restore stops the run
+// start runs the restore, at its turn in the queue, in a goroutine the
+// engine tracks (Run waits for it): the loop is free meanwhile, and deleting the Restore stops the run
 // (cancelRunning) instead of waiting for its end.
-func (c *Controller) start(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup, mods *resourcemodifiers.Modifiers) {
+func (c *Controller) start(ctx context.Context, r *velerov1.Restore, backup *velerov1.Backup, mods *resourcemodifiers.Modifiers, turn candidate) {
 	work, cancel := context.WithCancelCause(ctx)
 	run := &restoreRun{c: c, r: r, backup: backup, modifiers: mods, count: &counter{}, namespaces: map[string]bool{}, cancel: cancel}
 	if r.Spec.Preview {
 		// Kept in the stored Restore: its objects shown within less.
 		run.preview = &preview{objectLimit: storedPreviewObjectBytes}
 	}
-	f, ok := c.footprints[r.UID]
-	if !ok {
-		f = c.footprintOf(ctx, r)
-	}
-	run.entry = c.entryOf(r, f)
+	run.entry = turn.entry
 	c.mu.Lock()
 	c.running[r.UID] = run
 	c.mu.Unlock()
-	klog.FromContext(ctx).V(2).Info("Restore started", "restore", klog.KObj(r), "writes", f.String())
+	klog.FromContext(ctx).V(2).Info("Restore started", "restore", klog.KObj(r), "writes", turn.f.String())
 	c.runs.Add(1)
 	go func() {
 		defer c.runs.Done()
