@@ -31,6 +31,8 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/apis/coordination"
 	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/localsubjectaccessreview"
@@ -77,6 +79,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/velero/volumesnapshotlocation"
 	"github.com/backstop-io/backstop/pkg/standalone/authz"
 	"github.com/backstop-io/backstop/pkg/storage/pebble"
+	"github.com/backstop-io/backstop/pkg/storage/storedlist"
 )
 
 // Config is the whole configuration of a Backstop server.
@@ -97,6 +100,9 @@ type ExtraConfig struct {
 	// its watch cache when WatchCache is set.
 	Etcd       *storagebackend.Config
 	WatchCache bool
+	// ListsFromStorage: JSON lists of Backstop's resources are written
+	// from the objects' stored bytes (Pebble only; package storedlist).
+	ListsFromStorage bool
 	// GarbageCollection: a garbage collector (kube-controller-manager)
 	// processes ownerReferences and deletion propagation (aggregated mode).
 	GarbageCollection bool
@@ -266,6 +272,9 @@ func (c *Config) Complete() CompletedConfig {
 	if c.Extra.Backend != nil {
 		getter.config = storagebackend.Config{Type: StoragePebble, Prefix: storagePrefix}
 		getter.decorator = c.Extra.Backend.Decorator()
+		if c.Extra.ListsFromStorage {
+			getter.lists, getter.stored = storedlist.NewSources(), c.Extra.Backend.DB()
+		}
 		c.GenericConfig.AddReadyzChecks(healthz.NamedCheck("pebble", func(*http.Request) error {
 			return c.Extra.Backend.Healthy()
 		}))
@@ -357,6 +366,17 @@ const QueueIndexHookName = "backstop-queue-index"
 // that runs the queue indexes.
 func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.APIGroupInfo, *download.Handler, map[string]genericapiserver.PostStartHookFunc, error) {
 	scheme, codecs, getter := c.extra.Scheme, c.extra.Codecs, c.generic.RESTOptionsGetter
+	var lists *storedlist.Sources
+	if g, ok := getter.(*restOptionsGetter); ok && g.lists != nil {
+		lists = g.lists
+		for _, m := range lists.Metrics() {
+			if err := legacyregistry.Register(m); err != nil {
+				// A second server in one process (tests): its counts
+				// are not exported.
+				klog.V(2).InfoS("The list metrics are not registered", "err", err)
+			}
+		}
+	}
 
 	veleroV1, veleroV2alpha1 := storageSet{}, storageSet{}
 	bslREST, bslStatus, err := backupstoragelocation.NewREST(scheme, getter, c.extra.Namespace, c.extra.LinkCA)
@@ -501,10 +521,11 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		info.VersionedResourcesStorageMap[version] = storage
 		return info
 	}
-	// Backstop's own groups: no protobuf (withoutProtobuf).
+	// Backstop's own groups: no protobuf, lists from stored bytes
+	// (ownSerializer).
 	ownGroup := func(name, version string, storage storageSet) genericapiserver.APIGroupInfo {
 		info := group(name, version, storage)
-		info.NegotiatedSerializer = withoutProtobuf{codecs}
+		info.NegotiatedSerializer = newOwnSerializer(info.NegotiatedSerializer, lists)
 		return info
 	}
 	veleroGroup := ownGroup(velero.GroupName, velerov1.SchemeGroupVersion.Version, veleroV1)

@@ -2,9 +2,12 @@ package apiserver
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/backstop-io/backstop/pkg/storage/storedlist"
 )
 
-// withoutProtobuf is the negotiated serializer of Backstop's own groups:
+// ownSerializer is the negotiated serializer of Backstop's own groups.
+//
 // JSON, YAML and CBOR, not protobuf. Their types have no protobuf encoding
 // (velero.io and oadp.openshift.io are CRDs in the clusters they come
 // from, which serve no protobuf either; Velero's Go types use int fields,
@@ -12,16 +15,27 @@ import (
 // that prefer it (kube-controller-manager's namespace deletion and garbage
 // collector among them): without it, a client that accepts protobuf or
 // JSON gets JSON, and one that accepts protobuf alone a 406.
-type withoutProtobuf struct {
+//
+// With lists set (Pebble, --lists-from-storage), JSON lists are written
+// from the objects' stored bytes (package storedlist); pretty JSON, YAML,
+// CBOR, tables and watches are encoded as usual.
+type ownSerializer struct {
 	runtime.NegotiatedSerializer
+	infos []runtime.SerializerInfo
 }
 
-func (s withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
-	var out []runtime.SerializerInfo
-	for _, info := range s.NegotiatedSerializer.SupportedMediaTypes() {
-		if info.MediaType != runtime.ContentTypeProtobuf {
-			out = append(out, info)
+func newOwnSerializer(s runtime.NegotiatedSerializer, lists *storedlist.Sources) ownSerializer {
+	var infos []runtime.SerializerInfo
+	for _, info := range s.SupportedMediaTypes() {
+		if info.MediaType == runtime.ContentTypeProtobuf {
+			continue
 		}
+		if info.MediaType == runtime.ContentTypeJSON && lists != nil {
+			info.Serializer = storedlist.NewSerializer(info.Serializer, lists)
+		}
+		infos = append(infos, info)
 	}
-	return out
+	return ownSerializer{NegotiatedSerializer: s, infos: infos}
 }
+
+func (s ownSerializer) SupportedMediaTypes() []runtime.SerializerInfo { return s.infos }

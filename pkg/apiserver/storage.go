@@ -2,6 +2,8 @@ package apiserver
 
 import (
 	"fmt"
+	"path"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,6 +14,9 @@ import (
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	storagevalue "k8s.io/apiserver/pkg/storage/value"
+
+	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/storage/storedlist"
 )
 
 // storagePrefix is the key prefix of every resource in the Pebble database.
@@ -44,6 +49,53 @@ type restOptionsGetter struct {
 	// garbageCollection is on when a kube-controller-manager garbage
 	// collector watches this server (aggregated mode).
 	garbageCollection bool
+	// lists, when set, is where every resource's stored objects are
+	// read from to write JSON lists (Pebble); stored is its reader.
+	lists  *storedlist.Sources
+	stored storedlist.Reader
+}
+
+var _ resource.FilledOnRead = &restOptionsGetter{}
+
+// FilledOnRead marks the objects of a resource that lists encode rather
+// than write from their stored bytes.
+func (g *restOptionsGetter) FilledOnRead(resource schema.GroupResource, filled func(obj runtime.Object) bool) {
+	if g.lists != nil {
+		g.lists.SetFilled(resource, filled)
+	}
+}
+
+// addListSource registers where a resource's objects are stored, as the
+// Go type they are served as in their storage version.
+func (g *restOptionsGetter) addListSource(resource schema.GroupResource, storageVersion schema.GroupVersion, example runtime.Object, prefix, resourcePrefix string) error {
+	if g.lists == nil || example == nil {
+		return nil
+	}
+	kinds, _, err := g.scheme.ObjectKinds(example)
+	if err != nil {
+		return fmt.Errorf("the kind of %s: %w", resource, err)
+	}
+	stored := storageVersion.WithKind(kinds[0].Kind)
+	versioned, err := g.scheme.New(stored)
+	if err != nil {
+		return fmt.Errorf("the stored form of %s: %w", resource, err)
+	}
+	// The keys genericregistry.Store makes (NamespaceKeyFunc,
+	// NoNamespaceKeyFunc) under the store's prefix, as the Pebble store
+	// prefixes them.
+	root := strings.TrimSuffix(path.Join("/", prefix, resourcePrefix), "/") + "/"
+	g.lists.Add(versioned, storedlist.Source{
+		Resource: resource,
+		Reader:   g.stored,
+		Stored:   stored,
+		Key: func(namespace, name string) string {
+			if namespace == "" {
+				return root + name
+			}
+			return root + namespace + "/" + name
+		},
+	})
+	return nil
 }
 
 var _ generic.RESTOptionsGetter = &restOptionsGetter{}
@@ -68,6 +120,10 @@ func (g *restOptionsGetter) GetRESTOptions(resource schema.GroupResource, exampl
 	if g.transformers != nil {
 		config.Transformer = g.transformers.TransformerForResource(resource)
 	}
+	resourcePrefix := "/" + resource.Group + "/" + resource.Resource
+	if err := g.addListSource(resource, storageVersion, example, config.Prefix, resourcePrefix); err != nil {
+		return generic.RESTOptions{}, err
+	}
 	if config.EventsHistoryWindow == 0 {
 		// How far back a watch cache can serve watches from memory.
 		config.EventsHistoryWindow = storagebackend.DefaultEventsHistoryWindow
@@ -77,7 +133,7 @@ func (g *restOptionsGetter) GetRESTOptions(resource schema.GroupResource, exampl
 		Decorator:               g.decorator,
 		EnableGarbageCollection: g.garbageCollection,
 		DeleteCollectionWorkers: 1,
-		ResourcePrefix:          "/" + resource.Group + "/" + resource.Resource,
+		ResourcePrefix:          resourcePrefix,
 		CountMetricPollPeriod:   time.Minute,
 	}, nil
 }

@@ -1,6 +1,7 @@
 package peerbench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/backstop-io/backstop/pkg/apiserver"
@@ -36,8 +38,11 @@ type apiRow struct {
 	creates1, createsN, updates float64 // per second
 	listsPerSec                 float64
 	listP50, listP99            time.Duration
-	watchP50, watchP99          time.Duration
-	objects, clients            int
+	// The same lists read as bytes (no decoding in the client).
+	rawListsPerSec         float64
+	rawListP50, rawListP99 time.Duration
+	watchP50, watchP99     time.Duration
+	objects, clients       int
 }
 
 // unlimited is a dynamic client of cfg without client-side rate limits.
@@ -50,6 +55,19 @@ func unlimited(tb testing.TB, cfg *rest.Config) dynamic.Interface {
 		tb.Fatal(err)
 	}
 	return d
+}
+
+// rawClient reads responses as bytes (no decoding), without client-side
+// rate limits.
+func rawClient(tb testing.TB, cfg *rest.Config) rest.Interface {
+	tb.Helper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c.Discovery().RESTClient()
 }
 
 // apiBackup is the Backup the API comparison creates: what `velero
@@ -68,9 +86,10 @@ func apiBackup(namespace, name, label string) *unstructured.Unstructured {
 // measureAPI runs the load against the Backups of namespace through
 // client: creates (one client, then many), updates, full lists, and a
 // watch fan-out.
-func measureAPI(tb testing.TB, server string, client dynamic.Interface, namespace string, l apiLoad) apiRow {
+func measureAPI(tb testing.TB, server string, cfg *rest.Config, namespace string, l apiLoad) apiRow {
 	tb.Helper()
 	ctx := context.Background()
+	client, raw := unlimited(tb, cfg), rawClient(tb, cfg)
 	backups := client.Resource(framework.VeleroResource("backups")).Namespace(namespace)
 	r := apiRow{server: server, objects: l.objects, clients: l.clients}
 	created := make([]*unstructured.Unstructured, l.objects)
@@ -120,6 +139,29 @@ func measureAPI(tb testing.TB, server string, client dynamic.Interface, namespac
 	r.listsPerSec = float64(l.lists) / time.Since(start).Seconds()
 	r.listP50, r.listP99 = framework.Percentiles(took)
 
+	// The same lists read as bytes, as they come (gzip when big, as
+	// client-go asks for): what the server does per list, without the
+	// client's decoding into objects (as costly as the server's encoding,
+	// on the same cores). Each item has one uid.
+	took = nil
+	start = time.Now()
+	framework.Parallel(tb, l.clients, l.lists, func(int) error {
+		t0 := time.Now()
+		body, err := raw.Get().AbsPath("/apis/velero.io/v1/namespaces/"+namespace+"/backups").Param("labelSelector", "bench=api").DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if n := bytes.Count(body, []byte(`"uid":`)); n != l.objects {
+			return fmt.Errorf("a list read as bytes has %d Backups, want %d", n, l.objects)
+		}
+		mu.Lock()
+		took = append(took, time.Since(t0))
+		mu.Unlock()
+		return nil
+	})
+	r.rawListsPerSec = float64(l.lists) / time.Since(start).Seconds()
+	r.rawListP50, r.rawListP99 = framework.Percentiles(took)
+
 	// The watches start after the updates: from the list's version.
 	now, err := backups.List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
@@ -141,28 +183,33 @@ func measureAPI(tb testing.TB, server string, client dynamic.Interface, namespac
 // the API (no Velero server runs against the CRDs either).
 var engineless = "--disable-controllers=" + strings.Join(apiserver.EngineNames(), ",")
 
-// apiPeers measures the three servers of Backups on one cluster: Velero's
-// CRD in kube-apiserver and etcd, Backstop aggregated behind the same
-// kube-apiserver, and a standalone Backstop reached directly.
+// apiPeers measures the servers of Backups on one cluster: Velero's CRD
+// in kube-apiserver and etcd, Backstop aggregated behind the same
+// kube-apiserver, and a standalone Backstop reached directly, with and
+// without lists from stored bytes.
 func apiPeers(tb testing.TB, l apiLoad) []apiRow {
 	tb.Helper()
 	c := framework.StartClusterWith(tb, framework.ClusterOptions{WithoutBackstop: true})
 	ctx := context.Background()
-	client := unlimited(tb, c.Admin)
 	c.InstallVeleroCRDs()
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.VeleroNamespace}}, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
 	var rows []apiRow
-	rows = append(rows, measureAPI(tb, "Velero's CRD (kube-apiserver, etcd)", client, framework.VeleroNamespace, l))
+	rows = append(rows, measureAPI(tb, "Velero's CRD (kube-apiserver, etcd)", c.Admin, framework.VeleroNamespace, l))
 	c.RemoveVeleroCRDs()
 
 	c.InstallBackstop(engineless)
-	rows = append(rows, measureAPI(tb, "Backstop aggregated (through kube-apiserver)", client, framework.BackstopNamespace, l))
+	rows = append(rows, measureAPI(tb, "Backstop aggregated (through kube-apiserver)", c.Admin, framework.BackstopNamespace, l))
 	c.StopBackstop(false)
 
 	s := framework.Start(tb, framework.Options{Args: []string{engineless}})
-	rows = append(rows, measureAPI(tb, "Backstop standalone (direct)", unlimited(tb, s.Config), framework.BackstopNamespace, l))
+	rows = append(rows, measureAPI(tb, "Backstop standalone (direct)", s.Config, framework.BackstopNamespace, l))
+	s.Stop()
+
+	// The same without lists from stored bytes: each object encoded.
+	s = framework.Start(tb, framework.Options{Args: []string{engineless, "--lists-from-storage=false"}})
+	rows = append(rows, measureAPI(tb, "Backstop standalone, lists encoded (--lists-from-storage=false)", s.Config, framework.BackstopNamespace, l))
 	s.Stop()
 	return rows
 }

@@ -173,8 +173,8 @@ func BenchmarkPeerAPI(b *testing.B) {
 	var rows []report.API
 	for _, r := range apiPeers(b, l) {
 		rows = append(rows, r.report())
-		b.Logf("%s: creates/s %.0f (1 client), %.0f (%d); updates/s %.0f; lists/s %.2f (p50 %v, p99 %v); watch p50 %v, p99 %v",
-			r.server, r.creates1, r.createsN, l.clients, r.updates, r.listsPerSec, r.listP50, r.listP99, r.watchP50, r.watchP99)
+		b.Logf("%s: creates/s %.0f (1 client), %.0f (%d); updates/s %.0f; lists/s %.2f (p50 %v, p99 %v), read as bytes %.2f (p50 %v, p99 %v); watch p50 %v, p99 %v",
+			r.server, r.creates1, r.createsN, l.clients, r.updates, r.listsPerSec, r.listP50, r.listP99, r.rawListsPerSec, r.rawListP50, r.rawListP99, r.watchP50, r.watchP99)
 	}
 	save(b, "api", report.Results{Versions: versions(b), API: rows})
 }
@@ -202,7 +202,8 @@ func BenchmarkPeerQueue(b *testing.B) {
 
 func (r apiRow) report() report.API {
 	return report.API{Server: r.server, Objects: r.objects, Clients: r.clients, Creates1: r.creates1, CreatesN: r.createsN, Updates: r.updates,
-		ListsPerSec: r.listsPerSec, ListP50ms: ms(r.listP50), ListP99ms: ms(r.listP99), WatchP50ms: ms(r.watchP50), WatchP99ms: ms(r.watchP99)}
+		ListsPerSec: r.listsPerSec, ListP50ms: ms(r.listP50), ListP99ms: ms(r.listP99),
+		RawListsPerSec: r.rawListsPerSec, RawListP50ms: ms(r.rawListP50), RawListP99ms: ms(r.rawListP99), WatchP50ms: ms(r.watchP50), WatchP99ms: ms(r.watchP99)}
 }
 
 func (r burstRow) report(peer string) report.Burst {

@@ -360,14 +360,15 @@ func TestPeersSmoke(t *testing.T) {
 }
 
 // TestPeersAPISmoke: the API comparison with a small load: Velero's CRD,
-// Backstop aggregated, Backstop standalone.
+// Backstop aggregated, Backstop standalone, with and without lists from
+// stored bytes.
 func TestPeersAPISmoke(t *testing.T) {
 	rows := apiPeers(t, apiLoad{objects: 40, clients: 4, lists: 4, watchers: 5, events: 5})
-	if len(rows) != 3 {
-		t.Fatalf("%d servers measured, want 3", len(rows))
+	if len(rows) != 4 {
+		t.Fatalf("%d servers measured, want 4", len(rows))
 	}
 	for _, r := range rows {
-		if r.creates1 <= 0 || r.createsN <= 0 || r.updates <= 0 || r.listsPerSec <= 0 || r.watchP99 <= 0 {
+		if r.creates1 <= 0 || r.createsN <= 0 || r.updates <= 0 || r.listsPerSec <= 0 || r.rawListsPerSec <= 0 || r.watchP99 <= 0 {
 			t.Errorf("%s: a figure is missing: %+v", r.server, r)
 		}
 		t.Logf("%+v", r)

@@ -56,7 +56,7 @@ func (o *Options) Config() (*Config, error) {
 		c.Pebble = &pebble.BackendOptions{Dir: filepath.Join(o.DataDir, "pebble"), CompactionInterval: o.CompactionInterval, WatchCache: o.WatchCache}
 	}
 	c.Extra = apiserver.ExtraConfig{
-		Scheme: scheme, Codecs: serializer.NewCodecFactory(scheme), WatchCache: o.WatchCache, GarbageCollection: o.Mode == ModeAggregated,
+		Scheme: scheme, Codecs: serializer.NewCodecFactory(scheme), WatchCache: o.WatchCache, ListsFromStorage: o.ListsFromStorage, GarbageCollection: o.Mode == ModeAggregated,
 		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DownloadSigningKeyFile: o.downloadSigningKeyFile(), DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
 		RestoreItemWorkers: o.RestoreItemWorkers, ConcurrentRestores: o.ConcurrentRestores, RestoreLimits: o.RestoreLimits, BackupSyncMaxPerPass: o.BackupSyncMaxPerPass, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,

@@ -65,6 +65,7 @@ type Options struct {
 	Etcd               *genericoptions.EtcdOptions
 	CompactionInterval time.Duration
 	WatchCache         bool
+	ListsFromStorage   bool
 	ConcurrentBackups  int
 	SourceKubeconfig   string
 	ClientQPS          float32
@@ -120,6 +121,7 @@ func NewOptions() *Options {
 		Etcd:                       genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil)),
 		CompactionInterval:         5 * time.Minute,
 		WatchCache:                 true,
+		ListsFromStorage:           true,
 		ConcurrentBackups:          1,
 		ClientQPS:                  100,
 		ClientBurst:                100,
@@ -201,6 +203,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ClientPageSize, "client-page-size", o.ClientPageSize, "items per list request to the source cluster")
 	fs.StringSliceVar(&o.DisableControllers, "disable-controllers", o.DisableControllers, fmt.Sprintf("engines not to run (as Velero's --disable-controllers), from: %s", strings.Join(apiserver.EngineNames(), ", ")))
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "serve watches and lists from the watch cache in front of the storage")
+	fs.BoolVar(&o.ListsFromStorage, "lists-from-storage", o.ListsFromStorage, "write JSON lists of Backstop's resources from the objects' stored bytes instead of encoding each object (--storage-backend=pebble)")
 	o.SecureServing.AddFlags(fs)
 	o.Audit.AddFlags(fs)
 	o.Features.AddFlags(fs)

@@ -50,8 +50,21 @@ type Definition struct {
 	// Decorate, if set, changes every object the main and status storage
 	// return (not watch events; see the resource for those).
 	Decorate func(obj runtime.Object)
+	// Filled reports a served (versioned) object whose fields Decorate
+	// filled in, so that it differs from what is stored: required with
+	// Decorate. Lists are written from the objects' stored bytes, except
+	// those objects (FilledOnRead).
+	Filled func(obj runtime.Object) bool
 	// AttrFunc adds field selectors beyond metadata.name/namespace.
 	AttrFunc func(obj runtime.Object) (labelSet map[string]string, fieldSet map[string]string, err error)
+}
+
+// FilledOnRead is implemented by a RESTOptionsGetter whose server writes
+// lists from the objects' stored bytes: it learns which objects of a
+// resource have fields filled in as they are read (Definition.Filled),
+// which it must encode instead.
+type FilledOnRead interface {
+	FilledOnRead(resource schema.GroupResource, filled func(obj runtime.Object) bool)
 }
 
 // REST is the main resource's REST storage.
@@ -137,6 +150,14 @@ func NewStore(optsGetter generic.RESTOptionsGetter, d Definition) (*REST, *Statu
 		options.AttrFunc = func(obj runtime.Object) (labels.Set, fields.Set, error) {
 			l, f, err := d.AttrFunc(obj)
 			return labels.Set(l), fields.Set(f), err
+		}
+	}
+	if d.Decorate != nil {
+		if d.Filled == nil {
+			return nil, nil, fmt.Errorf("building the store of %s: it fills fields in on read (Decorate) and does not say which objects (Filled)", d.Resource)
+		}
+		if f, ok := optsGetter.(FilledOnRead); ok {
+			f.FilledOnRead(d.Resource, d.Filled)
 		}
 	}
 	if err := store.CompleteWithOptions(options); err != nil {

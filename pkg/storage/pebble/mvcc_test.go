@@ -190,3 +190,46 @@ func TestReadsRacingClose(t *testing.T) {
 		})
 	}
 }
+
+// TestStoredValues: the current record of each key asked for, with its
+// modification revision, in the order asked; keys that do not exist, or
+// no longer do, are skipped; a key's prefix is not the key.
+func TestStoredValues(t *testing.T) {
+	d, ctx := openDB(t), context.Background()
+	revs := map[string]int64{}
+	for _, k := range []string{"/r/a", "/r/b", "/r/c", "/r/bb"} {
+		res, err := d.write(ctx, k, []byte("v"+k), false, 0)
+		if err != nil || !res.succeeded {
+			t.Fatalf("create %s: %+v %v", k, res, err)
+		}
+		revs[k] = res.rev
+	}
+	updated, err := d.write(ctx, "/r/a", []byte("v2"), false, revs["/r/a"])
+	if err != nil || !updated.succeeded {
+		t.Fatalf("update: %+v %v", updated, err)
+	}
+	if res, err := d.write(ctx, "/r/c", nil, true, revs["/r/c"]); err != nil || !res.succeeded {
+		t.Fatalf("delete: %+v %v", res, err)
+	}
+	var got []string
+	keys := []string{"/r/bb", "/r/a", "/r/c", "/r/b", "/r/missing", "/r/"}
+	err = d.StoredValues(keys, func(i int, modRev int64, value []byte) error {
+		got = append(got, fmt.Sprintf("%s@%d=%s", keys[i], modRev, value))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		fmt.Sprintf("/r/bb@%d=v/r/bb", revs["/r/bb"]),
+		fmt.Sprintf("/r/a@%d=v2", updated.rev),
+		fmt.Sprintf("/r/b@%d=v/r/b", revs["/r/b"]),
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("read %v, want %v", got, want)
+	}
+	stop := errors.New("stop")
+	if err := d.StoredValues(keys, func(int, int64, []byte) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("an error of the callback: %v, want it returned", err)
+	}
+}

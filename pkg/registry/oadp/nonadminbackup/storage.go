@@ -60,6 +60,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backu
 		Strategy:       strategy,
 		StatusStrategy: NewStatusStrategy(strategy.Strategy),
 		Decorate:       fill,
+		Filled:         queueFilled,
 		Table:          Table,
 		ShortNames:     []string{"nab"},
 		Categories:     []string{"oadp"},
@@ -85,6 +86,14 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backu
 
 // queueFill sets status.queueInfo of a NonAdminBackup or of the items of
 // a list from its Backup's place in the queue (0 once it runs or ends).
+// queueFilled reports a served NonAdminBackup whose queue position
+// queueFill filled in (stored as 0, in queueInfo and in its Backup's
+// status alike).
+func queueFilled(obj runtime.Object) bool {
+	nab, ok := obj.(*oadpv1alpha1.NonAdminBackup)
+	return ok && nab.Status.QueueInfo != nil && nab.Status.QueueInfo.EstimatedQueuePosition != 0
+}
+
 func queueFill(position func(string) int) func(runtime.Object) {
 	set := func(nab *oadp.NonAdminBackup) {
 		vb := nab.Status.VeleroBackup

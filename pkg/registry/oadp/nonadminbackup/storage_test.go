@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 )
 
@@ -38,5 +39,28 @@ func TestBackupStatusStoresNoQueuePosition(t *testing.T) {
 	st.PrepareForUpdate(context.Background(), obj, old)
 	if obj.Status.QueueInfo.EstimatedQueuePosition != 0 || obj.Status.VeleroBackup.Status.QueuePosition != 0 {
 		t.Errorf("stored positions %d and %d, want none", obj.Status.QueueInfo.EstimatedQueuePosition, obj.Status.VeleroBackup.Status.QueuePosition)
+	}
+}
+
+// TestBackupQueueFilled: queueFilled tells exactly the served objects
+// queueFill gave a position (lists encode them instead of writing their
+// stored bytes).
+func TestBackupQueueFilled(t *testing.T) {
+	for _, position := range []int{0, 1, 7} {
+		nab := &oadp.NonAdminBackup{Status: oadp.NonAdminBackupStatus{
+			VeleroBackup: &oadp.VeleroBackup{Name: "b", Status: &velero.BackupStatus{}},
+			QueueInfo:    &oadp.QueueInfo{},
+		}}
+		queueFill(func(string) int { return position })(nab)
+		served := &oadpv1alpha1.NonAdminBackup{}
+		if err := oadpv1alpha1.Convert_oadp_NonAdminBackup_To_v1alpha1_NonAdminBackup(nab, served, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := queueFilled(served); got != (position != 0) {
+			t.Errorf("position %d: filled %v", position, got)
+		}
+	}
+	if queueFilled(&oadpv1alpha1.NonAdminBackup{}) {
+		t.Error("a NonAdminBackup without queueInfo is filled")
 	}
 }

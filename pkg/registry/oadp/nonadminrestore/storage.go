@@ -50,6 +50,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs 
 		Strategy:       strategy,
 		StatusStrategy: NewStatusStrategy(strategy.Strategy),
 		Decorate:       fill,
+		Filled:         queueFilled,
 		Table:          Table,
 		ShortNames:     []string{"nar"},
 		Categories:     []string{"oadp"},
@@ -76,6 +77,13 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs 
 // queueFill sets status.queueInfo of a NonAdminRestore or of the items of
 // a list from its Restore's place in the restore queue (0 once it runs or
 // ends).
+// queueFilled reports a served NonAdminRestore whose queue position
+// queueFill filled in (stored as 0).
+func queueFilled(obj runtime.Object) bool {
+	nar, ok := obj.(*oadpv1alpha1.NonAdminRestore)
+	return ok && nar.Status.QueueInfo != nil && nar.Status.QueueInfo.EstimatedQueuePosition != 0
+}
+
 func queueFill(position func(string) int) func(runtime.Object) {
 	set := func(nar *oadp.NonAdminRestore) {
 		vr := nar.Status.VeleroRestore

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 )
 
 // TestRestoreQueueFillLeavesTheCacheAlone: a list from the watch cache is a
@@ -34,5 +35,25 @@ func TestRestoreStatusStoresNoQueuePosition(t *testing.T) {
 	st.PrepareForUpdate(context.Background(), obj, old)
 	if got := obj.Status.QueueInfo.EstimatedQueuePosition; got != 0 {
 		t.Errorf("stored position %d, want none", got)
+	}
+}
+
+// TestRestoreQueueFilled: queueFilled tells exactly the served objects
+// queueFill gave a position (lists encode them instead of writing their
+// stored bytes).
+func TestRestoreQueueFilled(t *testing.T) {
+	for _, position := range []int{0, 1, 7} {
+		nar := &oadp.NonAdminRestore{Status: oadp.NonAdminRestoreStatus{VeleroRestore: &oadp.VeleroRestore{Name: "r"}, QueueInfo: &oadp.QueueInfo{}}}
+		queueFill(func(string) int { return position })(nar)
+		served := &oadpv1alpha1.NonAdminRestore{}
+		if err := oadpv1alpha1.Convert_oadp_NonAdminRestore_To_v1alpha1_NonAdminRestore(nar, served, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := queueFilled(served); got != (position != 0) {
+			t.Errorf("position %d: filled %v", position, got)
+		}
+	}
+	if queueFilled(&oadpv1alpha1.NonAdminRestore{}) {
+		t.Error("a NonAdminRestore without queueInfo is filled")
 	}
 }

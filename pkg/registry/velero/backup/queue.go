@@ -21,6 +21,13 @@ func NewQueueIndex(namespace string) *QueueIndex {
 	return queueindex.New(namespace, func(b *velero.Backup) bool { return b.Status.Phase == queued })
 }
 
+// queueFilled reports a served Backup whose queue position queueFill
+// filled in (it is stored as 0).
+func queueFilled(obj runtime.Object) bool {
+	b, ok := obj.(*velerov1.Backup)
+	return ok && b.Status.QueuePosition != 0
+}
+
 // queueFill sets status.queuePosition of a Backup or of the items of a
 // BackupList: for a Queued backup, the number of queued sequences before
 // its own, plus one.

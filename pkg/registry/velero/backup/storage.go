@@ -34,6 +34,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		StatusStrategy: NewStatusStrategy(strategy, index),
 		BeginUpdate:    refuseCancelOfFinished,
 		Decorate:       fill,
+		Filled:         queueFilled,
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		Categories:     []string{"velero"},

@@ -32,6 +32,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		Strategy:       strategy,
 		StatusStrategy: NewStatusStrategy(strategy),
 		Decorate:       fill,
+		Filled:         queueFilled,
 		Table:          Table,
 		AdminNamespace: adminNamespace,
 		ShortNames:     []string{},

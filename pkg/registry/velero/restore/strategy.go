@@ -84,6 +84,13 @@ func (s StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 	obj.(*velero.Restore).Status.QueuePosition = 0
 }
 
+// queueFilled reports a served Restore whose queue position queueFill
+// filled in (it is stored as 0).
+func queueFilled(obj runtime.Object) bool {
+	r, ok := obj.(*velerov1.Restore)
+	return ok && r.Status.QueuePosition != 0
+}
+
 // queueFill sets status.queuePosition of a Restore or of the items of a
 // RestoreList: for a waiting restore, the number of waiting sequences
 // before its own, plus one; 0 for the others.
