@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers bench-watch bench-restore-queue bench-scale bench-idle run setup
+.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers bench-api bench-watch bench-restore-queue bench-scale bench-idle run setup
 
 all: build
 
@@ -132,6 +132,13 @@ bench-watch: build tools
 	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen ./test/peerbench -run '^$$' -bench '^BenchmarkPeerWatch$$' \
 		-benchtime=1x -count=1 -timeout 60m -peerbench.watch-runs=$${RUNS:-5} 2>&1 | grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | \
 		tee _output/bench-watch.txt
+
+# The Backup API alone: Velero's CRD, Backstop aggregated and standalone, with and without lists from stored
+# bytes: creates, updates, lists (decoded by the client, and read as bytes), watch fan-out (docs/benchmarks.md;
+# as root).
+bench-api: build tools
+	set -o pipefail; BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen ./test/peerbench -run '^$$' -bench '^BenchmarkPeerAPI$$' \
+		-benchtime=1x -count=1 -timeout 60m 2>&1 | grep -v '^[[:space:]]*[IWE][0-9]\{4\} ' | tee _output/bench-api.txt
 
 # A million objects: backups of 100,000 and 1,000,000 small ConfigMaps over 1,000 namespaces, a restore of
 # 100,000 at a raised client limit, memory and the latency of listing Backups meanwhile (docs/benchmarks.md;
