@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -20,6 +24,8 @@ var (
 	scaleObjects = flag.Int("peerbench.scale-objects", 1_000_000, "BenchmarkScale: ConfigMaps in the cluster at the end (1,000 per namespace)")
 	scaleBase    = flag.Int("peerbench.scale-base", 100_000, "BenchmarkScale: ConfigMaps of the first backup, the one the biggest is compared with; also the restore's")
 	scaleQPS     = flag.Int("peerbench.scale-restore-qps", 1000, "BenchmarkScale: the client limit (QPS and burst) of the restore")
+	scaleProfile = flag.String("peerbench.scale-profiles", "", "BenchmarkScale: directory for profiles taken during each op: Backstop's and kube-apiserver's CPU (-peerbench.scale-cpu-seconds from 2 s in) and Backstop's heap (the last of one every 5 s)")
+	scaleCPUSecs = flag.Int("peerbench.scale-cpu-seconds", 30, "BenchmarkScale: length of the CPU profiles")
 )
 
 // scaleRow is one backup or restore of the scale benchmark.
@@ -136,6 +142,9 @@ func watched(b *testing.B, c *framework.Cluster, p peer, row *scaleRow, op func(
 	row.idleAnon = float64(framework.TreeStatus(b, p.pid, "RssAnon")) / 1024
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	if *scaleProfile != "" {
+		profileOp(b, c, strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(fmt.Sprintf("%s-%d", row.op, row.objects)), stop, &wg)
+	}
 	var peak int64
 	var latencies []time.Duration
 	var listErr error
@@ -175,4 +184,66 @@ func watched(b *testing.B, c *framework.Cluster, p peer, row *scaleRow, op func(
 		row.lists, row.listP50, row.listP99 = n, latencies[n/2], latencies[min(n-1, n*99/100)]
 	}
 	return r
+}
+
+// profileOp writes, into -peerbench.scale-profiles, the CPU profiles of
+// Backstop and kube-apiserver over -peerbench.scale-cpu-seconds from 2 s
+// into an op, and the last of Backstop's heap profiles taken every 5 s
+// until stop.
+func profileOp(b *testing.B, c *framework.Cluster, name string, stop chan struct{}, wg *sync.WaitGroup) {
+	b.Helper()
+	if err := os.MkdirAll(*scaleProfile, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	servers := map[string]*rest.Config{"backstop": c.BackstopDirect(), "kube-apiserver": c.Admin}
+	get := func(cfg *rest.Config, path string, params map[string]string) ([]byte, error) {
+		cfg = rest.CopyConfig(cfg)
+		cfg.Timeout = 0
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		r := client.Discovery().RESTClient().Get().AbsPath(path)
+		for k, v := range params {
+			r = r.Param(k, v)
+		}
+		return r.DoRaw(context.Background())
+	}
+	save := func(file string, body []byte, err error) {
+		if err != nil {
+			b.Logf("profile %s: %v", file, err)
+			return
+		}
+		if err := os.WriteFile(filepath.Join(*scaleProfile, file), body, 0o644); err != nil {
+			b.Logf("profile %s: %v", file, err)
+		}
+	}
+	for server, cfg := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Second):
+			}
+			body, err := get(cfg, "/debug/pprof/profile", map[string]string{"seconds": fmt.Sprint(*scaleCPUSecs)})
+			save(name+"."+server+".cpu.pprof", body, err)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				body, err := get(servers["backstop"], "/debug/pprof/heap", nil)
+				save(name+".backstop.heap.pprof", body, err)
+			}
+		}
+	}()
 }
