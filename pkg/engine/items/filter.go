@@ -7,6 +7,7 @@ package items
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -46,20 +47,36 @@ func (r Resource) names() []string {
 	return out
 }
 
-// globSet is a set of patterns (path.Match syntax: *, ?, [...]).
-type globSet []string
-
-func (g globSet) has(s string) bool {
-	for _, p := range g {
-		if p == s {
-			return true
-		}
-	}
-	return false
+// globSet is a set of patterns (path.Match syntax: *, ?, [...], \).
+// Plain names are looked up in a set and only the others matched one by
+// one: a backup of a thousand named namespaces checks an item's namespace
+// once, not against each name.
+type globSet struct {
+	patterns []string // as written
+	literal  map[string]bool
+	globs    []string
 }
 
+func newGlobSet(patterns []string) globSet {
+	g := globSet{patterns: patterns, literal: make(map[string]bool, len(patterns))}
+	for _, p := range patterns {
+		if strings.ContainsAny(p, `*?[\`) {
+			g.globs = append(g.globs, p)
+		} else {
+			g.literal[p] = true
+		}
+	}
+	return g
+}
+
+// has reports whether s is one of the patterns as written.
+func (g globSet) has(s string) bool { return g.literal[s] || slices.Contains(g.globs, s) }
+
 func (g globSet) match(s string) bool {
-	for _, p := range g {
+	if g.literal[s] {
+		return true
+	}
+	for _, p := range g.globs {
 		if ok, err := path.Match(p, s); err == nil && ok {
 			return true
 		}
@@ -71,15 +88,20 @@ func (g globSet) match(s string) bool {
 // includes (or "*") includes everything.
 type includesExcludes struct{ includes, excludes globSet }
 
+func newIncludesExcludes(includes, excludes []string) includesExcludes {
+	return includesExcludes{newGlobSet(includes), newGlobSet(excludes)}
+}
+
 func (ie includesExcludes) shouldInclude(s string) bool {
 	if ie.excludes.match(s) {
 		return false
 	}
-	return len(ie.includes) == 0 || ie.includes.has("*") || ie.includes.match(s)
+	return len(ie.includes.patterns) == 0 || ie.includes.has("*") || ie.includes.match(s)
 }
 
 func (ie includesExcludes) everything() bool {
-	return len(ie.excludes) == 0 && (len(ie.includes) == 0 || (len(ie.includes) == 1 && ie.includes[0] == "*"))
+	in := ie.includes.patterns
+	return len(ie.excludes.patterns) == 0 && (len(in) == 0 || (len(in) == 1 && in[0] == "*"))
 }
 
 // Filter decides which namespaces, resources and items a backup takes,
@@ -100,11 +122,11 @@ type Filter struct {
 // with or without the group).
 func NewFilter(spec *velerov1.BackupSpec, resources []Resource) (*Filter, error) {
 	f := &Filter{
-		namespaces:     includesExcludes{spec.IncludedNamespaces, spec.ExcludedNamespaces},
+		namespaces:     newIncludesExcludes(spec.IncludedNamespaces, spec.ExcludedNamespaces),
 		includeCluster: spec.IncludeClusterResources,
 	}
-	resolveAll := func(in []string, scope func(Resource) bool) globSet {
-		var out globSet
+	resolveAll := func(in []string, scope func(Resource) bool) []string {
+		var out []string
 		for _, p := range in {
 			if r := resolve(p, resources, scope); r != "" {
 				out = append(out, r)
@@ -113,13 +135,13 @@ func NewFilter(spec *velerov1.BackupSpec, resources []Resource) (*Filter, error)
 		return out
 	}
 	any := func(Resource) bool { return true }
-	f.resources = includesExcludes{resolveAll(spec.IncludedResources, any), resolveAll(spec.ExcludedResources, any)}
+	f.resources = newIncludesExcludes(resolveAll(spec.IncludedResources, any), resolveAll(spec.ExcludedResources, any))
 	f.scoped = len(spec.IncludedClusterScopedResources)+len(spec.ExcludedClusterScopedResources)+
 		len(spec.IncludedNamespaceScopedResources)+len(spec.ExcludedNamespaceScopedResources) > 0
 	namespaced := func(r Resource) bool { return r.Namespaced }
 	cluster := func(r Resource) bool { return !r.Namespaced }
-	f.namespacedRes = includesExcludes{resolveAll(spec.IncludedNamespaceScopedResources, namespaced), resolveAll(spec.ExcludedNamespaceScopedResources, namespaced)}
-	f.clusterRes = includesExcludes{resolveAll(spec.IncludedClusterScopedResources, cluster), resolveAll(spec.ExcludedClusterScopedResources, cluster)}
+	f.namespacedRes = newIncludesExcludes(resolveAll(spec.IncludedNamespaceScopedResources, namespaced), resolveAll(spec.ExcludedNamespaceScopedResources, namespaced))
+	f.clusterRes = newIncludesExcludes(resolveAll(spec.IncludedClusterScopedResources, cluster), resolveAll(spec.ExcludedClusterScopedResources, cluster))
 
 	var selectors []*metav1.LabelSelector
 	if spec.LabelSelector != nil {
@@ -166,11 +188,11 @@ func (f *Filter) AllNamespaces() bool { return f.namespaces.everything() }
 // LiteralNamespaces returns the included namespaces, sorted, when they are
 // plain names (no glob): then only they need listing.
 func (f *Filter) LiteralNamespaces() ([]string, bool) {
-	if len(f.namespaces.includes) == 0 {
+	if len(f.namespaces.includes.patterns) == 0 {
 		return nil, false
 	}
 	var out []string
-	for _, n := range f.namespaces.includes {
+	for _, n := range f.namespaces.includes.patterns {
 		if strings.ContainsAny(n, "*?[") {
 			return nil, false
 		}
@@ -195,7 +217,7 @@ func (f *Filter) IncludesResource(r Resource) bool {
 		if f.clusterRes.excludes.has("*") || f.clusterRes.excludes.match(gr) {
 			return false
 		}
-		if len(f.clusterRes.includes) == 0 && len(f.clusterRes.excludes) == 0 && f.namespaces.everything() && f.namespacedRes.everything() {
+		if len(f.clusterRes.includes.patterns) == 0 && len(f.clusterRes.excludes.patterns) == 0 && f.namespaces.everything() && f.namespacedRes.everything() {
 			return true
 		}
 		return f.clusterRes.includes.has("*") || f.clusterRes.includes.match(gr) || IsNamespaces(r)

@@ -1,6 +1,8 @@
 package items
 
 import (
+	"fmt"
+	"path"
 	"strings"
 	"testing"
 
@@ -156,5 +158,55 @@ func TestFilterRelated(t *testing.T) {
 				t.Errorf("got %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// TestGlobSet: plain names and globs in one set match as path.Match
+// over each pattern would.
+func TestGlobSet(t *testing.T) {
+	g := newGlobSet([]string{"app", "db-*", "x?z", `lit\*`, "[ab]c", "*.rbac.authorization.k8s.io"})
+	for s, want := range map[string]bool{
+		"app": true, "apps": false, "db-1": true, "db": false, "xyz": true, "xz": false, "lit*": true, "litx": false,
+		"ac": true, "cc": false, "clusterroles.rbac.authorization.k8s.io": true, "": false,
+	} {
+		if got := g.match(s); got != want {
+			t.Errorf("match(%q) = %v, want %v", s, got, want)
+		}
+		byPattern := false
+		for _, p := range g.patterns {
+			if ok, _ := path.Match(p, s); ok {
+				byPattern = true
+			}
+		}
+		if byPattern != want {
+			t.Errorf("path.Match over the patterns says %v for %q: the table is wrong", byPattern, s)
+		}
+	}
+	for s, want := range map[string]bool{"app": true, "db-*": true, "db-1": false, "*": false} {
+		if got := g.has(s); got != want {
+			t.Errorf("has(%q) = %v, want %v", s, got, want)
+		}
+	}
+	if all := newGlobSet([]string{"*"}); !all.has("*") || !all.match("anything") {
+		t.Error(`"*" is not in its set or does not match`)
+	}
+}
+
+// BenchmarkIncludesNamespace: an item's namespace against a thousand
+// named namespaces (the million-object benchmark's backup) costs a
+// lookup, not a thousand matches.
+func BenchmarkIncludesNamespace(b *testing.B) {
+	var names []string
+	for i := range 1000 {
+		names = append(names, fmt.Sprintf("scale-%04d", i))
+	}
+	f, err := NewFilter(&velerov1.BackupSpec{IncludedNamespaces: names}, all)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; b.Loop(); i++ {
+		if !f.IncludesNamespace(names[i%len(names)]) {
+			b.Fatal("a named namespace is not included")
+		}
 	}
 }
