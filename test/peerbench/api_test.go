@@ -45,12 +45,18 @@ type apiRow struct {
 	objects, clients       int
 }
 
+// withoutLimits is cfg without client-side rate limits or a timeout (a
+// big list, a CPU profile take long).
+func withoutLimits(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst, cfg.Timeout = -1, 0, 0
+	return cfg
+}
+
 // unlimited is a dynamic client of cfg without client-side rate limits.
 func unlimited(tb testing.TB, cfg *rest.Config) dynamic.Interface {
 	tb.Helper()
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = -1, 0
-	d, err := dynamic.NewForConfig(cfg)
+	d, err := dynamic.NewForConfig(withoutLimits(cfg))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -61,9 +67,7 @@ func unlimited(tb testing.TB, cfg *rest.Config) dynamic.Interface {
 // rate limits.
 func rawClient(tb testing.TB, cfg *rest.Config) rest.Interface {
 	tb.Helper()
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := kubernetes.NewForConfig(withoutLimits(cfg))
 	if err != nil {
 		tb.Fatal(err)
 	}

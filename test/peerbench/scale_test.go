@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -195,15 +194,9 @@ func profileOp(b *testing.B, c *framework.Cluster, name string, stop chan struct
 	if err := os.MkdirAll(*scaleProfile, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	servers := map[string]*rest.Config{"backstop": c.BackstopDirect(), "kube-apiserver": c.Admin}
-	get := func(cfg *rest.Config, path string, params map[string]string) ([]byte, error) {
-		cfg = rest.CopyConfig(cfg)
-		cfg.Timeout = 0
-		client, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		r := client.Discovery().RESTClient().Get().AbsPath(path)
+	servers := map[string]rest.Interface{"backstop": rawClient(b, c.BackstopDirect()), "kube-apiserver": rawClient(b, c.Admin)}
+	get := func(client rest.Interface, path string, params map[string]string) ([]byte, error) {
+		r := client.Get().AbsPath(path)
 		for k, v := range params {
 			r = r.Param(k, v)
 		}
@@ -218,7 +211,7 @@ func profileOp(b *testing.B, c *framework.Cluster, name string, stop chan struct
 			b.Logf("profile %s: %v", file, err)
 		}
 	}
-	for server, cfg := range servers {
+	for server, client := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -227,7 +220,7 @@ func profileOp(b *testing.B, c *framework.Cluster, name string, stop chan struct
 				return
 			case <-time.After(2 * time.Second):
 			}
-			body, err := get(cfg, "/debug/pprof/profile", map[string]string{"seconds": fmt.Sprint(*scaleCPUSecs)})
+			body, err := get(client, "/debug/pprof/profile", map[string]string{"seconds": fmt.Sprint(*scaleCPUSecs)})
 			save(name+"."+server+".cpu.pprof", body, err)
 		}()
 	}

@@ -43,9 +43,6 @@ type Source struct {
 	// bytes of another (an object stored by an older version, an encrypted
 	// value) are not used.
 	Stored schema.GroupVersionKind
-	// Filled, if set, reports an object with fields filled in after it was
-	// read from the storage (not as stored): it is encoded.
-	Filled func(obj runtime.Object) bool
 }
 
 // Sources is the table of the stored kinds, filled in while the server's
@@ -55,7 +52,8 @@ type Sources struct {
 	// byType: by the Go type of the object as it is served (the list's
 	// item type).
 	byType map[reflect.Type]*Source
-	// filled: Filled functions named before their resource's source.
+	// filled: by resource, what tells an object with fields filled in
+	// after it was read (not as stored): such objects are encoded.
 	filled map[schema.GroupResource]func(runtime.Object) bool
 	// items counts the items of lists written, by resource and by how:
 	// from stored bytes or encoded.
@@ -86,9 +84,6 @@ func (s *Sources) Metrics() []metrics.Registerable { return []metrics.Registerab
 func (s *Sources) Add(example runtime.Object, src Source) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if f := s.filled[src.Resource]; f != nil && src.Filled == nil {
-		src.Filled = f
-	}
 	t := reflect.TypeOf(example).Elem()
 	if !BeginsWithMeta(t) {
 		// Its stored form does not begin with kind, apiVersion and
@@ -107,9 +102,9 @@ func (s *Sources) Add(example runtime.Object, src Source) {
 	s.byType[t] = &src
 }
 
-// metaFirst reports whether a struct type encodes kind, apiVersion and
-// metadata first: its first field is metav1.TypeMeta, inline, and its
-// second metav1.ObjectMeta as "metadata".
+// BeginsWithMeta reports whether a struct type encodes kind, apiVersion
+// and metadata first, as lists from stored bytes need: its first field is
+// metav1.TypeMeta, inline, and its second metav1.ObjectMeta as "metadata".
 func BeginsWithMeta(t reflect.Type) bool {
 	if t.Kind() != reflect.Struct || t.NumField() < 2 {
 		return false
@@ -125,23 +120,23 @@ func BeginsWithMeta(t reflect.Type) bool {
 func isMetadataTag(tag string) bool { return tag == "metadata" || tag == "metadata,omitempty" }
 
 // SetFilled names the function that tells a resource's objects with
-// fields filled in on read (see Source.Filled), whether or not its source
-// is added yet.
+// fields filled in on read, whether or not its source is added yet.
 func (s *Sources) SetFilled(resource schema.GroupResource, filled func(runtime.Object) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.filled[resource] = filled
-	for _, src := range s.byType {
-		if src != nil && src.Resource == resource {
-			src.Filled = filled
-		}
-	}
 }
 
 func (s *Sources) lookup(t reflect.Type) *Source {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.byType[t]
+}
+
+func (s *Sources) filledOf(resource schema.GroupResource) func(runtime.Object) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.filled[resource]
 }
 
 // Serializer is a JSON serializer that writes lists of the kinds in its
@@ -221,7 +216,7 @@ func (s *Serializer) encodeList(obj runtime.Object, w io.Writer) (done bool, err
 		return true, err
 	}
 	out.WriteString(`"items":[`)
-	l := listWriter{src: src, out: out, w: w, prefix: storedPrefix(src.Stored)}
+	l := listWriter{src: src, filled: s.sources.filledOf(src.Resource), out: out, w: w, prefix: storedPrefix(src.Stored)}
 	defer func() {
 		resource := src.Resource.String()
 		s.sources.items.WithLabelValues(resource, FromStorage).Add(float64(l.fromStorage))
@@ -240,6 +235,7 @@ func (s *Serializer) encodeList(obj runtime.Object, w io.Writer) (done bool, err
 // listWriter writes a list's items, a batch at a time.
 type listWriter struct {
 	src    *Source
+	filled func(runtime.Object) bool // objects filled in on read, or nil
 	out    *bytes.Buffer
 	w      io.Writer
 	prefix []byte // how the stored form of every object begins
@@ -261,7 +257,7 @@ func (l *listWriter) writeItems(items reflect.Value, start, end int) error {
 	l.keys, l.at, l.values = l.keys[:0], l.at[:0], l.values[:0]
 	for i := range n {
 		obj, ok := items.Index(start + i).Addr().Interface().(runtime.Object)
-		if !ok || (l.src.Filled != nil && l.src.Filled(obj)) {
+		if !ok || (l.filled != nil && l.filled(obj)) {
 			continue
 		}
 		m, err := meta.Accessor(obj)
