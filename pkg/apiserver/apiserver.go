@@ -311,6 +311,10 @@ func (c CompletedConfig) New() (*Server, error) {
 		if err := gs.InstallAPIGroup(&groups[i]); err != nil {
 			return nil, fmt.Errorf("installing API group %s: %w", groups[i].PrioritizedVersions[0].Group, err)
 		}
+		// The install kept the group (its storage's destroy function) and
+		// with it the models it built its type converter from, which
+		// nothing reads afterwards.
+		groups[i].StaticOpenAPISpec = nil
 	}
 	openAPI := lazyOpenAPI{container: gs.Handler.GoRestfulContainer, v2: c.generic.OpenAPIConfig, v3: c.generic.OpenAPIV3Config}
 	if err := openAPI.install(gs.Handler.NonGoRestfulMux); err != nil {

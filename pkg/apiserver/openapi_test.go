@@ -6,19 +6,21 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"weak"
 
 	restful "github.com/emicklei/go-restful/v3"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/mux"
 	builder2 "k8s.io/kube-openapi/pkg/builder"
 	"k8s.io/kube-openapi/pkg/builder3"
 	"k8s.io/kube-openapi/pkg/cached"
+	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/common/restfuladapter"
 	"k8s.io/kube-openapi/pkg/handler"
 	"k8s.io/kube-openapi/pkg/handler3"
@@ -44,22 +46,10 @@ func TestLazyOpenAPI(t *testing.T) {
 		built.Add(1)
 		return openapi.GetOperationIDAndTags(r)
 	}
-	namer := openapi.NewDefinitionNamer(scheme)
-	v2 := genericapiserver.DefaultOpenAPIConfig(backstopopenapi.GetOpenAPIDefinitions, namer)
+	v2, v3 := OpenAPIConfigs(backstopopenapi.GetOpenAPIDefinitions, scheme, "test")
 	v2.GetOperationIDAndTags = operation
-	v2.Info.Version = "test"
-	v3 := genericapiserver.DefaultOpenAPIV3Config(backstopopenapi.GetOpenAPIDefinitions, namer)
 	v3.GetOperationIDAndTags = operation
-	v3.Info.Version = "test"
-
-	container := restful.NewContainer()
-	ws := new(restful.WebService).Path("/apis/velero.io/v1").Produces(restful.MIME_JSON)
-	gvk := velerov1.SchemeGroupVersion.WithKind("Backup")
-	ws.Route(ws.GET("/namespaces/{namespace}/backups/{name}").To(func(*restful.Request, *restful.Response) {}).
-		Operation("readVeleroV1NamespacedBackup").Writes(&velerov1.Backup{}).
-		Metadata("x-kubernetes-group-version-kind", schema.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}).
-		Returns(http.StatusOK, "OK", &velerov1.Backup{}))
-	container.Add(ws)
+	container, ws := backupRoutes()
 	m := mux.NewPathRecorderMux("test")
 	if err := (lazyOpenAPI{container: container, v2: v2, v3: v3}).install(m); err != nil {
 		t.Fatal(err)
@@ -169,4 +159,73 @@ func merged(h map[string]string, k, v string) map[string]string {
 		out[hk] = hv
 	}
 	return out
+}
+
+// backupRoutes is a container with one route, a Backup's GET, as kube's
+// installer describes it.
+func backupRoutes() (*restful.Container, *restful.WebService) {
+	container := restful.NewContainer()
+	ws := new(restful.WebService).Path("/apis/velero.io/v1").Produces(restful.MIME_JSON)
+	gvk := velerov1.SchemeGroupVersion.WithKind("Backup")
+	ws.Route(ws.GET("/namespaces/{namespace}/backups/{name}").To(func(*restful.Request, *restful.Response) {}).
+		Operation("readVeleroV1NamespacedBackup").Writes(&velerov1.Backup{}).
+		Metadata("x-kubernetes-group-version-kind", schema.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}).
+		Returns(http.StatusOK, "OK", &velerov1.Backup{}))
+	container.Add(ws)
+	return container, ws
+}
+
+// TestOpenAPIBuildersNotKept: once the groups are installed (their models
+// built from the definitions, as kube's install does) and every document
+// built, nothing the builders made is kept but the documents' bytes: no
+// definitions (kube's DefaultOpenAPIV3Config makes them up front), no
+// builder (kube-openapi's builders set a closure over themselves on a
+// config that lacks GetOperationIDAndTagsFromRoute). Each call of the
+// definitions adds one with a value only it refers to, watched by a weak
+// pointer: after a collection, none may be left.
+func TestOpenAPIBuildersNotKept(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := velerov1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var made []weak.Pointer[[64]byte]
+	definitions := func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+		defs := backstopopenapi.GetOpenAPIDefinitions(ref)
+		sentinel := new([64]byte)
+		made = append(made, weak.Make(sentinel))
+		defs["test/sentinel"] = common.OpenAPIDefinition{Schema: spec.Schema{VendorExtensible: spec.VendorExtensible{Extensions: spec.Extensions{"x-sentinel": sentinel}}}}
+		return defs
+	}
+	v2, v3 := OpenAPIConfigs(definitions, scheme, "test")
+	// What kube's InstallAPIGroup does for each group (getOpenAPIModels).
+	for range 2 {
+		if _, err := builder3.BuildOpenAPIDefinitionsForResources(v3, velerov1.Backup{}.OpenAPIModelName()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	container, _ := backupRoutes()
+	m := mux.NewPathRecorderMux("test")
+	if err := (lazyOpenAPI{container: container, v2: v2, v3: v3}).install(m); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/openapi/v2", "/openapi/v3", "/openapi/v3/apis/velero.io/v1"} {
+		rec := httptest.NewRecorder()
+		m.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body.String())
+		}
+	}
+	if len(made) < 3 {
+		t.Fatalf("the definitions were made %d times, want at least 3 (up front, the v2 and the v3 document)", len(made))
+	}
+	goruntime.GC()
+	for i, p := range made {
+		if p.Value() != nil {
+			t.Errorf("the definitions made %d. of %d are still reachable", i+1, len(made))
+		}
+	}
+	// The configs and the served documents stay, as in the server.
+	goruntime.KeepAlive(m)
+	goruntime.KeepAlive(v2)
+	goruntime.KeepAlive(v3)
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -81,14 +80,7 @@ func (o *Options) Run(ctx context.Context) error {
 	cfg := genericapiserver.NewRecommendedConfig(extra.Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	cfg.FeatureGate = utilfeature.DefaultFeatureGate
-	namer := openapi.NewDefinitionNamer(scheme)
-	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(backstopopenapi.GetOpenAPIDefinitions, namer)
-	cfg.OpenAPIConfig.Info.Title = "Backstop"
-	// A document without a version has no protobuf form.
-	cfg.OpenAPIConfig.Info.Version = version.Version
-	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(backstopopenapi.GetOpenAPIDefinitions, namer)
-	cfg.OpenAPIV3Config.Info.Title = "Backstop"
-	cfg.OpenAPIV3Config.Info.Version = version.Version
+	cfg.OpenAPIConfig, cfg.OpenAPIV3Config = apiserver.OpenAPIConfigs(backstopopenapi.GetOpenAPIDefinitions, scheme, version.Version)
 
 	if c.Etcd != nil {
 		// etcd's health and readiness checks, encryption at rest if
