@@ -24,18 +24,8 @@ if [[ -x "${bin}" && "$(cat "${stamp}" 2>/dev/null)" == "${version}" ]]; then
   echo "install-kopia: ${bin} is already kopia ${version}"
   exit 0
 fi
-dir="$(go mod download -json "github.com/kopia/kopia@${version}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' | head -n1)"
-if [[ -z "${dir}" || ! -f "${dir}/go.mod" ]]; then
-  echo "install-kopia: could not download github.com/kopia/kopia@${version}" >&2
-  exit 1
-fi
-src="${root}/_output/src/kopia-${version}"
-writable_module_copy "${dir}" "${src}"
 echo "install-kopia: building kopia ${version}"
-mkdir -p "$(dirname "${bin}")"
-(cd "${src}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
-  -ldflags "-s -w -X github.com/kopia/kopia/repo.BuildVersion=${version#v} -X github.com/kopia/kopia/repo.BuildInfo=${version}" \
-  -o "${bin}.tmp" .)
-mv -f "${bin}.tmp" "${bin}"
+build_module_main github.com/kopia/kopia "${version}" . "${bin}" \
+  "-X github.com/kopia/kopia/repo.BuildVersion=${version#v} -X github.com/kopia/kopia/repo.BuildInfo=${version}"
 echo "${version}" >"${stamp}"
 "${bin}" --version

@@ -6,7 +6,7 @@
 #           packages its own build compiled;
 #   peers   the Debian packages (libvirt, QEMU) and the guest image, etcd,
 #           the hostpath CSI driver, the velero CLI, server and AWS plugin,
-#           the kopia CLI,
+#           the kopia CLI, the helm CLI,
 #           and versitygw: modules of their own, whose downloads wait on the
 #           network while the other lane computes.
 # `install-tools.sh module` or `install-tools.sh peers` runs one lane
@@ -34,6 +34,7 @@ peers_lane() {
   bash hack/install-csi.sh driver
   bash hack/install-velero.sh
   bash hack/install-kopia.sh
+  bash hack/install-helm.sh
   bash hack/install-versitygw.sh
   trap - EXIT
   await "${packages}" "${packages_log}" "install-tools: installing libvirt or building the guest"

@@ -53,3 +53,22 @@ writable_module_copy() {
   touch "${dest}.tmp/.complete"
   mv "${dest}.tmp" "${dest}"
 }
+
+# build_module_main <module> <version> <package> <binary> [ldflags]: builds
+# a main package of a module from the Go module proxy as that module's own
+# main module (its go.mod, not this one's), from a writable copy under
+# _output/src/, into <binary>; for tools that are no dependency of this
+# module (kopia's CLI, helm).
+build_module_main() {
+  local module=$1 version=$2 package=$3 bin=$4 ldflags=${5:-} dir src
+  dir="$(GOFLAGS= go mod download -json "${module}@${version}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' | head -n1)"
+  if [[ -z "${dir}" || ! -f "${dir}/go.mod" ]]; then
+    echo "could not download ${module}@${version}" >&2
+    return 1
+  fi
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/_output/src/$(basename "${module%/v[0-9]*}")-${version}"
+  writable_module_copy "${dir}" "${src}"
+  mkdir -p "$(dirname "${bin}")"
+  (cd "${src}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w ${ldflags}" -o "${bin}.tmp" "${package}")
+  mv -f "${bin}.tmp" "${bin}"
+}

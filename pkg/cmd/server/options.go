@@ -389,7 +389,9 @@ func (o *Options) aggregatedServing() error {
 	if o.SecureServing.ServerCert.CertDirectory == "" || o.SecureServing.ServerCert.CertDirectory == "apiserver.local.config/certificates" {
 		o.SecureServing.ServerCert.CertDirectory = filepath.Join(o.DataDir, "serving")
 	}
-	alternates := append([]string{"backstop-apiserver", "backstop-apiserver.backstop-system", "backstop-apiserver.backstop-system.svc"}, o.TLSSANs...)
+	// The Service of artifacts/deploy and of the chart: backstop-apiserver
+	// in the admin namespace.
+	alternates := append([]string{"backstop-apiserver", "backstop-apiserver." + o.Namespace, "backstop-apiserver." + o.Namespace + ".svc"}, o.TLSSANs...)
 	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", alternates, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
 		return fmt.Errorf("creating a self-signed serving certificate: %w", err)
 	}

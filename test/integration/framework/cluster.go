@@ -573,9 +573,85 @@ func (c *Cluster) InstallBackstop(extra ...string) {
 	if out, err := c.Kubectl(c.AdminKubeconfig, nil, "apply", "-f", dir); err != nil {
 		t.Fatalf("applying artifacts/deploy: %v\n%s", err, out)
 	}
+	c.RunDeployment(readDeployment(t, filepath.Join(dir, "40-deployment.yaml")), extra...)
+}
+
+// HelmRelease is the release name InstallBackstopChart installs the chart
+// as.
+const HelmRelease = "backstop"
+
+// Helm runs the helm CLI (hack/install-helm.sh) as the cluster admin.
+func (c *Cluster) Helm(args ...string) (string, error) {
+	c.t.Helper()
+	cmd := exec.Command(Binary(c.t, "helm"), append([]string{"--kubeconfig", c.AdminKubeconfig}, args...)...)
+	// helm's caches and configuration stay in the test's directory.
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+c.path("helm/cache"), "HELM_CONFIG_HOME="+c.path("helm/config"),
+		"HELM_DATA_HOME="+c.path("helm/data"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// ChartDir is charts/backstop of this module.
+func ChartDir(t testing.TB) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "charts", "backstop")
+}
+
+// InstallBackstopChart installs the chart with helm as a user would
+// (`helm install backstop charts/backstop --namespace backstop-system
+// --create-namespace`, with values as --set arguments), and starts
+// backstop-apiserver as the pod of the Deployment the chart made.
+func (c *Cluster) InstallBackstopChart(values []string, extra ...string) {
+	t := c.t
+	args := []string{"install", HelmRelease, ChartDir(t), "--namespace", BackstopNamespace, "--create-namespace"}
+	for _, v := range values {
+		args = append(args, "--set", v)
+	}
+	if out, err := c.Helm(args...); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	c.RunDeployment(c.liveDeployment(), extra...)
+}
+
+// UpgradeBackstopChart runs helm upgrade with values and replaces
+// backstop-apiserver as a rollout replaces the pod: stopped, and started
+// again as the pod of the Deployment as it is now.
+func (c *Cluster) UpgradeBackstopChart(values []string, extra ...string) {
+	t := c.t
+	args := []string{"upgrade", HelmRelease, ChartDir(t), "--namespace", BackstopNamespace}
+	for _, v := range values {
+		args = append(args, "--set", v)
+	}
+	if out, err := c.Helm(args...); err != nil {
+		t.Fatalf("helm upgrade: %v\n%s", err, out)
+	}
+	c.StopBackstop(false)
+	c.RunDeployment(c.liveDeployment(), extra...)
+}
+
+// liveDeployment is the server's Deployment as the cluster has it.
+func (c *Cluster) liveDeployment() *appsv1.Deployment {
+	c.t.Helper()
+	d, err := c.Kube.AppsV1().Deployments(BackstopNamespace).Get(context.Background(), BackstopService, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("the Deployment %s/%s: %v", BackstopNamespace, BackstopService, err)
+	}
+	return d
+}
+
+// RunDeployment gives the Service the endpoint a running pod of d would
+// give it, and starts backstop-apiserver as that pod: with d's arguments
+// (and extra ones) and its ServiceAccount's token. It waits for the
+// APIServices to be Available.
+func (c *Cluster) RunDeployment(d *appsv1.Deployment, extra ...string) {
+	t := c.t
 	// No kubelet runs the Deployment's pod: its endpoint is made here, on
 	// the address the harness runs the server on, with the container port.
-	args, port := deploymentArgs(t, filepath.Join(dir, "40-deployment.yaml"))
+	args, port := deploymentArgs(t, d)
 	c.backstopPort = port
 	slice := fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -590,12 +666,12 @@ ports: [{port: %d, protocol: TCP}]
 	if out, err := c.Kubectl(c.AdminKubeconfig, []byte(slice), "apply", "-f", "-"); err != nil {
 		t.Fatalf("creating the EndpointSlice: %v\n%s", err, out)
 	}
-	var saKubeconfig string
-	c.waitFor("the ServiceAccount "+BackstopServiceAccount, nil, time.Minute, func(ctx context.Context) error {
-		_, err := c.Kube.CoreV1().ServiceAccounts(BackstopNamespace).Get(ctx, BackstopServiceAccount, metav1.GetOptions{})
+	account := d.Spec.Template.Spec.ServiceAccountName
+	c.waitFor("the ServiceAccount "+account, nil, time.Minute, func(ctx context.Context) error {
+		_, err := c.Kube.CoreV1().ServiceAccounts(BackstopNamespace).Get(ctx, account, metav1.GetOptions{})
 		return err
 	})
-	saKubeconfig = c.TokenKubeconfig(BackstopNamespace, BackstopServiceAccount)
+	saKubeconfig := c.TokenKubeconfig(BackstopNamespace, account)
 	// The pod's volume is a directory here; its address, the slot's.
 	for i, a := range args {
 		switch {
@@ -685,9 +761,8 @@ func (c *Cluster) APIServiceAvailable(ctx context.Context, name string) APIServi
 	return out
 }
 
-// deploymentArgs reads the container arguments and port of
-// artifacts/deploy's Deployment.
-func deploymentArgs(t testing.TB, file string) ([]string, int32) {
+// readDeployment reads a Deployment's manifest.
+func readDeployment(t testing.TB, file string) *appsv1.Deployment {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -697,6 +772,14 @@ func deploymentArgs(t testing.TB, file string) ([]string, int32) {
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&d); err != nil {
 		t.Fatalf("decoding %s: %v", file, err)
 	}
+	return &d
+}
+
+// deploymentArgs reads the container arguments and port of a Deployment
+// of backstop-apiserver.
+func deploymentArgs(t testing.TB, d *appsv1.Deployment) ([]string, int32) {
+	t.Helper()
+	file := "the Deployment " + d.Name
 	containers := d.Spec.Template.Spec.Containers
 	if len(containers) != 1 || len(containers[0].Ports) != 1 {
 		t.Fatalf("%s: want one container with one port", file)

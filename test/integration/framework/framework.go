@@ -446,6 +446,7 @@ var binaryScripts = map[string]string{
 	"velero-plugins/velero-plugin-for-aws": "hack/install-velero.sh",
 	"versitygw":                            "hack/install-versitygw.sh",
 	"kopia":                                "hack/install-kopia.sh",
+	"helm":                                 "hack/install-helm.sh",
 	"etcd":                                 "hack/install-etcd.sh",
 	"kube-apiserver":                       "hack/install-kube.sh",
 	"kube-controller-manager":              "hack/install-kube.sh",

@@ -1,0 +1,260 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestDeployFromChart: artifacts/deploy is what hack/update-deploy.sh
+// renders from the chart, file by file: the plain manifests and the chart
+// never drift apart.
+func TestDeployFromChart(t *testing.T) {
+	root := filepath.Dir(filepath.Dir(framework.ChartDir(t)))
+	out := t.TempDir()
+	cmd := exec.Command("bash", filepath.Join(root, "hack", "update-deploy.sh"), out)
+	cmd.Env = append(os.Environ(), "HELM="+framework.Binary(t, "helm"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/update-deploy.sh: %v\n%s", err, b)
+	}
+	deploy := filepath.Join(root, "artifacts", "deploy")
+	rendered, _ := filepath.Glob(filepath.Join(out, "*.yaml"))
+	shipped, _ := filepath.Glob(filepath.Join(deploy, "*.yaml"))
+	names := func(paths []string) []string {
+		var n []string
+		for _, p := range paths {
+			n = append(n, filepath.Base(p))
+		}
+		return n
+	}
+	if !slices.Equal(names(rendered), names(shipped)) {
+		t.Fatalf("the chart renders %v, artifacts/deploy has %v: run hack/update-deploy.sh", names(rendered), names(shipped))
+	}
+	for _, name := range names(rendered) {
+		want, _ := os.ReadFile(filepath.Join(out, name))
+		got, _ := os.ReadFile(filepath.Join(deploy, name))
+		if string(got) != string(want) {
+			t.Errorf("artifacts/deploy/%s differs from what the chart renders: run hack/update-deploy.sh", name)
+		}
+	}
+}
+
+// TestHelmChart: the chart with the helm CLI against a real control plane:
+// lint; values the chart refuses; install (the server runs as the pod of
+// the chart's Deployment, as its ServiceAccount with the chart's RBAC, its
+// APIServices Available), a backup and a restore; an upgrade with changed
+// values, applied to the Deployment and the server started from it; an
+// uninstall that leaves nothing of the chart but the data claim, which
+// Helm keeps (helm.sh/resource-policy: keep).
+func TestHelmChart(t *testing.T) {
+	t.Parallel()
+	c := framework.StartClusterWith(t, framework.ClusterOptions{WithoutBackstop: true})
+	ctx := context.Background()
+	chart := framework.ChartDir(t)
+	step := inOrder(t)
+
+	step("lint", func(t *testing.T) {
+		if out, err := c.Helm("lint", "--strict", chart); err != nil {
+			t.Fatalf("helm lint: %v\n%s", err, out)
+		}
+		for _, tc := range []struct {
+			values []string
+			want   string
+		}{
+			{[]string{"replicas=2"}, "single-writer"},
+			{[]string{"storage.backend=etcd3"}, "needs the etcd servers"},
+			{[]string{"storage.backend=sqlite"}, "neither pebble nor etcd3"},
+			{[]string{"storage.backend=etcd3", "storage.etcd.servers={https://etcd:2379}", "replicas=3"}, "signingKeySecret"},
+			{[]string{"storage.backend=etcd3", "storage.etcd.servers={https://etcd:2379}", "replicas=3", "downloadLinks.signingKeySecret=links"}, "apiService.tlsSecret"},
+		} {
+			args := []string{"template", "backstop", chart}
+			for _, v := range tc.values {
+				args = append(args, "--set", v)
+			}
+			if out, err := c.Helm(args...); err == nil || !strings.Contains(out, tc.want) {
+				t.Errorf("helm template --set %v: %v, %q; want refused with %q", tc.values, err, out, tc.want)
+			}
+		}
+		// etcd3 with what replicas need renders them.
+		out, err := c.Helm("template", "backstop", chart, "--set", "storage.backend=etcd3", "--set", "storage.etcd.servers={https://etcd:2379}",
+			"--set", "replicas=3", "--set", "downloadLinks.signingKeySecret=links", "--set", "apiService.tlsSecret=serving")
+		if err != nil {
+			t.Fatalf("helm template with etcd3 and three replicas: %v\n%s", err, out)
+		}
+		for _, want := range []string{"replicas: 3", "--storage-backend=etcd3", "--etcd-servers=https://etcd:2379",
+			"--tls-cert-file=/etc/backstop/serving/tls.crt", "--download-signing-key-file=/etc/backstop/download-links/key", "emptyDir: {}"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("helm template with etcd3 and three replicas lacks %q", want)
+			}
+		}
+		if strings.Contains(out, "kind: PersistentVolumeClaim") {
+			t.Errorf("helm template with etcd3 makes a data claim")
+		}
+	})
+
+	var manifest string
+	step("install", func(t *testing.T) {
+		c.InstallBackstopChart([]string{"configuration.concurrentBackups=2"})
+		d := deployment(t, c)
+		if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--concurrent-backups=2") || !slices.Contains(args, "--namespace="+adminNamespace) {
+			t.Errorf("the Deployment's arguments %v lack the values'", args)
+		}
+		if !slices.Contains(c.BackstopArgs, "--concurrent-backups=2") {
+			t.Errorf("the server runs with %v, not the Deployment's arguments", c.BackstopArgs)
+		}
+		out, err := c.Helm("get", "manifest", framework.HelmRelease, "--namespace", adminNamespace)
+		if err != nil {
+			t.Fatalf("helm get manifest: %v\n%s", err, out)
+		}
+		manifest = out
+		status, err := c.Helm("status", framework.HelmRelease, "--namespace", adminNamespace)
+		if err != nil || !strings.Contains(status, "STATUS: deployed") {
+			t.Fatalf("helm status: %v\n%s", err, status)
+		}
+	})
+
+	step("backup-and-restore", func(t *testing.T) {
+		if out, err := c.Kubectl(c.AdminKubeconfig, []byte(`apiVersion: v1
+kind: Namespace
+metadata: {name: charted}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: charted}
+data: {mode: production}
+`), "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		b := runBackup(t, c, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "charted"}, Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"charted"}}})
+		if b.Status.Phase != velerov1.BackupPhaseCompleted {
+			t.Fatalf("backup: %s (%d errors)", b.Status.Phase, b.Status.Errors)
+		}
+		if err := c.Kube.CoreV1().ConfigMaps("charted").Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "charted"}, Spec: velerov1.RestoreSpec{BackupName: b.Name}})
+		if r.Status.Phase != velerov1.RestorePhaseCompleted {
+			t.Fatalf("restore: %s (%d errors)", r.Status.Phase, r.Status.Errors)
+		}
+		cm, err := c.Kube.CoreV1().ConfigMaps("charted").Get(ctx, "settings", metav1.GetOptions{})
+		if err != nil || cm.Data["mode"] != "production" {
+			t.Fatalf("the restored ConfigMap: %v, %+v", err, cm)
+		}
+	})
+
+	step("upgrade", func(t *testing.T) {
+		c.UpgradeBackstopChart([]string{"configuration.concurrentBackups=3", "memoryLimit=1536Mi", "resources.limits.memory=3Gi"})
+		d := deployment(t, c)
+		args := d.Spec.Template.Spec.Containers[0].Args
+		for _, want := range []string{"--concurrent-backups=3", "--memory-limit=1536Mi"} {
+			if !slices.Contains(args, want) || !slices.Contains(c.BackstopArgs, want) {
+				t.Errorf("after the upgrade the Deployment has %v and the server runs with %v, want %s in both", args, c.BackstopArgs, want)
+			}
+		}
+		if slices.Contains(args, "--concurrent-backups=2") {
+			t.Errorf("after the upgrade the Deployment keeps the old value: %v", args)
+		}
+		if got := d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; got.String() != "3Gi" {
+			t.Errorf("after the upgrade the memory limit is %s, want 3Gi", got.String())
+		}
+		// The server from the new Deployment serves what the old one stored.
+		if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "charted", metav1.GetOptions{}); err != nil {
+			t.Errorf("the backup after the upgrade: %v", err)
+		}
+	})
+
+	step("uninstall", func(t *testing.T) {
+		if out, err := c.Helm("uninstall", framework.HelmRelease, "--namespace", adminNamespace, "--wait"); err != nil {
+			t.Fatalf("helm uninstall: %v\n%s", err, out)
+		}
+		c.StopBackstop(false)
+		objects := manifestObjects(t, manifest)
+		if len(objects) < 10 {
+			t.Fatalf("the release's manifest holds %d objects, want the chart's (more than 10)", len(objects))
+		}
+		mapper := c.Mapper()
+		for _, obj := range objects {
+			gvk := obj.GroupVersionKind()
+			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Errorf("%s: %v", gvk, err)
+				continue
+			}
+			var get func() (*unstructured.Unstructured, error)
+			if mapping.Scope.Name() == "namespace" {
+				get = func() (*unstructured.Unstructured, error) {
+					return c.Dynamic.Resource(mapping.Resource).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
+				}
+			} else {
+				get = func() (*unstructured.Unstructured, error) {
+					return c.Dynamic.Resource(mapping.Resource).Get(ctx, obj.GetName(), metav1.GetOptions{})
+				}
+			}
+			live, err := get()
+			kept := gvk.Kind == "PersistentVolumeClaim"
+			switch {
+			case kept && err != nil:
+				t.Errorf("%s %s/%s after uninstall: %v, want it kept (helm.sh/resource-policy: keep)", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+			case kept && live.GetAnnotations()["helm.sh/resource-policy"] != "keep":
+				t.Errorf("%s %s/%s kept without the keep policy", gvk.Kind, obj.GetNamespace(), obj.GetName())
+			case !kept && err == nil && live.GetDeletionTimestamp() == nil:
+				t.Errorf("%s %s/%s is left after uninstall", gvk.Kind, obj.GetNamespace(), obj.GetName())
+			case !kept && err != nil && !apierrors.IsNotFound(err):
+				t.Errorf("%s %s/%s after uninstall: %v", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+			}
+		}
+		if out, err := c.Helm("list", "--namespace", adminNamespace, "-q"); err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("helm list after uninstall: %v, %q", err, out)
+		}
+		if out, err := c.Helm("status", framework.HelmRelease, "--namespace", adminNamespace); err == nil || !strings.Contains(out, "not found") {
+			t.Errorf("helm status after uninstall: %v, %q; want the release not found", err, out)
+		}
+	})
+}
+
+// deployment is the server's Deployment as the cluster has it.
+func deployment(t *testing.T, c *framework.Cluster) *appsv1.Deployment {
+	t.Helper()
+	d, err := c.Kube.AppsV1().Deployments(adminNamespace).Get(context.Background(), framework.BackstopService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// manifestObjects reads the objects of a release's manifest.
+func manifestObjects(t *testing.T, manifest string) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	decoder := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		var m map[string]any
+		if err := decoder.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("reading the manifest: %v", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	return objs
+}
