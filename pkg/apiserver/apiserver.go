@@ -113,6 +113,11 @@ type ExtraConfig struct {
 	// DataDir, when set, holds the default filesystem storage location
 	// (<DataDir>/backups), created at the first start.
 	DataDir string
+	// ConfigurationDir, when set, holds the manifests of the storage
+	// locations, snapshot locations and schedules the engines keep in the
+	// admin namespace (package configuration; the chart's values). When
+	// they hold a storage location, no default location is made.
+	ConfigurationDir string
 	// DownloadSigningKeyFile holds the key download links are signed with
 	// (created when missing): replicas given the same file open each
 	// other's links, and links survive restarts.

@@ -271,7 +271,7 @@ func (c CompletedConfig) runEngines(ctx context.Context, loopback *restclient.Co
 		return nil, err
 	}
 	if slices.Contains(parts, generalPart) {
-		if err := c.ensureDefaultLocation(ctx, client); err != nil {
+		if err := c.ensureConfiguration(ctx, client); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/backstop-io/backstop/pkg/apis/restoreas"
@@ -18,6 +19,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/backup"
 	"github.com/backstop-io/backstop/pkg/engine/backuprepo"
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
+	"github.com/backstop-io/backstop/pkg/engine/configuration"
 	"github.com/backstop-io/backstop/pkg/engine/csisnapshot"
 	"github.com/backstop-io/backstop/pkg/engine/deletion"
 	"github.com/backstop-io/backstop/pkg/engine/download"
@@ -171,6 +173,27 @@ func newVerificationEngine(e *engineContext) (engine, error) {
 
 // ensureDefaultLocation makes the default storage location under the data
 // directory, at the first start.
+// ensureConfiguration applies the configuration's objects
+// (--configuration-dir), and makes the default location unless they hold
+// a storage location. A configuration that cannot be read or applied is
+// reported and the engines start: a typo in it never stops backups.
+func (c CompletedConfig) ensureConfiguration(ctx context.Context, client versioned.Interface) error {
+	if c.extra.ConfigurationDir != "" {
+		objs, err := configuration.Read(c.extra.ConfigurationDir, c.extra.Namespace)
+		if err != nil {
+			klog.ErrorS(err, "The configuration is not applied")
+			return c.ensureDefaultLocation(ctx, client)
+		}
+		if err := configuration.Apply(ctx, client, c.extra.Namespace, objs); err != nil {
+			klog.ErrorS(err, "Parts of the configuration are not applied")
+		}
+		if configuration.HasStorageLocation(objs) {
+			return nil
+		}
+	}
+	return c.ensureDefaultLocation(ctx, client)
+}
+
 func (c CompletedConfig) ensureDefaultLocation(ctx context.Context, client versioned.Interface) error {
 	if c.extra.DataDir == "" {
 		return nil

@@ -73,6 +73,8 @@ type Options struct {
 	ClientPageSize     int
 	RestoreItemWorkers int
 	ConcurrentRestores int
+	// ConfigurationDir is --configuration-dir.
+	ConfigurationDir string
 	// GCPercent (0: not given) and MemoryLimit ("": not given) set the
 	// garbage collector (memory.go).
 	GCPercent                  int
@@ -196,6 +198,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RestoreLimits.Duration, "restore-timeout", o.RestoreLimits.Duration, "the longest a restore may run before it fails (0: no limit)")
 	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, fmt.Sprintf("the garbage collector's target heap growth between collections, in percent (Go's GOGC); default %d unless GOGC is set", DefaultGCPercent))
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the memory the server may use (a quantity such as 512Mi); the Go heap is kept within 90% of it (Go's GOMEMLIMIT); default: the container's memory limit (its cgroup's) unless GOMEMLIMIT is set")
+	fs.StringVar(&o.ConfigurationDir, "configuration-dir", o.ConfigurationDir, "a directory of manifests (.yaml, .yml, .json) of the storage locations, snapshot locations and schedules the server keeps in the admin namespace, applied at every start of the engines; those it made from an earlier content that it no longer holds are deleted, others are left alone; when it holds a storage location, no default location is made (the Helm chart's configuration.backupStorageLocation, volumeSnapshotLocation and schedules, mounted from a ConfigMap)")
 	fs.IntVar(&o.ConcurrentRestores, "concurrent-restores", o.ConcurrentRestores, "how many restores may run at once; restores whose target namespaces overlap, or that write cluster-scoped items, run one after the other, in the order they were created (Velero runs one restore at a time: 1)")
 	fs.IntVar(&o.RestoreItemWorkers, "restore-item-workers", o.RestoreItemWorkers, "how many items of one resource a restore writes at once, all under --client-qps (resources are still restored one after the other, in Velero's order)")
 	fs.Float32Var(&o.EngineQPS, "engine-qps", o.EngineQPS, "maximum requests per second the server's engines make to its own API, all engines together (kube-controller-manager's --kube-api-qps; the engines' writes mirror every change at scale, see docs/benchmarks.md)")

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -56,12 +57,15 @@ func TestDeployFromChart(t *testing.T) {
 }
 
 // TestHelmChart: the chart with the helm CLI against a real control plane:
-// lint; values the chart refuses; install (the server runs as the pod of
-// the chart's Deployment, as its ServiceAccount with the chart's RBAC, its
-// APIServices Available), a backup and a restore; an upgrade with changed
-// values, applied to the Deployment and the server started from it; an
-// uninstall that leaves nothing of the chart but the data claim, which
-// Helm keeps (helm.sh/resource-policy: keep).
+// lint; values the chart refuses; install with a values file (the server
+// runs as the pod of the chart's Deployment, as its ServiceAccount with
+// the chart's RBAC, its APIServices Available; the values' storage
+// location and schedule made by the server from the chart's ConfigMap),
+// a backup to that location and a restore; an upgrade with changed
+// values, applied to the Deployment and the server started from it (a
+// schedule gone from the values deleted, a new one made); an uninstall
+// that leaves nothing of the chart but the data claim, which Helm keeps
+// (helm.sh/resource-policy: keep).
 func TestHelmChart(t *testing.T) {
 	t.Parallel()
 	c := framework.StartClusterWith(t, framework.ClusterOptions{WithoutBackstop: true})
@@ -108,9 +112,39 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	// Values as a user keeps them in a file: a storage location (a
+	// directory: the server runs on this host), two schedules.
+	values := func(name, content string) string {
+		path := filepath.Join(c.Dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	backups := filepath.Join(c.Dir, "chart-backups")
+	installValues := values("values.yaml", `configuration:
+  concurrentBackups: 2
+  backupStorageLocation:
+  - name: primary
+    provider: filesystem
+    bucket: `+backups+`
+    default: true
+schedules:
+  nightly:
+    schedule: "0 2 * * *"
+    paused: true
+    labels: {team: platform}
+    template:
+      includedNamespaces: [charted]
+      ttl: 168h0m0s
+  off:
+    disabled: true
+    schedule: "0 4 * * *"
+`)
+
 	var manifest string
 	step("install", func(t *testing.T) {
-		c.InstallBackstopChart([]string{"configuration.concurrentBackups=2"})
+		c.InstallBackstopChart([]string{"--values", installValues})
 		d := deployment(t, c)
 		if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--concurrent-backups=2") || !slices.Contains(args, "--namespace="+adminNamespace) {
 			t.Errorf("the Deployment's arguments %v lack the values'", args)
@@ -127,6 +161,22 @@ func TestHelmChart(t *testing.T) {
 		if err != nil || !strings.Contains(status, "STATUS: deployed") {
 			t.Fatalf("helm status: %v\n%s", err, status)
 		}
+		// The values' storage location and schedule, kept by the server;
+		// no default location of its own beside them.
+		poll(t, "the values' storage location and schedule", time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, "primary", metav1.GetOptions{})
+			if err != nil || !l.Spec.Default || l.Spec.ObjectStorage == nil || l.Spec.ObjectStorage.Bucket != backups {
+				return false, nil
+			}
+			s, err := c.Backstop.VeleroV1().Schedules(adminNamespace).Get(ctx, "backstop-nightly", metav1.GetOptions{})
+			return err == nil && s.Spec.Schedule == "0 2 * * *" && s.Labels["team"] == "platform" && s.Spec.Template.TTL.Duration == 168*time.Hour, nil
+		})
+		if _, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, "default", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the server's default location beside the values' one: %v, want none", err)
+		}
+		if _, err := c.Backstop.VeleroV1().Schedules(adminNamespace).Get(ctx, "backstop-off", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the disabled schedule: %v, want none", err)
+		}
 	})
 
 	step("backup-and-restore", func(t *testing.T) {
@@ -142,8 +192,8 @@ data: {mode: production}
 			t.Fatalf("%v\n%s", err, out)
 		}
 		b := runBackup(t, c, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "charted"}, Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"charted"}}})
-		if b.Status.Phase != velerov1.BackupPhaseCompleted {
-			t.Fatalf("backup: %s (%d errors)", b.Status.Phase, b.Status.Errors)
+		if b.Status.Phase != velerov1.BackupPhaseCompleted || b.Spec.StorageLocation != "primary" {
+			t.Fatalf("backup: %s (%d errors) to %q, want Completed to the values' location", b.Status.Phase, b.Status.Errors, b.Spec.StorageLocation)
 		}
 		if err := c.Kube.CoreV1().ConfigMaps("charted").Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -159,7 +209,11 @@ data: {mode: production}
 	})
 
 	step("upgrade", func(t *testing.T) {
-		c.UpgradeBackstopChart([]string{"configuration.concurrentBackups=3", "memoryLimit=1536Mi", "resources.limits.memory=3Gi"})
+		// The nightly schedule goes, a weekly one comes.
+		upgradeValues := values("values-2.yaml", strings.Replace(strings.Replace(readFile(t, installValues), "nightly:", "weekly:", 1),
+			`"0 2 * * *"`, `"0 3 * * 0"`, 1))
+		c.UpgradeBackstopChart([]string{"--values", upgradeValues, "--set", "configuration.concurrentBackups=3", "--set", "memoryLimit=1536Mi",
+			"--set", "resources.limits.memory=3Gi"})
 		d := deployment(t, c)
 		args := d.Spec.Template.Spec.Containers[0].Args
 		for _, want := range []string{"--concurrent-backups=3", "--memory-limit=1536Mi"} {
@@ -173,6 +227,11 @@ data: {mode: production}
 		if got := d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; got.String() != "3Gi" {
 			t.Errorf("after the upgrade the memory limit is %s, want 3Gi", got.String())
 		}
+		poll(t, "the schedules as the new values say", time.Minute, func(ctx context.Context) (bool, error) {
+			_, gone := c.Backstop.VeleroV1().Schedules(adminNamespace).Get(ctx, "backstop-nightly", metav1.GetOptions{})
+			s, err := c.Backstop.VeleroV1().Schedules(adminNamespace).Get(ctx, "backstop-weekly", metav1.GetOptions{})
+			return apierrors.IsNotFound(gone) && err == nil && s.Spec.Schedule == "0 3 * * 0", nil
+		})
 		// The server from the new Deployment serves what the old one stored.
 		if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, "charted", metav1.GetOptions{}); err != nil {
 			t.Errorf("the backup after the upgrade: %v", err)
@@ -226,6 +285,15 @@ data: {mode: production}
 			t.Errorf("helm status after uninstall: %v, %q; want the release not found", err, out)
 		}
 	})
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // deployment is the server's Deployment as the cluster has it.

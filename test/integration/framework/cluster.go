@@ -603,29 +603,23 @@ func ChartDir(t testing.TB) string {
 
 // InstallBackstopChart installs the chart with helm as a user would
 // (`helm install backstop charts/backstop --namespace backstop-system
-// --create-namespace`, with values as --set arguments), and starts
+// --create-namespace`, then helmArgs: --set, --values), and starts
 // backstop-apiserver as the pod of the Deployment the chart made.
-func (c *Cluster) InstallBackstopChart(values []string, extra ...string) {
+func (c *Cluster) InstallBackstopChart(helmArgs []string, extra ...string) {
 	t := c.t
-	args := []string{"install", HelmRelease, ChartDir(t), "--namespace", BackstopNamespace, "--create-namespace"}
-	for _, v := range values {
-		args = append(args, "--set", v)
-	}
+	args := append([]string{"install", HelmRelease, ChartDir(t), "--namespace", BackstopNamespace, "--create-namespace"}, helmArgs...)
 	if out, err := c.Helm(args...); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
 	c.RunDeployment(c.liveDeployment(), extra...)
 }
 
-// UpgradeBackstopChart runs helm upgrade with values and replaces
-// backstop-apiserver as a rollout replaces the pod: stopped, and started
-// again as the pod of the Deployment as it is now.
-func (c *Cluster) UpgradeBackstopChart(values []string, extra ...string) {
+// UpgradeBackstopChart runs helm upgrade with helmArgs (--set,
+// --values) and replaces backstop-apiserver as a rollout replaces the pod:
+// stopped, and started again as the pod of the Deployment as it is now.
+func (c *Cluster) UpgradeBackstopChart(helmArgs []string, extra ...string) {
 	t := c.t
-	args := []string{"upgrade", HelmRelease, ChartDir(t), "--namespace", BackstopNamespace}
-	for _, v := range values {
-		args = append(args, "--set", v)
-	}
+	args := append([]string{"upgrade", HelmRelease, ChartDir(t), "--namespace", BackstopNamespace}, helmArgs...)
 	if out, err := c.Helm(args...); err != nil {
 		t.Fatalf("helm upgrade: %v\n%s", err, out)
 	}
@@ -672,7 +666,10 @@ ports: [{port: %d, protocol: TCP}]
 		return err
 	})
 	saKubeconfig := c.TokenKubeconfig(BackstopNamespace, account)
-	// The pod's volume is a directory here; its address, the slot's.
+	// The pod's volume is a directory here; its address, the slot's; its
+	// ConfigMaps' volumes, directories of their data as the kubelet
+	// writes them, at the paths the arguments name.
+	mounts := c.configMapVolumes(d)
 	for i, a := range args {
 		switch {
 		case strings.HasPrefix(a, "--data-dir="):
@@ -680,10 +677,51 @@ ports: [{port: %d, protocol: TCP}]
 		case strings.HasPrefix(a, "--bind-address="):
 			args[i] = "--bind-address=" + c.slot.backstopPodIP()
 		}
+		for mountPath, dir := range mounts {
+			args[i] = strings.ReplaceAll(args[i], mountPath, dir)
+		}
 	}
 	c.BackstopArgs = append(append(args,
 		"--kubeconfig="+saKubeconfig, "--authentication-kubeconfig="+saKubeconfig, "--authorization-kubeconfig="+saKubeconfig), extra...)
 	c.StartBackstop()
+}
+
+// configMapVolumes writes the data of the ConfigMaps d's container mounts
+// into directories of the test's, each anew, and returns them by mount
+// path.
+func (c *Cluster) configMapVolumes(d *appsv1.Deployment) map[string]string {
+	t := c.t
+	sources := map[string]string{}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil {
+			sources[v.Name] = v.ConfigMap.Name
+		}
+	}
+	dirs := map[string]string{}
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		name, ok := sources[m.Name]
+		if !ok {
+			continue
+		}
+		cm, err := c.Kube.CoreV1().ConfigMaps(d.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the ConfigMap %s/%s the Deployment mounts: %v", d.Namespace, name, err)
+		}
+		dir := c.path(filepath.Join("volumes", m.Name))
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for key, value := range cm.Data {
+			if err := os.WriteFile(filepath.Join(dir, key), []byte(value), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dirs[m.MountPath] = dir
+	}
+	return dirs
 }
 
 // BackstopDataDir is the data directory backstop-apiserver runs with (its
