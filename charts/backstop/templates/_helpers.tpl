@@ -85,6 +85,16 @@ snapshot-locations.yaml: |
     {{- end }}
 {{- end }}
 {{- end }}
+{{- with .Values.nonAdmin.policy }}
+policy.yaml: |
+  apiVersion: oadp.openshift.io/v1alpha1
+  kind: DataProtectionApplication
+  metadata:
+    name: {{ $root.Release.Name }}
+  spec:
+    nonAdmin:
+      {{- toYaml . | nindent 6 }}
+{{- end }}
 {{- $schedules := dict }}
 {{- range $name, $s := .Values.schedules }}
 {{- if not $s.disabled }}

@@ -1,7 +1,9 @@
 // Package configuration keeps the admin namespace's storage locations,
-// snapshot locations and schedules as a directory of manifests says: the
-// Helm chart's configuration.backupStorageLocation,
-// configuration.volumeSnapshotLocation and schedules, rendered into a
+// snapshot locations, schedules and the tenants' policy (a
+// DataProtectionApplication) as a directory of manifests says: the Helm
+// chart's configuration.backupStorageLocation,
+// configuration.volumeSnapshotLocation, schedules and nonAdmin.policy,
+// rendered into a
 // ConfigMap the server's pod mounts (--configuration-dir). Helm cannot
 // make these objects itself: they are served by the server it installs,
 // which does not run yet when Helm writes. At every start of the engines
@@ -29,7 +31,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	applyoadp "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/oadp/v1alpha1"
 	applyv1 "github.com/backstop-io/backstop/pkg/generated/applyconfiguration/velero/v1"
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 )
@@ -49,7 +53,14 @@ const (
 	KindSchedule         = "Schedule"
 )
 
-var kinds = []string{KindStorageLocation, KindSnapshotLocation, KindSchedule}
+// KindPolicy is the tenants' policy (oadp.openshift.io/v1alpha1).
+const KindPolicy = "DataProtectionApplication"
+
+// kinds are the kinds a configuration holds, by API version.
+var kinds = map[string][]string{
+	velerov1.SchemeGroupVersion.String():     {KindStorageLocation, KindSnapshotLocation, KindSchedule},
+	oadpv1alpha1.SchemeGroupVersion.String(): {KindPolicy},
+}
 
 // Object is one object of a configuration, as its manifest says.
 type Object struct {
@@ -129,9 +140,10 @@ func decode(data []byte, source, namespace string) ([]Object, error) {
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("%s, document %d: %w", source, i, err)
-		case head.APIVersion != velerov1.SchemeGroupVersion.String() || !slices.Contains(kinds, head.Kind):
-			return nil, fmt.Errorf("%s, document %d: %s %s is not a configuration's kind (%s %s)", source, i, head.APIVersion, head.Kind,
-				velerov1.SchemeGroupVersion, strings.Join(kinds, ", "))
+		case !slices.Contains(kinds[head.APIVersion], head.Kind):
+			return nil, fmt.Errorf("%s, document %d: %s %s is not a configuration's kind (%s %s, %s %s)", source, i, head.APIVersion, head.Kind,
+				velerov1.SchemeGroupVersion, strings.Join(kinds[velerov1.SchemeGroupVersion.String()], ", "),
+				oadpv1alpha1.SchemeGroupVersion, KindPolicy)
 		case head.Metadata.Name == "":
 			return nil, fmt.Errorf("%s, document %d: a %s without a name", source, i, head.Kind)
 		case head.Metadata.Namespace != "" && head.Metadata.Namespace != namespace:
@@ -148,7 +160,7 @@ func decode(data []byte, source, namespace string) ([]Object, error) {
 // is reported with the others and the rest are applied; it is not deleted.
 func Apply(ctx context.Context, client versioned.Interface, namespace string, objs []Object) error {
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	v1 := client.VeleroV1()
+	v1, oadp := client.VeleroV1(), client.OadpV1alpha1()
 	var errs []error
 	for _, o := range objs {
 		var err error
@@ -166,6 +178,11 @@ func Apply(ctx context.Context, client versioned.Interface, namespace string, ob
 		case KindSchedule:
 			err = applyAs(o, func(ac *applyv1.ScheduleApplyConfiguration) error {
 				_, err := v1.Schedules(namespace).Apply(ctx, ac.WithNamespace(namespace).WithLabels(map[string]string{Label: LabelValue}), opts)
+				return err
+			})
+		case KindPolicy:
+			err = applyAs(o, func(ac *applyoadp.DataProtectionApplicationApplyConfiguration) error {
+				_, err := oadp.DataProtectionApplications(namespace).Apply(ctx, ac.WithNamespace(namespace).WithLabels(map[string]string{Label: LabelValue}), opts)
 				return err
 			})
 		}
@@ -212,6 +229,13 @@ func Apply(ctx context.Context, client versioned.Interface, namespace string, ob
 	} else {
 		prune(KindSchedule, names(list.Items, func(o velerov1.Schedule) string { return o.Name }), func(n string) error {
 			return v1.Schedules(namespace).Delete(ctx, n, del)
+		})
+	}
+	if list, err := oadp.DataProtectionApplications(namespace).List(ctx, selector); err != nil {
+		errs = append(errs, err)
+	} else {
+		prune(KindPolicy, names(list.Items, func(o oadpv1alpha1.DataProtectionApplication) string { return o.Name }), func(n string) error {
+			return oadp.DataProtectionApplications(namespace).Delete(ctx, n, del)
 		})
 	}
 	return errors.Join(errs...)

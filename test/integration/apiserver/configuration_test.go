@@ -36,6 +36,16 @@ spec:
   config: {region: eu-west-1}
 `
 
+const configuredPolicy = `apiVersion: oadp.openshift.io/v1alpha1
+kind: DataProtectionApplication
+metadata:
+  name: backstop
+spec:
+  nonAdmin:
+    enable: true
+    requireApprovalForBSL: true
+`
+
 const configuredSchedule = `apiVersion: velero.io/v1
 kind: Schedule
 metadata:
@@ -71,7 +81,7 @@ func TestConfigurationDir(t *testing.T) {
 			}
 		}
 	}
-	write(map[string]string{"locations.yaml": configuredLocations, "schedules.yaml": configuredSchedule})
+	write(map[string]string{"locations.yaml": configuredLocations, "schedules.yaml": configuredSchedule, "policy.yaml": configuredPolicy})
 	args := []string{"--configuration-dir=" + dir}
 	s := framework.Start(t, framework.Options{Args: args})
 	v1 := s.Clientset.VeleroV1()
@@ -101,6 +111,10 @@ func TestConfigurationDir(t *testing.T) {
 		if err != nil || sch.Spec.Schedule != "0 2 * * *" || sch.Labels["team"] != "platform" || sch.Labels[configuration.Label] != configuration.LabelValue {
 			t.Fatalf("the configured schedule: %v, %+v", err, sch)
 		}
+		if dpa, err := s.Clientset.OadpV1alpha1().DataProtectionApplications(ns).Get(ctx, "backstop", metav1.GetOptions{}); err != nil ||
+			dpa.Spec.NonAdmin == nil || dpa.Spec.NonAdmin.Enable == nil || !*dpa.Spec.NonAdmin.Enable || dpa.Labels[configuration.Label] != configuration.LabelValue {
+			t.Errorf("the configured policy: %v, %+v", err, dpa)
+		}
 		if _, err := v1.BackupStorageLocations(ns).Get(ctx, "default", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the default location with a configured one: %v, want none", err)
 		}
@@ -117,10 +131,11 @@ func TestConfigurationDir(t *testing.T) {
 			sch, err := v1.Schedules(ns).Get(ctx, "backstop-nightly", metav1.GetOptions{})
 			return err == nil && sch.Spec.Schedule == "0 3 * * *", nil
 		})
-		until("the locations gone from the configuration deleted", func(ctx context.Context) (bool, error) {
+		until("the locations and the policy gone from the configuration deleted", func(ctx context.Context) (bool, error) {
 			_, errL := v1.BackupStorageLocations(ns).Get(ctx, "primary", metav1.GetOptions{})
 			_, errS := v1.VolumeSnapshotLocations(ns).Get(ctx, "snapshots", metav1.GetOptions{})
-			return apierrors.IsNotFound(errL) && apierrors.IsNotFound(errS), nil
+			_, errP := s.Clientset.OadpV1alpha1().DataProtectionApplications(ns).Get(ctx, "backstop", metav1.GetOptions{})
+			return apierrors.IsNotFound(errL) && apierrors.IsNotFound(errS) && apierrors.IsNotFound(errP), nil
 		})
 		// No configured location: the server's default is made.
 		waitLocation(t, s, "default", func(*velerov1.BackupStorageLocation) bool { return true })

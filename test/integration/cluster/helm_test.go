@@ -129,6 +129,10 @@ func TestHelmChart(t *testing.T) {
     provider: filesystem
     bucket: `+backups+`
     default: true
+nonAdmin:
+  policy:
+    enable: true
+    requireApprovalForBSL: true
 schedules:
   nightly:
     schedule: "0 2 * * *"
@@ -169,7 +173,11 @@ schedules:
 				return false, nil
 			}
 			s, err := c.Backstop.VeleroV1().Schedules(adminNamespace).Get(ctx, "backstop-nightly", metav1.GetOptions{})
-			return err == nil && s.Spec.Schedule == "0 2 * * *" && s.Labels["team"] == "platform" && s.Spec.Template.TTL.Duration == 168*time.Hour, nil
+			if err != nil || s.Spec.Schedule != "0 2 * * *" || s.Labels["team"] != "platform" || s.Spec.Template.TTL.Duration != 168*time.Hour {
+				return false, nil
+			}
+			dpa, err := c.Backstop.OadpV1alpha1().DataProtectionApplications(adminNamespace).Get(ctx, framework.HelmRelease, metav1.GetOptions{})
+			return err == nil && dpa.Spec.NonAdmin != nil && dpa.Spec.NonAdmin.Enable != nil && *dpa.Spec.NonAdmin.Enable, nil
 		})
 		if _, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, "default", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the server's default location beside the values' one: %v, want none", err)
