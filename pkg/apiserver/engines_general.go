@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/gc"
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/location"
+	"github.com/backstop-io/backstop/pkg/engine/metrics"
 	"github.com/backstop-io/backstop/pkg/engine/nonadmin"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/resourcepolicy"
@@ -54,7 +56,21 @@ func generalEngines() []engineDescriptor {
 		{name: gc.Name, part: generalPart, workers: 1, new: newGCEngine},
 		{name: backuprepo.ControllerName, part: generalPart, workers: 1, new: newRepositoryEngine},
 		{name: velerov1.EngineVerification, part: generalPart, workers: 1, new: newVerificationEngine},
+		{name: metrics.Name, part: generalPart, workers: 1, new: newMetricsEngine},
 	}
+}
+
+// newMetricsEngine sets the metrics read from the objects (the totals,
+// the locations' status, each schedule's series, the queues, the
+// tenants' objects by phase).
+func newMetricsEngine(e *engineContext) (engine, error) {
+	backups, restores, schedules, locations := e.velero.Backups(), e.velero.Restores(), e.velero.Schedules(), e.velero.BackupStorageLocations()
+	nabs, nars := e.tenants.NonAdminBackups(), e.tenants.NonAdminRestores()
+	return metrics.NewResyncer(e.process.metrics, metrics.Objects{Namespace: e.extra.Namespace,
+		Backups: backups.Lister(), Restores: restores.Lister(), Schedules: schedules.Lister(), Locations: locations.Lister(),
+		NonAdminBackups: nabs.Lister(), NonAdminRestores: nars.Lister(),
+		Synced: []cache.InformerSynced{backups.Informer().HasSynced, restores.Informer().HasSynced, schedules.Informer().HasSynced,
+			locations.Informer().HasSynced, nabs.Informer().HasSynced, nars.Informer().HasSynced}}, clock.RealClock{}), nil
 }
 
 func newServerStatusEngine(e *engineContext) (engine, error) {

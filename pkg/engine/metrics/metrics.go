@@ -5,7 +5,11 @@
 // VirtualMachineBackups into backstop_vm_backup_* metrics, and backups'
 // verifications into backstop_backup_verification_*. It is a
 // status.Observer: every transition goes through the engines' one status
-// writer, so no transition is counted twice or missed.
+// writer, so no transition is counted twice or missed. What Velero reads
+// from the objects rather than counts (the totals, the locations' status,
+// the last success of each schedule, the series of each schedule at 0)
+// and Backstop's queue and tenant gauges are set by a Resyncer from the
+// engines' listers.
 package metrics
 
 import (
@@ -20,6 +24,8 @@ import (
 )
 
 const (
+	locationLabel   = "backup_location_name"
+	phaseLabel      = "phase"
 	scheduleLabel   = "schedule"
 	namespaceLabel  = "namespace"
 	backupNameLabel = "backupName"
@@ -28,6 +34,9 @@ const (
 
 // Velero's duration buckets: one minute to four hours.
 var durationBuckets = []float64{60, 300, 600, 900, 1800, 3600, 7200, 10800, 14400}
+
+// Waits in the queues: a second to four hours.
+var waitBuckets = []float64{1, 5, 15, 30, 60, 300, 900, 1800, 3600, 14400}
 
 // Verifications' buckets: a second to four hours.
 var verificationBuckets = []float64{1, 10, 60, 300, 900, 1800, 3600, 7200, 14400}
@@ -42,7 +51,23 @@ type Recorder struct {
 	// CSI snapshots of backups, by schedule and backup (Velero's).
 	csiAttempt, csiSuccess, csiFailure *metrics.CounterVec
 
+	// Native volume snapshots (Velero's VolumeSnapshotters): Backstop
+	// takes none, the series exist at 0 for the dashboards and alerts that
+	// read them.
+	volumeSnapshotAttempt, volumeSnapshotSuccess, volumeSnapshotFailure *metrics.CounterVec
+
 	restoreAttempt, restoreSuccess, restorePartialFailure, restoreFailed, restoreValidationFailed *metrics.CounterVec
+
+	// What Velero reads from the objects, not counts (Resync).
+	backupTotal, restoreTotal *metrics.Gauge
+	locationStatus            *metrics.GaugeVec
+
+	// The queues (Backstop's): waiting backups and restores, how long the
+	// oldest has waited, and how long each waited before it started.
+	backupQueueLength, restoreQueueLength *metrics.Gauge
+	backupQueueOldest, restoreQueueOldest *metrics.Gauge
+	backupQueueWait, restoreQueueWait     *metrics.HistogramVec
+	nonAdminBackups, nonAdminRestores     *metrics.GaugeVec
 
 	vmAttempt, vmSuccess, vmFailure *metrics.CounterVec
 	vmDuration                      *metrics.HistogramVec
@@ -84,6 +109,25 @@ func New(register func(...metrics.Registerable)) *Recorder {
 		csiSuccess:        counter("velero", "csi_snapshot_success_total", "Total number of CSI successful volume snapshots", scheduleLabel, backupNameLabel),
 		csiFailure:        counter("velero", "csi_snapshot_failure_total", "Total number of CSI failed volume snapshots", scheduleLabel, backupNameLabel),
 
+		volumeSnapshotAttempt: counter("velero", "volume_snapshot_attempt_total", "Total number of attempted volume snapshots", scheduleLabel),
+		volumeSnapshotSuccess: counter("velero", "volume_snapshot_success_total", "Total number of successful volume snapshots", scheduleLabel),
+		volumeSnapshotFailure: counter("velero", "volume_snapshot_failure_total", "Total number of failed volume snapshots", scheduleLabel),
+
+		backupTotal:    metrics.NewGauge(&metrics.GaugeOpts{Namespace: "velero", Name: "backup_total", Help: "Current number of existent backups", StabilityLevel: metrics.ALPHA}),
+		restoreTotal:   metrics.NewGauge(&metrics.GaugeOpts{Namespace: "velero", Name: "restore_total", Help: "Current number of existent restores", StabilityLevel: metrics.ALPHA}),
+		locationStatus: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: "velero", Name: "backup_location_status_gauge", Help: "The status of backup storage locations. 1 is Available, 0 is Unavailable", StabilityLevel: metrics.ALPHA}, []string{locationLabel}),
+
+		backupQueueLength:  metrics.NewGauge(&metrics.GaugeOpts{Namespace: "backstop", Name: "backup_queue_length", Help: "Backups waiting to start (New, Queued, ReadyToStart)", StabilityLevel: metrics.ALPHA}),
+		restoreQueueLength: metrics.NewGauge(&metrics.GaugeOpts{Namespace: "backstop", Name: "restore_queue_length", Help: "Restores waiting to start (New)", StabilityLevel: metrics.ALPHA}),
+		backupQueueOldest:  metrics.NewGauge(&metrics.GaugeOpts{Namespace: "backstop", Name: "backup_queue_oldest_seconds", Help: "How long the backup waiting longest has waited, in seconds (0: none waits)", StabilityLevel: metrics.ALPHA}),
+		restoreQueueOldest: metrics.NewGauge(&metrics.GaugeOpts{Namespace: "backstop", Name: "restore_queue_oldest_seconds", Help: "How long the restore waiting longest has waited, in seconds (0: none waits)", StabilityLevel: metrics.ALPHA}),
+		backupQueueWait: metrics.NewHistogramVec(&metrics.HistogramOpts{Namespace: "backstop", Name: "backup_queue_wait_seconds",
+			Help: "Time a backup waited from its creation to its start, in seconds", Buckets: waitBuckets, StabilityLevel: metrics.ALPHA}, []string{scheduleLabel}),
+		restoreQueueWait: metrics.NewHistogramVec(&metrics.HistogramOpts{Namespace: "backstop", Name: "restore_queue_wait_seconds",
+			Help: "Time a restore waited from its creation to its start, in seconds", Buckets: waitBuckets, StabilityLevel: metrics.ALPHA}, []string{scheduleLabel}),
+		nonAdminBackups:  metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: "backstop", Name: "nonadmin_backups", Help: "Tenants' NonAdminBackups, by namespace and phase", StabilityLevel: metrics.ALPHA}, []string{namespaceLabel, phaseLabel}),
+		nonAdminRestores: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: "backstop", Name: "nonadmin_restores", Help: "Tenants' NonAdminRestores, by namespace and phase", StabilityLevel: metrics.ALPHA}, []string{namespaceLabel, phaseLabel}),
+
 		restoreAttempt:          counter("velero", "restore_attempt_total", "Total number of attempted restores", scheduleLabel),
 		restoreSuccess:          counter("velero", "restore_success_total", "Total number of successful restores", scheduleLabel),
 		restorePartialFailure:   counter("velero", "restore_partial_failure_total", "Total number of partially failed restores", scheduleLabel),
@@ -106,7 +150,10 @@ func New(register func(...metrics.Registerable)) *Recorder {
 		r.backupValidationFailure, r.backupWarnings, r.backupDuration, r.backupItems, r.backupItemErrors, r.backupLastSuccess,
 		r.backupLastStatus, r.deletionAttempt, r.deletionSuccess, r.deletionFailure, r.csiAttempt, r.csiSuccess, r.csiFailure, r.restoreAttempt, r.restoreSuccess,
 		r.restorePartialFailure, r.restoreFailed, r.restoreValidationFailed, r.vmAttempt, r.vmSuccess, r.vmFailure, r.vmDuration,
-		r.verification, r.verificationBytes, r.verificationProblems, r.verificationDuration} {
+		r.verification, r.verificationBytes, r.verificationProblems, r.verificationDuration,
+		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure, r.backupTotal, r.restoreTotal, r.locationStatus,
+		r.backupQueueLength, r.restoreQueueLength, r.backupQueueOldest, r.restoreQueueOldest, r.backupQueueWait, r.restoreQueueWait,
+		r.nonAdminBackups, r.nonAdminRestores} {
 		register(c)
 	}
 	return r
@@ -149,9 +196,15 @@ func (r *Recorder) backup(b *velerov1.Backup, to velerov1.BackupPhase) {
 	switch to {
 	case velerov1.BackupPhaseInProgress:
 		r.backupAttempt.WithLabelValues(schedule).Inc()
+		if start := b.Status.StartTimestamp; start != nil {
+			if d, ok := duration(b.CreationTimestamp.Time, start.Time); ok {
+				r.backupQueueWait.WithLabelValues(schedule).Observe(d)
+			}
+		}
 		return
 	case velerov1.BackupPhaseFailedValidation:
 		r.backupValidationFailure.WithLabelValues(schedule).Inc()
+		r.backupLastStatus.WithLabelValues(schedule).Set(0)
 		return
 	case velerov1.BackupPhaseDeleting:
 		r.deletionAttempt.WithLabelValues(schedule).Inc()
@@ -201,7 +254,14 @@ func (r *Recorder) restore(rs *velerov1.Restore, to velerov1.RestorePhase) {
 	switch to {
 	case velerov1.RestorePhaseInProgress:
 		r.restoreAttempt.WithLabelValues(schedule).Inc()
+		if start := rs.Status.StartTimestamp; start != nil {
+			if d, ok := duration(rs.CreationTimestamp.Time, start.Time); ok {
+				r.restoreQueueWait.WithLabelValues(schedule).Observe(d)
+			}
+		}
 	case velerov1.RestorePhaseFailedValidation:
+		// As Velero: a restore taken up and refused is an attempt.
+		r.restoreAttempt.WithLabelValues(schedule).Inc()
 		r.restoreValidationFailed.WithLabelValues(schedule).Inc()
 	case velerov1.RestorePhaseCompleted:
 		r.restoreSuccess.WithLabelValues(schedule).Inc()

@@ -156,6 +156,16 @@ func TestMetricsAfterBackup(t *testing.T) {
 		`velero_backup_last_status{schedule=""} 1`,
 		`velero_backup_duration_seconds_count{schedule=""} 1`,
 		`# TYPE velero_backup_last_successful_timestamp gauge`,
+		// Read from the objects at the engines' start: backups of no
+		// schedule have every series (a first failure shows as an
+		// increase), the totals, the locations, the queue.
+		`velero_backup_failure_total{schedule=""} 0`,
+		`velero_restore_failed_total{schedule=""} 0`,
+		`velero_volume_snapshot_attempt_total{schedule=""} 0`,
+		`velero_csi_snapshot_attempt_total{backupName="",schedule=""} 0`,
+		`# TYPE velero_backup_total gauge`,
+		`velero_backup_location_status_gauge{backup_location_name="default"}`,
+		`# TYPE backstop_backup_queue_length gauge`,
 	}
 	var missing []string
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

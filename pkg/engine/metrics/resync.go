@@ -1,0 +1,207 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	oadplisters "github.com/backstop-io/backstop/pkg/generated/listers/oadp/v1alpha1"
+	velerolisters "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+)
+
+// InitSchedule makes the series of a schedule ("" for backups of none)
+// exist, as Velero's InitSchedule does: the counters and item gauges at
+// 0 (a first failure then shows as an increase), the CSI snapshot
+// counters with an empty backup name, and the last status at 1.
+func (r *Recorder) InitSchedule(schedule string) {
+	for _, c := range []*metrics.CounterVec{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
+		r.backupValidationFailure, r.backupWarnings, r.deletionAttempt, r.deletionSuccess, r.deletionFailure,
+		r.restoreAttempt, r.restorePartialFailure, r.restoreFailed, r.restoreSuccess, r.restoreValidationFailed,
+		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure} {
+		c.WithLabelValues(schedule).Add(0)
+	}
+	for _, c := range []*metrics.CounterVec{r.csiAttempt, r.csiSuccess, r.csiFailure} {
+		c.WithLabelValues(schedule, "").Add(0)
+	}
+	r.backupItems.WithLabelValues(schedule).Add(0)
+	r.backupItemErrors.WithLabelValues(schedule).Add(0)
+	r.backupLastStatus.WithLabelValues(schedule).Set(1)
+}
+
+// RemoveSchedule deletes the series of a schedule that is gone, as
+// Velero's RemoveSchedule does.
+func (r *Recorder) RemoveSchedule(schedule string) {
+	for _, c := range []*metrics.CounterVec{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
+		r.backupValidationFailure, r.backupWarnings, r.deletionAttempt, r.deletionSuccess, r.deletionFailure,
+		r.restoreAttempt, r.restorePartialFailure, r.restoreFailed, r.restoreSuccess, r.restoreValidationFailed,
+		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure} {
+		c.DeleteLabelValues(schedule)
+	}
+	for _, c := range []*metrics.CounterVec{r.csiAttempt, r.csiSuccess, r.csiFailure} {
+		c.DeleteLabelValues(schedule, "")
+	}
+	for _, g := range []*metrics.GaugeVec{r.backupItems, r.backupItemErrors, r.backupLastStatus, r.backupLastSuccess} {
+		g.DeleteLabelValues(schedule)
+	}
+	r.backupDuration.DeleteLabelValues(schedule)
+}
+
+// Name is the Resyncer's name among the engines (--disable-controllers).
+const Name = "metrics"
+
+// Objects are the listers a Resyncer reads.
+type Objects struct {
+	// Namespace is the admin namespace.
+	Namespace string
+	Backups   velerolisters.BackupLister
+	Restores  velerolisters.RestoreLister
+	Schedules velerolisters.ScheduleLister
+	Locations velerolisters.BackupStorageLocationLister
+	// The tenants' objects, of every namespace.
+	NonAdminBackups  oadplisters.NonAdminBackupLister
+	NonAdminRestores oadplisters.NonAdminRestoreLister
+	// Synced are the listers' informers' HasSynced.
+	Synced []cache.InformerSynced
+}
+
+// ResyncInterval is how often a Resyncer reads the objects (Velero: a
+// minute for its totals).
+const ResyncInterval = 30 * time.Second
+
+// Resyncer sets, from the objects, the series that are not counted: the
+// schedules' series (made at 0 for each schedule, removed with it), the
+// numbers of backups and restores, each location's status, each
+// schedule's last successful backup (also after a restart or a takeover,
+// as Velero recomputes it), the queues and the tenants' objects by phase.
+// It runs with the engines of a term: the leader's.
+type Resyncer struct {
+	recorder *Recorder
+	objects  Objects
+	clock    clock.PassiveClock
+	// schedules and locations are those with series, to remove the
+	// series of those gone.
+	schedules, locations sets.Set[string]
+}
+
+// NewResyncer returns a Resyncer of r over objects.
+func NewResyncer(r *Recorder, objects Objects, clock clock.PassiveClock) *Resyncer {
+	return &Resyncer{recorder: r, objects: objects, clock: clock, schedules: sets.New[string](), locations: sets.New[string]()}
+}
+
+// Run resyncs every ResyncInterval until ctx is done, the first time once
+// the listers have synced.
+func (s *Resyncer) Run(ctx context.Context, _ int) {
+	if !cache.WaitForCacheSync(ctx.Done(), s.objects.Synced...) {
+		return
+	}
+	wait.UntilWithContext(ctx, func(context.Context) {
+		if err := s.Resync(); err != nil {
+			klog.ErrorS(err, "Reading the objects for the metrics")
+		}
+	}, ResyncInterval)
+}
+
+// Resync sets the series once.
+func (s *Resyncer) Resync() error {
+	r, o := s.recorder, s.objects
+	now := s.clock.Now()
+
+	schedules, err := o.Schedules.Schedules(o.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	current := sets.New("")
+	for _, sch := range schedules {
+		current.Insert(sch.Name)
+	}
+	for name := range current {
+		r.InitSchedule(name)
+	}
+	for name := range s.schedules.Difference(current) {
+		r.RemoveSchedule(name)
+	}
+	s.schedules = current
+
+	backups, err := o.Backups.Backups(o.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	r.backupTotal.Set(float64(len(backups)))
+	lastSuccess := map[string]time.Time{}
+	waiting, oldest := 0, time.Duration(0)
+	for _, b := range backups {
+		schedule := b.Labels[velerov1.ScheduleNameLabel]
+		if b.Status.Phase == velerov1.BackupPhaseCompleted && b.Status.CompletionTimestamp != nil &&
+			b.Status.CompletionTimestamp.After(lastSuccess[schedule]) {
+			lastSuccess[schedule] = b.Status.CompletionTimestamp.Time
+		}
+		if b.Status.Phase.Pending() && b.DeletionTimestamp == nil {
+			waiting++
+			oldest = max(oldest, now.Sub(b.CreationTimestamp.Time))
+		}
+	}
+	for schedule, at := range lastSuccess {
+		r.backupLastSuccess.WithLabelValues(schedule).Set(float64(at.Unix()))
+	}
+	r.backupQueueLength.Set(float64(waiting))
+	r.backupQueueOldest.Set(oldest.Seconds())
+
+	restores, err := o.Restores.Restores(o.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	r.restoreTotal.Set(float64(len(restores)))
+	waiting, oldest = 0, 0
+	for _, rs := range restores {
+		if (rs.Status.Phase == "" || rs.Status.Phase == velerov1.RestorePhaseNew) && rs.DeletionTimestamp == nil {
+			waiting++
+			oldest = max(oldest, now.Sub(rs.CreationTimestamp.Time))
+		}
+	}
+	r.restoreQueueLength.Set(float64(waiting))
+	r.restoreQueueOldest.Set(oldest.Seconds())
+
+	locations, err := o.Locations.BackupStorageLocations(o.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	seen := sets.New[string]()
+	for _, l := range locations {
+		seen.Insert(l.Name)
+		available := 0.0
+		if l.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable {
+			available = 1
+		}
+		r.locationStatus.WithLabelValues(l.Name).Set(available)
+	}
+	for name := range s.locations.Difference(seen) {
+		r.locationStatus.DeleteLabelValues(name)
+	}
+	s.locations = seen
+
+	nabs, err := o.NonAdminBackups.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	r.nonAdminBackups.Reset()
+	for _, b := range nabs {
+		r.nonAdminBackups.WithLabelValues(b.Namespace, string(b.Status.Phase)).Inc()
+	}
+	nars, err := o.NonAdminRestores.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	r.nonAdminRestores.Reset()
+	for _, rs := range nars {
+		r.nonAdminRestores.WithLabelValues(rs.Namespace, string(rs.Status.Phase)).Inc()
+	}
+	return nil
+}
