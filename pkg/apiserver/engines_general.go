@@ -106,7 +106,7 @@ func newBackupEngine(e *engineContext) (engine, error) {
 	snapshots.Recorder = e.recorder
 	move := csisnapshot.MoveAction{Action: snapshots, Client: e.client}
 	return backup.New(backup.Config{Client: e.client, Backups: e.velero.Backups(), Locations: e.velero.BackupStorageLocations(),
-		Source: source, Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch,
+		Source: source, Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch, TarballSize: e.process.metrics.TarballSize,
 		Policies: func(ctx context.Context, b *velerov1.Backup) (*resourcepolicy.Policies, error) {
 			return resourcepolicy.Read(ctx, snapshots.Kube, b)
 		},

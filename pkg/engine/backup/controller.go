@@ -71,6 +71,10 @@ type Config struct {
 	OperationSyncFrequency time.Duration
 	// Observers are told about the phase transitions the engine writes.
 	Observers []status.Observer
+	// TarballSize is told the size of each completed backup's tarball, by
+	// the backup's schedule ("" for none; nil: told nothing), from the
+	// backup's manifest.
+	TarballSize func(schedule string, bytes int64)
 	// Crash kills the server at a named point (crash-point tests).
 	Crash failpoint.Set
 	// Policies reads the resource policies a backup names

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"time"
 
@@ -472,7 +473,18 @@ func (r *backupRun) putFinal(ctx context.Context, done *velerov1.Backup, locked 
 	if err != nil {
 		return err
 	}
-	return objectstore.PutManifest(ctx, store, layout, manifest)
+	if err := objectstore.PutManifest(ctx, store, layout, manifest); err != nil {
+		return err
+	}
+	if told := r.c.cfg.TarballSize; told != nil {
+		tarKey, _ := layout.Key(velerov1.DownloadTargetKindBackupContents, name)
+		for _, o := range manifest.Objects {
+			if path.Join(layout.BackupDir(name), o.Name) == tarKey {
+				told(done.Labels[velerov1.ScheduleNameLabel], o.Size)
+			}
+		}
+	}
+	return nil
 }
 
 // lockedCondition is the Locked condition of a backup that completes in a

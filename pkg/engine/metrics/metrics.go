@@ -14,6 +14,7 @@ package metrics
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"k8s.io/component-base/metrics"
@@ -43,10 +44,15 @@ var verificationBuckets = []float64{1, 10, 60, 300, 900, 1800, 3600, 7200, 14400
 
 // Recorder holds the metrics.
 type Recorder struct {
+	mu sync.Mutex
+	// deleting: the schedule of each backup marked Deleting, by
+	// namespace/name, until its deletion request is processed.
+	deleting map[string]string
+
 	backupAttempt, backupSuccess, backupPartialFailure, backupFailure, backupValidationFailure *metrics.CounterVec
 	backupWarnings                                                                             *metrics.CounterVec
 	backupDuration                                                                             *metrics.HistogramVec
-	backupItems, backupItemErrors, backupLastSuccess, backupLastStatus                         *metrics.GaugeVec
+	backupItems, backupItemErrors, backupLastSuccess, backupLastStatus, backupTarballSize      *metrics.GaugeVec
 	deletionAttempt, deletionSuccess, deletionFailure                                          *metrics.CounterVec
 	// CSI snapshots of backups, by schedule and backup (Velero's).
 	csiAttempt, csiSuccess, csiFailure *metrics.CounterVec
@@ -90,6 +96,7 @@ func gauge(name, help string) *metrics.GaugeVec {
 // server's: legacyregistry.MustRegister, served at /metrics).
 func New(register func(...metrics.Registerable)) *Recorder {
 	r := &Recorder{
+		deleting:                map[string]string{},
 		backupAttempt:           counter("velero", "backup_attempt_total", "Total number of attempted backups", scheduleLabel),
 		backupSuccess:           counter("velero", "backup_success_total", "Total number of successful backups", scheduleLabel),
 		backupPartialFailure:    counter("velero", "backup_partial_failure_total", "Total number of partially failed backups", scheduleLabel),
@@ -102,6 +109,7 @@ func New(register func(...metrics.Registerable)) *Recorder {
 		backupItemErrors:  gauge("backup_items_errors", "Total number of errors encountered during backup"),
 		backupLastSuccess: gauge("backup_last_successful_timestamp", "Last time a backup ran successfully, Unix timestamp in seconds"),
 		backupLastStatus:  gauge("backup_last_status", "Last status of the backup. A value of 1 is success, 0 is failure"),
+		backupTarballSize: gauge("backup_tarball_size_bytes", "Size, in bytes, of a backup"),
 		deletionAttempt:   counter("velero", "backup_deletion_attempt_total", "Total number of attempted backup deletions", scheduleLabel),
 		deletionSuccess:   counter("velero", "backup_deletion_success_total", "Total number of successful backup deletions", scheduleLabel),
 		deletionFailure:   counter("velero", "backup_deletion_failure_total", "Total number of failed backup deletions", scheduleLabel),
@@ -148,7 +156,7 @@ func New(register func(...metrics.Registerable)) *Recorder {
 	}
 	for _, c := range []metrics.Registerable{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
 		r.backupValidationFailure, r.backupWarnings, r.backupDuration, r.backupItems, r.backupItemErrors, r.backupLastSuccess,
-		r.backupLastStatus, r.deletionAttempt, r.deletionSuccess, r.deletionFailure, r.csiAttempt, r.csiSuccess, r.csiFailure, r.restoreAttempt, r.restoreSuccess,
+		r.backupLastStatus, r.backupTarballSize, r.deletionAttempt, r.deletionSuccess, r.deletionFailure, r.csiAttempt, r.csiSuccess, r.csiFailure, r.restoreAttempt, r.restoreSuccess,
 		r.restorePartialFailure, r.restoreFailed, r.restoreValidationFailed, r.vmAttempt, r.vmSuccess, r.vmFailure, r.vmDuration,
 		r.verification, r.verificationBytes, r.verificationProblems, r.verificationDuration,
 		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure, r.backupTotal, r.restoreTotal, r.locationStatus,
@@ -160,6 +168,12 @@ func New(register func(...metrics.Registerable)) *Recorder {
 }
 
 var _ status.Observer = &Recorder{}
+
+// TarballSize records the size of a completed backup's tarball, by its
+// schedule ("" for none), as Velero's velero_backup_tarball_size_bytes.
+func (r *Recorder) TarballSize(schedule string, bytes int64) {
+	r.backupTarballSize.WithLabelValues(schedule).Set(float64(bytes))
+}
 
 // Verification records one verification of a backup of schedule ("" for
 // none) and its result.
@@ -179,7 +193,13 @@ func (r *Recorder) Transition(_ context.Context, t status.Transition) {
 		r.restore(o, velerov1.RestorePhase(t.To))
 	case *velerov1.DeleteBackupRequest:
 		if velerov1.DeleteBackupRequestPhase(t.To) == velerov1.DeleteBackupRequestPhaseProcessed && velerov1.DeleteBackupRequestPhase(t.From) == velerov1.DeleteBackupRequestPhaseInProgress {
-			schedule := o.Labels[velerov1.ScheduleNameLabel]
+			// As Velero: counted under the backup's schedule, and only
+			// for a request that marked its backup Deleting (not one
+			// refused before: backup not found, locked).
+			schedule, ok := r.deleted(o.Namespace, o.Spec.BackupName)
+			if !ok {
+				return
+			}
 			if len(o.Status.Errors) == 0 {
 				r.deletionSuccess.WithLabelValues(schedule).Inc()
 			} else {
@@ -208,6 +228,9 @@ func (r *Recorder) backup(b *velerov1.Backup, to velerov1.BackupPhase) {
 		return
 	case velerov1.BackupPhaseDeleting:
 		r.deletionAttempt.WithLabelValues(schedule).Inc()
+		r.mu.Lock()
+		r.deleting[b.Namespace+"/"+b.Name] = schedule
+		r.mu.Unlock()
 		return
 	case velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseFinalizingPartiallyFailed:
 		// The write that enters Finalizing counts the backup's CSI
@@ -284,6 +307,17 @@ func (r *Recorder) vmBackup(b *kv.VirtualMachineBackup, to kv.BackupState) {
 	case kv.BackupFailed:
 		r.vmFailure.WithLabelValues(b.Namespace).Inc()
 	}
+}
+
+// deleted takes the schedule of a backup its deletion request marked
+// Deleting (ok false: none did).
+func (r *Recorder) deleted(namespace, backup string) (schedule string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := namespace + "/" + backup
+	schedule, ok = r.deleting[key]
+	delete(r.deleting, key)
+	return schedule, ok
 }
 
 // duration is end - start in seconds, when they are in order.

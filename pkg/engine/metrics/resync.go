@@ -48,7 +48,7 @@ func (r *Recorder) RemoveSchedule(schedule string) {
 	for _, c := range []*metrics.CounterVec{r.csiAttempt, r.csiSuccess, r.csiFailure} {
 		c.DeleteLabelValues(schedule, "")
 	}
-	for _, g := range []*metrics.GaugeVec{r.backupItems, r.backupItemErrors, r.backupLastStatus, r.backupLastSuccess} {
+	for _, g := range []*metrics.GaugeVec{r.backupItems, r.backupItemErrors, r.backupLastStatus, r.backupLastSuccess, r.backupTarballSize} {
 		g.DeleteLabelValues(schedule)
 	}
 	r.backupDuration.DeleteLabelValues(schedule)

@@ -205,3 +205,39 @@ backstop_backup_queue_wait_seconds_count{schedule=""} 1
 		t.Error(err)
 	}
 }
+
+// TestDeletionsUnderTheBackupsSchedule: a deletion request's result is
+// counted under its backup's schedule (requests carry none), and only
+// for a request that marked its backup Deleting.
+func TestDeletionsUnderTheBackupsSchedule(t *testing.T) {
+	reg := metrics.NewKubeRegistry()
+	r := New(reg.MustRegister)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	processed := func(backup string, errs ...string) {
+		req := &velerov1.DeleteBackupRequest{ObjectMeta: meta("del-"+backup, now, ""), Spec: velerov1.DeleteBackupRequestSpec{BackupName: backup},
+			Status: velerov1.DeleteBackupRequestStatus{Errors: errs}}
+		r.Transition(ctx, status.Transition{New: req, From: string(velerov1.DeleteBackupRequestPhaseInProgress), To: string(velerov1.DeleteBackupRequestPhaseProcessed)})
+	}
+	for _, name := range []string{"n1", "n2"} {
+		r.Transition(ctx, status.Transition{New: &velerov1.Backup{ObjectMeta: meta(name, now, "nightly")},
+			From: string(velerov1.BackupPhaseCompleted), To: string(velerov1.BackupPhaseDeleting)})
+	}
+	processed("n1")
+	processed("n2", "the storage location is unavailable")
+	processed("never-marked", "backup never-marked not found")
+	processed("n1") // a second request for the same backup: counted once
+	if err := promtestutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP velero_backup_deletion_attempt_total [ALPHA] Total number of attempted backup deletions
+# TYPE velero_backup_deletion_attempt_total counter
+velero_backup_deletion_attempt_total{schedule="nightly"} 2
+# HELP velero_backup_deletion_failure_total [ALPHA] Total number of failed backup deletions
+# TYPE velero_backup_deletion_failure_total counter
+velero_backup_deletion_failure_total{schedule="nightly"} 1
+# HELP velero_backup_deletion_success_total [ALPHA] Total number of successful backup deletions
+# TYPE velero_backup_deletion_success_total counter
+velero_backup_deletion_success_total{schedule="nightly"} 1
+`), "velero_backup_deletion_attempt_total", "velero_backup_deletion_success_total", "velero_backup_deletion_failure_total"); err != nil {
+		t.Error(err)
+	}
+}

@@ -156,6 +156,7 @@ func TestMetricsAfterBackup(t *testing.T) {
 		`velero_backup_last_status{schedule=""} 1`,
 		`velero_backup_duration_seconds_count{schedule=""} 1`,
 		`# TYPE velero_backup_last_successful_timestamp gauge`,
+		`velero_backup_tarball_size_bytes{schedule=""} `,
 		// Read from the objects at the engines' start: backups of no
 		// schedule have every series (a first failure shows as an
 		// increase), the totals, the locations, the queue.
@@ -178,6 +179,9 @@ func TestMetricsAfterBackup(t *testing.T) {
 			if !strings.Contains(string(raw), line) {
 				missing = append(missing, line)
 			}
+		}
+		if strings.Contains(string(raw), `velero_backup_tarball_size_bytes{schedule=""} 0`+"\n") {
+			missing = append(missing, "a tarball size above 0")
 		}
 		return len(missing) == 0, nil
 	}); err != nil {
