@@ -97,7 +97,8 @@ func (e *engineContext) repositories(kube kubernetes.Interface, engine, dir stri
 	}
 	return backuprepo.New(backuprepo.Config{Client: e.client, Namespace: e.extra.Namespace, Locations: e.velero.BackupStorageLocations().Lister(),
 		Secrets: secrets, Opener: e.opener, Dir: dir, Status: status.Writer{Engine: engine, Observers: e.observers},
-		UploadBytesPerSecond: float64(e.extra.DataMover.UploadBytesPerSecond), StorageCheckInterval: e.extra.DataMover.StorageCheckInterval}), nil
+		UploadBytesPerSecond: float64(e.extra.DataMover.UploadBytesPerSecond), StorageCheckInterval: e.extra.DataMover.StorageCheckInterval,
+		Maintained: e.process.metrics.RepositoryMaintenance}), nil
 }
 
 // dataMoverDirs are the data mover's private directories.

@@ -82,6 +82,9 @@ type Config struct {
 	// StorageCheckInterval is how often a running upload that has written
 	// nothing since checks its storage (0: kopiarepo's default).
 	StorageCheckInterval time.Duration
+	// Maintained is told each maintenance run of a repository, by its
+	// name (nil: told nothing).
+	Maintained func(repository string, succeeded bool, took time.Duration)
 }
 
 // Repositories opens repositories and keeps them open, one per location

@@ -173,6 +173,9 @@ func (c *Controller) maintain(ctx context.Context, br *velerov1.BackupRepository
 	}()
 	done := metav1.NewTime(c.clock.Now())
 	run := velerov1.BackupRepositoryMaintenanceStatus{Result: velerov1.BackupRepositoryMaintenanceSucceeded, StartTimestamp: &start, CompleteTimestamp: &done, Message: message}
+	if told := c.repos.cfg.Maintained; told != nil {
+		told(br.Name, err == nil, done.Sub(start.Time))
+	}
 	if err != nil {
 		run.Result, run.Message = velerov1.BackupRepositoryMaintenanceFailed, err.Error()
 		klog.FromContext(ctx).Info("Repository maintenance failed", "backupRepository", klog.KObj(br), "err", err)

@@ -95,7 +95,14 @@ func TestControllerSync(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			w := enginetest.New(t, tc.repo)
-			repos := New(Config{Client: w.Client, Namespace: "velero", Status: status.Writer{Engine: ControllerName}})
+			var told []bool
+			repos := New(Config{Client: w.Client, Namespace: "velero", Status: status.Writer{Engine: ControllerName},
+				Maintained: func(repository string, succeeded bool, _ time.Duration) {
+					if repository != tc.repo.Name {
+						t.Errorf("maintenance of %s told, want %s", repository, tc.repo.Name)
+					}
+					told = append(told, succeeded)
+				}})
 			c, err := NewController(repos, w.Factory.Velero().V1().BackupRepositories(), clocktesting.NewFakeClock(now))
 			if err != nil {
 				t.Fatal(err)
@@ -130,6 +137,13 @@ func TestControllerSync(t *testing.T) {
 			var results []velerov1.BackupRepositoryMaintenanceResult
 			for _, r := range got.Status.RecentMaintenance {
 				results = append(results, r.Result)
+			}
+			// Each run this pass made is told (for the metrics), once.
+			ran := len(fake.asked) > 0 || tc.wantMessage == "spec.repositoryConfig[maintenanceSafety]"
+			if want := ran; (len(told) == 1) != want || len(told) > 1 {
+				t.Errorf("maintenances told %v, want one: %v", told, want)
+			} else if ran && told[0] != (results[len(results)-1] == ok) {
+				t.Errorf("maintenance told succeeded=%v, the run recorded %s", told[0], results[len(results)-1])
 			}
 			if strings.Join(toStrings(results), ",") != strings.Join(toStrings(tc.wantRuns), ",") {
 				t.Errorf("recent maintenance %v, want %v", results, tc.wantRuns)

@@ -21,11 +21,14 @@ import (
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/engine/status"
 )
 
 const (
 	locationLabel   = "backup_location_name"
+	nodeLabel       = "node"
+	repositoryLabel = "repository_name"
 	phaseLabel      = "phase"
 	scheduleLabel   = "schedule"
 	namespaceLabel  = "namespace"
@@ -63,6 +66,14 @@ type Recorder struct {
 	volumeSnapshotAttempt, volumeSnapshotSuccess, volumeSnapshotFailure *metrics.CounterVec
 
 	restoreAttempt, restoreSuccess, restorePartialFailure, restoreFailed, restoreValidationFailed *metrics.CounterVec
+
+	// Repository maintenance, by repository (Velero's).
+	repoMaintenanceSuccess, repoMaintenanceFailure *metrics.CounterVec
+	repoMaintenanceDuration                        *metrics.HistogramVec
+	// The data mover's uploads and downloads that ended, by node (Velero's
+	// node agent's, podVolume_*).
+	uploadSuccess, uploadFailure, uploadCancel       *metrics.CounterVec
+	downloadSuccess, downloadFailure, downloadCancel *metrics.CounterVec
 
 	// What Velero reads from the objects, not counts (Resync).
 	backupTotal, restoreTotal *metrics.Gauge
@@ -121,6 +132,17 @@ func New(register func(...metrics.Registerable)) *Recorder {
 		volumeSnapshotSuccess: counter("velero", "volume_snapshot_success_total", "Total number of successful volume snapshots", scheduleLabel),
 		volumeSnapshotFailure: counter("velero", "volume_snapshot_failure_total", "Total number of failed volume snapshots", scheduleLabel),
 
+		repoMaintenanceSuccess: counter("velero", "repo_maintenance_success_total", "Total number of successful repo maintenance", repositoryLabel),
+		repoMaintenanceFailure: counter("velero", "repo_maintenance_failure_total", "Total number of failed repo maintenance", repositoryLabel),
+		repoMaintenanceDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{Namespace: "velero", Name: "repo_maintenance_duration_seconds",
+			Help: "Time taken to complete repo maintenance, in seconds", Buckets: durationBuckets, StabilityLevel: metrics.ALPHA}, []string{repositoryLabel}),
+		uploadSuccess:   counter("podVolume", "data_upload_success_total", "Total number of successful uploaded snapshots", nodeLabel),
+		uploadFailure:   counter("podVolume", "data_upload_failure_total", "Total number of failed uploaded snapshots", nodeLabel),
+		uploadCancel:    counter("podVolume", "data_upload_cancel_total", "Total number of canceled uploaded snapshots", nodeLabel),
+		downloadSuccess: counter("podVolume", "data_download_success_total", "Total number of successful downloaded snapshots", nodeLabel),
+		downloadFailure: counter("podVolume", "data_download_failure_total", "Total number of failed downloaded snapshots", nodeLabel),
+		downloadCancel:  counter("podVolume", "data_download_cancel_total", "Total number of canceled downloaded snapshots", nodeLabel),
+
 		backupTotal:    metrics.NewGauge(&metrics.GaugeOpts{Namespace: "velero", Name: "backup_total", Help: "Current number of existent backups", StabilityLevel: metrics.ALPHA}),
 		restoreTotal:   metrics.NewGauge(&metrics.GaugeOpts{Namespace: "velero", Name: "restore_total", Help: "Current number of existent restores", StabilityLevel: metrics.ALPHA}),
 		locationStatus: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: "velero", Name: "backup_location_status_gauge", Help: "The status of backup storage locations. 1 is Available, 0 is Unavailable", StabilityLevel: metrics.ALPHA}, []string{locationLabel}),
@@ -161,13 +183,24 @@ func New(register func(...metrics.Registerable)) *Recorder {
 		r.verification, r.verificationBytes, r.verificationProblems, r.verificationDuration,
 		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure, r.backupTotal, r.restoreTotal, r.locationStatus,
 		r.backupQueueLength, r.restoreQueueLength, r.backupQueueOldest, r.restoreQueueOldest, r.backupQueueWait, r.restoreQueueWait,
-		r.nonAdminBackups, r.nonAdminRestores} {
+		r.nonAdminBackups, r.nonAdminRestores, r.repoMaintenanceSuccess, r.repoMaintenanceFailure, r.repoMaintenanceDuration,
+		r.uploadSuccess, r.uploadFailure, r.uploadCancel, r.downloadSuccess, r.downloadFailure, r.downloadCancel} {
 		register(c)
 	}
 	return r
 }
 
 var _ status.Observer = &Recorder{}
+
+// RepositoryMaintenance records one maintenance run of a repository.
+func (r *Recorder) RepositoryMaintenance(repository string, succeeded bool, took time.Duration) {
+	if succeeded {
+		r.repoMaintenanceSuccess.WithLabelValues(repository).Inc()
+	} else {
+		r.repoMaintenanceFailure.WithLabelValues(repository).Inc()
+	}
+	r.repoMaintenanceDuration.WithLabelValues(repository).Observe(took.Seconds())
+}
 
 // TarballSize records the size of a completed backup's tarball, by its
 // schedule ("" for none), as Velero's velero_backup_tarball_size_bytes.
@@ -208,6 +241,24 @@ func (r *Recorder) Transition(_ context.Context, t status.Transition) {
 		}
 	case *kv.VirtualMachineBackup:
 		r.vmBackup(o, kv.BackupState(t.To))
+	case *velerov2alpha1.DataUpload:
+		switch velerov2alpha1.DataUploadPhase(t.To) {
+		case velerov2alpha1.DataUploadPhaseCompleted:
+			r.uploadSuccess.WithLabelValues(o.Status.Node).Inc()
+		case velerov2alpha1.DataUploadPhaseFailed:
+			r.uploadFailure.WithLabelValues(o.Status.Node).Inc()
+		case velerov2alpha1.DataUploadPhaseCanceled:
+			r.uploadCancel.WithLabelValues(o.Status.Node).Inc()
+		}
+	case *velerov2alpha1.DataDownload:
+		switch velerov2alpha1.DataDownloadPhase(t.To) {
+		case velerov2alpha1.DataDownloadPhaseCompleted:
+			r.downloadSuccess.WithLabelValues(o.Status.Node).Inc()
+		case velerov2alpha1.DataDownloadPhaseFailed:
+			r.downloadFailure.WithLabelValues(o.Status.Node).Inc()
+		case velerov2alpha1.DataDownloadPhaseCanceled:
+			r.downloadCancel.WithLabelValues(o.Status.Node).Inc()
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	oadplisters "github.com/backstop-io/backstop/pkg/generated/listers/oadp/v1alpha1"
 	velerolisters "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
@@ -238,6 +239,50 @@ velero_backup_deletion_failure_total{schedule="nightly"} 1
 # TYPE velero_backup_deletion_success_total counter
 velero_backup_deletion_success_total{schedule="nightly"} 1
 `), "velero_backup_deletion_attempt_total", "velero_backup_deletion_success_total", "velero_backup_deletion_failure_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDataMoverAndMaintenance: uploads and downloads that end are counted
+// by node as Velero's node agent counts them; repository maintenance runs
+// by repository.
+func TestDataMoverAndMaintenance(t *testing.T) {
+	reg := metrics.NewKubeRegistry()
+	r := New(reg.MustRegister)
+	ctx := context.Background()
+	upload := func(to velerov2alpha1.DataUploadPhase) {
+		r.Transition(ctx, status.Transition{New: &velerov2alpha1.DataUpload{Status: velerov2alpha1.DataUploadStatus{Node: "node-a", Phase: to}},
+			From: string(velerov2alpha1.DataUploadPhaseInProgress), To: string(to)})
+	}
+	upload(velerov2alpha1.DataUploadPhaseCompleted)
+	upload(velerov2alpha1.DataUploadPhaseCompleted)
+	upload(velerov2alpha1.DataUploadPhaseFailed)
+	upload(velerov2alpha1.DataUploadPhaseCanceled)
+	r.Transition(ctx, status.Transition{New: &velerov2alpha1.DataDownload{Status: velerov2alpha1.DataDownloadStatus{Node: "node-b"}},
+		From: string(velerov2alpha1.DataDownloadPhaseInProgress), To: string(velerov2alpha1.DataDownloadPhaseCompleted)})
+	r.RepositoryMaintenance("default-shop-kopia", true, 90*time.Second)
+	r.RepositoryMaintenance("default-shop-kopia", false, 10*time.Second)
+	if err := promtestutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP podVolume_data_upload_success_total [ALPHA] Total number of successful uploaded snapshots
+# TYPE podVolume_data_upload_success_total counter
+podVolume_data_upload_success_total{node="node-a"} 2
+# HELP podVolume_data_upload_failure_total [ALPHA] Total number of failed uploaded snapshots
+# TYPE podVolume_data_upload_failure_total counter
+podVolume_data_upload_failure_total{node="node-a"} 1
+# HELP podVolume_data_upload_cancel_total [ALPHA] Total number of canceled uploaded snapshots
+# TYPE podVolume_data_upload_cancel_total counter
+podVolume_data_upload_cancel_total{node="node-a"} 1
+# HELP podVolume_data_download_success_total [ALPHA] Total number of successful downloaded snapshots
+# TYPE podVolume_data_download_success_total counter
+podVolume_data_download_success_total{node="node-b"} 1
+# HELP velero_repo_maintenance_success_total [ALPHA] Total number of successful repo maintenance
+# TYPE velero_repo_maintenance_success_total counter
+velero_repo_maintenance_success_total{repository_name="default-shop-kopia"} 1
+# HELP velero_repo_maintenance_failure_total [ALPHA] Total number of failed repo maintenance
+# TYPE velero_repo_maintenance_failure_total counter
+velero_repo_maintenance_failure_total{repository_name="default-shop-kopia"} 1
+`), "podVolume_data_upload_success_total", "podVolume_data_upload_failure_total", "podVolume_data_upload_cancel_total",
+		"podVolume_data_download_success_total", "velero_repo_maintenance_success_total", "velero_repo_maintenance_failure_total"); err != nil {
 		t.Error(err)
 	}
 }
