@@ -66,11 +66,18 @@ func generalEngines() []engineDescriptor {
 func newMetricsEngine(e *engineContext) (engine, error) {
 	backups, restores, schedules, locations := e.velero.Backups(), e.velero.Restores(), e.velero.Schedules(), e.velero.BackupStorageLocations()
 	nabs, nars := e.tenants.NonAdminBackups(), e.tenants.NonAdminRestores()
-	return metrics.NewResyncer(e.process.metrics, metrics.Objects{Namespace: e.extra.Namespace,
+	r := metrics.NewResyncer(e.process.metrics, metrics.Objects{Namespace: e.extra.Namespace,
 		Backups: backups.Lister(), Restores: restores.Lister(), Schedules: schedules.Lister(), Locations: locations.Lister(),
 		NonAdminBackups: nabs.Lister(), NonAdminRestores: nars.Lister(),
 		Synced: []cache.InformerSynced{backups.Informer().HasSynced, restores.Informer().HasSynced, schedules.Informer().HasSynced,
-			locations.Informer().HasSynced, nabs.Informer().HasSynced, nars.Informer().HasSynced}}, clock.RealClock{}), nil
+			locations.Informer().HasSynced, nabs.Informer().HasSynced, nars.Informer().HasSynced}}, clock.RealClock{})
+	// A schedule's series exist as soon as it does, as in Velero.
+	for _, i := range []cache.SharedIndexInformer{schedules.Informer(), locations.Informer()} {
+		if _, err := i.AddEventHandler(r.OnChange()); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 func newServerStatusEngine(e *engineContext) (engine, error) {

@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
@@ -89,24 +88,50 @@ type Resyncer struct {
 	// schedules and locations are those with series, to remove the
 	// series of those gone.
 	schedules, locations sets.Set[string]
+	// poked asks for a resync before the next interval.
+	poked chan struct{}
 }
 
 // NewResyncer returns a Resyncer of r over objects.
 func NewResyncer(r *Recorder, objects Objects, clock clock.PassiveClock) *Resyncer {
-	return &Resyncer{recorder: r, objects: objects, clock: clock, schedules: sets.New[string](), locations: sets.New[string]()}
+	return &Resyncer{recorder: r, objects: objects, clock: clock, schedules: sets.New[string](), locations: sets.New[string](),
+		poked: make(chan struct{}, 1)}
 }
 
-// Run resyncs every ResyncInterval until ctx is done, the first time once
-// the listers have synced.
+// Poke asks for a resync at once (a schedule or a location came or
+// went: its series follow without waiting for the interval).
+func (s *Resyncer) Poke() {
+	select {
+	case s.poked <- struct{}{}:
+	default:
+	}
+}
+
+// OnChange is an event handler that pokes the Resyncer on every add and
+// delete, for the informers of the listers it reads.
+func (s *Resyncer) OnChange() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.Poke() }, DeleteFunc: func(any) { s.Poke() }}
+}
+
+// Run resyncs every ResyncInterval and when poked until ctx is done, the
+// first time once the listers have synced.
 func (s *Resyncer) Run(ctx context.Context, _ int) {
 	if !cache.WaitForCacheSync(ctx.Done(), s.objects.Synced...) {
 		return
 	}
-	wait.UntilWithContext(ctx, func(context.Context) {
+	tick := time.NewTicker(ResyncInterval)
+	defer tick.Stop()
+	for {
 		if err := s.Resync(); err != nil {
 			klog.ErrorS(err, "Reading the objects for the metrics")
 		}
-	}, ResyncInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.poked:
+		}
+	}
 }
 
 // Resync sets the series once.
