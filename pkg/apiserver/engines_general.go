@@ -81,20 +81,35 @@ func newMetricsEngine(e *engineContext) (engine, error) {
 }
 
 func newServerStatusEngine(e *engineContext) (engine, error) {
-	return serverstatus.New(e.client, e.velero.ServerStatusRequests(), clock.RealClock{}, version.Version, nil)
+	c, err := serverstatus.New(e.client, e.velero.ServerStatusRequests(), clock.RealClock{}, version.Version, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.Observers = e.observers
+	return c, nil
 }
 
 func newDownloadEngine(e *engineContext) (engine, error) {
-	return download.New(e.client, download.Informers{
+	c, err := download.New(e.client, download.Informers{
 		Requests: e.velero.DownloadRequests(), Backups: e.velero.Backups(), Restores: e.velero.Restores(),
 	}, download.Links{Signer: e.process.signer, BaseURL: e.extra.ExternalURL, ThroughAggregator: e.extra.HostCluster != nil,
 		// Backups hold Secrets when the source is a cluster; this server
 		// itself (the default source standalone) serves none.
 		SecretsInBackups: e.extra.Source != nil}, clock.RealClock{})
+	if err != nil {
+		return nil, err
+	}
+	c.Observers = e.observers
+	return c, nil
 }
 
 func newLocationEngine(e *engineContext) (engine, error) {
-	return location.New(e.client, e.velero.BackupStorageLocations(), e.opener, clock.RealClock{})
+	c, err := location.New(e.client, e.velero.BackupStorageLocations(), e.opener, clock.RealClock{})
+	if err != nil {
+		return nil, err
+	}
+	c.Observers = e.observers
+	return c, nil
 }
 
 func newQueueEngine(e *engineContext) (engine, error) {

@@ -35,6 +35,9 @@ type Controller struct {
 	restores listers.RestoreLister
 	links    Links
 	clock    clock.Clock
+	// Observers are told about the phase transitions the engine writes
+	// (Events, metrics).
+	Observers []status.Observer
 }
 
 // Informers are what the controller reads.
@@ -75,7 +78,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			return err
 		}
 		expires := now.Add(TTL)
-		_, err = status.Writer{Engine: Name}.DownloadRequests(c.client, key.Namespace).Update(ctx, req, func(cur *velerov1.DownloadRequest) {
+		_, err = status.Writer{Engine: Name, Observers: c.Observers}.DownloadRequests(c.client, key.Namespace).Update(ctx, req, func(cur *velerov1.DownloadRequest) {
 			if cur.Status.Phase == "" || cur.Status.Phase == velerov1.DownloadRequestPhaseNew {
 				cur.Status.Phase = velerov1.DownloadRequestPhaseProcessed
 				cur.Status.DownloadURL = c.links.For(Link{Namespace: key.Namespace, Request: key.Name, UID: cur.UID, Location: location,

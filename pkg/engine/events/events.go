@@ -31,6 +31,7 @@ var warnings = map[string]bool{
 	string(velerov1.BackupPhaseFailed): true, string(velerov1.BackupPhasePartiallyFailed): true,
 	string(velerov1.BackupPhaseFailedValidation): true, string(velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed): true,
 	string(velerov1.BackupPhaseFinalizingPartiallyFailed): true,
+	string(velerov1.BackupStorageLocationPhaseUnavailable): true,
 }
 
 // Transition records t on the object: reason the new phase, a message

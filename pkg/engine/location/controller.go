@@ -85,6 +85,9 @@ type Controller struct {
 	// process: a spec change is probed at once, and every location once
 	// after a restart.
 	probed map[cache.ObjectName]int64
+	// Observers are told about the phase transitions the engine writes
+	// (Events, metrics).
+	Observers []status.Observer
 }
 
 // New returns the availability controller.
@@ -138,7 +141,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		phase, message = velerov1.BackupStorageLocationPhaseUnavailable, err.Error()
 	}
-	_, err = status.Writer{Engine: Name}.BackupStorageLocations(c.client, key.Namespace).Update(ctx, l, func(cur *velerov1.BackupStorageLocation) {
+	_, err = status.Writer{Engine: Name, Observers: c.Observers}.BackupStorageLocations(c.client, key.Namespace).Update(ctx, l, func(cur *velerov1.BackupStorageLocation) {
 		cur.Status.Phase = phase
 		cur.Status.Message = message
 		cur.Status.LastValidationTime = &metav1.Time{Time: now}

@@ -35,6 +35,9 @@ type Controller struct {
 	clock   clock.Clock
 	version string
 	plugins []velerov1.PluginInfo
+	// Observers are told about the phase transitions the engine writes
+	// (Events, metrics).
+	Observers []status.Observer
 }
 
 // New returns a controller fed by informer.
@@ -59,7 +62,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	switch req.Status.Phase {
 	case "", velerov1.ServerStatusRequestPhaseNew:
 		now := metav1.Time{Time: c.clock.Now()}
-		_, err := status.Writer{Engine: Name}.ServerStatusRequests(c.client, key.Namespace).Update(ctx, req, func(cur *velerov1.ServerStatusRequest) {
+		_, err := status.Writer{Engine: Name, Observers: c.Observers}.ServerStatusRequests(c.client, key.Namespace).Update(ctx, req, func(cur *velerov1.ServerStatusRequest) {
 			if cur.Status.Phase == "" || cur.Status.Phase == velerov1.ServerStatusRequestPhaseNew {
 				cur.Status.Phase = velerov1.ServerStatusRequestPhaseProcessed
 				cur.Status.ServerVersion = c.version

@@ -142,6 +142,49 @@ func TestAggregated(t *testing.T) {
 		}
 	})
 
+	t.Run("events-of-every-life", func(t *testing.T) {
+		// Every resource with a life records its phase changes as Events
+		// on it, whichever engine writes them.
+		v1 := c.Backstop.VeleroV1()
+		if r := runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-again"},
+			Spec: velerov1.RestoreSpec{BackupName: "shop", ExistingResourcePolicy: velerov1.PolicyTypeUpdate}}); r.Status.Phase != velerov1.RestorePhaseCompleted {
+			t.Fatalf("restore: %s", r.Status.Phase)
+		}
+		if b := runBackup(t, c, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "disposable"},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"shop"}}}); b.Status.Phase != velerov1.BackupPhaseCompleted {
+			t.Fatalf("backup: %s", b.Status.Phase)
+		}
+		if _, err := v1.DeleteBackupRequests(adminNamespace).Create(ctx, &velerov1.DeleteBackupRequest{ObjectMeta: metav1.ObjectMeta{Name: "drop-disposable"},
+			Spec: velerov1.DeleteBackupRequestSpec{BackupName: "disposable"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v1.ServerStatusRequests(adminNamespace).Create(ctx, &velerov1.ServerStatusRequest{ObjectMeta: metav1.ObjectMeta{Name: "status"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v1.DownloadRequests(adminNamespace).Create(ctx, &velerov1.DownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: "shop-log"},
+			Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "shop"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []struct{ kind, name, message string }{
+			{"Restore", "shop-again", "→ Completed (restore)"},
+			{"DeleteBackupRequest", "drop-disposable", "InProgress → Processed (backup-deletion)"},
+			{"ServerStatusRequest", "status", "→ Processed (server-status-request)"},
+			{"DownloadRequest", "shop-log", "→ Processed (download-request)"},
+			{"BackupStorageLocation", "default", "new → Available (backup-storage-location)"},
+		} {
+			var messages string
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				out, err := c.Kubectl(admin, nil, "get", "events", "-n", adminNamespace, "--field-selector",
+					"involvedObject.kind="+want.kind+",involvedObject.name="+want.name, "-o", "jsonpath={.items[*].message}")
+				messages = out
+				return err == nil && strings.Contains(out, want.message), nil
+			})
+			if err != nil {
+				t.Errorf("the Events of %s %s: %q, want one saying %q", want.kind, want.name, messages, want.message)
+			}
+		}
+	})
+
 	t.Run("delegated-auth", func(t *testing.T) {
 		alice := c.UserKubeconfig("alice", "tenants")
 		if _, err := c.Kubectl(alice, nil, "get", "virtualmachinebackuptrackers", "-n", "team-a"); !forbidden(err) {
