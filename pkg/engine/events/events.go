@@ -30,7 +30,7 @@ var _ status.Observer = Observer{}
 var warnings = map[string]bool{
 	string(velerov1.BackupPhaseFailed): true, string(velerov1.BackupPhasePartiallyFailed): true,
 	string(velerov1.BackupPhaseFailedValidation): true, string(velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed): true,
-	string(velerov1.BackupPhaseFinalizingPartiallyFailed): true,
+	string(velerov1.BackupPhaseFinalizingPartiallyFailed):  true,
 	string(velerov1.BackupStorageLocationPhaseUnavailable): true,
 }
 
