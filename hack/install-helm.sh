@@ -6,7 +6,8 @@
 # built as its own main module from a writable copy under _output/src/, as
 # install-kopia.sh builds kopia.
 #
-# Idempotent: does nothing when _output/bin/helm.version names the version.
+# Idempotent: does nothing when _output/bin/helm.version names the version
+# (build_module_main).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,13 +20,5 @@ export GOFLAGS=
 # Helm 4, the current major version; the chart is apiVersion v2, which
 # Helm 3 installs as well.
 version=v4.3.1
-bin="${root}/_output/bin/helm"
-stamp="${bin}.version"
-if [[ -x "${bin}" && "$(cat "${stamp}" 2>/dev/null)" == "${version}" ]]; then
-  echo "install-helm: ${bin} is already helm ${version}"
-  exit 0
-fi
-echo "install-helm: building helm ${version}"
-build_module_main helm.sh/helm/v4 "${version}" ./cmd/helm "${bin}" "-X helm.sh/helm/v4/internal/version.version=${version}"
-echo "${version}" >"${stamp}"
-"${bin}" version
+build_module_main helm.sh/helm/v4 "${version}" ./cmd/helm "${root}/_output/bin/helm" "-X helm.sh/helm/v4/internal/version.version=${version}"
+"${root}/_output/bin/helm" version

@@ -7,7 +7,8 @@
 # the list), so the module is built as its own main module from a writable
 # copy under _output/src/, as install-velero.sh builds Velero.
 #
-# Idempotent: does nothing when _output/bin/kopia.version names the version.
+# Idempotent: does nothing when _output/bin/kopia.version names the version
+# (build_module_main).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,14 +19,6 @@ export PATH=/usr/local/go/bin:${PATH}
 export GOFLAGS=
 
 version="$(go list -m -f '{{.Version}}' github.com/kopia/kopia)"
-bin="${root}/_output/bin/kopia"
-stamp="${bin}.version"
-if [[ -x "${bin}" && "$(cat "${stamp}" 2>/dev/null)" == "${version}" ]]; then
-  echo "install-kopia: ${bin} is already kopia ${version}"
-  exit 0
-fi
-echo "install-kopia: building kopia ${version}"
-build_module_main github.com/kopia/kopia "${version}" . "${bin}" \
+build_module_main github.com/kopia/kopia "${version}" . "${root}/_output/bin/kopia" \
   "-X github.com/kopia/kopia/repo.BuildVersion=${version#v} -X github.com/kopia/kopia/repo.BuildInfo=${version}"
-echo "${version}" >"${stamp}"
-"${bin}" --version
+"${root}/_output/bin/kopia" --version

@@ -58,12 +58,19 @@ writable_module_copy() {
 # a main package of a module from the Go module proxy as that module's own
 # main module (its go.mod, not this one's), from a writable copy under
 # _output/src/, into <binary>; for tools that are no dependency of this
-# module (kopia's CLI, helm).
+# module (kopia's CLI, helm). Idempotent: <binary>.version records the
+# version built, and a binary of that version is not built again.
 build_module_main() {
-  local module=$1 version=$2 package=$3 bin=$4 ldflags=${5:-} dir src
+  local module=$1 version=$2 package=$3 bin=$4 ldflags=${5:-} dir src name
+  name="$(basename "${bin}")"
+  if [[ -x "${bin}" && "$(cat "${bin}.version" 2>/dev/null)" == "${version}" ]]; then
+    echo "install-${name}: ${bin} is already ${name} ${version}"
+    return 0
+  fi
+  echo "install-${name}: building ${name} ${version}"
   dir="$(GOFLAGS= go mod download -json "${module}@${version}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' | head -n1)"
   if [[ -z "${dir}" || ! -f "${dir}/go.mod" ]]; then
-    echo "could not download ${module}@${version}" >&2
+    echo "install-${name}: could not download ${module}@${version}" >&2
     return 1
   fi
   src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/_output/src/$(basename "${module%/v[0-9]*}")-${version}"
@@ -71,4 +78,32 @@ build_module_main() {
   mkdir -p "$(dirname "${bin}")"
   (cd "${src}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w ${ldflags}" -o "${bin}.tmp" "${package}")
   mv -f "${bin}.tmp" "${bin}"
+  echo "${version}" >"${bin}.version"
+}
+
+# apt_install <who> <package>...: installs the Debian packages not
+# installed yet (apt-get: needs root; APT_INSTALL_OPTIONS adds options,
+# such as --no-install-recommends); says so and does nothing when all
+# are. <who> names the script in its messages; apt's output goes to
+# /tmp/backstop-apt-<who>.log, and its tail to stderr when it fails.
+apt_install() {
+  local who=$1 missing=() p
+  shift
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep -q "install ok installed" || missing+=("${p}")
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "install-${who}: $* already installed"
+    return 0
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-${who}: installing ${missing[*]} needs root (apt-get)" >&2
+    return 1
+  fi
+  echo "install-${who}: installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${APT_INSTALL_OPTIONS:-} "${missing[@]}" >"/tmp/backstop-apt-${who}.log" 2>&1 || {
+    tail -30 "/tmp/backstop-apt-${who}.log" >&2
+    return 1
+  }
 }

@@ -27,7 +27,9 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
 
@@ -150,6 +152,18 @@ func decode(data []byte, source, namespace string) ([]Object, error) {
 			return nil, fmt.Errorf("%s, document %d: %s %q of namespace %q: a configuration's objects are the admin namespace's (%s)",
 				source, i, head.Kind, head.Metadata.Name, head.Metadata.Namespace, namespace)
 		}
+		// As applied: in the namespace, with the configuration's label
+		// beside the manifest's own.
+		metadata, _ := doc["metadata"].(map[string]any)
+		labels, _ := metadata["labels"].(map[string]any)
+		if labels == nil {
+			labels = map[string]any{}
+		}
+		labels[Label] = LabelValue
+		metadata["labels"], metadata["namespace"] = labels, namespace
+		if manifest, err = json.Marshal(doc); err != nil {
+			return nil, fmt.Errorf("%s, document %d: %w", source, i, err)
+		}
 		objs = append(objs, Object{Kind: head.Kind, Name: head.Metadata.Name, Source: source, manifest: manifest})
 	}
 }
@@ -159,103 +173,93 @@ func decode(data []byte, source, namespace string) ([]Object, error) {
 // object is applied on its own: one the server refuses (its validation)
 // is reported with the others and the rest are applied; it is not deleted.
 func Apply(ctx context.Context, client versioned.Interface, namespace string, objs []Object) error {
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 	v1, oadp := client.VeleroV1(), client.OadpV1alpha1()
+	stores := map[string]store{
+		KindStorageLocation:  storeOf[applyv1.BackupStorageLocationApplyConfiguration, velerov1.BackupStorageLocation, velerov1.BackupStorageLocationList](v1.BackupStorageLocations(namespace)),
+		KindSnapshotLocation: storeOf[applyv1.VolumeSnapshotLocationApplyConfiguration, velerov1.VolumeSnapshotLocation, velerov1.VolumeSnapshotLocationList](v1.VolumeSnapshotLocations(namespace)),
+		KindSchedule:         storeOf[applyv1.ScheduleApplyConfiguration, velerov1.Schedule, velerov1.ScheduleList](v1.Schedules(namespace)),
+		KindPolicy:           storeOf[applyoadp.DataProtectionApplicationApplyConfiguration, oadpv1alpha1.DataProtectionApplication, oadpv1alpha1.DataProtectionApplicationList](oadp.DataProtectionApplications(namespace)),
+	}
 	var errs []error
+	keep := map[[2]string]bool{}
 	for _, o := range objs {
-		var err error
-		switch o.Kind {
-		case KindStorageLocation:
-			err = applyAs(o, func(ac *applyv1.BackupStorageLocationApplyConfiguration) error {
-				_, err := v1.BackupStorageLocations(namespace).Apply(ctx, ac.WithNamespace(namespace).WithLabels(map[string]string{Label: LabelValue}), opts)
-				return err
-			})
-		case KindSnapshotLocation:
-			err = applyAs(o, func(ac *applyv1.VolumeSnapshotLocationApplyConfiguration) error {
-				_, err := v1.VolumeSnapshotLocations(namespace).Apply(ctx, ac.WithNamespace(namespace).WithLabels(map[string]string{Label: LabelValue}), opts)
-				return err
-			})
-		case KindSchedule:
-			err = applyAs(o, func(ac *applyv1.ScheduleApplyConfiguration) error {
-				_, err := v1.Schedules(namespace).Apply(ctx, ac.WithNamespace(namespace).WithLabels(map[string]string{Label: LabelValue}), opts)
-				return err
-			})
-		case KindPolicy:
-			err = applyAs(o, func(ac *applyoadp.DataProtectionApplicationApplyConfiguration) error {
-				_, err := oadp.DataProtectionApplications(namespace).Apply(ctx, ac.WithNamespace(namespace).WithLabels(map[string]string{Label: LabelValue}), opts)
-				return err
-			})
-		}
-		if err != nil {
+		keep[[2]string{o.Kind, o.Name}] = true
+		if err := stores[o.Kind].apply(ctx, o.manifest); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q (%s): %w", o.Kind, o.Name, o.Source, err))
 			continue
 		}
 		klog.V(2).InfoS("Applied the configuration's object", "kind", o.Kind, "name", o.Name, "source", o.Source)
 	}
-	keep := map[[2]string]bool{}
-	for _, o := range objs {
-		keep[[2]string{o.Kind, o.Name}] = true
-	}
-	selector := metav1.ListOptions{LabelSelector: Label + "=" + LabelValue}
-	prune := func(kind string, names []string, del func(string) error) {
+	for _, kind := range []string{KindStorageLocation, KindSnapshotLocation, KindSchedule, KindPolicy} {
+		s := stores[kind]
+		names, err := s.names(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		for _, name := range names {
 			if keep[[2]string{kind, name}] {
 				continue
 			}
-			if err := del(name); err != nil {
+			if err := s.delete(ctx, name); err != nil {
 				errs = append(errs, fmt.Errorf("deleting %s %q, which the configuration no longer holds: %w", kind, name, err))
 				continue
 			}
 			klog.InfoS("Deleted an object the configuration no longer holds", "kind", kind, "name", name)
 		}
 	}
-	del := metav1.DeleteOptions{}
-	if list, err := v1.BackupStorageLocations(namespace).List(ctx, selector); err != nil {
-		errs = append(errs, err)
-	} else {
-		prune(KindStorageLocation, names(list.Items, func(o velerov1.BackupStorageLocation) string { return o.Name }), func(n string) error {
-			return v1.BackupStorageLocations(namespace).Delete(ctx, n, del)
-		})
-	}
-	if list, err := v1.VolumeSnapshotLocations(namespace).List(ctx, selector); err != nil {
-		errs = append(errs, err)
-	} else {
-		prune(KindSnapshotLocation, names(list.Items, func(o velerov1.VolumeSnapshotLocation) string { return o.Name }), func(n string) error {
-			return v1.VolumeSnapshotLocations(namespace).Delete(ctx, n, del)
-		})
-	}
-	if list, err := v1.Schedules(namespace).List(ctx, selector); err != nil {
-		errs = append(errs, err)
-	} else {
-		prune(KindSchedule, names(list.Items, func(o velerov1.Schedule) string { return o.Name }), func(n string) error {
-			return v1.Schedules(namespace).Delete(ctx, n, del)
-		})
-	}
-	if list, err := oadp.DataProtectionApplications(namespace).List(ctx, selector); err != nil {
-		errs = append(errs, err)
-	} else {
-		prune(KindPolicy, names(list.Items, func(o oadpv1alpha1.DataProtectionApplication) string { return o.Name }), func(n string) error {
-			return oadp.DataProtectionApplications(namespace).Delete(ctx, n, del)
-		})
-	}
 	return errors.Join(errs...)
 }
 
-// applyAs decodes o into its apply configuration and applies it.
-func applyAs[T any](o Object, apply func(*T) error) error {
-	ac := new(T)
-	if err := json.Unmarshal(o.manifest, ac); err != nil {
-		return err
-	}
-	return apply(ac)
+// store is how a configuration applies, lists and deletes the objects of
+// one kind.
+type store struct {
+	// apply applies an object's manifest (JSON).
+	apply func(context.Context, []byte) error
+	// names are the objects labelled as the configuration's.
+	names  func(context.Context) ([]string, error)
+	delete func(context.Context, string) error
 }
 
-func names[T any](items []T, name func(T) string) []string {
-	out := make([]string, 0, len(items))
-	for _, it := range items {
-		out = append(out, name(it))
+// kindClient is the generated client of one kind: its apply
+// configuration AC, its type T and its list L.
+type kindClient[AC, T, L any] interface {
+	Apply(context.Context, *AC, metav1.ApplyOptions) (*T, error)
+	List(context.Context, metav1.ListOptions) (*L, error)
+	Delete(context.Context, string, metav1.DeleteOptions) error
+}
+
+func storeOf[AC, T, L any](c kindClient[AC, T, L]) store {
+	return store{
+		apply: func(ctx context.Context, manifest []byte) error {
+			ac := new(AC)
+			if err := json.Unmarshal(manifest, ac); err != nil {
+				return err
+			}
+			_, err := c.Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			return err
+		},
+		names: func(ctx context.Context) ([]string, error) {
+			list, err := c.List(ctx, metav1.ListOptions{LabelSelector: Label + "=" + LabelValue})
+			if err != nil {
+				return nil, err
+			}
+			items, err := meta.ExtractList(any(list).(runtime.Object))
+			if err != nil {
+				return nil, err
+			}
+			var names []string
+			for _, item := range items {
+				m, err := meta.Accessor(item)
+				if err != nil {
+					return nil, err
+				}
+				names = append(names, m.GetName())
+			}
+			return names, nil
+		},
+		delete: func(ctx context.Context, name string) error { return c.Delete(ctx, name, metav1.DeleteOptions{}) },
 	}
-	return out
 }
 
 // HasStorageLocation reports whether objs hold a storage location: the

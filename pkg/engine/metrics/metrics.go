@@ -242,23 +242,21 @@ func (r *Recorder) Transition(_ context.Context, t status.Transition) {
 	case *kv.VirtualMachineBackup:
 		r.vmBackup(o, kv.BackupState(t.To))
 	case *velerov2alpha1.DataUpload:
-		switch velerov2alpha1.DataUploadPhase(t.To) {
-		case velerov2alpha1.DataUploadPhaseCompleted:
-			r.uploadSuccess.WithLabelValues(o.Status.Node).Inc()
-		case velerov2alpha1.DataUploadPhaseFailed:
-			r.uploadFailure.WithLabelValues(o.Status.Node).Inc()
-		case velerov2alpha1.DataUploadPhaseCanceled:
-			r.uploadCancel.WithLabelValues(o.Status.Node).Inc()
-		}
+		moved(map[string]*metrics.CounterVec{string(velerov2alpha1.DataUploadPhaseCompleted): r.uploadSuccess,
+			string(velerov2alpha1.DataUploadPhaseFailed): r.uploadFailure, string(velerov2alpha1.DataUploadPhaseCanceled): r.uploadCancel},
+			t.To, o.Status.Node)
 	case *velerov2alpha1.DataDownload:
-		switch velerov2alpha1.DataDownloadPhase(t.To) {
-		case velerov2alpha1.DataDownloadPhaseCompleted:
-			r.downloadSuccess.WithLabelValues(o.Status.Node).Inc()
-		case velerov2alpha1.DataDownloadPhaseFailed:
-			r.downloadFailure.WithLabelValues(o.Status.Node).Inc()
-		case velerov2alpha1.DataDownloadPhaseCanceled:
-			r.downloadCancel.WithLabelValues(o.Status.Node).Inc()
-		}
+		moved(map[string]*metrics.CounterVec{string(velerov2alpha1.DataDownloadPhaseCompleted): r.downloadSuccess,
+			string(velerov2alpha1.DataDownloadPhaseFailed): r.downloadFailure, string(velerov2alpha1.DataDownloadPhaseCanceled): r.downloadCancel},
+			t.To, o.Status.Node)
+	}
+}
+
+// moved counts a data mover's upload or download that ended, by node: the
+// counter of the phase it ended in, if any.
+func moved(byPhase map[string]*metrics.CounterVec, to, node string) {
+	if c, ok := byPhase[to]; ok {
+		c.WithLabelValues(node).Inc()
 	}
 }
 

@@ -21,10 +21,7 @@ import (
 // 0 (a first failure then shows as an increase), the CSI snapshot
 // counters with an empty backup name, and the last status at 1.
 func (r *Recorder) InitSchedule(schedule string) {
-	for _, c := range []*metrics.CounterVec{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
-		r.backupValidationFailure, r.backupWarnings, r.deletionAttempt, r.deletionSuccess, r.deletionFailure,
-		r.restoreAttempt, r.restorePartialFailure, r.restoreFailed, r.restoreSuccess, r.restoreValidationFailed,
-		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure} {
+	for _, c := range r.scheduleCounters() {
 		c.WithLabelValues(schedule).Add(0)
 	}
 	for _, c := range []*metrics.CounterVec{r.csiAttempt, r.csiSuccess, r.csiFailure} {
@@ -35,13 +32,19 @@ func (r *Recorder) InitSchedule(schedule string) {
 	r.backupLastStatus.WithLabelValues(schedule).Set(1)
 }
 
+// scheduleCounters are the counters of a schedule alone (label
+// schedule), which InitSchedule makes and RemoveSchedule deletes.
+func (r *Recorder) scheduleCounters() []*metrics.CounterVec {
+	return []*metrics.CounterVec{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
+		r.backupValidationFailure, r.backupWarnings, r.deletionAttempt, r.deletionSuccess, r.deletionFailure,
+		r.restoreAttempt, r.restorePartialFailure, r.restoreFailed, r.restoreSuccess, r.restoreValidationFailed,
+		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure}
+}
+
 // RemoveSchedule deletes the series of a schedule that is gone, as
 // Velero's RemoveSchedule does.
 func (r *Recorder) RemoveSchedule(schedule string) {
-	for _, c := range []*metrics.CounterVec{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
-		r.backupValidationFailure, r.backupWarnings, r.deletionAttempt, r.deletionSuccess, r.deletionFailure,
-		r.restoreAttempt, r.restorePartialFailure, r.restoreFailed, r.restoreSuccess, r.restoreValidationFailed,
-		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure} {
+	for _, c := range r.scheduleCounters() {
 		c.DeleteLabelValues(schedule)
 	}
 	for _, c := range []*metrics.CounterVec{r.csiAttempt, r.csiSuccess, r.csiFailure} {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,7 +148,7 @@ schedules:
 	var manifest string
 	step("install", func(t *testing.T) {
 		c.InstallBackstopChart([]string{"--values", installValues})
-		d := deployment(t, c)
+		d := c.BackstopDeployment()
 		if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--concurrent-backups=2") || !slices.Contains(args, "--namespace="+adminNamespace) {
 			t.Errorf("the Deployment's arguments %v lack the values'", args)
 		}
@@ -222,7 +221,7 @@ data: {mode: production}
 			`"0 2 * * *"`, `"0 3 * * 0"`, 1))
 		c.UpgradeBackstopChart([]string{"--values", upgradeValues, "--set", "configuration.concurrentBackups=3", "--set", "memoryLimit=1536Mi",
 			"--set", "resources.limits.memory=3Gi"})
-		d := deployment(t, c)
+		d := c.BackstopDeployment()
 		args := d.Spec.Template.Spec.Containers[0].Args
 		for _, want := range []string{"--concurrent-backups=3", "--memory-limit=1536Mi"} {
 			if !slices.Contains(args, want) || !slices.Contains(c.BackstopArgs, want) {
@@ -302,16 +301,6 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// deployment is the server's Deployment as the cluster has it.
-func deployment(t *testing.T, c *framework.Cluster) *appsv1.Deployment {
-	t.Helper()
-	d, err := c.Kube.AppsV1().Deployments(adminNamespace).Get(context.Background(), framework.BackstopService, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
 
 // manifestObjects reads the objects of a release's manifest.

@@ -285,13 +285,19 @@ func (c *Cluster) UserKubeconfig(user string, groups ...string) string {
 // ServiceAccount namespace/name (TokenRequest), and returns its path.
 func (c *Cluster) TokenKubeconfig(namespace, name string) string {
 	c.t.Helper()
+	return c.writeKubeconfig("sa-"+namespace+"-"+name+".kubeconfig", &clientcmdapi.AuthInfo{Token: c.token(namespace, name)})
+}
+
+// token is a day's token of a ServiceAccount (TokenRequest).
+func (c *Cluster) token(namespace, name string) string {
+	c.t.Helper()
 	expiry := int64(24 * 3600)
 	tr, err := c.Kube.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
 	if err != nil {
 		c.t.Fatalf("a token of ServiceAccount %s/%s: %v", namespace, name, err)
 	}
-	return c.writeKubeconfig("sa-"+namespace+"-"+name+".kubeconfig", &clientcmdapi.AuthInfo{Token: tr.Status.Token})
+	return tr.Status.Token
 }
 
 // start runs a binary with its output in <dir>/logs/<name>.log.
@@ -611,7 +617,7 @@ func (c *Cluster) InstallBackstopChart(helmArgs []string, extra ...string) {
 	if out, err := c.Helm(args...); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
-	c.RunDeployment(c.liveDeployment(), extra...)
+	c.RunDeployment(c.BackstopDeployment(), extra...)
 }
 
 // UpgradeBackstopChart runs helm upgrade with helmArgs (--set,
@@ -624,11 +630,11 @@ func (c *Cluster) UpgradeBackstopChart(helmArgs []string, extra ...string) {
 		t.Fatalf("helm upgrade: %v\n%s", err, out)
 	}
 	c.StopBackstop(false)
-	c.RunDeployment(c.liveDeployment(), extra...)
+	c.RunDeployment(c.BackstopDeployment(), extra...)
 }
 
-// liveDeployment is the server's Deployment as the cluster has it.
-func (c *Cluster) liveDeployment() *appsv1.Deployment {
+// BackstopDeployment is the server's Deployment as the cluster has it.
+func (c *Cluster) BackstopDeployment() *appsv1.Deployment {
 	c.t.Helper()
 	d, err := c.Kube.AppsV1().Deployments(BackstopNamespace).Get(context.Background(), BackstopService, metav1.GetOptions{})
 	if err != nil {

@@ -10,14 +10,15 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // PrometheusJob is the job the cluster's Backstop is scraped as: the one
@@ -74,19 +75,13 @@ func (c *Cluster) StartPrometheus(ruleFiles ...string) *Prometheus {
 	if _, err := c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	expiry := int64(24 * 3600)
-	tr, err := c.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokenFile := c.write("prometheus.token", []byte(tr.Status.Token))
+	tokenFile := c.write("prometheus.token", []byte(c.token(ns, name)))
 	// Backstop's serving CA, as kube-apiserver verifies it.
 	apiService, err := c.Dynamic.Resource(apiServices).Get(ctx, "v1.velero.io", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bundle, _, _ := unstructuredString(apiService.Object, "spec", "caBundle")
+	bundle, _, _ := unstructured.NestedString(apiService.Object, "spec", "caBundle")
 	ca, err := base64.StdEncoding.DecodeString(bundle)
 	if err != nil || len(ca) == 0 {
 		t.Fatalf("the caBundle of APIService v1.velero.io: %v (%d bytes)", err, len(ca))
@@ -143,19 +138,6 @@ rule_files:
 		return nil
 	})
 	return p
-}
-
-func unstructuredString(obj map[string]any, fields ...string) (string, bool, error) {
-	var cur any = obj
-	for _, f := range fields {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, nil
-		}
-		cur = m[f]
-	}
-	s, ok := cur.(string)
-	return s, ok, nil
 }
 
 // Sample is one series of a query's answer: its labels and value.
@@ -267,6 +249,6 @@ func WriteRules(dir, name string, data []byte) (string, error) {
 			lines[i] = l[:strings.Index(l, "for:")] + "for: 0s"
 		}
 	}
-	path := dir + "/" + name
+	path := filepath.Join(dir, name)
 	return path, os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600)
 }
