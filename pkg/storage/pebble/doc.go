@@ -83,7 +83,8 @@
 // # TTL
 //
 // A create or update with a ttl records an expiry; a reaper deletes expired
-// keys with ordinary delete events (the semantics of etcd leases).
+// keys with ordinary delete events (the semantics of etcd leases, whose
+// minimum, MinTTL, a shorter ttl is raised to).
 //
 // # Watch cache
 //

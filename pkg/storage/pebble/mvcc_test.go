@@ -101,11 +101,16 @@ func TestCompact(t *testing.T) {
 }
 
 // TestTTL: a key written with a time to live is deleted by the reaper once
-// it expires (a write, in the log like any other).
+// it expires (a write, in the log like any other); a ttl shorter than etcd's
+// minimum lease is raised to it.
 func TestTTL(t *testing.T) {
 	d, ctx := openDB(t), context.Background()
+	written := time.Now()
 	if _, err := d.writeTTL(ctx, "/lease", []byte("v"), false, 0, time.Second, nil); err != nil {
 		t.Fatal(err)
+	}
+	if next, err := d.nextExpiry(); err != nil || time.Unix(0, next).Sub(written) < MinTTL {
+		t.Errorf("a ttl of 1 s expires at %v after the write (%v), want at least MinTTL (%v)", time.Unix(0, next).Sub(written), err, MinTTL)
 	}
 	if got, err := valueAt(t, d, "/lease", 0); err != nil || got != "v" {
 		t.Fatalf("/lease before it expires: %q %v", got, err)

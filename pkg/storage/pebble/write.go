@@ -26,8 +26,16 @@ func (d *DB) write(ctx context.Context, key string, value []byte, del bool, expe
 	return d.writeTTL(ctx, key, value, del, expectedModRev, 0, nil)
 }
 
+// MinTTL is the shortest time to live a key gets, as etcd grants no lease
+// shorter than its minimum (1.5 times the election timeout, rounded up to
+// whole seconds: 2 s with etcd's defaults, so a ttl of 1 s lives 2 s there).
+// Clients written against etcd (kube's storage conformance suite among them)
+// count on a key written with a ttl of 1 s still being there a moment later.
+const MinTTL = 2 * time.Second
+
 // writeTTL is write with a time to live: a put with ttl > 0 is deleted (with
-// a normal delete event) once ttl has passed, unless it is overwritten first.
+// a normal delete event) once max(ttl, MinTTL) has passed, unless it is
+// overwritten first.
 // read, if not nil, is the key's record as the caller read it (at its
 // modRev): when that is still the current one, it is not read again.
 func (d *DB) writeTTL(ctx context.Context, key string, value []byte, del bool, expectedModRev int64, ttl time.Duration, read *keyValue) (txnResult, error) {
@@ -89,7 +97,7 @@ func (d *DB) writeTTL(ctx context.Context, key string, value []byte, del bool, e
 		}
 		var expireAt int64
 		if ttl > 0 {
-			expireAt = time.Now().Add(ttl).UnixNano()
+			expireAt = time.Now().Add(max(ttl, MinTTL)).UnixNano()
 			_ = batch.Set(expiryKey(expireAt, key), nil, nil)
 			d.wakeReaper()
 		}
