@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers bench-api bench-watch bench-restore-queue bench-scale bench-idle run setup
+.PHONY: all build tools dashboard-picture test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers bench-api bench-watch bench-restore-queue bench-scale bench-idle run setup
 
 all: build
 
@@ -178,3 +178,8 @@ bench-vm:
 # ClusterRoles and 10,000 RoleBindings (docs/benchmarks.md).
 bench-authz: build
 	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen,bench ./test/authzbench -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m
+
+# The picture of the shipped Grafana dashboard in the README (docs/images/dashboard.png):
+# TestPrometheusMixins draws its graphs from its Prometheus' data.
+dashboard-picture: build tools
+	BACKSTOP_BIN_DIR=$(BIN) BACKSTOP_DASHBOARD_PICTURE=$(CURDIR)/docs/images/dashboard.png $(GO) test -count=1 -run '^TestPrometheusMixins$$' ./test/integration/cluster

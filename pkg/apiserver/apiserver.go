@@ -331,7 +331,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("host cluster client: %w", err)
 		}
-		if err := gs.AddPostStartHook(CABundleHookName, publishCABundle(client, c.extra.ServingCA)); err != nil {
+		if err := gs.AddPostStartHook(CABundleHookName, publishCABundle(client, c.extra.ServingCA, c.extra.Namespace)); err != nil {
 			return nil, fmt.Errorf("registering the CA publisher: %w", err)
 		}
 	}

@@ -348,6 +348,10 @@ func (r *Recorder) vmBackup(b *kv.VirtualMachineBackup, to kv.BackupState) {
 	switch to {
 	case kv.BackupRunning:
 		r.vmAttempt.WithLabelValues(b.Namespace).Inc()
+		// A namespace's outcomes exist from its first attempt at 0, so
+		// that its first failure is an increase (BackstopVMBackupFailure).
+		r.vmSuccess.WithLabelValues(b.Namespace).Add(0)
+		r.vmFailure.WithLabelValues(b.Namespace).Add(0)
 	case kv.BackupComplete:
 		r.vmSuccess.WithLabelValues(b.Namespace).Inc()
 		if d, ok := duration(b.CreationTimestamp.Time, time.Now()); ok {

@@ -19,10 +19,15 @@ import (
 // InitSchedule makes the series of a schedule ("" for backups of none)
 // exist, as Velero's InitSchedule does: the counters and item gauges at
 // 0 (a first failure then shows as an increase), the CSI snapshot
-// counters with an empty backup name, and the last status at 1.
+// counters with an empty backup name, and the last status at 1; and
+// Backstop's verification counters, each result's at 0 (a first Corrupt
+// is an increase: BackstopBackupCorrupt).
 func (r *Recorder) InitSchedule(schedule string) {
 	for _, c := range r.scheduleCounters() {
 		c.WithLabelValues(schedule).Add(0)
+	}
+	for _, result := range verificationResults {
+		r.verification.WithLabelValues(schedule, result).Add(0)
 	}
 	for _, c := range []*metrics.CounterVec{r.csiAttempt, r.csiSuccess, r.csiFailure} {
 		c.WithLabelValues(schedule, "").Add(0)
@@ -32,13 +37,19 @@ func (r *Recorder) InitSchedule(schedule string) {
 	r.backupLastStatus.WithLabelValues(schedule).Set(1)
 }
 
+// verificationResults are the outcomes a verification counts under
+// (backstop_backup_verification_total's result: its Verified condition's
+// reason).
+var verificationResults = []string{velerov1.VerificationPassedReason, velerov1.VerificationCorruptReason,
+	velerov1.VerificationNoDataReason, velerov1.VerificationNoManifestReason, velerov1.VerificationUnreadableReason}
+
 // scheduleCounters are the counters of a schedule alone (label
 // schedule), which InitSchedule makes and RemoveSchedule deletes.
 func (r *Recorder) scheduleCounters() []*metrics.CounterVec {
 	return []*metrics.CounterVec{r.backupAttempt, r.backupSuccess, r.backupPartialFailure, r.backupFailure,
 		r.backupValidationFailure, r.backupWarnings, r.deletionAttempt, r.deletionSuccess, r.deletionFailure,
 		r.restoreAttempt, r.restorePartialFailure, r.restoreFailed, r.restoreSuccess, r.restoreValidationFailed,
-		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure}
+		r.volumeSnapshotAttempt, r.volumeSnapshotSuccess, r.volumeSnapshotFailure, r.verificationBytes, r.verificationProblems}
 }
 
 // RemoveSchedule deletes the series of a schedule that is gone, as
@@ -50,6 +61,10 @@ func (r *Recorder) RemoveSchedule(schedule string) {
 	for _, c := range []*metrics.CounterVec{r.csiAttempt, r.csiSuccess, r.csiFailure} {
 		c.DeleteLabelValues(schedule, "")
 	}
+	for _, result := range verificationResults {
+		r.verification.DeleteLabelValues(schedule, result)
+	}
+	r.verificationDuration.DeleteLabelValues(schedule)
 	for _, g := range []*metrics.GaugeVec{r.backupItems, r.backupItemErrors, r.backupLastStatus, r.backupLastSuccess, r.backupTarballSize} {
 		g.DeleteLabelValues(schedule)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/component-base/metrics"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
@@ -284,5 +285,41 @@ velero_repo_maintenance_failure_total{repository_name="default-shop-kopia"} 1
 `), "podVolume_data_upload_success_total", "podVolume_data_upload_failure_total", "podVolume_data_upload_cancel_total",
 		"podVolume_data_download_success_total", "velero_repo_maintenance_success_total", "velero_repo_maintenance_failure_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOutcomesAtZero: the outcomes Backstop's alerts count increases of
+// exist at 0 before the first one, so that it is an increase: each
+// verification result from a schedule's creation (and gone with it), a
+// namespace's VM backup successes and failures from its first attempt.
+func TestOutcomesAtZero(t *testing.T) {
+	reg := metrics.NewKubeRegistry()
+	r := New(reg.MustRegister)
+	r.InitSchedule("nightly")
+	r.Transition(context.Background(), status.Transition{New: &kv.VirtualMachineBackup{ObjectMeta: metav1.ObjectMeta{Name: "vm1", Namespace: "shop"}},
+		From: string(kv.BackupPending), To: string(kv.BackupRunning)})
+	if err := promtestutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP backstop_backup_verification_total [ALPHA] Total number of backup verifications, by result (Verified, Corrupt, NothingToVerify, LocationUnreadable)
+# TYPE backstop_backup_verification_total counter
+backstop_backup_verification_total{result="Corrupt",schedule="nightly"} 0
+backstop_backup_verification_total{result="LocationUnreadable",schedule="nightly"} 0
+backstop_backup_verification_total{result="NoManifest",schedule="nightly"} 0
+backstop_backup_verification_total{result="NothingToVerify",schedule="nightly"} 0
+backstop_backup_verification_total{result="Verified",schedule="nightly"} 0
+# HELP backstop_vm_backup_attempt_total [ALPHA] Total number of attempted VirtualMachineBackups
+# TYPE backstop_vm_backup_attempt_total counter
+backstop_vm_backup_attempt_total{namespace="shop"} 1
+# HELP backstop_vm_backup_failure_total [ALPHA] Total number of failed VirtualMachineBackups
+# TYPE backstop_vm_backup_failure_total counter
+backstop_vm_backup_failure_total{namespace="shop"} 0
+# HELP backstop_vm_backup_success_total [ALPHA] Total number of completed VirtualMachineBackups
+# TYPE backstop_vm_backup_success_total counter
+backstop_vm_backup_success_total{namespace="shop"} 0
+`), "backstop_backup_verification_total", "backstop_vm_backup_attempt_total", "backstop_vm_backup_failure_total", "backstop_vm_backup_success_total"); err != nil {
+		t.Error(err)
+	}
+	r.RemoveSchedule("nightly")
+	if n, err := promtestutil.GatherAndCount(reg, "backstop_backup_verification_total", "backstop_backup_verification_bytes_total"); err != nil || n != 0 {
+		t.Errorf("after the schedule is gone: %d verification series (%v), want none", n, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/apiserver"
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -165,16 +166,35 @@ func TestAggregated(t *testing.T) {
 			Spec: velerov1.DownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "shop"}}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []struct{ kind, name, message string }{
-			{"Restore", "shop-again", "→ Completed (restore)"},
-			{"DeleteBackupRequest", "drop-disposable", "InProgress → Processed (backup-deletion)"},
-			{"ServerStatusRequest", "status", "→ Processed (server-status-request)"},
-			{"DownloadRequest", "shop-log", "→ Processed (download-request)"},
-			{"BackupStorageLocation", "default", "new → Available (backup-storage-location)"},
+		// A tenant's backup, and a restore of it (the tenants' engines).
+		if _, err := c.Backstop.OadpV1alpha1().NonAdminBackups("shop").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "own"},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the tenant's backup Completed", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			nab, err := c.Backstop.OadpV1alpha1().NonAdminBackups("shop").Get(ctx, "own", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			v := nab.Status.VeleroBackup
+			return v != nil && v.Status != nil && v.Status.Phase == velerov1.BackupPhaseCompleted, nil
+		})
+		if _, err := c.Backstop.OadpV1alpha1().NonAdminRestores("shop").Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "own"},
+			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "own"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []struct{ namespace, kind, name, message string }{
+			{adminNamespace, "Restore", "shop-again", "→ Completed (restore)"},
+			{adminNamespace, "DeleteBackupRequest", "drop-disposable", "InProgress → Processed (backup-deletion)"},
+			{adminNamespace, "ServerStatusRequest", "status", "→ Processed (server-status-request)"},
+			{adminNamespace, "DownloadRequest", "shop-log", "→ Processed (download-request)"},
+			{adminNamespace, "BackupStorageLocation", "default", "new → Available (backup-storage-location)"},
+			{"shop", "NonAdminBackup", "own", "New → Created (nonadmin-backup)"},
+			{"shop", "NonAdminRestore", "own", "→ Created (nonadmin-restore)"},
 		} {
 			var messages string
 			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-				out, err := c.Kubectl(admin, nil, "get", "events", "-n", adminNamespace, "--field-selector",
+				out, err := c.Kubectl(admin, nil, "get", "events", "-n", want.namespace, "--field-selector",
 					"involvedObject.kind="+want.kind+",involvedObject.name="+want.name, "-o", "jsonpath={.items[*].message}")
 				messages = out
 				return err == nil && strings.Contains(out, want.message), nil

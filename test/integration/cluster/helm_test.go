@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,19 +13,23 @@ import (
 	"testing"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
-// TestDeployFromChart: artifacts/deploy is what hack/update-deploy.sh
-// renders from the chart, file by file: the plain manifests and the chart
-// never drift apart.
+// TestDeployFromChart: artifacts/deploy and artifacts/monitoring are what
+// hack/update-deploy.sh renders from the chart, file by file: the plain
+// manifests, the monitoring objects and the chart never drift apart.
 func TestDeployFromChart(t *testing.T) {
 	root := filepath.Dir(filepath.Dir(framework.ChartDir(t)))
 	out := t.TempDir()
@@ -33,25 +38,29 @@ func TestDeployFromChart(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/update-deploy.sh: %v\n%s", err, b)
 	}
-	deploy := filepath.Join(root, "artifacts", "deploy")
-	rendered, _ := filepath.Glob(filepath.Join(out, "*.yaml"))
-	shipped, _ := filepath.Glob(filepath.Join(deploy, "*.yaml"))
-	names := func(paths []string) []string {
-		var n []string
-		for _, p := range paths {
-			n = append(n, filepath.Base(p))
-		}
-		return n
-	}
-	if !slices.Equal(names(rendered), names(shipped)) {
-		t.Fatalf("the chart renders %v, artifacts/deploy has %v: run hack/update-deploy.sh", names(rendered), names(shipped))
-	}
-	for _, name := range names(rendered) {
-		want, _ := os.ReadFile(filepath.Join(out, name))
-		got, _ := os.ReadFile(filepath.Join(deploy, name))
-		if string(got) != string(want) {
-			t.Errorf("artifacts/deploy/%s differs from what the chart renders: run hack/update-deploy.sh", name)
-		}
+	for _, dir := range []string{"deploy", "monitoring"} {
+		t.Run(dir, func(t *testing.T) {
+			shippedDir := filepath.Join(root, "artifacts", dir)
+			rendered, _ := filepath.Glob(filepath.Join(out, dir, "*.*"))
+			shipped, _ := filepath.Glob(filepath.Join(shippedDir, "*.*"))
+			names := func(paths []string) []string {
+				var n []string
+				for _, p := range paths {
+					n = append(n, filepath.Base(p))
+				}
+				return n
+			}
+			if len(rendered) == 0 || !slices.Equal(names(rendered), names(shipped)) {
+				t.Fatalf("the chart renders %v, artifacts/%s has %v: run hack/update-deploy.sh", names(rendered), dir, names(shipped))
+			}
+			for _, name := range names(rendered) {
+				want, _ := os.ReadFile(filepath.Join(out, dir, name))
+				got, _ := os.ReadFile(filepath.Join(shippedDir, name))
+				if string(got) != string(want) {
+					t.Errorf("artifacts/%s/%s differs from what the chart renders: run hack/update-deploy.sh", dir, name)
+				}
+			}
+		})
 	}
 }
 
@@ -322,4 +331,102 @@ func manifestObjects(t *testing.T, manifest string) []*unstructured.Unstructured
 		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
 	return objs
+}
+
+// TestMonitoringObjects: the shipped monitoring objects
+// (artifacts/monitoring/70-monitoring.yaml) are what the Prometheus
+// Operator accepts, read strictly into its own types (a field it does not
+// know is an error); the PrometheusRule holds exactly the groups of the
+// shipped rule file, the dashboard's ConfigMap exactly the shipped
+// dashboard; the ServiceMonitor scrapes the chart's Service by the port it
+// names, verifying it with the CA ConfigMap the chart makes, as the job the
+// rules select; the Prometheus' ServiceAccount may get /metrics.
+func TestMonitoringObjects(t *testing.T) {
+	dir := monitoringDir(t)
+	objects := manifestObjects(t, readFile(t, filepath.Join(dir, "70-monitoring.yaml")))
+	strict := func(t *testing.T, obj *unstructured.Unstructured, into any) {
+		t.Helper()
+		data, err := obj.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sigsyaml.UnmarshalStrict(data, into); err != nil {
+			t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	kinds := map[string]int{}
+	for _, obj := range objects {
+		kinds[obj.GetKind()]++
+		switch obj.GetKind() {
+		case monitoringv1.ServiceMonitorsKind:
+			var sm monitoringv1.ServiceMonitor
+			strict(t, obj, &sm)
+			if len(sm.Spec.Endpoints) != 1 {
+				t.Fatalf("ServiceMonitor endpoints: %+v", sm.Spec.Endpoints)
+			}
+			e := sm.Spec.Endpoints[0]
+			tls := e.TLSConfig
+			if e.Port != "https" || e.Path != "/metrics" || tls == nil || tls.CA.ConfigMap == nil ||
+				tls.CA.ConfigMap.Name != framework.ServingCAConfigMap || tls.CA.ConfigMap.Key != "ca.crt" || deref(tls.ServerName) != "backstop-apiserver.backstop-system.svc" {
+				t.Errorf("ServiceMonitor endpoint %+v, TLS %+v", e, tls)
+			}
+			job := false
+			for _, r := range e.RelabelConfigs {
+				job = job || r.TargetLabel == "job" && deref(r.Replacement) == framework.PrometheusJob
+			}
+			if !job {
+				t.Errorf("ServiceMonitor relabelings %+v: the job is not named %s", e.RelabelConfigs, framework.PrometheusJob)
+			}
+		case monitoringv1.PrometheusRuleKind:
+			var rule monitoringv1.PrometheusRule
+			strict(t, obj, &rule)
+			var file monitoringv1.PrometheusRuleSpec
+			if err := sigsyaml.UnmarshalStrict([]byte(readFile(t, filepath.Join(dir, shippedRules))), &file); err != nil {
+				t.Fatalf("%s: %v", shippedRules, err)
+			}
+			if len(file.Groups) == 0 || !apiequality.Semantic.DeepEqual(rule.Spec, file) {
+				t.Errorf("the PrometheusRule's groups are not those of %s", shippedRules)
+			}
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			strict(t, obj, &cm)
+			if cm.Labels["grafana_dashboard"] != "1" || cm.Data["backstop-overview.json"] != strings.TrimSuffix(readFile(t, filepath.Join(dir, shippedDashboard)), "\n") {
+				t.Errorf("the dashboard's ConfigMap (labels %v) does not hold %s", cm.Labels, shippedDashboard)
+			}
+		case "ClusterRoleBinding":
+			var binding rbacv1.ClusterRoleBinding
+			strict(t, obj, &binding)
+			if len(binding.Subjects) != 1 || binding.Subjects[0].Name != "prometheus-k8s" || binding.Subjects[0].Namespace != "monitoring" {
+				t.Errorf("ClusterRoleBinding subjects %+v", binding.Subjects)
+			}
+		}
+	}
+	want := map[string]int{monitoringv1.ServiceMonitorsKind: 1, monitoringv1.PrometheusRuleKind: 1, "ConfigMap": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
+	if !maps.Equal(kinds, want) {
+		t.Errorf("artifacts/monitoring/70-monitoring.yaml holds %v, want %v", kinds, want)
+	}
+	// The Service the ServiceMonitor selects, with the port it names.
+	for _, obj := range manifestObjects(t, readFile(t, filepath.Join(deployDir(t), "30-service.yaml"))) {
+		if obj.GetKind() != "Service" {
+			continue
+		}
+		var svc corev1.Service
+		strict(t, obj, &svc)
+		if svc.Labels["app"] != "backstop-apiserver" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https" {
+			t.Errorf("the Service: labels %v, ports %+v", svc.Labels, svc.Spec.Ports)
+		}
+	}
+}
+
+// deref is what a string pointer points at, "" for none.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// deployDir is artifacts/deploy of this module.
+func deployDir(t *testing.T) string {
+	return filepath.Join(filepath.Dir(monitoringDir(t)), "deploy")
 }

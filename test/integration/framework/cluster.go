@@ -653,6 +653,12 @@ func (c *Cluster) RunDeployment(d *appsv1.Deployment, extra ...string) {
 	// the address the harness runs the server on, with the container port.
 	args, port := deploymentArgs(t, d)
 	c.backstopPort = port
+	// The slice's port carries the name of the Service's (a named port
+	// routes only to endpoints of that name).
+	svc, err := c.Kube.CoreV1().Services(BackstopNamespace).Get(context.Background(), BackstopService, metav1.GetOptions{})
+	if err != nil || len(svc.Spec.Ports) != 1 {
+		t.Fatalf("the Service %s/%s: %v (%d ports, want 1)", BackstopNamespace, BackstopService, err, len(svc.Spec.Ports))
+	}
 	slice := fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:
@@ -661,8 +667,8 @@ metadata:
   labels: {kubernetes.io/service-name: %s}
 addressType: IPv4
 endpoints: [{addresses: [%s], conditions: {ready: true}}]
-ports: [{port: %d, protocol: TCP}]
-`, BackstopNamespace, BackstopService, c.slot.backstopPodIP(), port)
+ports: [{name: %q, port: %d, protocol: TCP}]
+`, BackstopNamespace, BackstopService, c.slot.backstopPodIP(), svc.Spec.Ports[0].Name, port)
 	if out, err := c.Kubectl(c.AdminKubeconfig, []byte(slice), "apply", "-f", "-"); err != nil {
 		t.Fatalf("creating the EndpointSlice: %v\n%s", err, out)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,10 @@ import (
 // Velero's Grafana mixin (velero-2-mixin) selects, as Grafana Agent's
 // Velero integration names it.
 const PrometheusJob = "integrations/velero"
+
+// ServingCAConfigMap is where the server publishes its serving CA
+// (apiserver.ServingCAConfigMap, made by the chart).
+const ServingCAConfigMap = "backstop-serving-ca"
 
 // PrometheusCluster is the cluster label the scrape adds, as a
 // multi-cluster Prometheus labels its targets (the mixins' $cluster).
@@ -76,17 +81,29 @@ func (c *Cluster) StartPrometheus(ruleFiles ...string) *Prometheus {
 		t.Fatal(err)
 	}
 	tokenFile := c.write("prometheus.token", []byte(c.token(ns, name)))
-	// Backstop's serving CA, as kube-apiserver verifies it.
+	// Backstop's serving CA, where the server publishes it for the
+	// clients of its Service (the chart's ServiceMonitor reads it there).
+	var ca string
+	c.waitFor("the serving CA in ConfigMap "+ServingCAConfigMap, c.backstop, time.Minute, func(ctx context.Context) error {
+		cm, err := c.Kube.CoreV1().ConfigMaps(BackstopNamespace).Get(ctx, ServingCAConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ca = cm.Data["ca.crt"]; ca == "" {
+			return fmt.Errorf("no ca.crt in %v", cm.Data)
+		}
+		return nil
+	})
+	// The same CA kube-apiserver verifies the server with.
 	apiService, err := c.Dynamic.Resource(apiServices).Get(ctx, "v1.velero.io", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bundle, _, _ := unstructured.NestedString(apiService.Object, "spec", "caBundle")
-	ca, err := base64.StdEncoding.DecodeString(bundle)
-	if err != nil || len(ca) == 0 {
-		t.Fatalf("the caBundle of APIService v1.velero.io: %v (%d bytes)", err, len(ca))
+	if decoded, err := base64.StdEncoding.DecodeString(bundle); err != nil || string(decoded) != ca {
+		t.Fatalf("the caBundle of APIService v1.velero.io (%v) is not the CA of ConfigMap %s", err, ServingCAConfigMap)
 	}
-	caFile := c.write("prometheus-ca.crt", ca)
+	caFile := c.write("prometheus-ca.crt", []byte(ca))
 	p := &Prometheus{URL: fmt.Sprintf("http://127.0.0.1:%d", c.slot.prometheusPort()),
 		Instance: fmt.Sprintf("%s:%d", c.slot.backstopPodIP(), c.backstopPort)}
 	var rules strings.Builder
@@ -195,6 +212,58 @@ func (p *Prometheus) Query(ctx context.Context, expr string, at time.Time) ([]Sa
 	}
 }
 
+// Series is one series of a range query's answer: its labels and its
+// points (NaN where Prometheus answered NaN).
+type Series struct {
+	Labels map[string]string
+	Points []Point
+}
+
+// Point is a value at a time.
+type Point struct {
+	T time.Time
+	V float64
+}
+
+// QueryRange evaluates an expression at each step from start to end
+// through the HTTP API.
+func (p *Prometheus) QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]Series, error) {
+	form := url.Values{"query": {expr}, "start": {fmt.Sprintf("%.3f", float64(start.UnixMilli())/1000)},
+		"end": {fmt.Sprintf("%.3f", float64(end.UnixMilli())/1000)}, "step": {fmt.Sprintf("%gs", step.Seconds())}}
+	var answer struct {
+		Status    string `json:"status"`
+		Error     string `json:"error"`
+		ErrorType string `json:"errorType"`
+		Data      struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Values [][2]any          `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := p.get(ctx, "/api/v1/query_range?"+form.Encode(), &answer); err != nil {
+		return nil, err
+	}
+	if answer.Status != "success" {
+		return nil, fmt.Errorf("query %q: %s: %s", expr, answer.ErrorType, answer.Error)
+	}
+	var out []Series
+	for _, r := range answer.Data.Result {
+		s := Series{Labels: r.Metric}
+		for _, v := range r.Values {
+			at, _ := v[0].(float64)
+			text, _ := v[1].(string)
+			value, err := strconv.ParseFloat(text, 64)
+			if err != nil {
+				return nil, fmt.Errorf("query %q: value %q: %w", expr, text, err)
+			}
+			s.Points = append(s.Points, Point{T: time.UnixMilli(int64(at * 1000)), V: value})
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // Alert is one alert Prometheus holds: its labels and state (pending,
 // firing).
 type Alert struct {
@@ -217,6 +286,41 @@ func (p *Prometheus) Alerts(ctx context.Context) ([]Alert, error) {
 		return nil, fmt.Errorf("alerts: %s", answer.Status)
 	}
 	return answer.Data.Alerts, nil
+}
+
+// Rule is one rule of a rule file as Prometheus evaluates it: health
+// (unknown before its first evaluation, ok, err) and, for an alerting
+// rule, state (inactive, pending, firing).
+type Rule struct {
+	Name      string `json:"name"`
+	Health    string `json:"health"`
+	LastError string `json:"lastError"`
+	State     string `json:"state"`
+	Type      string `json:"type"`
+}
+
+// RuleGroup is a group of a rule file.
+type RuleGroup struct {
+	Name  string `json:"name"`
+	File  string `json:"file"`
+	Rules []Rule `json:"rules"`
+}
+
+// Rules are the groups of the rule files, with their rules' evaluation.
+func (p *Prometheus) Rules(ctx context.Context) ([]RuleGroup, error) {
+	var answer struct {
+		Status string `json:"status"`
+		Data   struct {
+			Groups []RuleGroup `json:"groups"`
+		} `json:"data"`
+	}
+	if err := p.get(ctx, "/api/v1/rules", &answer); err != nil {
+		return nil, err
+	}
+	if answer.Status != "success" {
+		return nil, fmt.Errorf("rules: %s", answer.Status)
+	}
+	return answer.Data.Groups, nil
 }
 
 func (p *Prometheus) get(ctx context.Context, path string, into any) error {
