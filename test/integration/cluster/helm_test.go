@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"io"
 	"maps"
@@ -20,10 +23,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	certutil "k8s.io/client-go/util/cert"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/leader"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -94,6 +102,8 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"storage.backend=sqlite"}, "neither pebble nor etcd3"},
 			{[]string{"storage.backend=etcd3", "storage.etcd.servers={https://etcd:2379}", "replicas=3"}, "signingKeySecret"},
 			{[]string{"storage.backend=etcd3", "storage.etcd.servers={https://etcd:2379}", "replicas=3", "downloadLinks.signingKeySecret=links"}, "apiService.tlsSecret"},
+			{[]string{"vmHost.perNode=true"}, "storage.backend etcd3"},
+			{[]string{"storage.backend=etcd3", "storage.etcd.servers={https://etcd:2379}", "vmHost.perNode=true"}, "signingKeySecret"},
 		} {
 			args := []string{"template", "backstop", chart}
 			for _, v := range tc.values {
@@ -331,6 +341,122 @@ func manifestObjects(t *testing.T, manifest string) []*unstructured.Unstructured
 		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
 	return objs
+}
+
+// TestHelmChartPerNode: vmHost.perNode with the etcd3 backend (the
+// cluster's etcd, under a prefix of its own) and the user's serving
+// certificate and download-link key, as a user installs a server on every
+// VM host: the chart makes a DaemonSet (no Deployment, no data claim)
+// whose pod, run as the harness' node, serves the API with that
+// certificate (kube-apiserver verifies it with the CA the server put in
+// the APIServices), keeps its objects in etcd under the prefix, holds its
+// node's VM engines' Lease, and backs up and restores.
+func TestHelmChartPerNode(t *testing.T) {
+	t.Parallel()
+	c := framework.StartClusterWith(t, framework.ClusterOptions{WithoutBackstop: true})
+	ctx := context.Background()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(framework.BackstopService+"."+adminNamespace+".svc", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linkKey := make([]byte, 32)
+	if _, err := rand.Read(linkKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: adminNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "serving"}, Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "links"}, Data: map[string][]byte{"key": linkKey}},
+	} {
+		if _, err := c.Kube.CoreV1().Secrets(adminNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const prefix = "/backstop-chart"
+	c.InstallBackstopChart([]string{"--set", "storage.backend=etcd3", "--set", "storage.etcd.servers={" + c.EtcdURL() + "}",
+		"--set", "storage.etcd.prefix=" + prefix, "--set", "vmHost.perNode=true", "--set", "vmHost.libvirtSocketDir=/var/run/libvirt",
+		"--set", "apiService.tlsSecret=serving", "--set", "downloadLinks.signingKeySecret=links"})
+
+	t.Run("a DaemonSet", func(t *testing.T) {
+		if _, err := c.Kube.AppsV1().Deployments(adminNamespace).Get(ctx, framework.BackstopService, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a Deployment beside the DaemonSet: %v", err)
+		}
+		if claims, err := c.Kube.CoreV1().PersistentVolumeClaims(adminNamespace).List(ctx, metav1.ListOptions{}); err != nil || len(claims.Items) != 0 {
+			t.Errorf("data claims with etcd3: %v, %d", err, len(claims.Items))
+		}
+		pod := c.BackstopDaemonSet().Spec.Template.Spec
+		args := pod.Containers[0].Args
+		for _, want := range []string{"--vm-host=$(NODE_NAME)", "--storage-backend=etcd3", "--etcd-prefix=" + prefix, "--tls-cert-file=/etc/backstop/serving/tls.crt"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("the DaemonSet's arguments %v lack %s", args, want)
+			}
+		}
+		libvirt := false
+		for _, v := range pod.Volumes {
+			libvirt = libvirt || v.HostPath != nil && v.HostPath.Path == "/var/run/libvirt"
+		}
+		if !libvirt {
+			t.Errorf("the DaemonSet's pod mounts no libvirt socket directory: %+v", pod.Volumes)
+		}
+		if !slices.Contains(c.BackstopArgs, "--vm-host="+framework.HarnessNode) {
+			t.Errorf("the server runs with %v, not as the pod of the harness' node", c.BackstopArgs)
+		}
+	})
+
+	t.Run("the user's certificate", func(t *testing.T) {
+		apiService, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}).Get(ctx, "v1.velero.io", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle, _, _ := unstructured.NestedString(apiService.Object, "spec", "caBundle")
+		if decoded, err := base64.StdEncoding.DecodeString(bundle); err != nil || !bytes.Equal(decoded, certPEM) {
+			t.Errorf("the APIService's caBundle is not the user's certificate (%v)", err)
+		}
+	})
+
+	t.Run("backup and restore, stored in etcd", func(t *testing.T) {
+		if out, err := c.Kubectl(c.AdminKubeconfig, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: hosted}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: hosted}\ndata: {a: b}\n"), "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if b := runBackup(t, c, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"hosted"}}}); b.Status.Phase != velerov1.BackupPhaseCompleted {
+			t.Fatalf("backup: %s %q", b.Status.Phase, b.Status.FailureReason)
+		}
+		if err := c.Kube.CoreV1().ConfigMaps("hosted").Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if r := runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "hosted"}, Spec: velerov1.RestoreSpec{BackupName: "hosted"}}); r.Status.Phase != velerov1.RestorePhaseCompleted {
+			t.Fatalf("restore: %s", r.Status.Phase)
+		}
+		if _, err := c.Kube.CoreV1().ConfigMaps("hosted").Get(ctx, "settings", metav1.GetOptions{}); err != nil {
+			t.Errorf("the restored ConfigMap: %v", err)
+		}
+		etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdURL()}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer etcd.Close()
+		keys, err := etcd.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, kv := range keys.Kvs {
+			found = found || strings.Contains(string(kv.Key), "/backups/") && strings.HasSuffix(string(kv.Key), "/hosted")
+		}
+		if !found {
+			t.Errorf("no key of the backup under %s in etcd (%d keys there)", prefix, len(keys.Kvs))
+		}
+	})
+
+	t.Run("the node's VM engines", func(t *testing.T) {
+		lease := leader.HostLease("backstop-engines", framework.HarnessNode)
+		poll(t, "the Lease "+lease+" held", time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := c.Kube.CoordinationV1().Leases(adminNamespace).Get(ctx, lease, metav1.GetOptions{})
+			return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+		})
+	})
 }
 
 // TestMonitoringObjects: the shipped monitoring objects

@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -610,19 +611,21 @@ func ChartDir(t testing.TB) string {
 // InstallBackstopChart installs the chart with helm as a user would
 // (`helm install backstop charts/backstop --namespace backstop-system
 // --create-namespace`, then helmArgs: --set, --values), and starts
-// backstop-apiserver as the pod of the Deployment the chart made.
+// backstop-apiserver as the pod of the Deployment (or DaemonSet) the
+// chart made.
 func (c *Cluster) InstallBackstopChart(helmArgs []string, extra ...string) {
 	t := c.t
 	args := append([]string{"install", HelmRelease, ChartDir(t), "--namespace", BackstopNamespace, "--create-namespace"}, helmArgs...)
 	if out, err := c.Helm(args...); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
-	c.RunDeployment(c.BackstopDeployment(), extra...)
+	c.RunDeployment(c.backstopWorkload(), extra...)
 }
 
 // UpgradeBackstopChart runs helm upgrade with helmArgs (--set,
 // --values) and replaces backstop-apiserver as a rollout replaces the pod:
-// stopped, and started again as the pod of the Deployment as it is now.
+// stopped, and started again as the pod of the Deployment (or DaemonSet)
+// as it is now.
 func (c *Cluster) UpgradeBackstopChart(helmArgs []string, extra ...string) {
 	t := c.t
 	args := append([]string{"upgrade", HelmRelease, ChartDir(t), "--namespace", BackstopNamespace}, helmArgs...)
@@ -630,7 +633,7 @@ func (c *Cluster) UpgradeBackstopChart(helmArgs []string, extra ...string) {
 		t.Fatalf("helm upgrade: %v\n%s", err, out)
 	}
 	c.StopBackstop(false)
-	c.RunDeployment(c.BackstopDeployment(), extra...)
+	c.RunDeployment(c.backstopWorkload(), extra...)
 }
 
 // BackstopDeployment is the server's Deployment as the cluster has it.
@@ -641,6 +644,39 @@ func (c *Cluster) BackstopDeployment() *appsv1.Deployment {
 		c.t.Fatalf("the Deployment %s/%s: %v", BackstopNamespace, BackstopService, err)
 	}
 	return d
+}
+
+// backstopWorkload is the chart's Deployment, or its DaemonSet (as
+// BackstopDaemonSet gives it) when it made one instead.
+func (c *Cluster) backstopWorkload() *appsv1.Deployment {
+	c.t.Helper()
+	_, err := c.Kube.AppsV1().DaemonSets(BackstopNamespace).Get(context.Background(), BackstopService, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return c.BackstopDaemonSet()
+	case apierrors.IsNotFound(err):
+		return c.BackstopDeployment()
+	default:
+		c.t.Fatalf("the DaemonSet %s/%s: %v", BackstopNamespace, BackstopService, err)
+		return nil
+	}
+}
+
+// BackstopDaemonSet reads the chart's DaemonSet (vmHost.perNode) from the
+// cluster, as a Deployment of its pod template, which RunDeployment runs
+// as the pod of the harness' node.
+func (c *Cluster) BackstopDaemonSet() *appsv1.Deployment {
+	c.t.Helper()
+	ds, err := c.Kube.AppsV1().DaemonSets(BackstopNamespace).Get(context.Background(), BackstopService, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("the DaemonSet %s/%s: %v", BackstopNamespace, BackstopService, err)
+	}
+	return &appsv1.Deployment{ObjectMeta: ds.ObjectMeta, Spec: appsv1.DeploymentSpec{Selector: ds.Spec.Selector, Template: ds.Spec.Template}}
+}
+
+// EtcdURL is the client URL of the cluster's etcd (kube-apiserver's).
+func (c *Cluster) EtcdURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d", c.slot.etcdClientPort())
 }
 
 // RunDeployment gives the Service the endpoint a running pod of d would
@@ -679,9 +715,9 @@ ports: [{name: %q, port: %d, protocol: TCP}]
 	})
 	saKubeconfig := c.TokenKubeconfig(BackstopNamespace, account)
 	// The pod's volume is a directory here; its address, the slot's; its
-	// ConfigMaps' volumes, directories of their data as the kubelet
-	// writes them, at the paths the arguments name.
-	mounts := c.configMapVolumes(d)
+	// ConfigMaps' and Secrets' volumes, directories of their data as the
+	// kubelet writes them, at the paths the arguments name.
+	mounts := c.podVolumes(d)
 	for i, a := range args {
 		switch {
 		case strings.HasPrefix(a, "--data-dir="):
@@ -698,26 +734,48 @@ ports: [{name: %q, port: %d, protocol: TCP}]
 	c.StartBackstop()
 }
 
-// configMapVolumes writes the data of the ConfigMaps d's container mounts
-// into directories of the test's, each anew, and returns them by mount
-// path.
-func (c *Cluster) configMapVolumes(d *appsv1.Deployment) map[string]string {
+// podVolumes writes the data of the ConfigMaps and Secrets d's
+// container mounts into directories of the test's, each anew, and returns
+// them by mount path.
+func (c *Cluster) podVolumes(d *appsv1.Deployment) map[string]string {
 	t := c.t
-	sources := map[string]string{}
+	// A volume's files, as the kubelet writes them: a key each.
+	sources := map[string]func() (map[string][]byte, error){}
 	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.ConfigMap != nil {
-			sources[v.Name] = v.ConfigMap.Name
+		switch {
+		case v.ConfigMap != nil:
+			name := v.ConfigMap.Name
+			sources[v.Name] = func() (map[string][]byte, error) {
+				cm, err := c.Kube.CoreV1().ConfigMaps(d.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+				if err != nil {
+					return nil, fmt.Errorf("the ConfigMap %s/%s the pod mounts: %w", d.Namespace, name, err)
+				}
+				files := map[string][]byte{}
+				for key, value := range cm.Data {
+					files[key] = []byte(value)
+				}
+				return files, nil
+			}
+		case v.Secret != nil:
+			name := v.Secret.SecretName
+			sources[v.Name] = func() (map[string][]byte, error) {
+				secret, err := c.Kube.CoreV1().Secrets(d.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+				if err != nil {
+					return nil, fmt.Errorf("the Secret %s/%s the pod mounts: %w", d.Namespace, name, err)
+				}
+				return secret.Data, nil
+			}
 		}
 	}
 	dirs := map[string]string{}
 	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
-		name, ok := sources[m.Name]
+		read, ok := sources[m.Name]
 		if !ok {
 			continue
 		}
-		cm, err := c.Kube.CoreV1().ConfigMaps(d.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+		files, err := read()
 		if err != nil {
-			t.Fatalf("the ConfigMap %s/%s the Deployment mounts: %v", d.Namespace, name, err)
+			t.Fatal(err)
 		}
 		dir := c.path(filepath.Join("volumes", m.Name))
 		if err := os.RemoveAll(dir); err != nil {
@@ -726,8 +784,8 @@ func (c *Cluster) configMapVolumes(d *appsv1.Deployment) map[string]string {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		for key, value := range cm.Data {
-			if err := os.WriteFile(filepath.Join(dir, key), []byte(value), 0o600); err != nil {
+		for key, value := range files {
+			if err := os.WriteFile(filepath.Join(dir, key), value, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
