@@ -167,22 +167,7 @@ func TestAggregated(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A tenant's backup, and a restore of it (the tenants' engines).
-		if _, err := c.Backstop.OadpV1alpha1().NonAdminBackups("shop").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "own"},
-			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		poll(t, "the tenant's backup Completed", 2*time.Minute, func(ctx context.Context) (bool, error) {
-			nab, err := c.Backstop.OadpV1alpha1().NonAdminBackups("shop").Get(ctx, "own", metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			v := nab.Status.VeleroBackup
-			return v != nil && v.Status != nil && v.Status.Phase == velerov1.BackupPhaseCompleted, nil
-		})
-		if _, err := c.Backstop.OadpV1alpha1().NonAdminRestores("shop").Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "own"},
-			Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "own"}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		runTenantBackupAndRestore(t, c, "shop", "own")
 		for _, want := range []struct{ namespace, kind, name, message string }{
 			{adminNamespace, "Restore", "shop-again", "→ Completed (restore)"},
 			{adminNamespace, "DeleteBackupRequest", "drop-disposable", "InProgress → Processed (backup-deletion)"},
@@ -266,4 +251,29 @@ func TestAggregated(t *testing.T) {
 			t.Errorf("the backup after kill -9 and restart: %v, %v", b, err)
 		}
 	})
+}
+
+// runTenantBackupAndRestore makes a NonAdminBackup of a namespace as the
+// admin, waits for its Velero backup to complete, and makes a
+// NonAdminRestore of it (both named name).
+func runTenantBackupAndRestore(t *testing.T, c *framework.Cluster, namespace, name string) {
+	t.Helper()
+	ctx := context.Background()
+	tenant := c.Backstop.OadpV1alpha1()
+	if _, err := tenant.NonAdminBackups(namespace).Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the tenant's backup Completed", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		nab, err := tenant.NonAdminBackups(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		v := nab.Status.VeleroBackup
+		return v != nil && v.Status != nil && v.Status.Phase == velerov1.BackupPhaseCompleted, nil
+	})
+	if _, err := tenant.NonAdminRestores(namespace).Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: name}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

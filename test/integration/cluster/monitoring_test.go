@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -302,22 +301,7 @@ func TestPrometheusMixins(t *testing.T) {
 	if out, err := c.Kubectl(c.AdminKubeconfig, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant}\n"), "apply", "-f", "-"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if _, err := c.Backstop.OadpV1alpha1().NonAdminBackups("tenant").Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "tenant"},
-		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the tenant's backup Completed", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		nab, err := c.Backstop.OadpV1alpha1().NonAdminBackups("tenant").Get(ctx, "mine", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		v := nab.Status.VeleroBackup
-		return v != nil && v.Status != nil && v.Status.Phase == velerov1.BackupPhaseCompleted, nil
-	})
-	if _, err := c.Backstop.OadpV1alpha1().NonAdminRestores("tenant").Create(ctx, &oadpv1alpha1.NonAdminRestore{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "tenant"},
-		Spec: oadpv1alpha1.NonAdminRestoreSpec{RestoreSpec: &velerov1.RestoreSpec{BackupName: "mine"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	runTenantBackupAndRestore(t, c, "tenant", "mine")
 	for _, metric := range []string{"backstop_nonadmin_backups", "backstop_nonadmin_restores"} {
 		poll(t, "the tenant's "+metric+" in Prometheus", time.Minute, func(ctx context.Context) (bool, error) {
 			s, err := p.Query(ctx, fmt.Sprintf(`%s{job=%q,namespace="tenant",phase="Created"} == 1`, metric, framework.PrometheusJob), time.Time{})
