@@ -101,3 +101,63 @@ func TestLogsSubresource(t *testing.T) {
 		t.Errorf("logs for a user without rights: %v, want Forbidden", err)
 	}
 }
+
+// TestCrossOriginWrites: a browser's write sent by a page of another site
+// (through `kubectl proxy`, which answers any page with the user's
+// credentials) is refused with 403 before it reaches the API, whatever
+// its form: an HTML form's POST to backups/<name>/cancel (no preflight),
+// a same-site page of another port, an old browser's Origin without
+// Sec-Fetch-Site, a DELETE; the backup is left as it was. Reads, the
+// console's own same-origin writes and clients that are not browsers pass.
+func TestCrossOriginWrites(t *testing.T) {
+	s := apiServer(t)
+	ctx := context.Background()
+	backups := s.Clientset.VeleroV1().Backups(ns)
+	if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rest := s.Clientset.VeleroV1().RESTClient()
+	form := func(headers map[string]string) error {
+		req := rest.Post().Namespace(ns).Resource("backups").Name("forged").SubResource("cancel").
+			SetHeader("Content-Type", "application/x-www-form-urlencoded").Body([]byte("confirm=yes"))
+		for k, v := range headers {
+			req.SetHeader(k, v)
+		}
+		return req.Do(ctx).Error()
+	}
+	for _, tc := range []struct {
+		name    string
+		request func() error
+	}{
+		{"a form of another site", func() error {
+			return form(map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://attacker.example"})
+		}},
+		{"a page of another port", func() error {
+			return form(map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "http://127.0.0.1:9999"})
+		}},
+		{"an old browser's Origin", func() error { return form(map[string]string{"Origin": "https://attacker.example"}) }},
+		{"a DELETE of another site", func() error {
+			return rest.Delete().Namespace(ns).Resource("backups").Name("forged").SetHeader("Sec-Fetch-Site", "cross-site").Do(ctx).Error()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.request(); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cross-origin") {
+				t.Errorf("%v, want 403 refusing a cross-origin write", err)
+			}
+			b, err := backups.Get(ctx, "forged", metav1.GetOptions{})
+			if err != nil || b.Spec.Cancel {
+				t.Errorf("the backup after the refused request: %v, cancel=%v", err, b != nil && b.Spec.Cancel)
+			}
+		})
+	}
+	t.Run("reads and same-origin writes pass", func(t *testing.T) {
+		if err := rest.Get().Namespace(ns).Resource("backups").Name("forged").SetHeader("Sec-Fetch-Site", "cross-site").Do(ctx).Error(); err != nil {
+			t.Errorf("a cross-site read: %v (reads are CORS's to guard: no Access-Control-Allow-Origin is ever sent)", err)
+		}
+		out := &velerov1.Backup{}
+		if err := rest.Post().Namespace(ns).Resource("backups").Name("forged").SubResource("cancel").SetHeader("Sec-Fetch-Site", "same-origin").
+			Do(ctx).Into(out); err != nil || !out.Spec.Cancel {
+			t.Errorf("a same-origin cancel: %v, cancel=%v", err, out.Spec.Cancel)
+		}
+	})
+}

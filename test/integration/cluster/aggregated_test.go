@@ -190,6 +190,23 @@ func TestAggregated(t *testing.T) {
 		}
 	})
 
+	t.Run("cross-origin-writes-refused", func(t *testing.T) {
+		// A browser's cross-site write reaches Backstop through
+		// kube-apiserver with its headers, and is refused there (403);
+		// the same request from the same origin reaches the registry
+		// (which refuses to cancel a completed backup: 409).
+		cancel := func(site string) error {
+			return c.Backstop.VeleroV1().RESTClient().Post().Namespace(adminNamespace).Resource("backups").Name("shop").SubResource("cancel").
+				SetHeader("Sec-Fetch-Site", site).SetHeader("Content-Type", "application/x-www-form-urlencoded").Body([]byte("confirm=yes")).Do(ctx).Error()
+		}
+		if err := cancel("cross-site"); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cross-origin") {
+			t.Errorf("a cross-site cancel through kube-apiserver: %v, want 403 from Backstop", err)
+		}
+		if err := cancel("same-origin"); !apierrors.IsConflict(err) {
+			t.Errorf("a same-origin cancel of a completed backup through kube-apiserver: %v, want 409", err)
+		}
+	})
+
 	t.Run("delegated-auth", func(t *testing.T) {
 		alice := c.UserKubeconfig("alice", "tenants")
 		if _, err := c.Kubectl(alice, nil, "get", "virtualmachinebackuptrackers", "-n", "team-a"); !forbidden(err) {
