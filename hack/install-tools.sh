@@ -2,13 +2,12 @@
 # Installs what the tests run besides the server (make tools), in two
 # lanes that run side by side:
 #   module  kube-apiserver and kube-controller-manager, the CSI sidecars and
-#           the snapshot CRDs: built inside this module, reusing the
-#           packages its own build compiled;
+#           the snapshot CRDs, the helm CLI: built inside this module,
+#           reusing the packages its own build compiled;
 #   peers   the Debian packages (libvirt, QEMU, Prometheus) and the guest image, etcd,
 #           the hostpath CSI driver, the velero CLI, server and AWS plugin,
-#           the kopia CLI, the helm CLI,
-#           and versitygw: modules of their own, whose downloads wait on the
-#           network while the other lane computes.
+#           the kopia CLI and versitygw: modules of their own, whose
+#           downloads wait on the network while the other lane computes.
 # `install-tools.sh module` or `install-tools.sh peers` runs one lane
 # (hack/test.sh starts the peers beside vet, the module lane after it);
 # without an argument, both. A lane's output comes in one piece (the peers'
@@ -21,6 +20,7 @@ source hack/lib.sh
 module_lane() {
   bash hack/install-kube.sh
   bash hack/install-csi.sh sidecars
+  bash hack/install-helm.sh
 }
 
 peers_lane() {
@@ -34,7 +34,6 @@ peers_lane() {
   bash hack/install-csi.sh driver
   bash hack/install-velero.sh
   bash hack/install-kopia.sh
-  bash hack/install-helm.sh
   bash hack/install-versitygw.sh
   trap - EXIT
   await "${packages}" "${packages_log}" "install-tools: installing libvirt or building the guest"

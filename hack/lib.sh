@@ -58,7 +58,7 @@ writable_module_copy() {
 # a main package of a module from the Go module proxy as that module's own
 # main module (its go.mod, not this one's), from a writable copy under
 # _output/src/, into <binary>; for tools that are no dependency of this
-# module (kopia's CLI, helm). Idempotent: <binary>.version records the
+# module (kopia's CLI). Idempotent: <binary>.version records the
 # version built, and a binary of that version is not built again.
 build_module_main() {
   local module=$1 version=$2 package=$3 bin=$4 ldflags=${5:-} dir src name
