@@ -171,7 +171,9 @@ func weight(item *archive.Item) int64 { return max(1, int64(len(item.Data))) }
 // decoders is how many goroutines decode a tarball's items.
 var decoders = max(1, runtime.GOMAXPROCS(0))
 
-// decodeItems reads a tarball, its items decoded by other goroutines.
+// decodeItems reads a tarball, its items decoded by other goroutines. Of
+// the items that do not decode, the first in the tarball is the error,
+// whichever goroutine saw it first.
 func decodeItems(in io.Reader, r *Report) error {
 	tr, err := archive.NewReader(in)
 	if err != nil {
@@ -180,8 +182,18 @@ func decodeItems(in io.Reader, r *Report) error {
 	defer tr.Close()
 	var skipped []string
 	tr.Skipped = func(name, why string) { skipped = append(skipped, fmt.Sprintf("%q (%s)", name, why)) }
-	items := make(chan *archive.Item, 64)
-	decoded := make(chan error, decoders)
+	// An item and its place in the tarball; a decoder's first failure and
+	// the place of its item.
+	type numbered struct {
+		item  *archive.Item
+		index int
+	}
+	type failure struct {
+		err   error
+		index int
+	}
+	items := make(chan numbered, 64)
+	decoded := make(chan failure, decoders)
 	var count atomic.Int64
 	// The items in flight hold at most maxInFlight bytes (items up to
 	// archive.MaxItemSize each: a tarball of large ones does not make a
@@ -189,31 +201,36 @@ func decodeItems(in io.Reader, r *Report) error {
 	inFlight := semaphore.NewWeighted(maxInFlight)
 	for range decoders {
 		go func() {
-			var first error
-			for item := range items {
-				if first == nil {
-					if first = decodeItem(item); first == nil {
+			// A decoder gets its items in the tarball's order: after its
+			// first failure the rest of its items come later, and every
+			// item before the earliest failure was decoded by one of them.
+			var first failure
+			for n := range items {
+				if first.err == nil {
+					if err := decodeItem(n.item); err != nil {
+						first = failure{err: err, index: n.index}
+					} else {
 						count.Add(1)
 					}
 				}
 				// Drained after an error, so that the reader never blocks.
-				inFlight.Release(weight(item))
+				inFlight.Release(weight(n.item))
 			}
 			decoded <- first
 		}()
 	}
 	wait := func() error {
 		close(items)
-		var first error
+		var earliest failure
 		for range decoders {
-			if err := <-decoded; err != nil && first == nil {
-				first = err
+			if f := <-decoded; f.err != nil && (earliest.err == nil || f.index < earliest.index) {
+				earliest = f
 			}
 		}
 		r.Items += int(count.Load())
-		return first
+		return earliest.err
 	}
-	for {
+	for index := 0; ; index++ {
 		item, err := tr.Next()
 		if err != nil {
 			if decodeErr := wait(); decodeErr != nil {
@@ -230,7 +247,7 @@ func decodeItems(in io.Reader, r *Report) error {
 		if err := inFlight.Acquire(context.Background(), weight(item)); err != nil {
 			return err
 		}
-		items <- item
+		items <- numbered{item: item, index: index}
 	}
 	if len(skipped) > 0 {
 		return fmt.Errorf("entries that are no items: %s", strings.Join(skipped, ", "))

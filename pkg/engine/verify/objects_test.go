@@ -240,3 +240,28 @@ func TestProblemsBounded(t *testing.T) {
 		t.Errorf("%d problems, listed %q", r.ProblemCount, r.Problems)
 	}
 }
+
+// TestDecodeItemsFirstFailure: of a tarball's items that do not decode,
+// the first in the tarball is the one reported, whichever of the decoding
+// goroutines meets one first (every run: the report does not depend on
+// scheduling).
+func TestDecodeItemsFirstFailure(t *testing.T) {
+	entries := []archivetest.Entry{version}
+	for i := range 40 {
+		data := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"app"}}`, i)
+		switch i {
+		case 17:
+			data = []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-17"`)
+		case 23, 31:
+			data = []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"elsewhere","namespace":"app"}}`)
+		}
+		entries = append(entries, archivetest.Item("configmaps", "v1", "app", fmt.Sprintf("cm-%d", i), data))
+	}
+	tarball := archivetest.Build(t, entries...)
+	for run := range 50 {
+		err := decodeItems(bytes.NewReader(tarball), &Report{})
+		if err == nil || !strings.Contains(err.Error(), "item configmaps app/cm-17:") {
+			t.Fatalf("run %d: %v, want the first item that does not decode (cm-17)", run, err)
+		}
+	}
+}
