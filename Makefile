@@ -31,8 +31,10 @@ build:
 # tests drive the server with: kubectl (k8s.io/kubectl at the client-go
 # version of go.mod) and the velero CLI and server (v1.18.3, with
 # velero-plugin-for-aws v1.14.3, module proxy); the S3 server the S3
-# storage location tests run on loopback (versitygw); the libvirt daemon
-# and QEMU the VM backup tests drive (Debian packages, as root); the small
+# storage location tests run on loopback (versitygw); the helm CLI
+# (helm.sh/helm/v4, built in this module); the libvirt daemon and QEMU the
+# VM backup tests drive, Prometheus and Chromium (Debian packages, as
+# root); the small
 # Linux guest with QEMU's guest agent the quiesce tests boot
 # (hack/build-guest.sh: Debian's cloud kernel, busybox, qemu-ga). All
 # cached in _output/bin. hack/install-tools.sh runs these scripts in two

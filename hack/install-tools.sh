@@ -4,7 +4,7 @@
 #   module  kube-apiserver and kube-controller-manager, the CSI sidecars and
 #           the snapshot CRDs, the helm CLI: built inside this module,
 #           reusing the packages its own build compiled;
-#   peers   the Debian packages (libvirt, QEMU, Prometheus) and the guest image, etcd,
+#   peers   the Debian packages (libvirt, QEMU, Prometheus, Chromium) and the guest image, etcd,
 #           the hostpath CSI driver, the velero CLI, server and AWS plugin,
 #           the kopia CLI and versitygw: modules of their own, whose
 #           downloads wait on the network while the other lane computes.
@@ -26,7 +26,7 @@ module_lane() {
 peers_lane() {
   mkdir -p _output
   local packages_log=_output/install-packages.log packages
-  (bash hack/install-libvirt.sh && bash hack/install-prometheus.sh && bash hack/build-guest.sh) >"${packages_log}" 2>&1 &
+  (bash hack/install-libvirt.sh && bash hack/install-prometheus.sh && bash hack/install-chromium.sh && bash hack/build-guest.sh) >"${packages_log}" 2>&1 &
   packages=$!
   # A failed build ends the lane: the packages' install goes with it.
   trap 'killtree "${packages}"' EXIT

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 )
 
 // refuseCrossOrigin wraps the server's handler so that a browser's write
@@ -21,7 +22,9 @@ import (
 // (the aggregator's proxy copies them).
 func refuseCrossOrigin(h http.Handler) http.Handler {
 	p := http.NewCrossOriginProtection()
-	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		klog.InfoS("Refused a browser's cross-origin write", "method", r.Method, "path", r.URL.Path,
+			"secFetchSite", r.Header.Get("Sec-Fetch-Site"), "origin", r.Header.Get("Origin"))
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusForbidden)
