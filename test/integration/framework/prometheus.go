@@ -273,19 +273,10 @@ type Alert struct {
 
 // Alerts are the alerts of the rule files, pending or firing.
 func (p *Prometheus) Alerts(ctx context.Context) ([]Alert, error) {
-	var answer struct {
-		Status string `json:"status"`
-		Data   struct {
-			Alerts []Alert `json:"alerts"`
-		} `json:"data"`
-	}
-	if err := p.get(ctx, "/api/v1/alerts", &answer); err != nil {
-		return nil, err
-	}
-	if answer.Status != "success" {
-		return nil, fmt.Errorf("alerts: %s", answer.Status)
-	}
-	return answer.Data.Alerts, nil
+	data, err := apiData[struct {
+		Alerts []Alert `json:"alerts"`
+	}](ctx, p, "/api/v1/alerts")
+	return data.Alerts, err
 }
 
 // Rule is one rule of a rule file as Prometheus evaluates it: health
@@ -308,19 +299,27 @@ type RuleGroup struct {
 
 // Rules are the groups of the rule files, with their rules' evaluation.
 func (p *Prometheus) Rules(ctx context.Context) ([]RuleGroup, error) {
+	data, err := apiData[struct {
+		Groups []RuleGroup `json:"groups"`
+	}](ctx, p, "/api/v1/rules")
+	return data.Groups, err
+}
+
+// apiData is the data of an answer of Prometheus' HTTP API at path; an
+// answer whose status is not success is an error.
+func apiData[T any](ctx context.Context, p *Prometheus, path string) (T, error) {
 	var answer struct {
 		Status string `json:"status"`
-		Data   struct {
-			Groups []RuleGroup `json:"groups"`
-		} `json:"data"`
+		Error  string `json:"error"`
+		Data   T      `json:"data"`
 	}
-	if err := p.get(ctx, "/api/v1/rules", &answer); err != nil {
-		return nil, err
+	if err := p.get(ctx, path, &answer); err != nil {
+		return answer.Data, err
 	}
 	if answer.Status != "success" {
-		return nil, fmt.Errorf("rules: %s", answer.Status)
+		return answer.Data, fmt.Errorf("GET %s: %s: %s", path, answer.Status, answer.Error)
 	}
-	return answer.Data.Groups, nil
+	return answer.Data, nil
 }
 
 func (p *Prometheus) get(ctx context.Context, path string, into any) error {
