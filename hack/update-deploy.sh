@@ -49,7 +49,9 @@ mkdir -p "${monitoring}"
 rm -f "${monitoring}"/*.yaml "${monitoring}"/*.json
 {
   echo "# Generated from charts/backstop/templates/70-monitoring.yaml by hack/update-deploy.sh:"
-  echo "# edit the chart, not this file. With the Prometheus Operator's CRDs (kube-prometheus),"
+  echo "# edit the chart, not this file. With the Prometheus Operator's CRDs (kube-prometheus: its"
+  echo "# Prometheus runs as prometheus-k8s of monitoring; the dashboard's ConfigMap is for Grafana's"
+  echo "# dashboard sidecar, as kube-prometheus-stack runs it),"
   echo "#   kubectl apply -f artifacts/monitoring/70-monitoring.yaml"
   echo "# after artifacts/deploy, or install the chart with metrics.serviceMonitor.enabled,"
   echo "# metrics.prometheusRule.enabled and metrics.dashboard.enabled."

@@ -271,7 +271,7 @@ func (c *Config) Complete() CompletedConfig {
 		fence.SetCurrent(e.Name, leader.LeaseTerm(e.Fence, c.Extra.Namespace))
 	}
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, cfg *genericapiserver.Config) http.Handler {
-		return refuseCrossOrigin(buildChain(engines.Filter(fence.Filter(h)), cfg))
+		return buildChain(refuseCrossOrigin(engines.Filter(fence.Filter(h)), c.Extra.HostCluster != nil), cfg)
 	}
 	getter := &restOptionsGetter{scheme: c.Extra.Scheme, codecs: c.Extra.Codecs, garbageCollection: c.Extra.GarbageCollection}
 	if c.Extra.Backend != nil {

@@ -19,8 +19,12 @@ import (
 // is safe (GET, HEAD, OPTIONS). Clients that are not browsers (kubectl,
 // client-go, the velero CLI) send neither header and are not affected.
 // Through kube-apiserver the browser's headers reach the server as sent
-// (the aggregator's proxy copies them).
-func refuseCrossOrigin(h http.Handler) http.Handler {
+// (the aggregator's proxy copies them) but Host is the server's Service:
+// there (aggregated) only Sec-Fetch-Site decides, and a request without it
+// (a browser older than that header) passes. It runs inside the
+// authentication and authorization filters: what it refuses is audited,
+// and only a user who could make the request can make the server log it.
+func refuseCrossOrigin(h http.Handler, aggregated bool) http.Handler {
 	p := http.NewCrossOriginProtection()
 	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		klog.InfoS("Refused a browser's cross-origin write", "method", r.Method, "path", r.URL.Path,
@@ -32,5 +36,15 @@ func refuseCrossOrigin(h http.Handler) http.Handler {
 			Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden,
 			Message: "a browser's cross-origin request that changes something is refused (Sec-Fetch-Site, Origin): send it from the same origin"})
 	}))
-	return p.Handler(h)
+	protected := p.Handler(h)
+	if !aggregated {
+		return protected
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Sec-Fetch-Site") == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		protected.ServeHTTP(w, r)
+	})
 }

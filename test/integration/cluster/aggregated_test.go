@@ -194,16 +194,27 @@ func TestAggregated(t *testing.T) {
 		// A browser's cross-site write reaches Backstop through
 		// kube-apiserver with its headers, and is refused there (403);
 		// the same request from the same origin reaches the registry
-		// (which refuses to cancel a completed backup: 409).
+		// (which refuses to cancel a completed backup: 409), and so does
+		// one with an Origin but no Sec-Fetch-Site (kube-apiserver
+		// rewrites Host: only Sec-Fetch-Site decides here).
 		cancel := func(site string) error {
-			return c.Backstop.VeleroV1().RESTClient().Post().Namespace(adminNamespace).Resource("backups").Name("shop").SubResource("cancel").
-				SetHeader("Sec-Fetch-Site", site).SetHeader("Content-Type", "application/x-www-form-urlencoded").Body([]byte("confirm=yes")).Do(ctx).Error()
+			req := c.Backstop.VeleroV1().RESTClient().Post().Namespace(adminNamespace).Resource("backups").Name("shop").SubResource("cancel").
+				SetHeader("Content-Type", "application/x-www-form-urlencoded").Body([]byte("confirm=yes"))
+			if site != "" {
+				req.SetHeader("Sec-Fetch-Site", site)
+			} else {
+				req.SetHeader("Origin", "http://127.0.0.1:8001")
+			}
+			return req.Do(ctx).Error()
 		}
 		if err := cancel("cross-site"); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cross-origin") {
 			t.Errorf("a cross-site cancel through kube-apiserver: %v, want 403 from Backstop", err)
 		}
 		if err := cancel("same-origin"); !apierrors.IsConflict(err) {
 			t.Errorf("a same-origin cancel of a completed backup through kube-apiserver: %v, want 409", err)
+		}
+		if err := cancel(""); !apierrors.IsConflict(err) {
+			t.Errorf("a cancel with an Origin and no Sec-Fetch-Site through kube-apiserver: %v, want 409 from the registry", err)
 		}
 	})
 

@@ -104,6 +104,8 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"storage.backend=etcd3", "storage.etcd.servers={https://etcd:2379}", "replicas=3", "downloadLinks.signingKeySecret=links"}, "apiService.tlsSecret"},
 			{[]string{"vmHost.perNode=true"}, "storage.backend etcd3"},
 			{[]string{"storage.backend=etcd3", "storage.etcd.servers={https://etcd:2379}", "vmHost.perNode=true"}, "signingKeySecret"},
+			{[]string{"vmHost.perNode=true", "vmHost.enabled=false"}, "vmHost.enabled"},
+			{[]string{"storage.backend=etcd3", "storage.etcd.servers={https://etcd:2379}", "replicas=3", "leaderElection.enabled=false"}, "leaderElection.enabled"},
 		} {
 			args := []string{"template", "backstop", chart}
 			for _, v := range tc.values {
@@ -481,6 +483,7 @@ func TestMonitoringObjects(t *testing.T) {
 		}
 	}
 	kinds := map[string]int{}
+	var monitorSelector map[string]string
 	for _, obj := range objects {
 		kinds[obj.GetKind()]++
 		switch obj.GetKind() {
@@ -491,6 +494,10 @@ func TestMonitoringObjects(t *testing.T) {
 				t.Fatalf("ServiceMonitor endpoints: %+v", sm.Spec.Endpoints)
 			}
 			e := sm.Spec.Endpoints[0]
+			if !e.HonorLabels {
+				t.Errorf("ServiceMonitor endpoint without honorLabels: the series' namespace label would become exported_namespace")
+			}
+			monitorSelector = sm.Spec.Selector.MatchLabels
 			tls := e.TLSConfig
 			if e.Port != "https" || e.Path != "/metrics" || tls == nil || tls.CA.ConfigMap == nil ||
 				tls.CA.ConfigMap.Name != framework.ServingCAConfigMap || tls.CA.ConfigMap.Key != "ca.crt" || deref(tls.ServerName) != "backstop-apiserver.backstop-system.svc" {
@@ -519,15 +526,16 @@ func TestMonitoringObjects(t *testing.T) {
 			if cm.Labels["grafana_dashboard"] != "1" || cm.Data["backstop-overview.json"] != strings.TrimSuffix(readFile(t, filepath.Join(dir, shippedDashboard)), "\n") {
 				t.Errorf("the dashboard's ConfigMap (labels %v) does not hold %s", cm.Labels, shippedDashboard)
 			}
-		case "ClusterRoleBinding":
-			var binding rbacv1.ClusterRoleBinding
+		case "ClusterRoleBinding", "RoleBinding":
+			var binding rbacv1.RoleBinding
 			strict(t, obj, &binding)
 			if len(binding.Subjects) != 1 || binding.Subjects[0].Name != "prometheus-k8s" || binding.Subjects[0].Namespace != "monitoring" {
-				t.Errorf("ClusterRoleBinding subjects %+v", binding.Subjects)
+				t.Errorf("%s subjects %+v", obj.GetKind(), binding.Subjects)
 			}
 		}
 	}
-	want := map[string]int{monitoringv1.ServiceMonitorsKind: 1, monitoringv1.PrometheusRuleKind: 1, "ConfigMap": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
+	want := map[string]int{monitoringv1.ServiceMonitorsKind: 1, monitoringv1.PrometheusRuleKind: 1, "ConfigMap": 1, "ClusterRole": 1, "ClusterRoleBinding": 1,
+		"Role": 1, "RoleBinding": 1}
 	if !maps.Equal(kinds, want) {
 		t.Errorf("artifacts/monitoring/70-monitoring.yaml holds %v, want %v", kinds, want)
 	}
@@ -538,8 +546,13 @@ func TestMonitoringObjects(t *testing.T) {
 		}
 		var svc corev1.Service
 		strict(t, obj, &svc)
-		if svc.Labels["app"] != "backstop-apiserver" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https" {
-			t.Errorf("the Service: labels %v, ports %+v", svc.Labels, svc.Spec.Ports)
+		if len(monitorSelector) == 0 || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https" {
+			t.Errorf("the Service: ports %+v; the ServiceMonitor selects %v", svc.Spec.Ports, monitorSelector)
+		}
+		for k, v := range monitorSelector {
+			if svc.Labels[k] != v {
+				t.Errorf("the ServiceMonitor selects %s=%s, the Service has %v", k, v, svc.Labels)
+			}
 		}
 	}
 }
