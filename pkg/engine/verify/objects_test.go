@@ -244,8 +244,10 @@ func TestProblemsBounded(t *testing.T) {
 // TestDecodeItemsFirstFailure: of a tarball's items that do not decode,
 // the first in the tarball is the one reported, whichever of the decoding
 // goroutines meets one first (every run: the report does not depend on
-// scheduling).
+// scheduling). Four decoders, whatever GOMAXPROCS says.
 func TestDecodeItemsFirstFailure(t *testing.T) {
+	defer func(n int) { decoders = n }(decoders)
+	decoders = 4
 	entries := []archivetest.Entry{version}
 	for i := range 40 {
 		data := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"app"}}`, i)
@@ -258,7 +260,7 @@ func TestDecodeItemsFirstFailure(t *testing.T) {
 		entries = append(entries, archivetest.Item("configmaps", "v1", "app", fmt.Sprintf("cm-%d", i), data))
 	}
 	tarball := archivetest.Build(t, entries...)
-	for run := range 50 {
+	for run := range 100 {
 		err := decodeItems(bytes.NewReader(tarball), &Report{})
 		if err == nil || !strings.Contains(err.Error(), "item configmaps app/cm-17:") {
 			t.Fatalf("run %d: %v, want the first item that does not decode (cm-17)", run, err)
