@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -171,12 +172,11 @@ func renderDashboard(t *testing.T, p *framework.Prometheus, dashboard, picture s
 // dashboardPictureEnv says, if it says.
 func checkPicture(t *testing.T, file string) {
 	t.Helper()
-	f, err := os.Open(file)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	img, err := png.Decode(f)
+	img, err := png.Decode(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("the dashboard's picture: %v", err)
 	}
@@ -184,10 +184,6 @@ func checkPicture(t *testing.T, file string) {
 		t.Errorf("the dashboard's picture is %dx%d", b.Dx(), b.Dy())
 	}
 	if dest := os.Getenv(dashboardPictureEnv); dest != "" {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
 		if err := os.WriteFile(dest, data, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func TestDeployFromChart(t *testing.T) {
 	}
 	for _, dir := range []string{"deploy", "monitoring"} {
 		t.Run(dir, func(t *testing.T) {
-			shippedDir := filepath.Join(root, "artifacts", dir)
+			shippedDir := framework.ArtifactsDir(t, dir)
 			rendered, _ := filepath.Glob(filepath.Join(out, dir, "*.*"))
 			shipped, _ := filepath.Glob(filepath.Join(shippedDir, "*.*"))
 			names := func(paths []string) []string {
@@ -540,7 +540,7 @@ func TestMonitoringObjects(t *testing.T) {
 		t.Errorf("artifacts/monitoring/70-monitoring.yaml holds %v, want %v", kinds, want)
 	}
 	// The Service the ServiceMonitor selects, with the port it names.
-	for _, obj := range manifestObjects(t, readFile(t, filepath.Join(deployDir(t), "30-service.yaml"))) {
+	for _, obj := range manifestObjects(t, readFile(t, filepath.Join(framework.ArtifactsDir(t, "deploy"), "30-service.yaml"))) {
 		if obj.GetKind() != "Service" {
 			continue
 		}
@@ -563,9 +563,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// deployDir is artifacts/deploy of this module.
-func deployDir(t *testing.T) string {
-	return filepath.Join(filepath.Dir(monitoringDir(t)), "deploy")
 }

@@ -130,9 +130,7 @@ const (
 )
 
 // monitoringDir is artifacts/monitoring of this module.
-func monitoringDir(t *testing.T) string {
-	return filepath.Join(filepath.Dir(filepath.Dir(framework.ChartDir(t))), "artifacts", "monitoring")
-}
+func monitoringDir(t *testing.T) string { return framework.ArtifactsDir(t, "monitoring") }
 
 // readsNothingHere: the shipped dashboard's VM panels read series of
 // VirtualMachineBackups, which this scenario makes none of (the VM suites

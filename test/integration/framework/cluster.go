@@ -560,13 +560,16 @@ func (c *Cluster) KubectlEnv(env []string, kubeconfig string, stdin []byte, args
 }
 
 // deployDir is artifacts/deploy of this module.
-func deployDir(t testing.TB) string {
+func deployDir(t testing.TB) string { return ArtifactsDir(t, "deploy") }
+
+// ArtifactsDir is artifacts/<name> of this module (deploy, monitoring).
+func ArtifactsDir(t testing.TB, name string) string {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, "artifacts", "deploy")
+	return filepath.Join(root, "artifacts", name)
 }
 
 // InstallBackstop applies artifacts/deploy as a user would, gives the
@@ -650,10 +653,10 @@ func (c *Cluster) BackstopDeployment() *appsv1.Deployment {
 // BackstopDaemonSet gives it) when it made one instead.
 func (c *Cluster) backstopWorkload() *appsv1.Deployment {
 	c.t.Helper()
-	_, err := c.Kube.AppsV1().DaemonSets(BackstopNamespace).Get(context.Background(), BackstopService, metav1.GetOptions{})
+	ds, err := c.Kube.AppsV1().DaemonSets(BackstopNamespace).Get(context.Background(), BackstopService, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		return c.BackstopDaemonSet()
+		return podOf(ds)
 	case apierrors.IsNotFound(err):
 		return c.BackstopDeployment()
 	default:
@@ -671,6 +674,11 @@ func (c *Cluster) BackstopDaemonSet() *appsv1.Deployment {
 	if err != nil {
 		c.t.Fatalf("the DaemonSet %s/%s: %v", BackstopNamespace, BackstopService, err)
 	}
+	return podOf(ds)
+}
+
+// podOf is a DaemonSet as a Deployment of its pod template.
+func podOf(ds *appsv1.DaemonSet) *appsv1.Deployment {
 	return &appsv1.Deployment{ObjectMeta: ds.ObjectMeta, Spec: appsv1.DeploymentSpec{Selector: ds.Spec.Selector, Template: ds.Spec.Template}}
 }
 
