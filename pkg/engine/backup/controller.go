@@ -46,6 +46,10 @@ import (
 // ProgressInterval is how often a running backup's progress is written.
 const ProgressInterval = time.Second
 
+// settleDelay is how long after a run ends its backup is looked at again,
+// to settle it if the run's end was not written.
+const settleDelay = 2 * time.Second
+
 var (
 	errCancelled = errors.New(velerov1.BackupCancelledReason)
 	errDeleted   = errors.New("the backup was deleted")
@@ -173,6 +177,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// (A cancelled backup that has not started is the queue's.)
 		return c.start(ctx, b)
 	}
+	if unsettled(b) {
+		return c.settleOrphan(ctx, key)
+	}
 	return nil
 }
 
@@ -272,6 +279,9 @@ func (c *Controller) launch(ctx context.Context, b *velerov1.Backup, wrap func(c
 			delete(c.running, b.Name)
 			c.mu.Unlock()
 			cancel(nil)
+			// A run whose end could not be written is settled then
+			// (sync); by then the informer has seen the end of most.
+			c.AddAfter(cache.ObjectName{Namespace: b.Namespace, Name: b.Name}, settleDelay)
 		}()
 		body(ctx, runCtx, b)
 	}()

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -21,64 +24,109 @@ func (c *Controller) recover(ctx context.Context) {
 		return
 	}
 	for _, b := range all {
-		logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
-		r := &backupRun{c: c, b: b}
-		switch b.Status.Phase {
-		case velerov1.BackupPhaseInProgress, velerov1.BackupPhaseWaitingForPluginOperations,
-			velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed:
-			if b.Status.Phase != velerov1.BackupPhaseInProgress && c.resume(ctx, b) {
-				continue
-			}
-			if r.store, r.layout, err = c.openStore(ctx, b); err != nil {
-				r.store = nil
-			}
-			if log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name); err == nil {
-				r.log = log
-				r.cancelInterruptedOperations(ctx)
-			}
-			if r.store != nil {
-				if err := deleteData(ctx, r.store, r.layout, b.Name, false); err != nil {
-					logger.Error(err, "Removing the partial data of an interrupted backup")
-				}
-			}
-			r.fail(ctx, velerov1.BackupRestartedReason)
-			if r.log != nil {
-				r.log.Close()
-			}
-		case velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseFinalizingPartiallyFailed:
-			// The items were all written; what may be missing is the
-			// metadata and the final status.
-			if r.store, r.layout, err = c.openStore(ctx, b); err != nil {
-				r.store = nil
-				r.fail(ctx, fmt.Sprintf("finishing the backup after a restart: %v", err))
-				continue
-			}
-			tarKey, _ := r.layout.Key(velerov1.DownloadTargetKindBackupContents, b.Name)
-			if tarball, err := r.store.Get(ctx, tarKey); err != nil {
-				r.fail(ctx, fmt.Sprintf("finishing the backup after a restart: %v", err))
-				continue
-			} else {
-				_ = tarball.Close()
-			}
-			if log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name); err == nil {
-				r.log = log
-				r.releaseRecordedOperations(ctx)
-				log.Close()
-			}
-			final := velerov1.BackupPhaseCompleted
-			if b.Status.Phase == velerov1.BackupPhaseFinalizingPartiallyFailed {
-				final = velerov1.BackupPhasePartiallyFailed
-			}
-			r.complete(ctx, final)
-		case velerov1.BackupPhaseFinalizingCancelled:
-			if b.Status.StartTimestamp == nil {
-				continue // cancelled before it started: the queue's
-			}
-			if r.store, r.layout, err = c.openStore(ctx, b); err != nil {
-				r.store = nil
-			}
-			r.cancelled(ctx)
+		c.settle(ctx, b, velerov1.BackupRestartedReason)
+	}
+}
+
+// unsettled reports whether b is in a phase of a run (InProgress,
+// waiting for its async operations, finalizing) though no run of this
+// process has it: a previous process's, or one of this process whose end
+// could not be written.
+func unsettled(b *velerov1.Backup) bool {
+	switch b.Status.Phase {
+	case velerov1.BackupPhaseInProgress, velerov1.BackupPhaseWaitingForPluginOperations,
+		velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed,
+		velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseFinalizingPartiallyFailed:
+		return true
+	case velerov1.BackupPhaseFinalizingCancelled:
+		return b.Status.StartTimestamp != nil // (cancelled before it started: the queue's)
+	}
+	return false
+}
+
+// settleOrphan settles a backup the informer shows unsettled while no run
+// of this process has it (sync holds its key: none starts meanwhile),
+// decided on the backup as stored, which the informer may lag behind (a
+// run that just wrote its end).
+func (c *Controller) settleOrphan(ctx context.Context, key cache.ObjectName) error {
+	b, err := c.cfg.Client.VeleroV1().Backups(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading backup %s: %w", key, err)
+	}
+	if !unsettled(b) {
+		return nil
+	}
+	klog.FromContext(ctx).Info("Settling a backup no run has: its run stopped before it ended", "backup", klog.KObj(b), "phase", b.Status.Phase)
+	c.settle(ctx, b, velerov1.BackupInterruptedReason)
+	return nil
+}
+
+// settle ends a backup no run of this process has, as a restart does: one
+// waiting for its async operations waits again, one finalizing is
+// finished, one cancelled is cleaned up, and one in progress is failed
+// with reason, its partial data removed.
+func (c *Controller) settle(ctx context.Context, b *velerov1.Backup, reason string) {
+	var err error
+	logger := klog.FromContext(ctx).WithValues("backup", klog.KObj(b))
+	r := &backupRun{c: c, b: b}
+	switch b.Status.Phase {
+	case velerov1.BackupPhaseInProgress, velerov1.BackupPhaseWaitingForPluginOperations,
+		velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed:
+		if b.Status.Phase != velerov1.BackupPhaseInProgress && c.resume(ctx, b) {
+			return
 		}
+		if r.store, r.layout, err = c.openStore(ctx, b); err != nil {
+			r.store = nil
+		}
+		if log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name); err == nil {
+			r.log = log
+			r.cancelInterruptedOperations(ctx)
+		}
+		if r.store != nil {
+			if err := deleteData(ctx, r.store, r.layout, b.Name, false); err != nil {
+				logger.Error(err, "Removing the partial data of an interrupted backup")
+			}
+		}
+		r.fail(ctx, reason)
+		if r.log != nil {
+			r.log.Close()
+		}
+	case velerov1.BackupPhaseFinalizing, velerov1.BackupPhaseFinalizingPartiallyFailed:
+		// The items were all written; what may be missing is the
+		// metadata and the final status.
+		if r.store, r.layout, err = c.openStore(ctx, b); err != nil {
+			r.store = nil
+			r.fail(ctx, fmt.Sprintf("finishing the backup after a restart: %v", err))
+			return
+		}
+		tarKey, _ := r.layout.Key(velerov1.DownloadTargetKindBackupContents, b.Name)
+		if tarball, err := r.store.Get(ctx, tarKey); err != nil {
+			r.fail(ctx, fmt.Sprintf("finishing the backup after a restart: %v", err))
+			return
+		} else {
+			_ = tarball.Close()
+		}
+		if log, err := items.NewLog(c.cfg.ScratchDir, c.cfg.Clock, logger, "backup", b.Namespace+"/"+b.Name); err == nil {
+			r.log = log
+			r.releaseRecordedOperations(ctx)
+			log.Close()
+		}
+		final := velerov1.BackupPhaseCompleted
+		if b.Status.Phase == velerov1.BackupPhaseFinalizingPartiallyFailed {
+			final = velerov1.BackupPhasePartiallyFailed
+		}
+		r.complete(ctx, final)
+	case velerov1.BackupPhaseFinalizingCancelled:
+		if b.Status.StartTimestamp == nil {
+			return // cancelled before it started: the queue's
+		}
+		if r.store, r.layout, err = c.openStore(ctx, b); err != nil {
+			r.store = nil
+		}
+		r.cancelled(ctx)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 )
@@ -82,10 +84,53 @@ type ResourceWriter[T any, PT Object[T]] struct {
 // informer's copy: nothing is read first, and it is not modified); a
 // conflict (obj was not the newest) reads the object as stored and
 // applies mutate again: mutate must decide from the object it is given. A
-// different UID (deleted and created again) is NotFound.
+// different UID (deleted and created again) is NotFound. A transient
+// failure (the server or its storage briefly unable to answer, as while
+// etcd elects a leader) is tried again, from the object as stored, for up
+// to about a minute while ctx lasts: an engine's last write of a run is
+// not dropped for a hiccup of the storage.
 func (r *ResourceWriter[T, PT]) Update(ctx context.Context, obj PT, mutate func(PT)) (PT, error) {
 	var out PT
+	var err error
 	fromCache := obj.GetResourceVersion() != ""
+	backoff := transientBackoff()
+	for {
+		out, err = r.update(ctx, obj, fromCache, mutate)
+		if err == nil || !Transient(err) || backoff.Steps <= 1 || ctx.Err() != nil {
+			break
+		}
+		klog.FromContext(ctx).V(2).Info("Writing a status again after a transient failure", "object", name(obj), "err", err)
+		fromCache = false // the failed write may have landed: decide on what is stored
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff.Step()):
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: writing the status of %s %s: %w", r.w.Engine, r.resource, name(obj), err)
+	}
+	return out, nil
+}
+
+// transientBackoff is how a status write that failed transiently is tried
+// again: about a minute in all.
+func transientBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 16, Cap: 5 * time.Second}
+}
+
+// Transient reports whether a request that failed with err may pass when
+// sent again: the server timed out, was unavailable or overloaded, its
+// storage failed (an internal error: etcd electing a leader, a member
+// gone), or the connection broke.
+func Transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+}
+
+// update is one try of Update, retrying conflicts.
+func (r *ResourceWriter[T, PT]) update(ctx context.Context, obj PT, fromCache bool, mutate func(PT)) (PT, error) {
+	var out PT
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		var cur PT
 		if fromCache {
@@ -114,10 +159,7 @@ func (r *ResourceWriter[T, PT]) Update(ctx context.Context, obj PT, mutate func(
 		r.observe(ctx, before, written)
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: writing the status of %s %s: %w", r.w.Engine, r.resource, name(obj), err)
-	}
-	return out, nil
+	return out, err
 }
 
 func (r *ResourceWriter[T, PT]) observe(ctx context.Context, before, after PT) {

@@ -2,6 +2,8 @@ package status
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,5 +112,84 @@ func TestUpdate(t *testing.T) {
 	}
 	if len(updates(client)) != before {
 		t.Error("the object of another UID was written")
+	}
+}
+
+// TestUpdateTransient: a write that fails transiently (the storage electing
+// a leader, the server overloaded) is tried again from the object as stored
+// (the failed write may have landed), a refusal is not, and a write still
+// failing when ctx ends reports the failure.
+func TestUpdateTransient(t *testing.T) {
+	gr := velerov1.Resource("backups")
+	cases := []struct {
+		name      string
+		failures  []error // the first status writes' errors, in order
+		landed    bool    // the failed write was stored anyway
+		cancelled bool    // ctx ends while the writes fail
+		wantErr   func(error) bool
+		wantWrite int // status writes sent
+	}{
+		{name: "an internal error of the storage, then success", failures: []error{apierrors.NewInternalError(errors.New("etcdserver: leader changed"))}, wantWrite: 2},
+		{name: "a timeout, too many requests, then success", failures: []error{apierrors.NewServerTimeout(gr, "update", 1), apierrors.NewTooManyRequests("busy", 1)}, wantWrite: 3},
+		{name: "a timeout of a write that landed", failures: []error{apierrors.NewTimeoutError("the storage did not answer", 1)}, landed: true, wantWrite: 1},
+		{name: "a refusal is not tried again", failures: []error{apierrors.NewForbidden(gr, "b", errors.New("ended term"))}, wantErr: apierrors.IsForbidden, wantWrite: 1},
+		{name: "ctx ends while the storage is unavailable", failures: slices.Repeat([]error{apierrors.NewServiceUnavailable("no leader")}, 100), cancelled: true,
+			wantErr: apierrors.IsServiceUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stored := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "u1", ResourceVersion: "1"}, Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseInProgress}}
+			client := fake.NewSimpleClientset(stored)
+			failures := tc.failures
+			client.PrependReactor("update", "backups", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() != "status" || len(failures) == 0 {
+					return false, nil, nil
+				}
+				err := failures[0]
+				failures = failures[1:]
+				if tc.cancelled {
+					cancel()
+				}
+				if tc.landed {
+					if err := client.Tracker().Update(velerov1.SchemeGroupVersion.WithResource("backups"), a.(clienttesting.UpdateAction).GetObject(), "ns"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return true, nil, err
+			})
+			obs := &recorder{}
+			w := Writer{Engine: "backup", Observers: []Observer{obs}}.Backups(client, "ns")
+			mutated := 0
+			out, err := w.Update(ctx, stored, func(b *velerov1.Backup) {
+				mutated++
+				if b.Status.Phase == velerov1.BackupPhaseInProgress {
+					b.Status.Phase = velerov1.BackupPhaseCompleted
+				}
+			})
+			if tc.wantErr != nil {
+				if !tc.wantErr(err) {
+					t.Fatalf("Update: %v, want the last failure", err)
+				}
+			} else if err != nil || out.Status.Phase != velerov1.BackupPhaseCompleted {
+				t.Fatalf("Update: %v, %v; want Completed", err, out)
+			}
+			if got := len(updates(client)); tc.wantWrite > 0 && got != tc.wantWrite {
+				t.Errorf("%d status writes, want %d", got, tc.wantWrite)
+			}
+			if tc.cancelled && len(updates(client)) > 2 {
+				t.Errorf("%d status writes after ctx ended, want it to stop", len(updates(client)))
+			}
+			if tc.wantErr == nil {
+				b, err := client.VeleroV1().Backups("ns").Get(context.Background(), "b", metav1.GetOptions{})
+				if err != nil || b.Status.Phase != velerov1.BackupPhaseCompleted {
+					t.Errorf("stored: %v, %v; want Completed", b, err)
+				}
+			}
+			if tc.landed && mutated != 2 {
+				t.Errorf("mutate ran %d times, want twice: from the informer's copy, then from the stored object", mutated)
+			}
+		})
 	}
 }

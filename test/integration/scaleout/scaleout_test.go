@@ -362,6 +362,7 @@ func TestScaleOut(t *testing.T) {
 		// Every acknowledged backup is there, and ends, having run at most
 		// once; the ones running on a leader that died end Failed with the
 		// reason.
+		var running []string // acknowledged backups not ended, at the last look
 		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 			list, err := r1.Clientset.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -373,7 +374,7 @@ func TestScaleOut(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			lost, interrupted = 0, 0
+			lost, interrupted, running = 0, 0, nil
 			for name := range acked {
 				st, ok := have[name]
 				if !ok {
@@ -381,21 +382,26 @@ func TestScaleOut(t *testing.T) {
 					continue
 				}
 				if !st.Phase.Terminal() {
-					return false, nil
+					running = append(running, fmt.Sprintf("%s (%s, queue position %d)", name, st.Phase, st.QueuePosition))
+					continue
 				}
-				if st.Phase == velerov1.BackupPhaseFailed && st.FailureReason == velerov1.BackupRestartedReason {
+				if st.Phase == velerov1.BackupPhaseFailed && (st.FailureReason == velerov1.BackupRestartedReason || st.FailureReason == velerov1.BackupInterruptedReason) {
 					interrupted++
 				}
 			}
-			return true, nil
+			return len(running) == 0, nil
 		}); err != nil {
-			t.Errorf("acknowledged backups not all finished: %v", err)
+			sort.Strings(running)
+			t.Errorf("acknowledged backups not all finished: %v; %d of %d not ended: %s", err, len(running), len(acked), strings.Join(running[:min(len(running), 10)], ", "))
+			if len(running) > 0 {
+				c.logLines(strings.Fields(running[0])[0])
+			}
 		}
 		if lost > 0 {
 			t.Errorf("%d acknowledged backups lost", lost)
 		}
 		if interrupted == 0 {
-			t.Errorf("no backup Failed with %q, though a replica crashed with one InProgress", velerov1.BackupRestartedReason)
+			t.Errorf("no backup Failed with %q or %q, though a replica crashed with one InProgress", velerov1.BackupRestartedReason, velerov1.BackupInterruptedReason)
 		}
 	})
 
@@ -507,6 +513,27 @@ func TestScaleOut(t *testing.T) {
 	t.Logf("another replica took over after kill -9 of the leader in %v (Lease %s); backups interrupted by a crash that ended Failed with the reason: %d; the schedule ran %d times through a kill -9 and a pause",
 		takeovers, leaseDuration, interrupted, len(scheduled))
 	fmt.Printf("trials %d, writes acked %d, lost %d, double runs %d, schedule double fires %d\n", *trials, len(acked), lost, doubles, fired)
+}
+
+// logLines reports the lines of every replica's server log (kept across
+// restarts) that name the backup, and which replica holds the engines'
+// Lease: what a backup that does not end went through.
+func (c *cluster) logLines(backup string) {
+	c.t.Helper()
+	for i, r := range c.replicas {
+		data, err := os.ReadFile(filepath.Join(r.DataDir, "server.log"))
+		if err != nil {
+			c.t.Errorf("replica %d's log: %v", i+1, err)
+			continue
+		}
+		var lines []string
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, `"`+ns+"/"+backup+`"`) || strings.Contains(line, "The engines") {
+				lines = append(lines, line)
+			}
+		}
+		c.t.Logf("replica %d's log lines of backup %s and of its engines:\n%s", i+1, backup, strings.Join(lines, "\n"))
+	}
 }
 
 // waitCrash waits until one of servers exits by itself (its failpoint).

@@ -34,6 +34,11 @@ const (
 	// BackupRestartedReason is status.failureReason of a backup the
 	// server was running when it stopped.
 	BackupRestartedReason = "the server stopped while the backup was in progress; its partial data was removed"
+	// BackupInterruptedReason is status.failureReason of a backup whose
+	// run stopped before its end was written (the storage failing for
+	// long, or the server that ran it stopped while its successor's view
+	// still showed the backup starting).
+	BackupInterruptedReason = "the backup's run stopped before its end could be written; its partial data was removed"
 	// BackupDeletedReason is status.failureReason of a backup deleted
 	// while it ran.
 	BackupDeletedReason = "the backup was deleted while it ran; its data was removed"
