@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools dashboard-picture test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers bench-api bench-watch bench-restore-queue bench-scale bench-idle run setup
+.PHONY: all build tools console-screenshots dashboard-picture test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers bench-api bench-watch bench-restore-queue bench-scale bench-idle run setup
 
 all: build
 
@@ -20,7 +20,10 @@ all: build
 setup:
 	bash hack/setup.sh
 
+# The web console's bundle (pkg/console/dist, from web/console; kept as
+# committed without Node.js), then the server.
 build:
+	bash hack/build-console.sh
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/backstop-apiserver ./cmd/backstop-apiserver
 
 # The control plane the aggregated-mode tests serve Backstop through: etcd,
@@ -183,5 +186,9 @@ bench-authz: build
 
 # The picture of the shipped Grafana dashboard in the README (docs/images/dashboard.png):
 # TestPrometheusMixins draws its graphs from its Prometheus' data.
+# The console's screenshots in docs/images, from the browser tests.
+console-screenshots: build tools
+	BACKSTOP_BIN_DIR=$(BIN) BACKSTOP_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -run '^TestConsole' ./test/integration/browser
+
 dashboard-picture: build tools
 	BACKSTOP_BIN_DIR=$(BIN) BACKSTOP_DASHBOARD_PICTURE=$(CURDIR)/docs/images/dashboard.png $(GO) test -count=1 -run '^TestPrometheusMixins$$' ./test/integration/cluster

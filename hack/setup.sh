@@ -4,7 +4,10 @@
 #  - Go modules (the build, tests and benchmarks share them);
 #  - kubectl, built from k8s.io/kubectl at the client-go version of go.mod,
 #    into _output/bin (the velero CLI, needed by the tests only, is built by
-#    `make tools`, which `make test` runs).
+#    `make tools`, which `make test` runs);
+#  - Node.js and npm from Debian's packages, which `make build` bundles the
+#    web console with (hack/build-console.sh; without them, as a user who is
+#    not root, the build uses the committed bundle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -15,3 +18,7 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 go mod download
 go build -o _output/bin/kubectl ./hack/tools/kubectl
+if ! command -v npm >/dev/null 2>&1; then
+  source hack/lib.sh
+  apt_install console nodejs npm || echo "setup: no Node.js: the build uses the committed console bundle" >&2
+fi

@@ -108,6 +108,7 @@ compiling_lane() {
 lane peers step "tools of the peers" bash hack/install-tools.sh peers
 step vet vet
 step "generated code" bash hack/verify-codegen.sh
+step "console bundle" bash hack/verify-console.sh
 step build make -s build
 step "tools in this module" bash hack/install-tools.sh module
 finish peers

@@ -51,8 +51,10 @@ var layers = []layer{
 	// Engines are clients of the API: no registry, no storage backend.
 	{name: "engine", prefixes: []string{"pkg/engine/"}, uses: []string{"api", "generated", "leaf", "objectstore", "virt", "datamover"}},
 	{name: "artifacts", prefixes: []string{"artifacts"}},
-	{name: "wiring", prefixes: []string{"pkg/apiserver"}, uses: []string{"api", "generated", "leaf", "storage", "objectstore", "virt", "datamover", "standalone", "registry", "engine", "artifacts"}},
-	{name: "command", prefixes: []string{"pkg/cmd/", "cmd/"}, uses: []string{"api", "generated", "leaf", "storage", "objectstore", "virt", "datamover", "standalone", "registry", "engine", "artifacts", "wiring"}},
+	// The web console's pages: files, no API.
+	{name: "console", prefixes: []string{"pkg/console"}},
+	{name: "wiring", prefixes: []string{"pkg/apiserver"}, uses: []string{"api", "generated", "leaf", "storage", "objectstore", "virt", "datamover", "standalone", "registry", "engine", "artifacts", "console"}},
+	{name: "command", prefixes: []string{"pkg/cmd/", "cmd/"}, uses: []string{"api", "generated", "leaf", "storage", "objectstore", "virt", "datamover", "standalone", "registry", "engine", "artifacts", "console", "wiring"}},
 }
 
 // layerOf is the layer of a package path relative to the module ("" when

@@ -42,6 +42,8 @@ import (
 	leasestorage "k8s.io/kubernetes/pkg/registry/coordination/lease/storage"
 	"k8s.io/utils/clock"
 
+	"github.com/backstop-io/backstop/pkg/apis/console"
+	consolev1 "github.com/backstop-io/backstop/pkg/apis/console/v1"
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
@@ -49,10 +51,12 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
+	consolepages "github.com/backstop-io/backstop/pkg/console"
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
 	restoreengine "github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	consoleregistry "github.com/backstop-io/backstop/pkg/registry/console/console"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackuptracker"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/dataprotectionapplication"
@@ -539,10 +543,21 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	}
 	veleroGroup := ownGroup(velero.GroupName, velerov1.SchemeGroupVersion.Version, veleroV1)
 	veleroGroup.VersionedResourcesStorageMap[velerov2alpha1.SchemeGroupVersion.Version] = veleroV2alpha1
+	// The console: nothing stored, no protobuf.
+	pages, err := consolepages.New()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	consoleGroup := group(console.GroupName, consolev1.SchemeGroupVersion.Version, storageSet{
+		console.ResourceConsoles:                                   consoleregistry.NewREST(),
+		console.ResourceConsoles + "/" + console.SubresourceStatic: &consoleregistry.StaticREST{Pages: pages},
+	})
+	consoleGroup.NegotiatedSerializer = newOwnSerializer(consoleGroup.NegotiatedSerializer, nil)
 	groups := []genericapiserver.APIGroupInfo{
 		veleroGroup,
 		ownGroup(oadp.GroupName, oadpv1alpha1.SchemeGroupVersion.Version, oadpV1alpha1),
 		ownGroup(kubevirtbackup.GroupName, kubevirtbackupv1alpha1.SchemeGroupVersion.Version, vmV1alpha1),
+		consoleGroup,
 	}
 	if c.extra.RBAC != nil {
 		authGroups, err := c.authorizationGroups(group)

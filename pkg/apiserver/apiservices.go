@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
+	consolev1 "github.com/backstop-io/backstop/pkg/apis/console/v1"
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -32,7 +33,7 @@ var apiServicesResource = schema.GroupVersionResource{Group: "apiregistration.k8
 // with kube-apiserver (artifacts/deploy/50-apiservice.yaml): <version>.<group>.
 func APIServiceNames() []string {
 	var names []string
-	for _, gv := range []schema.GroupVersion{velerov1.SchemeGroupVersion, velerov2alpha1.SchemeGroupVersion, oadpv1alpha1.SchemeGroupVersion, kubevirtbackupv1alpha1.SchemeGroupVersion} {
+	for _, gv := range []schema.GroupVersion{velerov1.SchemeGroupVersion, velerov2alpha1.SchemeGroupVersion, oadpv1alpha1.SchemeGroupVersion, kubevirtbackupv1alpha1.SchemeGroupVersion, consolev1.SchemeGroupVersion} {
 		names = append(names, gv.Version+"."+gv.Group)
 	}
 	return names

@@ -19,6 +19,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/rbac"
 	rbacv1 "k8s.io/kubernetes/pkg/apis/rbac/v1"
 
+	consoleinstall "github.com/backstop-io/backstop/pkg/apis/console/install"
 	kubevirtbackupinstall "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/install"
 	oadpinstall "github.com/backstop-io/backstop/pkg/apis/oadp/install"
 	veleroinstall "github.com/backstop-io/backstop/pkg/apis/velero/install"
@@ -35,6 +36,7 @@ func New() *runtime.Scheme {
 	veleroinstall.Install(scheme)
 	oadpinstall.Install(scheme)
 	kubevirtbackupinstall.Install(scheme)
+	consoleinstall.Install(scheme)
 	// Only the v1 versions: the ones a standalone server serves.
 	for _, add := range []func(*runtime.Scheme) error{
 		rbac.AddToScheme, rbacv1.AddToScheme,

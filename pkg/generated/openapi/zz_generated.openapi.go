@@ -22,9 +22,10 @@ limitations under the License.
 package openapi
 
 import (
+	v1 "github.com/backstop-io/backstop/pkg/apis/console/v1"
 	v1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
-	v1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	v2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -42,6 +43,9 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		v1.Console{}.OpenAPIModelName():                                              schema_pkg_apis_console_v1_Console(ref),
+		v1.ConsoleList{}.OpenAPIModelName():                                          schema_pkg_apis_console_v1_ConsoleList(ref),
+		v1.ConsoleStatus{}.OpenAPIModelName():                                        schema_pkg_apis_console_v1_ConsoleStatus(ref),
 		v1alpha1.BackupCheckpoint{}.OpenAPIModelName():                               schema_pkg_apis_kubevirtbackup_v1alpha1_BackupCheckpoint(ref),
 		v1alpha1.BackupOptions{}.OpenAPIModelName():                                  schema_pkg_apis_kubevirtbackup_v1alpha1_BackupOptions(ref),
 		v1alpha1.BackupProgress{}.OpenAPIModelName():                                 schema_pkg_apis_kubevirtbackup_v1alpha1_BackupProgress(ref),
@@ -100,77 +104,77 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		oadpv1alpha1.VeleroDownloadRequest{}.OpenAPIModelName():                      schema_pkg_apis_oadp_v1alpha1_VeleroDownloadRequest(ref),
 		oadpv1alpha1.VeleroRestore{}.OpenAPIModelName():                              schema_pkg_apis_oadp_v1alpha1_VeleroRestore(ref),
 		oadpv1alpha1.VeleroSchedule{}.OpenAPIModelName():                             schema_pkg_apis_oadp_v1alpha1_VeleroSchedule(ref),
-		v1.Backup{}.OpenAPIModelName():                                               schema_pkg_apis_velero_v1_Backup(ref),
-		v1.BackupHooks{}.OpenAPIModelName():                                          schema_pkg_apis_velero_v1_BackupHooks(ref),
-		v1.BackupList{}.OpenAPIModelName():                                           schema_pkg_apis_velero_v1_BackupList(ref),
-		v1.BackupProgress{}.OpenAPIModelName():                                       schema_pkg_apis_velero_v1_BackupProgress(ref),
-		v1.BackupRepository{}.OpenAPIModelName():                                     schema_pkg_apis_velero_v1_BackupRepository(ref),
-		v1.BackupRepositoryList{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_BackupRepositoryList(ref),
-		v1.BackupRepositoryMaintenanceStatus{}.OpenAPIModelName():                    schema_pkg_apis_velero_v1_BackupRepositoryMaintenanceStatus(ref),
-		v1.BackupRepositorySpec{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_BackupRepositorySpec(ref),
-		v1.BackupRepositoryStatus{}.OpenAPIModelName():                               schema_pkg_apis_velero_v1_BackupRepositoryStatus(ref),
-		v1.BackupResourceHook{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v1_BackupResourceHook(ref),
-		v1.BackupResourceHookSpec{}.OpenAPIModelName():                               schema_pkg_apis_velero_v1_BackupResourceHookSpec(ref),
-		v1.BackupSpec{}.OpenAPIModelName():                                           schema_pkg_apis_velero_v1_BackupSpec(ref),
-		v1.BackupStatus{}.OpenAPIModelName():                                         schema_pkg_apis_velero_v1_BackupStatus(ref),
-		v1.BackupStorageLocation{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_BackupStorageLocation(ref),
-		v1.BackupStorageLocationList{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_BackupStorageLocationList(ref),
-		v1.BackupStorageLocationSpec{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_BackupStorageLocationSpec(ref),
-		v1.BackupStorageLocationStatus{}.OpenAPIModelName():                          schema_pkg_apis_velero_v1_BackupStorageLocationStatus(ref),
-		v1.BackupVerification{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v1_BackupVerification(ref),
-		v1.DataMoveOperationProgress{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_DataMoveOperationProgress(ref),
-		v1.DeleteBackupRequest{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_DeleteBackupRequest(ref),
-		v1.DeleteBackupRequestList{}.OpenAPIModelName():                              schema_pkg_apis_velero_v1_DeleteBackupRequestList(ref),
-		v1.DeleteBackupRequestSpec{}.OpenAPIModelName():                              schema_pkg_apis_velero_v1_DeleteBackupRequestSpec(ref),
-		v1.DeleteBackupRequestStatus{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_DeleteBackupRequestStatus(ref),
-		v1.DownloadRequest{}.OpenAPIModelName():                                      schema_pkg_apis_velero_v1_DownloadRequest(ref),
-		v1.DownloadRequestList{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_DownloadRequestList(ref),
-		v1.DownloadRequestSpec{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_DownloadRequestSpec(ref),
-		v1.DownloadRequestStatus{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_DownloadRequestStatus(ref),
-		v1.DownloadTarget{}.OpenAPIModelName():                                       schema_pkg_apis_velero_v1_DownloadTarget(ref),
-		v1.ExecHook{}.OpenAPIModelName():                                             schema_pkg_apis_velero_v1_ExecHook(ref),
-		v1.ExecRestoreHook{}.OpenAPIModelName():                                      schema_pkg_apis_velero_v1_ExecRestoreHook(ref),
-		v1.HookStatus{}.OpenAPIModelName():                                           schema_pkg_apis_velero_v1_HookStatus(ref),
-		v1.InitRestoreHook{}.OpenAPIModelName():                                      schema_pkg_apis_velero_v1_InitRestoreHook(ref),
-		v1.Metadata{}.OpenAPIModelName():                                             schema_pkg_apis_velero_v1_Metadata(ref),
-		v1.ObjectStorageLocation{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_ObjectStorageLocation(ref),
-		v1.PluginInfo{}.OpenAPIModelName():                                           schema_pkg_apis_velero_v1_PluginInfo(ref),
-		v1.PodVolumeBackup{}.OpenAPIModelName():                                      schema_pkg_apis_velero_v1_PodVolumeBackup(ref),
-		v1.PodVolumeBackupList{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_PodVolumeBackupList(ref),
-		v1.PodVolumeBackupSpec{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_PodVolumeBackupSpec(ref),
-		v1.PodVolumeBackupStatus{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_PodVolumeBackupStatus(ref),
-		v1.PodVolumeRestore{}.OpenAPIModelName():                                     schema_pkg_apis_velero_v1_PodVolumeRestore(ref),
-		v1.PodVolumeRestoreList{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_PodVolumeRestoreList(ref),
-		v1.PodVolumeRestoreSpec{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_PodVolumeRestoreSpec(ref),
-		v1.PodVolumeRestoreStatus{}.OpenAPIModelName():                               schema_pkg_apis_velero_v1_PodVolumeRestoreStatus(ref),
-		v1.Restore{}.OpenAPIModelName():                                              schema_pkg_apis_velero_v1_Restore(ref),
-		v1.RestoreHooks{}.OpenAPIModelName():                                         schema_pkg_apis_velero_v1_RestoreHooks(ref),
-		v1.RestoreList{}.OpenAPIModelName():                                          schema_pkg_apis_velero_v1_RestoreList(ref),
-		v1.RestorePreview{}.OpenAPIModelName():                                       schema_pkg_apis_velero_v1_RestorePreview(ref),
-		v1.RestorePreviewCount{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_RestorePreviewCount(ref),
-		v1.RestorePreviewItem{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v1_RestorePreviewItem(ref),
-		v1.RestorePreviewVolume{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_RestorePreviewVolume(ref),
-		v1.RestoreProgress{}.OpenAPIModelName():                                      schema_pkg_apis_velero_v1_RestoreProgress(ref),
-		v1.RestoreResourceHook{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_RestoreResourceHook(ref),
-		v1.RestoreResourceHookSpec{}.OpenAPIModelName():                              schema_pkg_apis_velero_v1_RestoreResourceHookSpec(ref),
-		v1.RestoreSpec{}.OpenAPIModelName():                                          schema_pkg_apis_velero_v1_RestoreSpec(ref),
-		v1.RestoreStatus{}.OpenAPIModelName():                                        schema_pkg_apis_velero_v1_RestoreStatus(ref),
-		v1.RestoreStatusSpec{}.OpenAPIModelName():                                    schema_pkg_apis_velero_v1_RestoreStatusSpec(ref),
-		v1.Schedule{}.OpenAPIModelName():                                             schema_pkg_apis_velero_v1_Schedule(ref),
-		v1.ScheduleList{}.OpenAPIModelName():                                         schema_pkg_apis_velero_v1_ScheduleList(ref),
-		v1.ScheduleSpec{}.OpenAPIModelName():                                         schema_pkg_apis_velero_v1_ScheduleSpec(ref),
-		v1.ScheduleStatus{}.OpenAPIModelName():                                       schema_pkg_apis_velero_v1_ScheduleStatus(ref),
-		v1.ServerStatusRequest{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_ServerStatusRequest(ref),
-		v1.ServerStatusRequestList{}.OpenAPIModelName():                              schema_pkg_apis_velero_v1_ServerStatusRequestList(ref),
-		v1.ServerStatusRequestSpec{}.OpenAPIModelName():                              schema_pkg_apis_velero_v1_ServerStatusRequestSpec(ref),
-		v1.ServerStatusRequestStatus{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_ServerStatusRequestStatus(ref),
-		v1.StorageType{}.OpenAPIModelName():                                          schema_pkg_apis_velero_v1_StorageType(ref),
-		v1.UploaderConfigForBackup{}.OpenAPIModelName():                              schema_pkg_apis_velero_v1_UploaderConfigForBackup(ref),
-		v1.UploaderConfigForRestore{}.OpenAPIModelName():                             schema_pkg_apis_velero_v1_UploaderConfigForRestore(ref),
-		v1.VolumeSnapshotLocation{}.OpenAPIModelName():                               schema_pkg_apis_velero_v1_VolumeSnapshotLocation(ref),
-		v1.VolumeSnapshotLocationList{}.OpenAPIModelName():                           schema_pkg_apis_velero_v1_VolumeSnapshotLocationList(ref),
-		v1.VolumeSnapshotLocationSpec{}.OpenAPIModelName():                           schema_pkg_apis_velero_v1_VolumeSnapshotLocationSpec(ref),
-		v1.VolumeSnapshotLocationStatus{}.OpenAPIModelName():                         schema_pkg_apis_velero_v1_VolumeSnapshotLocationStatus(ref),
+		velerov1.Backup{}.OpenAPIModelName():                                         schema_pkg_apis_velero_v1_Backup(ref),
+		velerov1.BackupHooks{}.OpenAPIModelName():                                    schema_pkg_apis_velero_v1_BackupHooks(ref),
+		velerov1.BackupList{}.OpenAPIModelName():                                     schema_pkg_apis_velero_v1_BackupList(ref),
+		velerov1.BackupProgress{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_BackupProgress(ref),
+		velerov1.BackupRepository{}.OpenAPIModelName():                               schema_pkg_apis_velero_v1_BackupRepository(ref),
+		velerov1.BackupRepositoryList{}.OpenAPIModelName():                           schema_pkg_apis_velero_v1_BackupRepositoryList(ref),
+		velerov1.BackupRepositoryMaintenanceStatus{}.OpenAPIModelName():              schema_pkg_apis_velero_v1_BackupRepositoryMaintenanceStatus(ref),
+		velerov1.BackupRepositorySpec{}.OpenAPIModelName():                           schema_pkg_apis_velero_v1_BackupRepositorySpec(ref),
+		velerov1.BackupRepositoryStatus{}.OpenAPIModelName():                         schema_pkg_apis_velero_v1_BackupRepositoryStatus(ref),
+		velerov1.BackupResourceHook{}.OpenAPIModelName():                             schema_pkg_apis_velero_v1_BackupResourceHook(ref),
+		velerov1.BackupResourceHookSpec{}.OpenAPIModelName():                         schema_pkg_apis_velero_v1_BackupResourceHookSpec(ref),
+		velerov1.BackupSpec{}.OpenAPIModelName():                                     schema_pkg_apis_velero_v1_BackupSpec(ref),
+		velerov1.BackupStatus{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v1_BackupStatus(ref),
+		velerov1.BackupStorageLocation{}.OpenAPIModelName():                          schema_pkg_apis_velero_v1_BackupStorageLocation(ref),
+		velerov1.BackupStorageLocationList{}.OpenAPIModelName():                      schema_pkg_apis_velero_v1_BackupStorageLocationList(ref),
+		velerov1.BackupStorageLocationSpec{}.OpenAPIModelName():                      schema_pkg_apis_velero_v1_BackupStorageLocationSpec(ref),
+		velerov1.BackupStorageLocationStatus{}.OpenAPIModelName():                    schema_pkg_apis_velero_v1_BackupStorageLocationStatus(ref),
+		velerov1.BackupVerification{}.OpenAPIModelName():                             schema_pkg_apis_velero_v1_BackupVerification(ref),
+		velerov1.DataMoveOperationProgress{}.OpenAPIModelName():                      schema_pkg_apis_velero_v1_DataMoveOperationProgress(ref),
+		velerov1.DeleteBackupRequest{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_DeleteBackupRequest(ref),
+		velerov1.DeleteBackupRequestList{}.OpenAPIModelName():                        schema_pkg_apis_velero_v1_DeleteBackupRequestList(ref),
+		velerov1.DeleteBackupRequestSpec{}.OpenAPIModelName():                        schema_pkg_apis_velero_v1_DeleteBackupRequestSpec(ref),
+		velerov1.DeleteBackupRequestStatus{}.OpenAPIModelName():                      schema_pkg_apis_velero_v1_DeleteBackupRequestStatus(ref),
+		velerov1.DownloadRequest{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_DownloadRequest(ref),
+		velerov1.DownloadRequestList{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_DownloadRequestList(ref),
+		velerov1.DownloadRequestSpec{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_DownloadRequestSpec(ref),
+		velerov1.DownloadRequestStatus{}.OpenAPIModelName():                          schema_pkg_apis_velero_v1_DownloadRequestStatus(ref),
+		velerov1.DownloadTarget{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_DownloadTarget(ref),
+		velerov1.ExecHook{}.OpenAPIModelName():                                       schema_pkg_apis_velero_v1_ExecHook(ref),
+		velerov1.ExecRestoreHook{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_ExecRestoreHook(ref),
+		velerov1.HookStatus{}.OpenAPIModelName():                                     schema_pkg_apis_velero_v1_HookStatus(ref),
+		velerov1.InitRestoreHook{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_InitRestoreHook(ref),
+		velerov1.Metadata{}.OpenAPIModelName():                                       schema_pkg_apis_velero_v1_Metadata(ref),
+		velerov1.ObjectStorageLocation{}.OpenAPIModelName():                          schema_pkg_apis_velero_v1_ObjectStorageLocation(ref),
+		velerov1.PluginInfo{}.OpenAPIModelName():                                     schema_pkg_apis_velero_v1_PluginInfo(ref),
+		velerov1.PodVolumeBackup{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_PodVolumeBackup(ref),
+		velerov1.PodVolumeBackupList{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_PodVolumeBackupList(ref),
+		velerov1.PodVolumeBackupSpec{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_PodVolumeBackupSpec(ref),
+		velerov1.PodVolumeBackupStatus{}.OpenAPIModelName():                          schema_pkg_apis_velero_v1_PodVolumeBackupStatus(ref),
+		velerov1.PodVolumeRestore{}.OpenAPIModelName():                               schema_pkg_apis_velero_v1_PodVolumeRestore(ref),
+		velerov1.PodVolumeRestoreList{}.OpenAPIModelName():                           schema_pkg_apis_velero_v1_PodVolumeRestoreList(ref),
+		velerov1.PodVolumeRestoreSpec{}.OpenAPIModelName():                           schema_pkg_apis_velero_v1_PodVolumeRestoreSpec(ref),
+		velerov1.PodVolumeRestoreStatus{}.OpenAPIModelName():                         schema_pkg_apis_velero_v1_PodVolumeRestoreStatus(ref),
+		velerov1.Restore{}.OpenAPIModelName():                                        schema_pkg_apis_velero_v1_Restore(ref),
+		velerov1.RestoreHooks{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v1_RestoreHooks(ref),
+		velerov1.RestoreList{}.OpenAPIModelName():                                    schema_pkg_apis_velero_v1_RestoreList(ref),
+		velerov1.RestorePreview{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_RestorePreview(ref),
+		velerov1.RestorePreviewCount{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_RestorePreviewCount(ref),
+		velerov1.RestorePreviewItem{}.OpenAPIModelName():                             schema_pkg_apis_velero_v1_RestorePreviewItem(ref),
+		velerov1.RestorePreviewVolume{}.OpenAPIModelName():                           schema_pkg_apis_velero_v1_RestorePreviewVolume(ref),
+		velerov1.RestoreProgress{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_RestoreProgress(ref),
+		velerov1.RestoreResourceHook{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_RestoreResourceHook(ref),
+		velerov1.RestoreResourceHookSpec{}.OpenAPIModelName():                        schema_pkg_apis_velero_v1_RestoreResourceHookSpec(ref),
+		velerov1.RestoreSpec{}.OpenAPIModelName():                                    schema_pkg_apis_velero_v1_RestoreSpec(ref),
+		velerov1.RestoreStatus{}.OpenAPIModelName():                                  schema_pkg_apis_velero_v1_RestoreStatus(ref),
+		velerov1.RestoreStatusSpec{}.OpenAPIModelName():                              schema_pkg_apis_velero_v1_RestoreStatusSpec(ref),
+		velerov1.Schedule{}.OpenAPIModelName():                                       schema_pkg_apis_velero_v1_Schedule(ref),
+		velerov1.ScheduleList{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v1_ScheduleList(ref),
+		velerov1.ScheduleSpec{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v1_ScheduleSpec(ref),
+		velerov1.ScheduleStatus{}.OpenAPIModelName():                                 schema_pkg_apis_velero_v1_ScheduleStatus(ref),
+		velerov1.ServerStatusRequest{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_ServerStatusRequest(ref),
+		velerov1.ServerStatusRequestList{}.OpenAPIModelName():                        schema_pkg_apis_velero_v1_ServerStatusRequestList(ref),
+		velerov1.ServerStatusRequestSpec{}.OpenAPIModelName():                        schema_pkg_apis_velero_v1_ServerStatusRequestSpec(ref),
+		velerov1.ServerStatusRequestStatus{}.OpenAPIModelName():                      schema_pkg_apis_velero_v1_ServerStatusRequestStatus(ref),
+		velerov1.StorageType{}.OpenAPIModelName():                                    schema_pkg_apis_velero_v1_StorageType(ref),
+		velerov1.UploaderConfigForBackup{}.OpenAPIModelName():                        schema_pkg_apis_velero_v1_UploaderConfigForBackup(ref),
+		velerov1.UploaderConfigForRestore{}.OpenAPIModelName():                       schema_pkg_apis_velero_v1_UploaderConfigForRestore(ref),
+		velerov1.VolumeSnapshotLocation{}.OpenAPIModelName():                         schema_pkg_apis_velero_v1_VolumeSnapshotLocation(ref),
+		velerov1.VolumeSnapshotLocationList{}.OpenAPIModelName():                     schema_pkg_apis_velero_v1_VolumeSnapshotLocationList(ref),
+		velerov1.VolumeSnapshotLocationSpec{}.OpenAPIModelName():                     schema_pkg_apis_velero_v1_VolumeSnapshotLocationSpec(ref),
+		velerov1.VolumeSnapshotLocationStatus{}.OpenAPIModelName():                   schema_pkg_apis_velero_v1_VolumeSnapshotLocationStatus(ref),
 		v2alpha1.CSISnapshotSpec{}.OpenAPIModelName():                                schema_pkg_apis_velero_v2alpha1_CSISnapshotSpec(ref),
 		v2alpha1.DataDownload{}.OpenAPIModelName():                                   schema_pkg_apis_velero_v2alpha1_DataDownload(ref),
 		v2alpha1.DataDownloadList{}.OpenAPIModelName():                               schema_pkg_apis_velero_v2alpha1_DataDownloadList(ref),
@@ -525,6 +529,115 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		runtime.Unknown{}.OpenAPIModelName():                                         schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
 		intstr.IntOrString{}.OpenAPIModelName():                                      schema_apimachinery_pkg_util_intstr_IntOrString(ref),
 		version.Info{}.OpenAPIModelName():                                            schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_pkg_apis_console_v1_Console(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Console is the web console of a namespace. Every namespace has one, named ui; nothing is stored. Its subresource static serves the console's pages.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ConsoleStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.ConsoleStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_console_v1_ConsoleList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ConsoleList is a namespace's console.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Console{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.Console{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_console_v1_ConsoleStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ConsoleStatus says where the console is.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"path": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Path is the path of the console's start page on the server, as kube-apiserver and kubectl proxy serve it: through kubectl proxy, http://127.0.0.1:8001<path>.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 
@@ -1643,7 +1756,7 @@ func schema_pkg_apis_oadp_v1alpha1_EnforceBackupStorageLocationSpec(ref common.R
 					},
 					"objectStorage": {
 						SchemaProps: spec.SchemaProps{
-							Ref: ref(v1.ObjectStorageLocation{}.OpenAPIModelName()),
+							Ref: ref(velerov1.ObjectStorageLocation{}.OpenAPIModelName()),
 						},
 					},
 					"accessMode": {
@@ -1666,7 +1779,7 @@ func schema_pkg_apis_oadp_v1alpha1_EnforceBackupStorageLocationSpec(ref common.R
 			},
 		},
 		Dependencies: []string{
-			v1.ObjectStorageLocation{}.OpenAPIModelName(), corev1.SecretKeySelector{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+			velerov1.ObjectStorageLocation{}.OpenAPIModelName(), corev1.SecretKeySelector{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -1783,13 +1896,13 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdmin(ref common.ReferenceCallback) common
 					"enforceBackupSpec": {
 						SchemaProps: spec.SchemaProps{
 							Description: "enforceBackupSpec: each field set here fills the field of a tenant's backup spec left empty, and a different value is refused.",
-							Ref:         ref(v1.BackupSpec{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupSpec{}.OpenAPIModelName()),
 						},
 					},
 					"enforceRestoreSpec": {
 						SchemaProps: spec.SchemaProps{
 							Description: "enforceRestoreSpec: the same for restores.",
-							Ref:         ref(v1.RestoreSpec{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.RestoreSpec{}.OpenAPIModelName()),
 						},
 					},
 					"enforceBSLSpec": {
@@ -1846,7 +1959,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdmin(ref common.ReferenceCallback) common
 			},
 		},
 		Dependencies: []string{
-			oadpv1alpha1.EnforceBackupStorageLocationSpec{}.OpenAPIModelName(), oadpv1alpha1.TenantLimits{}.OpenAPIModelName(), v1.BackupSpec{}.OpenAPIModelName(), v1.RestoreSpec{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+			oadpv1alpha1.EnforceBackupStorageLocationSpec{}.OpenAPIModelName(), oadpv1alpha1.TenantLimits{}.OpenAPIModelName(), velerov1.BackupSpec{}.OpenAPIModelName(), velerov1.RestoreSpec{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -1955,7 +2068,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminBackupSpec(ref common.ReferenceCallba
 					"backupSpec": {
 						SchemaProps: spec.SchemaProps{
 							Description: "BackupSpec defines the specification for a Velero backup.",
-							Ref:         ref(v1.BackupSpec{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupSpec{}.OpenAPIModelName()),
 						},
 					},
 					"deleteBackup": {
@@ -1977,7 +2090,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminBackupSpec(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1.BackupSpec{}.OpenAPIModelName()},
+			velerov1.BackupSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -2288,7 +2401,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminBackupStorageLocationSpec(ref common.
 				Properties: map[string]spec.Schema{
 					"backupStorageLocationSpec": {
 						SchemaProps: spec.SchemaProps{
-							Ref: ref(v1.BackupStorageLocationSpec{}.OpenAPIModelName()),
+							Ref: ref(velerov1.BackupStorageLocationSpec{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -2296,7 +2409,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminBackupStorageLocationSpec(ref common.
 			},
 		},
 		Dependencies: []string{
-			v1.BackupStorageLocationSpec{}.OpenAPIModelName()},
+			velerov1.BackupStorageLocationSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -2445,7 +2558,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequestSpec(ref common.Refere
 						SchemaProps: spec.SchemaProps{
 							Description: "Target is what to download (e.g. logs for a backup): its name is a NonAdminBackup's (or, for restore kinds, a NonAdminRestore's) of the same namespace.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DownloadTarget{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.DownloadTarget{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -2453,7 +2566,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminDownloadRequestSpec(ref common.Refere
 			},
 		},
 		Dependencies: []string{
-			v1.DownloadTarget{}.OpenAPIModelName()},
+			velerov1.DownloadTarget{}.OpenAPIModelName()},
 	}
 }
 
@@ -2602,7 +2715,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminRestoreSpec(ref common.ReferenceCallb
 					"restoreSpec": {
 						SchemaProps: spec.SchemaProps{
 							Description: "restoreSpec defines the specification for a Velero restore.",
-							Ref:         ref(v1.RestoreSpec{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.RestoreSpec{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -2610,7 +2723,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminRestoreSpec(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1.RestoreSpec{}.OpenAPIModelName()},
+			velerov1.RestoreSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -2885,7 +2998,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleTemplate(ref common.Reference
 					"backupSpec": {
 						SchemaProps: spec.SchemaProps{
 							Description: "BackupSpec defines the specification for every generated Velero Backup.",
-							Ref:         ref(v1.BackupSpec{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupSpec{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -2893,7 +3006,7 @@ func schema_pkg_apis_oadp_v1alpha1_NonAdminScheduleTemplate(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			v1.BackupSpec{}.OpenAPIModelName()},
+			velerov1.BackupSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -2986,7 +3099,7 @@ func schema_pkg_apis_oadp_v1alpha1_SourceNonAdminBSL(ref common.ReferenceCallbac
 					"requestedSpec": {
 						SchemaProps: spec.SchemaProps{
 							Description: "requestedSpec contains the requested Velero BackupStorageLocation spec from the NonAdminBackupStorageLocation",
-							Ref:         ref(v1.BackupStorageLocationSpec{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupStorageLocationSpec{}.OpenAPIModelName()),
 						},
 					},
 					"nacuuid": {
@@ -3015,7 +3128,7 @@ func schema_pkg_apis_oadp_v1alpha1_SourceNonAdminBSL(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			v1.BackupStorageLocationSpec{}.OpenAPIModelName()},
+			velerov1.BackupStorageLocationSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -3077,13 +3190,13 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroBackup(ref common.ReferenceCallback) co
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Description: "spec captures the current spec of the Velero backup.",
-							Ref:         ref(v1.BackupSpec{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "status captures the current status of the Velero backup.",
-							Ref:         ref(v1.BackupStatus{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupStatus{}.OpenAPIModelName()),
 						},
 					},
 					"nacuuid": {
@@ -3111,7 +3224,7 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroBackup(ref common.ReferenceCallback) co
 			},
 		},
 		Dependencies: []string{
-			v1.BackupSpec{}.OpenAPIModelName(), v1.BackupStatus{}.OpenAPIModelName()},
+			velerov1.BackupSpec{}.OpenAPIModelName(), velerov1.BackupStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -3125,7 +3238,7 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroBackupStorageLocation(ref common.Refere
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "status captures the current status of the Velero backup storage location.",
-							Ref:         ref(v1.BackupStorageLocationStatus{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupStorageLocationStatus{}.OpenAPIModelName()),
 						},
 					},
 					"nacuuid": {
@@ -3153,7 +3266,7 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroBackupStorageLocation(ref common.Refere
 			},
 		},
 		Dependencies: []string{
-			v1.BackupStorageLocationStatus{}.OpenAPIModelName()},
+			velerov1.BackupStorageLocationStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -3167,7 +3280,7 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroDeleteBackupRequest(ref common.Referenc
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "status captures the current status of the Velero delete backup request.",
-							Ref:         ref(v1.DeleteBackupRequestStatus{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.DeleteBackupRequestStatus{}.OpenAPIModelName()),
 						},
 					},
 					"nacuuid": {
@@ -3195,7 +3308,7 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroDeleteBackupRequest(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			v1.DeleteBackupRequestStatus{}.OpenAPIModelName()},
+			velerov1.DeleteBackupRequestStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -3209,14 +3322,14 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroDownloadRequest(ref common.ReferenceCal
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "VeleroDownloadRequestStatus represents VeleroDownloadRequestStatus",
-							Ref:         ref(v1.DownloadRequestStatus{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.DownloadRequestStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.DownloadRequestStatus{}.OpenAPIModelName()},
+			velerov1.DownloadRequestStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -3230,7 +3343,7 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroRestore(ref common.ReferenceCallback) c
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "status captures the current status of the Velero restore.",
-							Ref:         ref(v1.RestoreStatus{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.RestoreStatus{}.OpenAPIModelName()),
 						},
 					},
 					"name": {
@@ -3258,7 +3371,7 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroRestore(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			v1.RestoreStatus{}.OpenAPIModelName()},
+			velerov1.RestoreStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -3272,7 +3385,7 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroSchedule(ref common.ReferenceCallback) 
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Status captures the current status of the backing Velero Schedule.",
-							Ref:         ref(v1.ScheduleStatus{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.ScheduleStatus{}.OpenAPIModelName()),
 						},
 					},
 					"nacuuid": {
@@ -3300,7 +3413,7 @@ func schema_pkg_apis_oadp_v1alpha1_VeleroSchedule(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			v1.ScheduleStatus{}.OpenAPIModelName()},
+			velerov1.ScheduleStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -3334,20 +3447,20 @@ func schema_pkg_apis_velero_v1_Backup(ref common.ReferenceCallback) common.OpenA
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.BackupSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.BackupSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.BackupStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.BackupStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupSpec{}.OpenAPIModelName(), v1.BackupStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.BackupSpec{}.OpenAPIModelName(), velerov1.BackupStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -3365,7 +3478,7 @@ func schema_pkg_apis_velero_v1_BackupHooks(ref common.ReferenceCallback) common.
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.BackupResourceHookSpec{}.OpenAPIModelName()),
+										Ref: ref(velerov1.BackupResourceHookSpec{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -3375,7 +3488,7 @@ func schema_pkg_apis_velero_v1_BackupHooks(ref common.ReferenceCallback) common.
 			},
 		},
 		Dependencies: []string{
-			v1.BackupResourceHookSpec{}.OpenAPIModelName()},
+			velerov1.BackupResourceHookSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -3412,7 +3525,7 @@ func schema_pkg_apis_velero_v1_BackupList(ref common.ReferenceCallback) common.O
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.Backup{}.OpenAPIModelName()),
+										Ref: ref(velerov1.Backup{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -3423,7 +3536,7 @@ func schema_pkg_apis_velero_v1_BackupList(ref common.ReferenceCallback) common.O
 			},
 		},
 		Dependencies: []string{
-			v1.Backup{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.Backup{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -3483,20 +3596,20 @@ func schema_pkg_apis_velero_v1_BackupRepository(ref common.ReferenceCallback) co
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.BackupRepositorySpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.BackupRepositorySpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.BackupRepositoryStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.BackupRepositoryStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupRepositorySpec{}.OpenAPIModelName(), v1.BackupRepositoryStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.BackupRepositorySpec{}.OpenAPIModelName(), velerov1.BackupRepositoryStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -3533,7 +3646,7 @@ func schema_pkg_apis_velero_v1_BackupRepositoryList(ref common.ReferenceCallback
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.BackupRepository{}.OpenAPIModelName()),
+										Ref: ref(velerov1.BackupRepository{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -3544,7 +3657,7 @@ func schema_pkg_apis_velero_v1_BackupRepositoryList(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			v1.BackupRepository{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.BackupRepository{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -3690,7 +3803,7 @@ func schema_pkg_apis_velero_v1_BackupRepositoryStatus(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.BackupRepositoryMaintenanceStatus{}.OpenAPIModelName()),
+										Ref: ref(velerov1.BackupRepositoryMaintenanceStatus{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -3700,7 +3813,7 @@ func schema_pkg_apis_velero_v1_BackupRepositoryStatus(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1.BackupRepositoryMaintenanceStatus{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			velerov1.BackupRepositoryMaintenanceStatus{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -3714,7 +3827,7 @@ func schema_pkg_apis_velero_v1_BackupResourceHook(ref common.ReferenceCallback) 
 					"exec": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Exec defines an exec hook.",
-							Ref:         ref(v1.ExecHook{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.ExecHook{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -3722,7 +3835,7 @@ func schema_pkg_apis_velero_v1_BackupResourceHook(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			v1.ExecHook{}.OpenAPIModelName()},
+			velerov1.ExecHook{}.OpenAPIModelName()},
 	}
 }
 
@@ -3810,7 +3923,7 @@ func schema_pkg_apis_velero_v1_BackupResourceHookSpec(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.BackupResourceHook{}.OpenAPIModelName()),
+										Ref: ref(velerov1.BackupResourceHook{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -3823,7 +3936,7 @@ func schema_pkg_apis_velero_v1_BackupResourceHookSpec(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.BackupResourceHook{}.OpenAPIModelName()),
+										Ref: ref(velerov1.BackupResourceHook{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -3834,7 +3947,7 @@ func schema_pkg_apis_velero_v1_BackupResourceHookSpec(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1.BackupResourceHook{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
+			velerov1.BackupResourceHook{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -3848,7 +3961,7 @@ func schema_pkg_apis_velero_v1_BackupSpec(ref common.ReferenceCallback) common.O
 					"metadata": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.Metadata{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.Metadata{}.OpenAPIModelName()),
 						},
 					},
 					"includedNamespaces": {
@@ -4013,7 +4126,7 @@ func schema_pkg_apis_velero_v1_BackupSpec(ref common.ReferenceCallback) common.O
 						SchemaProps: spec.SchemaProps{
 							Description: "Hooks represent custom behaviors that should be executed at different phases of the backup.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.BackupHooks{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupHooks{}.OpenAPIModelName()),
 						},
 					},
 					"storageLocation": {
@@ -4101,7 +4214,7 @@ func schema_pkg_apis_velero_v1_BackupSpec(ref common.ReferenceCallback) common.O
 					"uploaderConfig": {
 						SchemaProps: spec.SchemaProps{
 							Description: "UploaderConfig specifies the configuration for the uploader.",
-							Ref:         ref(v1.UploaderConfigForBackup{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.UploaderConfigForBackup{}.OpenAPIModelName()),
 						},
 					},
 					"cancel": {
@@ -4115,7 +4228,7 @@ func schema_pkg_apis_velero_v1_BackupSpec(ref common.ReferenceCallback) common.O
 			},
 		},
 		Dependencies: []string{
-			v1.BackupHooks{}.OpenAPIModelName(), v1.Metadata{}.OpenAPIModelName(), v1.UploaderConfigForBackup{}.OpenAPIModelName(), corev1.TypedLocalObjectReference{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
+			velerov1.BackupHooks{}.OpenAPIModelName(), velerov1.Metadata{}.OpenAPIModelName(), velerov1.UploaderConfigForBackup{}.OpenAPIModelName(), corev1.TypedLocalObjectReference{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -4224,7 +4337,7 @@ func schema_pkg_apis_velero_v1_BackupStatus(ref common.ReferenceCallback) common
 					"progress": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Progress contains information about the backup's execution progress. Note that this information is best-effort only -- if Velero fails to update it during a backup for any reason, it may be inaccurate/stale.",
-							Ref:         ref(v1.BackupProgress{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupProgress{}.OpenAPIModelName()),
 						},
 					},
 					"csiVolumeSnapshotsAttempted": {
@@ -4265,13 +4378,13 @@ func schema_pkg_apis_velero_v1_BackupStatus(ref common.ReferenceCallback) common
 					"hookStatus": {
 						SchemaProps: spec.SchemaProps{
 							Description: "HookStatus contains information about the status of the hooks.",
-							Ref:         ref(v1.HookStatus{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.HookStatus{}.OpenAPIModelName()),
 						},
 					},
 					"verification": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Verification is the outcome of the backup's last verification: its objects read back and checked against its manifest, its tarball's items decoded, its VM disk chains checked (Backstop addition).",
-							Ref:         ref(v1.BackupVerification{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupVerification{}.OpenAPIModelName()),
 						},
 					},
 					"conditions": {
@@ -4299,7 +4412,7 @@ func schema_pkg_apis_velero_v1_BackupStatus(ref common.ReferenceCallback) common
 			},
 		},
 		Dependencies: []string{
-			v1.BackupProgress{}.OpenAPIModelName(), v1.BackupVerification{}.OpenAPIModelName(), v1.HookStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			velerov1.BackupProgress{}.OpenAPIModelName(), velerov1.BackupVerification{}.OpenAPIModelName(), velerov1.HookStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -4333,20 +4446,20 @@ func schema_pkg_apis_velero_v1_BackupStorageLocation(ref common.ReferenceCallbac
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.BackupStorageLocationSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.BackupStorageLocationSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.BackupStorageLocationStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.BackupStorageLocationStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupStorageLocationSpec{}.OpenAPIModelName(), v1.BackupStorageLocationStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.BackupStorageLocationSpec{}.OpenAPIModelName(), velerov1.BackupStorageLocationStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4383,7 +4496,7 @@ func schema_pkg_apis_velero_v1_BackupStorageLocationList(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.BackupStorageLocation{}.OpenAPIModelName()),
+										Ref: ref(velerov1.BackupStorageLocation{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -4394,7 +4507,7 @@ func schema_pkg_apis_velero_v1_BackupStorageLocationList(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			v1.BackupStorageLocation{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.BackupStorageLocation{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4436,7 +4549,7 @@ func schema_pkg_apis_velero_v1_BackupStorageLocationSpec(ref common.ReferenceCal
 					},
 					"objectStorage": {
 						SchemaProps: spec.SchemaProps{
-							Ref: ref(v1.ObjectStorageLocation{}.OpenAPIModelName()),
+							Ref: ref(velerov1.ObjectStorageLocation{}.OpenAPIModelName()),
 						},
 					},
 					"default": {
@@ -4470,7 +4583,7 @@ func schema_pkg_apis_velero_v1_BackupStorageLocationSpec(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			v1.ObjectStorageLocation{}.OpenAPIModelName(), corev1.SecretKeySelector{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+			velerov1.ObjectStorageLocation{}.OpenAPIModelName(), corev1.SecretKeySelector{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -4671,20 +4784,20 @@ func schema_pkg_apis_velero_v1_DeleteBackupRequest(ref common.ReferenceCallback)
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.DeleteBackupRequestSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.DeleteBackupRequestSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.DeleteBackupRequestStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.DeleteBackupRequestStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.DeleteBackupRequestSpec{}.OpenAPIModelName(), v1.DeleteBackupRequestStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.DeleteBackupRequestSpec{}.OpenAPIModelName(), velerov1.DeleteBackupRequestStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4721,7 +4834,7 @@ func schema_pkg_apis_velero_v1_DeleteBackupRequestList(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeleteBackupRequest{}.OpenAPIModelName()),
+										Ref: ref(velerov1.DeleteBackupRequest{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -4732,7 +4845,7 @@ func schema_pkg_apis_velero_v1_DeleteBackupRequestList(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1.DeleteBackupRequest{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.DeleteBackupRequest{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4821,20 +4934,20 @@ func schema_pkg_apis_velero_v1_DownloadRequest(ref common.ReferenceCallback) com
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.DownloadRequestSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.DownloadRequestSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.DownloadRequestStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.DownloadRequestStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.DownloadRequestSpec{}.OpenAPIModelName(), v1.DownloadRequestStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.DownloadRequestSpec{}.OpenAPIModelName(), velerov1.DownloadRequestStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4871,7 +4984,7 @@ func schema_pkg_apis_velero_v1_DownloadRequestList(ref common.ReferenceCallback)
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DownloadRequest{}.OpenAPIModelName()),
+										Ref: ref(velerov1.DownloadRequest{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -4882,7 +4995,7 @@ func schema_pkg_apis_velero_v1_DownloadRequestList(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			v1.DownloadRequest{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.DownloadRequest{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4897,7 +5010,7 @@ func schema_pkg_apis_velero_v1_DownloadRequestSpec(ref common.ReferenceCallback)
 						SchemaProps: spec.SchemaProps{
 							Description: "Target is what to download (e.g. logs for a backup).",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DownloadTarget{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.DownloadTarget{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -4905,7 +5018,7 @@ func schema_pkg_apis_velero_v1_DownloadRequestSpec(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			v1.DownloadTarget{}.OpenAPIModelName()},
+			velerov1.DownloadTarget{}.OpenAPIModelName()},
 	}
 }
 
@@ -5275,20 +5388,20 @@ func schema_pkg_apis_velero_v1_PodVolumeBackup(ref common.ReferenceCallback) com
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.PodVolumeBackupSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.PodVolumeBackupSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.PodVolumeBackupStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.PodVolumeBackupStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.PodVolumeBackupSpec{}.OpenAPIModelName(), v1.PodVolumeBackupStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.PodVolumeBackupSpec{}.OpenAPIModelName(), velerov1.PodVolumeBackupStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -5325,7 +5438,7 @@ func schema_pkg_apis_velero_v1_PodVolumeBackupList(ref common.ReferenceCallback)
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.PodVolumeBackup{}.OpenAPIModelName()),
+										Ref: ref(velerov1.PodVolumeBackup{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -5336,7 +5449,7 @@ func schema_pkg_apis_velero_v1_PodVolumeBackupList(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			v1.PodVolumeBackup{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.PodVolumeBackup{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -5491,7 +5604,7 @@ func schema_pkg_apis_velero_v1_PodVolumeBackupStatus(ref common.ReferenceCallbac
 						SchemaProps: spec.SchemaProps{
 							Description: "Progress holds the total number of bytes of the volume and the current number of backed up bytes. This can be used to display progress information about the backup operation.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DataMoveOperationProgress{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.DataMoveOperationProgress{}.OpenAPIModelName()),
 						},
 					},
 					"incrementalBytes": {
@@ -5511,7 +5624,7 @@ func schema_pkg_apis_velero_v1_PodVolumeBackupStatus(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			v1.DataMoveOperationProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			velerov1.DataMoveOperationProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -5544,20 +5657,20 @@ func schema_pkg_apis_velero_v1_PodVolumeRestore(ref common.ReferenceCallback) co
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.PodVolumeRestoreSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.PodVolumeRestoreSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.PodVolumeRestoreStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.PodVolumeRestoreStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.PodVolumeRestoreSpec{}.OpenAPIModelName(), v1.PodVolumeRestoreStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.PodVolumeRestoreSpec{}.OpenAPIModelName(), velerov1.PodVolumeRestoreStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -5594,7 +5707,7 @@ func schema_pkg_apis_velero_v1_PodVolumeRestoreList(ref common.ReferenceCallback
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.PodVolumeRestore{}.OpenAPIModelName()),
+										Ref: ref(velerov1.PodVolumeRestore{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -5605,7 +5718,7 @@ func schema_pkg_apis_velero_v1_PodVolumeRestoreList(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			v1.PodVolumeRestore{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.PodVolumeRestore{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -5746,7 +5859,7 @@ func schema_pkg_apis_velero_v1_PodVolumeRestoreStatus(ref common.ReferenceCallba
 						SchemaProps: spec.SchemaProps{
 							Description: "Progress holds the total number of bytes of the snapshot and the current number of restored bytes. This can be used to display progress information about the restore operation.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DataMoveOperationProgress{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.DataMoveOperationProgress{}.OpenAPIModelName()),
 						},
 					},
 					"acceptedTimestamp": {
@@ -5766,7 +5879,7 @@ func schema_pkg_apis_velero_v1_PodVolumeRestoreStatus(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1.DataMoveOperationProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			velerov1.DataMoveOperationProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -5800,20 +5913,20 @@ func schema_pkg_apis_velero_v1_Restore(ref common.ReferenceCallback) common.Open
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.RestoreSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.RestoreSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.RestoreStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.RestoreStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.RestoreSpec{}.OpenAPIModelName(), v1.RestoreStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.RestoreSpec{}.OpenAPIModelName(), velerov1.RestoreStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -5830,7 +5943,7 @@ func schema_pkg_apis_velero_v1_RestoreHooks(ref common.ReferenceCallback) common
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.RestoreResourceHookSpec{}.OpenAPIModelName()),
+										Ref: ref(velerov1.RestoreResourceHookSpec{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -5840,7 +5953,7 @@ func schema_pkg_apis_velero_v1_RestoreHooks(ref common.ReferenceCallback) common
 			},
 		},
 		Dependencies: []string{
-			v1.RestoreResourceHookSpec{}.OpenAPIModelName()},
+			velerov1.RestoreResourceHookSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -5877,7 +5990,7 @@ func schema_pkg_apis_velero_v1_RestoreList(ref common.ReferenceCallback) common.
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.Restore{}.OpenAPIModelName()),
+										Ref: ref(velerov1.Restore{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -5888,7 +6001,7 @@ func schema_pkg_apis_velero_v1_RestoreList(ref common.ReferenceCallback) common.
 			},
 		},
 		Dependencies: []string{
-			v1.Restore{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.Restore{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -5911,7 +6024,7 @@ func schema_pkg_apis_velero_v1_RestorePreview(ref common.ReferenceCallback) comm
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.RestorePreviewItem{}.OpenAPIModelName()),
+										Ref: ref(velerov1.RestorePreviewItem{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -5929,7 +6042,7 @@ func schema_pkg_apis_velero_v1_RestorePreview(ref common.ReferenceCallback) comm
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.RestorePreviewCount{}.OpenAPIModelName()),
+										Ref: ref(velerov1.RestorePreviewCount{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -5947,7 +6060,7 @@ func schema_pkg_apis_velero_v1_RestorePreview(ref common.ReferenceCallback) comm
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.RestorePreviewVolume{}.OpenAPIModelName()),
+										Ref: ref(velerov1.RestorePreviewVolume{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -6001,7 +6114,7 @@ func schema_pkg_apis_velero_v1_RestorePreview(ref common.ReferenceCallback) comm
 			},
 		},
 		Dependencies: []string{
-			v1.RestorePreviewCount{}.OpenAPIModelName(), v1.RestorePreviewItem{}.OpenAPIModelName(), v1.RestorePreviewVolume{}.OpenAPIModelName()},
+			velerov1.RestorePreviewCount{}.OpenAPIModelName(), velerov1.RestorePreviewItem{}.OpenAPIModelName(), velerov1.RestorePreviewVolume{}.OpenAPIModelName()},
 	}
 }
 
@@ -6196,20 +6309,20 @@ func schema_pkg_apis_velero_v1_RestoreResourceHook(ref common.ReferenceCallback)
 					"exec": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Exec defines an exec restore hook.",
-							Ref:         ref(v1.ExecRestoreHook{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.ExecRestoreHook{}.OpenAPIModelName()),
 						},
 					},
 					"init": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Init defines an init restore hook.",
-							Ref:         ref(v1.InitRestoreHook{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.InitRestoreHook{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.ExecRestoreHook{}.OpenAPIModelName(), v1.InitRestoreHook{}.OpenAPIModelName()},
+			velerov1.ExecRestoreHook{}.OpenAPIModelName(), velerov1.InitRestoreHook{}.OpenAPIModelName()},
 	}
 }
 
@@ -6297,7 +6410,7 @@ func schema_pkg_apis_velero_v1_RestoreResourceHookSpec(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.RestoreResourceHook{}.OpenAPIModelName()),
+										Ref: ref(velerov1.RestoreResourceHook{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -6308,7 +6421,7 @@ func schema_pkg_apis_velero_v1_RestoreResourceHookSpec(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1.RestoreResourceHook{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
+			velerov1.RestoreResourceHook{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -6433,7 +6546,7 @@ func schema_pkg_apis_velero_v1_RestoreSpec(ref common.ReferenceCallback) common.
 					"restoreStatus": {
 						SchemaProps: spec.SchemaProps{
 							Description: "RestoreStatus specifies which resources we should restore the status field. If nil, no objects are included. Optional.",
-							Ref:         ref(v1.RestoreStatusSpec{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.RestoreStatusSpec{}.OpenAPIModelName()),
 						},
 					},
 					"preserveNodePorts": {
@@ -6454,7 +6567,7 @@ func schema_pkg_apis_velero_v1_RestoreSpec(ref common.ReferenceCallback) common.
 						SchemaProps: spec.SchemaProps{
 							Description: "Hooks represent custom behaviors that should be executed during or post restore.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.RestoreHooks{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.RestoreHooks{}.OpenAPIModelName()),
 						},
 					},
 					"existingResourcePolicy": {
@@ -6479,7 +6592,7 @@ func schema_pkg_apis_velero_v1_RestoreSpec(ref common.ReferenceCallback) common.
 					"uploaderConfig": {
 						SchemaProps: spec.SchemaProps{
 							Description: "UploaderConfig specifies the configuration for the restore.",
-							Ref:         ref(v1.UploaderConfigForRestore{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.UploaderConfigForRestore{}.OpenAPIModelName()),
 						},
 					},
 					"preview": {
@@ -6493,7 +6606,7 @@ func schema_pkg_apis_velero_v1_RestoreSpec(ref common.ReferenceCallback) common.
 			},
 		},
 		Dependencies: []string{
-			v1.RestoreHooks{}.OpenAPIModelName(), v1.RestoreStatusSpec{}.OpenAPIModelName(), v1.UploaderConfigForRestore{}.OpenAPIModelName(), corev1.TypedLocalObjectReference{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
+			velerov1.RestoreHooks{}.OpenAPIModelName(), velerov1.RestoreStatusSpec{}.OpenAPIModelName(), velerov1.UploaderConfigForRestore{}.OpenAPIModelName(), corev1.TypedLocalObjectReference{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -6568,7 +6681,7 @@ func schema_pkg_apis_velero_v1_RestoreStatus(ref common.ReferenceCallback) commo
 					"progress": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Progress contains information about the restore's execution progress. Note that this information is best-effort only -- if Velero fails to update it during a restore for any reason, it may be inaccurate/stale.",
-							Ref:         ref(v1.RestoreProgress{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.RestoreProgress{}.OpenAPIModelName()),
 						},
 					},
 					"restoreItemOperationsAttempted": {
@@ -6595,20 +6708,20 @@ func schema_pkg_apis_velero_v1_RestoreStatus(ref common.ReferenceCallback) commo
 					"hookStatus": {
 						SchemaProps: spec.SchemaProps{
 							Description: "HookStatus contains information about the status of the hooks.",
-							Ref:         ref(v1.HookStatus{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.HookStatus{}.OpenAPIModelName()),
 						},
 					},
 					"preview": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Preview is what the restore would do, in the answer to a create with dryRun (kubectl create --dry-run=server): the restore's own run against a target that took every write as a server-side dry run. Nothing was written, and the restore was not stored (Backstop addition).",
-							Ref:         ref(v1.RestorePreview{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.RestorePreview{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.HookStatus{}.OpenAPIModelName(), v1.RestorePreview{}.OpenAPIModelName(), v1.RestoreProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			velerov1.HookStatus{}.OpenAPIModelName(), velerov1.RestorePreview{}.OpenAPIModelName(), velerov1.RestoreProgress{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -6682,20 +6795,20 @@ func schema_pkg_apis_velero_v1_Schedule(ref common.ReferenceCallback) common.Ope
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.ScheduleSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.ScheduleSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.ScheduleStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.ScheduleStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.ScheduleSpec{}.OpenAPIModelName(), v1.ScheduleStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.ScheduleSpec{}.OpenAPIModelName(), velerov1.ScheduleStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -6732,7 +6845,7 @@ func schema_pkg_apis_velero_v1_ScheduleList(ref common.ReferenceCallback) common
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.Schedule{}.OpenAPIModelName()),
+										Ref: ref(velerov1.Schedule{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -6743,7 +6856,7 @@ func schema_pkg_apis_velero_v1_ScheduleList(ref common.ReferenceCallback) common
 			},
 		},
 		Dependencies: []string{
-			v1.Schedule{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.Schedule{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -6758,7 +6871,7 @@ func schema_pkg_apis_velero_v1_ScheduleSpec(ref common.ReferenceCallback) common
 						SchemaProps: spec.SchemaProps{
 							Description: "Template is the definition of the Backup to be run on the provided schedule",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.BackupSpec{}.OpenAPIModelName()),
+							Ref:         ref(velerov1.BackupSpec{}.OpenAPIModelName()),
 						},
 					},
 					"schedule": {
@@ -6795,7 +6908,7 @@ func schema_pkg_apis_velero_v1_ScheduleSpec(ref common.ReferenceCallback) common
 			},
 		},
 		Dependencies: []string{
-			v1.BackupSpec{}.OpenAPIModelName()},
+			velerov1.BackupSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -6877,20 +6990,20 @@ func schema_pkg_apis_velero_v1_ServerStatusRequest(ref common.ReferenceCallback)
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.ServerStatusRequestSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.ServerStatusRequestSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.ServerStatusRequestStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.ServerStatusRequestStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.ServerStatusRequestSpec{}.OpenAPIModelName(), v1.ServerStatusRequestStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.ServerStatusRequestSpec{}.OpenAPIModelName(), velerov1.ServerStatusRequestStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -6927,7 +7040,7 @@ func schema_pkg_apis_velero_v1_ServerStatusRequestList(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.ServerStatusRequest{}.OpenAPIModelName()),
+										Ref: ref(velerov1.ServerStatusRequest{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -6938,7 +7051,7 @@ func schema_pkg_apis_velero_v1_ServerStatusRequestList(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1.ServerStatusRequest{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.ServerStatusRequest{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -6987,7 +7100,7 @@ func schema_pkg_apis_velero_v1_ServerStatusRequestStatus(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.PluginInfo{}.OpenAPIModelName()),
+										Ref: ref(velerov1.PluginInfo{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -6997,7 +7110,7 @@ func schema_pkg_apis_velero_v1_ServerStatusRequestStatus(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			v1.PluginInfo{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			velerov1.PluginInfo{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -7010,7 +7123,7 @@ func schema_pkg_apis_velero_v1_StorageType(ref common.ReferenceCallback) common.
 				Properties: map[string]spec.Schema{
 					"objectStorage": {
 						SchemaProps: spec.SchemaProps{
-							Ref: ref(v1.ObjectStorageLocation{}.OpenAPIModelName()),
+							Ref: ref(velerov1.ObjectStorageLocation{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -7018,7 +7131,7 @@ func schema_pkg_apis_velero_v1_StorageType(ref common.ReferenceCallback) common.
 			},
 		},
 		Dependencies: []string{
-			v1.ObjectStorageLocation{}.OpenAPIModelName()},
+			velerov1.ObjectStorageLocation{}.OpenAPIModelName()},
 	}
 }
 
@@ -7099,20 +7212,20 @@ func schema_pkg_apis_velero_v1_VolumeSnapshotLocation(ref common.ReferenceCallba
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.VolumeSnapshotLocationSpec{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.VolumeSnapshotLocationSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref(v1.VolumeSnapshotLocationStatus{}.OpenAPIModelName()),
+							Ref:     ref(velerov1.VolumeSnapshotLocationStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.VolumeSnapshotLocationSpec{}.OpenAPIModelName(), v1.VolumeSnapshotLocationStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			velerov1.VolumeSnapshotLocationSpec{}.OpenAPIModelName(), velerov1.VolumeSnapshotLocationStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -7149,7 +7262,7 @@ func schema_pkg_apis_velero_v1_VolumeSnapshotLocationList(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.VolumeSnapshotLocation{}.OpenAPIModelName()),
+										Ref: ref(velerov1.VolumeSnapshotLocation{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -7160,7 +7273,7 @@ func schema_pkg_apis_velero_v1_VolumeSnapshotLocationList(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			v1.VolumeSnapshotLocation{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			velerov1.VolumeSnapshotLocation{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 

@@ -841,7 +841,7 @@ func (c *Cluster) StopBackstop(kill bool) {
 
 // apiServiceNames are the APIServices of artifacts/deploy (the framework
 // cannot import pkg/apiserver: packages it imports test through it).
-var apiServiceNames = []string{"v1.velero.io", "v2alpha1.velero.io", "v1alpha1.oadp.openshift.io", "v1alpha1.backup.kubevirt.io"}
+var apiServiceNames = []string{"v1.velero.io", "v2alpha1.velero.io", "v1alpha1.oadp.openshift.io", "v1alpha1.backup.kubevirt.io", "v1.console.backstop.io"}
 
 // APIServiceCondition is the Available condition of an APIService.
 type APIServiceCondition struct {

@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 	http "net/http"
 
+	consolev1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/console/v1"
 	backupv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/velero/v1"
@@ -33,6 +34,7 @@ import (
 
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
+	ConsoleV1() consolev1.ConsoleV1Interface
 	BackupV1alpha1() backupv1alpha1.BackupV1alpha1Interface
 	OadpV1alpha1() oadpv1alpha1.OadpV1alpha1Interface
 	VeleroV1() velerov1.VeleroV1Interface
@@ -42,10 +44,16 @@ type Interface interface {
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
+	consoleV1      *consolev1.ConsoleV1Client
 	backupV1alpha1 *backupv1alpha1.BackupV1alpha1Client
 	oadpV1alpha1   *oadpv1alpha1.OadpV1alpha1Client
 	veleroV1       *velerov1.VeleroV1Client
 	veleroV2alpha1 *velerov2alpha1.VeleroV2alpha1Client
+}
+
+// ConsoleV1 retrieves the ConsoleV1Client
+func (c *Clientset) ConsoleV1() consolev1.ConsoleV1Interface {
+	return c.consoleV1
 }
 
 // BackupV1alpha1 retrieves the BackupV1alpha1Client
@@ -112,6 +120,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 
 	var cs Clientset
 	var err error
+	cs.consoleV1, err = consolev1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.backupV1alpha1, err = backupv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -149,6 +161,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 // New creates a new Clientset for the given RESTClient.
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
+	cs.consoleV1 = consolev1.New(c)
 	cs.backupV1alpha1 = backupv1alpha1.New(c)
 	cs.oadpV1alpha1 = oadpv1alpha1.New(c)
 	cs.veleroV1 = velerov1.New(c)

@@ -21,6 +21,8 @@ package fake
 import (
 	applyconfiguration "github.com/backstop-io/backstop/pkg/generated/applyconfiguration"
 	clientset "github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
+	consolev1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/console/v1"
+	fakeconsolev1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/console/v1/fake"
 	backupv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/kubevirtbackup/v1alpha1"
 	fakebackupv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/kubevirtbackup/v1alpha1/fake"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/generated/clientset/versioned/typed/oadp/v1alpha1"
@@ -141,6 +143,11 @@ var (
 	_ clientset.Interface = &Clientset{}
 	_ testing.FakeClient  = &Clientset{}
 )
+
+// ConsoleV1 retrieves the ConsoleV1Client
+func (c *Clientset) ConsoleV1() consolev1.ConsoleV1Interface {
+	return &fakeconsolev1.FakeConsoleV1{Fake: &c.Fake}
+}
 
 // BackupV1alpha1 retrieves the BackupV1alpha1Client
 func (c *Clientset) BackupV1alpha1() backupv1alpha1.BackupV1alpha1Interface {

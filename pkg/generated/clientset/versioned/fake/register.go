@@ -19,6 +19,7 @@ limitations under the License.
 package fake
 
 import (
+	consolev1 "github.com/backstop-io/backstop/pkg/apis/console/v1"
 	backupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -34,6 +35,7 @@ var scheme = runtime.NewScheme()
 var codecs = serializer.NewCodecFactory(scheme)
 
 var localSchemeBuilder = runtime.SchemeBuilder{
+	consolev1.AddToScheme,
 	backupv1alpha1.AddToScheme,
 	oadpv1alpha1.AddToScheme,
 	velerov1.AddToScheme,

@@ -1,0 +1,102 @@
+package apiserver
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/backstop-io/backstop/pkg/apis/console"
+	consoleregistry "github.com/backstop-io/backstop/pkg/registry/console/console"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestConsole: every namespace has a console, ui, whose static subresource
+// serves the web console's pages with their security headers, to whoever
+// may view the namespace (view, edit, admin aggregate it) and to no one
+// else: a tenant opens its own namespace's console, not another's.
+func TestConsole(t *testing.T) {
+	t.Parallel()
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	alice := newTenant(t, s, "alice", "alice")
+	aliceConfig, err := clientcmd.BuildConfigFromFlags("", alice.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(t *testing.T, cfg *rest.Config, path string) (*http.Response, string) {
+		t.Helper()
+		client, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Get(strings.TrimSuffix(cfg.Host, "/") + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(body)
+	}
+
+	t.Run("the console of a namespace says where its pages are", func(t *testing.T) {
+		c, err := s.Clientset.ConsoleV1().Consoles("alice").Get(ctx, console.ConsoleName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "/apis/console.backstop.io/v1/namespaces/alice/consoles/ui/static/"; c.Status.Path != want {
+			t.Errorf("status.path %q, want %q", c.Status.Path, want)
+		}
+		if _, err := s.Clientset.ConsoleV1().Consoles("alice").Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a console named other: %v, want NotFound", err)
+		}
+		out, err := s.Kubectl(nil, "get", "consoles", "-n", "alice", "-o", "name")
+		if err != nil || strings.TrimSpace(out) != "console.console.backstop.io/ui" {
+			t.Errorf("kubectl get consoles: %q, %v", out, err)
+		}
+	})
+
+	t.Run("the pages, with their types and security headers", func(t *testing.T) {
+		for _, tc := range []struct{ path, wantType, wantBody string }{
+			{"", "text/html", `<base href="static/">`},
+			{"/", "text/html", `<base href="./">`},
+			{"/app.js", "text/javascript", "getElementById"},
+			{"/app.css", "text/css", "body"},
+		} {
+			resp, body := get(t, s.Config, strings.TrimSuffix(consoleregistry.Path("alice"), "/")+tc.path)
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.wantType) || !strings.Contains(body, tc.wantBody) {
+				t.Errorf("static%s: %d %q, want 200 %s holding %q", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), tc.wantType, tc.wantBody)
+			}
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "script-src 'self'") {
+				t.Errorf("static%s: Content-Security-Policy %q", tc.path, csp)
+			}
+		}
+		if resp, _ := get(t, s.Config, consoleregistry.Path("alice")+"missing.js"); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("a file the bundle does not have: %d, want 404", resp.StatusCode)
+		}
+		if resp, _ := get(t, s.Config, "/apis/console.backstop.io/v1/namespaces/alice/consoles/other/static/"); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("the pages of a console named other: %d, want 404", resp.StatusCode)
+		}
+	})
+
+	t.Run("a tenant opens its own namespace's console, not another's", func(t *testing.T) {
+		if resp, _ := get(t, aliceConfig, consoleregistry.Path("alice")); resp.StatusCode != http.StatusOK {
+			t.Errorf("alice's console, as alice: %d, want 200", resp.StatusCode)
+		}
+		if resp, _ := get(t, aliceConfig, consoleregistry.Path("bob")); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("bob's console, as alice: %d, want 403", resp.StatusCode)
+		}
+		if _, err := alice.client.ConsoleV1().Consoles("bob").Get(ctx, console.ConsoleName, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("bob's console object, as alice: %v, want 403", err)
+		}
+	})
+}

@@ -1,0 +1,107 @@
+package browser
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	consoleregistry "github.com/backstop-io/backstop/pkg/registry/console/console"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// screenshotsEnv names a directory the console's screenshots are also
+// written to (make console-screenshots: docs/images).
+const screenshotsEnv = "BACKSTOP_CONSOLE_SCREENSHOTS"
+
+// waitPhase waits until the console shows backup name in phase.
+func waitPhase(t *testing.T, browser context.Context, name string, phase velerov1.BackupPhase) {
+	t.Helper()
+	sel := fmt.Sprintf(`tr[data-backup=%q] td[data-phase=%q]`, name, phase)
+	if err := chromedp.Do(browser, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
+		rows, _ := chromedp.Run(browser, chromedp.Evaluate[string](`document.querySelector("tbody")?.innerText ?? document.body.innerText`))
+		t.Fatalf("the console does not show backup %s %s: %v; it shows:\n%s", name, phase, err, rows)
+	}
+}
+
+// screenshot saves the page as name in the test's artifacts, and in the
+// directory screenshotsEnv names.
+func screenshot(t *testing.T, browser context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(browser, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil || img.Bounds().Dx() < 800 {
+		t.Fatalf("screenshot %s: %v, %v", name, err, img)
+	}
+	dirs := []string{t.TempDir()}
+	if dir := os.Getenv(screenshotsEnv); dir != "" {
+		dirs = append(dirs, dir)
+	}
+	for _, dir := range dirs {
+		if err := os.WriteFile(filepath.Join(dir, name), shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestConsoleBackups: an admin opens the console of the admin namespace
+// through kubectl proxy in Chromium: the backups there and those created
+// after are shown live (a watch), each reaching Completed; on a server
+// whose backup engine is off (backups wait ReadyToStart), the Cancel
+// button of a waiting backup cancels it through the same proxy (the
+// console's write is same-origin: the cross-origin filter lets it
+// through) and the page shows it Failed.
+func TestConsoleBackups(t *testing.T) {
+	t.Run("backups are shown live to their end", func(t *testing.T) {
+		s := framework.Start(t, framework.Options{})
+		ctx := context.Background()
+		backups := s.Clientset.VeleroV1().Backups(adminNamespace)
+		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		proxy := startProxy(t, s.KubeconfigPath)
+		browser := newBrowser(t)
+		if err := chromedp.Do(browser, chromedp.EmulateViewport(1400, 800), chromedp.Navigate(proxy+consoleregistry.Path(adminNamespace))); err != nil {
+			t.Fatal(err)
+		}
+		waitPhase(t, browser, "before", velerov1.BackupPhaseCompleted)
+		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPhase(t, browser, "after", velerov1.BackupPhaseCompleted)
+		screenshot(t, browser, "console-backups.png")
+	})
+
+	t.Run("a waiting backup cancelled with its button", func(t *testing.T) {
+		s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=" + velerov1.EngineBackup}})
+		ctx := context.Background()
+		backups := s.Clientset.VeleroV1().Backups(adminNamespace)
+		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "waiting"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		proxy := startProxy(t, s.KubeconfigPath)
+		browser := newBrowser(t)
+		if err := chromedp.Do(browser, chromedp.Navigate(proxy+consoleregistry.Path(adminNamespace))); err != nil {
+			t.Fatal(err)
+		}
+		waitPhase(t, browser, "waiting", velerov1.BackupPhaseReadyToStart)
+		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(`button[aria-label="Cancel backup waiting"]`))); err != nil {
+			t.Fatal(err)
+		}
+		waitPhase(t, browser, "waiting", velerov1.BackupPhaseFailed)
+		b, err := backups.Get(ctx, "waiting", metav1.GetOptions{})
+		if err != nil || !b.Spec.Cancel || b.Status.FailureReason != velerov1.BackupCancelledReason {
+			t.Errorf("the backup after its Cancel button: %v, cancel=%v, reason %q", err, b != nil && b.Spec.Cancel, b.Status.FailureReason)
+		}
+	})
+}

@@ -1,0 +1,97 @@
+// The API, called from the console's own origin (kubectl proxy or
+// kube-apiserver) as the user: no credentials of the console's own.
+
+// base is what precedes /apis/ in the console's URL (kubectl proxy's
+// --api-prefix), and namespace the console's namespace.
+export function where(pathname) {
+  const m = pathname.match(/^(.*)\/apis\/console\.backstop\.io\/v1\/namespaces\/([^/]+)\/consoles\//);
+  return m ? { base: m[1], namespace: decodeURIComponent(m[2]) } : { base: '', namespace: 'default' };
+}
+
+// A write carries a JSON content type and a header of the console's own:
+// a request no page of another site can send without a CORS preflight,
+// which neither kubectl proxy nor the server grants.
+const writeHeaders = { 'Content-Type': 'application/json', 'X-Backstop-Console': '1' };
+
+export class APIError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function check(resp) {
+  if (resp.ok) return resp;
+  let message = `${resp.status} ${resp.statusText}`;
+  try {
+    const s = await resp.json();
+    if (s.message) message = s.message;
+  } catch (_) { /* not a Status */ }
+  throw new APIError(resp.status, message);
+}
+
+export async function get(url, signal) {
+  return (await check(await fetch(url, { headers: { Accept: 'application/json' }, signal }))).json();
+}
+
+export async function post(url, body) {
+  return (await check(await fetch(url, { method: 'POST', headers: writeHeaders, body: JSON.stringify(body ?? {}) }))).json();
+}
+
+// watchList lists url's collection, then watches it from the list's
+// resourceVersion, calling onChange with the whole collection (a Map by
+// name) after the list and after every event; a watch that ends or
+// expires lists again. It returns a function that stops it.
+export function watchList(url, onChange, onError) {
+  const ctl = new AbortController();
+  const items = new Map();
+  (async () => {
+    while (!ctl.signal.aborted) {
+      try {
+        const list = await get(url, ctl.signal);
+        items.clear();
+        for (const o of list.items ?? []) items.set(o.metadata.name, o);
+        onChange(new Map(items));
+        onError(null);
+        await follow(`${url}${url.includes('?') ? '&' : '?'}watch=1&allowWatchBookmarks=true&resourceVersion=${list.metadata.resourceVersion}`, items, onChange, ctl.signal);
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+        onError(e);
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+    }
+  })();
+  return () => ctl.abort();
+}
+
+async function follow(url, items, onChange, signal) {
+  const resp = await check(await fetch(url, { headers: { Accept: 'application/json' }, signal }));
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value;
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (!line.trim()) continue;
+      const ev = JSON.parse(line);
+      switch (ev.type) {
+        case 'ADDED':
+        case 'MODIFIED':
+          items.set(ev.object.metadata.name, ev.object);
+          break;
+        case 'DELETED':
+          items.delete(ev.object.metadata.name);
+          break;
+        case 'ERROR':
+          return; // expired: list again
+        default:
+          continue; // BOOKMARK
+      }
+      onChange(new Map(items));
+    }
+  }
+}
