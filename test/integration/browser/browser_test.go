@@ -27,6 +27,11 @@ import (
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
+// TestMain runs the tests in a network namespace of their own (as the
+// cluster suite does): the browser, kubectl proxy, the servers and the
+// control plane reach nothing outside the machine.
+func TestMain(m *testing.M) { os.Exit(framework.RunInNetNS(m)) }
+
 // adminNamespace is the standalone server's admin namespace.
 const adminNamespace = "backstop-system"
 

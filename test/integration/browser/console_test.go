@@ -5,12 +5,16 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	consoleregistry "github.com/backstop-io/backstop/pkg/registry/console/console"
@@ -102,6 +106,64 @@ func TestConsoleBackups(t *testing.T) {
 		b, err := backups.Get(ctx, "waiting", metav1.GetOptions{})
 		if err != nil || !b.Spec.Cancel || b.Status.FailureReason != velerov1.BackupCancelledReason {
 			t.Errorf("the backup after its Cancel button: %v, cancel=%v, reason %q", err, b != nil && b.Spec.Cancel, b.Status.FailureReason)
+		}
+	})
+}
+
+// TestConsoleThroughKubeAPIServer: the console as a cluster's users open
+// it, through kubectl proxy to kube-apiserver, which proxies the group
+// console.backstop.io/v1 to Backstop with the user's identity: the admin
+// sees a backup reach Completed; a tenant with edit in its namespace opens
+// that namespace's console, and kube-apiserver's RBAC refuses it another's.
+func TestConsoleThroughKubeAPIServer(t *testing.T) {
+	c := framework.StartCluster(t)
+	ctx := context.Background()
+
+	t.Run("the admin's backups", func(t *testing.T) {
+		if _, err := c.Backstop.VeleroV1().Backups(adminNamespace).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "nightly"},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{adminNamespace}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		proxy := startProxy(t, c.AdminKubeconfig)
+		browser := newBrowser(t)
+		if err := chromedp.Do(browser, chromedp.Navigate(proxy+consoleregistry.Path(adminNamespace))); err != nil {
+			t.Fatal(err)
+		}
+		waitPhase(t, browser, "nightly", velerov1.BackupPhaseCompleted)
+	})
+
+	t.Run("a tenant's own console, not another's", func(t *testing.T) {
+		for _, ns := range []string{"team-a", "team-b"} {
+			if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := c.Kubectl(c.AdminKubeconfig, nil, "create", "rolebinding", "alice-edit", "--clusterrole", "edit", "--user", "alice", "-n", "team-a"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		proxy := startProxy(t, c.UserKubeconfig("alice"))
+		status := func(ns string) int {
+			resp, err := http.Get(proxy + consoleregistry.Path(ns))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		// edit carries backstop:console:view once kube-controller-manager
+		// has aggregated it.
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return status("team-a") == http.StatusOK, nil
+		}); err != nil {
+			t.Fatalf("alice's console in team-a: %d, want 200", status("team-a"))
+		}
+		if got := status("team-b"); got != http.StatusForbidden {
+			t.Errorf("team-b's console, as alice: %d, want 403", got)
+		}
+		browser := newBrowser(t)
+		if err := chromedp.Do(browser, chromedp.Navigate(proxy+consoleregistry.Path("team-a")),
+			chromedp.WaitVisible(chromedp.CSS(`h1`))); err != nil {
+			t.Fatalf("alice's console: %v", err)
 		}
 	})
 }
