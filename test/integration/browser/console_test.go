@@ -8,15 +8,21 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	consoleregistry "github.com/backstop-io/backstop/pkg/registry/console/console"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -166,4 +172,126 @@ func TestConsoleThroughKubeAPIServer(t *testing.T) {
 			t.Fatalf("alice's console: %v", err)
 		}
 	})
+}
+
+// axeScript is axe-core, from the console's locked npm packages
+// (web/console/node_modules, installed by hack/build-console.sh).
+var axeScript = filepath.Join("..", "..", "..", "web", "console", "node_modules", "axe-core", "axe.min.js")
+
+// seriousViolations runs axe-core on the page (WCAG 2 A and AA rules,
+// best practices) and returns its serious and critical violations.
+func seriousViolations(t *testing.T, browser context.Context) []string {
+	t.Helper()
+	script, err := os.ReadFile(axeScript)
+	if err != nil {
+		t.Fatalf("axe-core (npm ci in web/console: hack/build-console.sh): %v", err)
+	}
+	if _, err := chromedp.Run(browser, chromedp.Evaluate[any](string(script))); err != nil {
+		t.Fatalf("loading axe-core: %v", err)
+	}
+	type violation struct {
+		ID, Impact, Help string
+		Nodes            []struct{ Target []string }
+	}
+	found, err := chromedp.Run(browser, chromedp.Evaluate[[]violation](
+		`axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations)`,
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("axe-core: %v", err)
+	}
+	var serious []string
+	for _, v := range found {
+		if v.Impact == "serious" || v.Impact == "critical" {
+			serious = append(serious, fmt.Sprintf("%s (%s): %s, at %v", v.ID, v.Impact, v.Help, v.Nodes))
+		}
+	}
+	return serious
+}
+
+// checkAccessibility fails the test on a serious or critical violation of
+// the page; it shows first that the check sees one (a button without a
+// name, added to a copy of the page and taken out again).
+func checkAccessibility(t *testing.T, browser context.Context) {
+	t.Helper()
+	if found := seriousViolations(t, browser); len(found) > 0 {
+		t.Errorf("accessibility: %v", found)
+	}
+	if _, err := chromedp.Run(browser, chromedp.Evaluate[any](`(() => { const b = document.createElement("button"); b.id = "axe-control"; document.body.append(b); })()`)); err != nil {
+		t.Fatal(err)
+	}
+	control := seriousViolations(t, browser)
+	if _, err := chromedp.Run(browser, chromedp.Evaluate[any](`document.getElementById("axe-control").remove()`)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(control, " "), "button-name") {
+		t.Errorf("axe-core did not report a button without a name: %v", control)
+	}
+}
+
+// TestConsoleTenant: a tenant with edit in its namespace opens that
+// namespace's console through kubectl proxy with its own kubeconfig: it
+// sees its NonAdminBackup reach Completed and nothing of another tenant's,
+// the admin's Backups section is not there, and no request the page sent
+// was refused (the console reads the user's rights first); the page has
+// no serious accessibility violation.
+func TestConsoleTenant(t *testing.T) {
+	s := framework.Start(t, framework.Options{})
+	ctx := context.Background()
+	if out, err := s.Kubectl(nil, "create", "rolebinding", "alice-edit", "--clusterrole", "edit", "--user", "alice", "-n", "alice"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	kubeconfig := s.IssueKubeconfig("alice")
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nab := range []struct {
+		client    versioned.Interface
+		namespace string
+		name      string
+	}{{alice, "alice", "mine"}, {s.Clientset, "bob", "bobs"}} {
+		if _, err := nab.client.OadpV1alpha1().NonAdminBackups(nab.namespace).Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: nab.name},
+			Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy := startProxy(t, kubeconfig)
+	browser := newBrowser(t)
+	var mu sync.Mutex
+	var refused []string
+	if err := chromedp.Listen(browser, func(ev any) {
+		if r, ok := ev.(*network.EventResponseReceived); ok && r.Response.Status >= 400 {
+			mu.Lock()
+			refused = append(refused, fmt.Sprintf("%d %s", r.Response.Status, r.Response.URL))
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(browser, chromedp.EmulateViewport(1400, 600), chromedp.Navigate(proxy+consoleregistry.Path("alice"))); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, browser, "mine", velerov1.BackupPhaseCompleted)
+	sections, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("section[data-kind]")].map(s => s.dataset.kind)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(sections, ",") != "nonadminbackups" {
+		t.Errorf("alice's console shows the sections %v, want only nonadminbackups", sections)
+	}
+	text, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil || strings.Contains(text, "bobs") {
+		t.Errorf("alice's console shows bob's backup (%v):\n%s", err, text)
+	}
+	mu.Lock()
+	if len(refused) > 0 {
+		t.Errorf("requests of alice's console refused: %v", refused)
+	}
+	mu.Unlock()
+	checkAccessibility(t, browser)
+	screenshot(t, browser, "console-tenant.png")
 }

@@ -1,19 +1,15 @@
 // Backstop's web console: a single-page app over the API, as its user.
 import { render } from 'preact';
-import { signal, computed } from '@preact/signals';
+import { signal, useSignal, useComputed } from '@preact/signals';
 import { useEffect } from 'preact/hooks';
 import { where, watchList, post } from './api.js';
+import { rulesFor, may } from './rights.js';
 
 const { base, namespace } = where(location.pathname);
-const backupsURL = `${base}/apis/velero.io/v1/namespaces/${encodeURIComponent(namespace)}/backups`;
+const nsPath = (group, version) => `${base}/apis/${group}/${version}/namespaces/${encodeURIComponent(namespace)}`;
 
-const backups = signal(new Map());
-const listError = signal(null);
-const actionError = signal(null);
-
-const rows = computed(() =>
-  [...backups.value.values()].sort((a, b) =>
-    (b.metadata.creationTimestamp ?? '').localeCompare(a.metadata.creationTimestamp ?? '') || a.metadata.name.localeCompare(b.metadata.name)));
+const rules = signal(null); // null until read
+const rulesError = signal(null);
 
 const terminal = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation']);
 
@@ -21,50 +17,88 @@ function time(t) {
   return t ? new Date(t).toLocaleString() : '';
 }
 
-function Progress({ b }) {
-  const p = b.status?.progress;
+// The kinds of backups a namespace shows: Velero's (the admin's namespace)
+// and the tenants' NonAdminBackups, each read through the same columns.
+const kinds = [
+  {
+    id: 'backups',
+    title: 'Backups',
+    group: 'velero.io',
+    url: () => `${nsPath('velero.io', 'v1')}/backups`,
+    resource: 'backups',
+    cancel: 'backups/cancel',
+    phase: (o) => o.status?.phase || 'New',
+    status: (o) => o.status ?? {},
+    queue: (o) => o.status?.queuePosition,
+    location: (o) => o.spec?.storageLocation,
+    cancelled: (o) => o.spec?.cancel,
+  },
+  {
+    id: 'nonadminbackups',
+    title: 'Backups of this namespace (NonAdminBackups)',
+    group: 'oadp.openshift.io',
+    url: () => `${nsPath('oadp.openshift.io', 'v1alpha1')}/nonadminbackups`,
+    resource: 'nonadminbackups',
+    cancel: 'nonadminbackups/cancel',
+    phase: (o) => o.status?.veleroBackup?.status?.phase || o.status?.phase || 'New',
+    status: (o) => o.status?.veleroBackup?.status ?? {},
+    queue: (o) => o.status?.queueInfo?.estimatedQueuePosition,
+    location: (o) => o.spec?.backupSpec?.storageLocation,
+    cancelled: (o) => o.spec?.cancel,
+  },
+];
+
+function Progress({ name, s }) {
+  const p = s.progress;
   if (!p || !p.totalItems) return null;
   const label = `${p.itemsBackedUp ?? 0} of ${p.totalItems} items`;
-  return <progress max={p.totalItems} value={p.itemsBackedUp ?? 0} aria-label={`Progress of ${b.metadata.name}: ${label}`} title={label} />;
+  return <progress max={p.totalItems} value={p.itemsBackedUp ?? 0} aria-label={`Progress of ${name}: ${label}`} title={label} />;
 }
 
-async function cancel(name) {
-  actionError.value = null;
-  try {
-    await post(`${backupsURL}/${encodeURIComponent(name)}/cancel`, {});
-  } catch (e) {
-    actionError.value = `Cancelling ${name}: ${e.message}`;
-  }
-}
-
-function BackupRow({ b }) {
-  const s = b.status ?? {};
-  const phase = s.phase || 'New';
+function Row({ kind, o, canCancel, onCancel }) {
+  const s = kind.status(o);
+  const phase = kind.phase(o);
+  const name = o.metadata.name;
   return (
-    <tr data-backup={b.metadata.name}>
-      <th scope="row">{b.metadata.name}</th>
+    <tr data-backup={name}>
+      <th scope="row">{name}</th>
       <td class={`phase phase-${phase}`} data-phase={phase}>{phase}{s.failureReason ? <span class="reason">: {s.failureReason}</span> : null}</td>
-      <td><Progress b={b} /></td>
-      <td class="num">{s.queuePosition || ''}</td>
+      <td><Progress name={name} s={s} /></td>
+      <td class="num">{kind.queue(o) || ''}</td>
       <td class="num">{s.progress?.itemsBackedUp ?? ''}</td>
       <td class="num">{s.warnings || ''}</td>
       <td class="num">{s.errors || ''}</td>
       <td>{time(s.startTimestamp)}</td>
       <td>{time(s.completionTimestamp)}</td>
-      <td>{b.spec?.storageLocation ?? ''}</td>
+      <td>{kind.location(o) ?? ''}</td>
       <td>{time(s.expiration)}</td>
-      <td>{terminal.has(phase) || b.spec?.cancel ? null :
-        <button type="button" onClick={() => cancel(b.metadata.name)} aria-label={`Cancel backup ${b.metadata.name}`}>Cancel</button>}</td>
+      <td>{!canCancel || terminal.has(phase) || kind.cancelled(o) ? null :
+        <button type="button" onClick={() => onCancel(name)} aria-label={`Cancel backup ${name}`}>Cancel</button>}</td>
     </tr>
   );
 }
 
-function Backups() {
-  useEffect(() => watchList(backupsURL, (m) => { backups.value = m; }, (e) => { listError.value = e; }), []);
+function BackupList({ kind, canCancel }) {
+  const items = useSignal(new Map());
+  const listError = useSignal(null);
+  const actionError = useSignal(null);
+  const rows = useComputed(() =>
+    [...items.value.values()].sort((a, b) =>
+      (b.metadata.creationTimestamp ?? '').localeCompare(a.metadata.creationTimestamp ?? '') || a.metadata.name.localeCompare(b.metadata.name)));
+  useEffect(() => watchList(kind.url(), (m) => { items.value = m; }, (e) => { listError.value = e; }), []);
+  const cancel = async (name) => {
+    actionError.value = null;
+    try {
+      await post(`${kind.url()}/${encodeURIComponent(name)}/cancel`, {});
+    } catch (e) {
+      actionError.value = `Cancelling ${name}: ${e.message}`;
+    }
+  };
+  const titleID = `${kind.id}-title`;
   return (
-    <section aria-labelledby="backups-title">
-      <h2 id="backups-title">Backups <span class="count">{rows.value.length}</span></h2>
-      {listError.value ? <p role="alert" class="error">Backups could not be read: {listError.value.message}</p> : null}
+    <section aria-labelledby={titleID} data-kind={kind.id}>
+      <h2 id={titleID}>{kind.title} <span class="count">{rows.value.length}</span></h2>
+      {listError.value ? <p role="alert" class="error">These could not be read: {listError.value.message}</p> : null}
       {actionError.value ? <p role="alert" class="error">{actionError.value}</p> : null}
       <table>
         <thead>
@@ -75,11 +109,22 @@ function Backups() {
           </tr>
         </thead>
         <tbody>
-          {rows.value.map((b) => <BackupRow key={b.metadata.name} b={b} />)}
+          {rows.value.map((o) => <Row key={o.metadata.name} kind={kind} o={o} canCancel={canCancel} onCancel={cancel} />)}
         </tbody>
       </table>
     </section>
   );
+}
+
+function Main() {
+  useEffect(() => {
+    rulesFor(base, namespace).then((r) => { rules.value = r; }, (e) => { rulesError.value = e; });
+  }, []);
+  if (rulesError.value) return <p role="alert" class="error">Your rights in {namespace} could not be read: {rulesError.value.message}</p>;
+  if (!rules.value) return <p>Reading your rights…</p>;
+  const shown = kinds.filter((k) => may(rules.value, 'list', k.group, k.resource) && may(rules.value, 'watch', k.group, k.resource));
+  if (!shown.length) return <p>You may not read backups in {namespace}.</p>;
+  return shown.map((k) => <BackupList key={k.id} kind={k} canCancel={may(rules.value, 'create', k.group, k.cancel)} />);
 }
 
 function App() {
@@ -90,7 +135,7 @@ function App() {
         <p>Namespace <strong>{namespace}</strong></p>
       </header>
       <main>
-        <Backups />
+        <Main />
       </main>
     </>
   );
