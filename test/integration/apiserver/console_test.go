@@ -59,9 +59,14 @@ func TestConsole(t *testing.T) {
 		if _, err := s.Clientset.ConsoleV1().Consoles("alice").Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("a console named other: %v, want NotFound", err)
 		}
-		out, err := s.Kubectl(nil, "get", "consoles", "-n", "alice", "-o", "name")
-		if err != nil || strings.TrimSpace(out) != "console.console.backstop.io/ui" {
-			t.Errorf("kubectl get consoles: %q, %v", out, err)
+		out, err := s.Kubectl(nil, "get", "console", "ui", "-n", "alice", "-o", "jsonpath={.status.path}")
+		if err != nil || out != c.Status.Path {
+			t.Errorf("kubectl get console ui: %q, %v", out, err)
+		}
+		// No list: backups, which take every listable resource, leave
+		// consoles out.
+		if _, err := s.Kubectl(nil, "get", "consoles", "-n", "alice"); err == nil {
+			t.Errorf("kubectl get consoles (a list) succeeded, want it refused")
 		}
 	})
 

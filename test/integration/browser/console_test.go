@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -76,7 +77,8 @@ func TestConsoleBackups(t *testing.T) {
 		s := framework.Start(t, framework.Options{})
 		ctx := context.Background()
 		backups := s.Clientset.VeleroV1().Backups(adminNamespace)
-		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
+		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "before"},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{adminNamespace}}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		proxy := startProxy(t, s.KubeconfigPath)
@@ -85,7 +87,8 @@ func TestConsoleBackups(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitPhase(t, browser, "before", velerov1.BackupPhaseCompleted)
-		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
+		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "after"},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{adminNamespace}}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitPhase(t, browser, "after", velerov1.BackupPhaseCompleted)
@@ -294,4 +297,81 @@ func TestConsoleTenant(t *testing.T) {
 	mu.Unlock()
 	checkAccessibility(t, browser)
 	screenshot(t, browser, "console-tenant.png")
+}
+
+// largeList is how many backups TestConsoleLargeList lists.
+const largeList = 10000
+
+// TestConsoleLargeList: the console of a namespace of 10,000 backups
+// opens, shows every one and scrolls to the last; the time from the
+// navigation to the painted list is measured in the browser (the page's
+// performance mark) and printed (docs/benchmarks.md, "Console").
+func TestConsoleLargeList(t *testing.T) {
+	// The engines that would run the backups off: the backups stay New.
+	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=" + velerov1.EngineBackupQueue + "," + velerov1.EngineBackup}})
+	ctx := context.Background()
+	backups := s.Clientset.VeleroV1().Backups(adminNamespace)
+	names := make(chan int)
+	var g errgroup.Group
+	for range 16 {
+		g.Go(func() error {
+			for i := range names {
+				if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b-%05d", i)}}, metav1.CreateOptions{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	for i := range largeList {
+		names <- i
+	}
+	close(names)
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	proxy := startProxy(t, s.KubeconfigPath)
+	browser := newBrowser(t)
+	if err := chromedp.Do(browser, chromedp.EmulateViewport(1400, 800), chromedp.Navigate(proxy+consoleregistry.Path(adminNamespace)),
+		chromedp.Poll[chromedp.Void](`performance.getEntriesByName("console:backups:listed").length > 0`, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
+		t.Fatalf("the console's list of %d backups: %v", largeList, err)
+	}
+	type mark struct {
+		StartTime float64
+		Detail    int
+	}
+	listed, err := chromedp.Run(browser, chromedp.Evaluate[mark](`(() => { const m = performance.getEntriesByName("console:backups:listed")[0]; return {startTime: m.startTime, detail: m.detail}; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := chromedp.Run(browser, chromedp.Evaluate[int](`Number(document.querySelector("section[data-kind=backups] .count").dataset.count)`))
+	if err != nil || shown != largeList || listed.Detail != largeList {
+		t.Fatalf("the console counts %d backups (%v), listed %d; want %d", shown, err, listed.Detail, largeList)
+	}
+	// Rows are drawn as they are scrolled to: the last (the 10,000th, row
+	// 10,001 with the header) is on screen once the page is scrolled to
+	// its end.
+	if _, err := chromedp.Run(browser, chromedp.Evaluate[any](`window.scrollTo(0, document.documentElement.scrollHeight)`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(browser, chromedp.Poll[chromedp.Void](fmt.Sprintf(`(() => {
+		window.scrollTo(0, document.documentElement.scrollHeight);
+		const row = document.querySelector('section[data-kind=backups] tr[aria-rowindex="%d"]');
+		if (!row) return false;
+		const r = row.getBoundingClientRect();
+		return r.top >= 0 && r.bottom <= window.innerHeight; })()`, largeList+1), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		where, _ := chromedp.Run(browser, chromedp.Evaluate[string](`(() => {
+			const rows = [...document.querySelectorAll("section[data-kind=backups] tbody tr[data-backup]")];
+			const last = rows[rows.length - 1];
+			return JSON.stringify({rows: rows.length, first: rows[0]?.dataset.backup, last: last?.dataset.backup,
+				lastRect: last?.getBoundingClientRect(), rowHeight: rows[0]?.getBoundingClientRect().height,
+				scrollY: window.scrollY, innerHeight: window.innerHeight, scrollHeight: document.documentElement.scrollHeight}); })()`))
+		t.Errorf("the last backup after scrolling to the end is not on screen: %v; %s", err, where)
+	}
+	drawn, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll("section[data-kind=backups] tbody tr[data-backup]").length`))
+	if err != nil || drawn == 0 || drawn > 500 {
+		t.Errorf("%d rows drawn (%v): want the window's, not all %d", drawn, err, largeList)
+	}
+	t.Logf("the console's list of %d backups painted %.0f ms after the navigation began", largeList, listed.StartTime)
+	fmt.Printf("console: %d backups listed and painted in %.0f ms\n", largeList, listed.StartTime)
 }

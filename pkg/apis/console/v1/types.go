@@ -21,7 +21,7 @@ import (
 )
 
 // +genclient
-// +genclient:onlyVerbs=get,list
+// +genclient:onlyVerbs=get
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // Console is the web console of a namespace. Every namespace has one,

@@ -1,6 +1,7 @@
 // Package console is the registry of console.backstop.io consoles: every
-// namespace has one console, named ui, that nothing stores (get and list
-// answer it), and consoles/ui/static/<path> serves the web console's pages
+// namespace has one console, named ui, that nothing stores (get answers
+// it; there is no list, so that backups, Velero's too, which take every
+// listable resource, leave it out), and consoles/ui/static/<path> serves the web console's pages
 // (pkg/console) to whoever may get that subresource in the namespace. The
 // pages then call the API as their user: what they show is what the user's
 // own rights let them read.
@@ -12,7 +13,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -40,16 +40,12 @@ func NewREST() *REST {
 
 var (
 	_ rest.Getter               = &REST{}
-	_ rest.Lister               = &REST{}
 	_ rest.Scoper               = &REST{}
 	_ rest.SingularNameProvider = &REST{}
 )
 
 // New returns an empty console.
 func (r *REST) New() runtime.Object { return &console.Console{} }
-
-// NewList returns an empty list.
-func (r *REST) NewList() runtime.Object { return &console.ConsoleList{} }
 
 // Destroy has nothing to release.
 func (r *REST) Destroy() {}
@@ -67,16 +63,6 @@ func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runt
 		return nil, apierrors.NewNotFound(console.Resource(console.ResourceConsoles), name)
 	}
 	return of(namespace), nil
-}
-
-// List answers the namespace's console (none across namespaces: the
-// server does not know every namespace).
-func (r *REST) List(ctx context.Context, _ *metainternalversion.ListOptions) (runtime.Object, error) {
-	list := &console.ConsoleList{}
-	if namespace, ok := genericapirequest.NamespaceFrom(ctx); ok && namespace != "" {
-		list.Items = append(list.Items, *of(namespace))
-	}
-	return list, nil
 }
 
 func of(namespace string) *console.Console {

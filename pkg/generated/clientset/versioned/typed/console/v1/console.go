@@ -36,25 +36,23 @@ type ConsolesGetter interface {
 // ConsoleInterface has methods to work with Console resources.
 type ConsoleInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*consolev1.Console, error)
-	List(ctx context.Context, opts metav1.ListOptions) (*consolev1.ConsoleList, error)
 	ConsoleExpansion
 }
 
 // consoles implements ConsoleInterface
 type consoles struct {
-	*gentype.ClientWithList[*consolev1.Console, *consolev1.ConsoleList]
+	*gentype.Client[*consolev1.Console]
 }
 
 // newConsoles returns a Consoles
 func newConsoles(c *ConsoleV1Client, namespace string) *consoles {
 	return &consoles{
-		gentype.NewClientWithList[*consolev1.Console, *consolev1.ConsoleList](
+		gentype.NewClient[*consolev1.Console](
 			"consoles",
 			c.RESTClient(),
 			scheme.ParameterCodec,
 			namespace,
 			func() *consolev1.Console { return &consolev1.Console{} },
-			func() *consolev1.ConsoleList { return &consolev1.ConsoleList{} },
 		),
 	}
 }

@@ -26,22 +26,18 @@ import (
 
 // fakeConsoles implements ConsoleInterface
 type fakeConsoles struct {
-	*gentype.FakeClientWithList[*v1.Console, *v1.ConsoleList]
+	*gentype.FakeClient[*v1.Console]
 	Fake *FakeConsoleV1
 }
 
 func newFakeConsoles(fake *FakeConsoleV1, namespace string) consolev1.ConsoleInterface {
 	return &fakeConsoles{
-		gentype.NewFakeClientWithList[*v1.Console, *v1.ConsoleList](
+		gentype.NewFakeClient[*v1.Console](
 			fake.Fake,
 			namespace,
 			v1.SchemeGroupVersion.WithResource("consoles"),
 			v1.SchemeGroupVersion.WithKind("Console"),
 			func() *v1.Console { return &v1.Console{} },
-			func() *v1.ConsoleList { return &v1.ConsoleList{} },
-			func(dst, src *v1.ConsoleList) { dst.ListMeta = src.ListMeta },
-			func(list *v1.ConsoleList) []*v1.Console { return gentype.ToPointerSlice(list.Items) },
-			func(list *v1.ConsoleList, items []*v1.Console) { list.Items = gentype.FromPointerSlice(items) },
 		),
 		fake,
 	}
