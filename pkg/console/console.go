@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"mime"
 	"net/http"
 	"path"
 	"strings"
@@ -36,6 +35,16 @@ var securityHeaders = map[string]string{
 	"Referrer-Policy":        "no-referrer",
 	"X-Frame-Options":        "DENY",
 	"Cache-Control":          "no-cache",
+}
+
+// contentTypes are the bundle's types, fixed (the system's MIME tables
+// differ from one machine to another).
+var contentTypes = map[string]string{
+	".html": "text/html; charset=utf-8",
+	".js":   "text/javascript; charset=utf-8",
+	".css":  "text/css; charset=utf-8",
+	".svg":  "image/svg+xml",
+	".png":  "image/png",
 }
 
 type file struct {
@@ -94,8 +103,8 @@ func NewFrom(fsys fs.FS) (*Pages, error) {
 
 func newFile(name string, data []byte) file {
 	sum := sha256.Sum256(data)
-	kind := mime.TypeByExtension(path.Ext(name))
-	if kind == "" {
+	kind, ok := contentTypes[path.Ext(name)]
+	if !ok {
 		kind = "application/octet-stream"
 	}
 	return file{data: data, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, kind: kind}

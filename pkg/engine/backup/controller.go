@@ -230,6 +230,12 @@ func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 	}
 	started := false
 	out, err := c.statusOf(b.Namespace).Update(ctx, b, func(cur *velerov1.Backup) {
+		if ownStart(cur, now) {
+			// This write landed though it answered an error (a
+			// transient failure, tried again): the backup is ours to run.
+			started = true
+			return
+		}
 		if started = startable(cur); !started {
 			return
 		}
@@ -256,6 +262,18 @@ func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 
 	c.launch(ctx, out, func(runCtx context.Context) context.Context { return resourcepolicy.NewContext(runCtx, policies) }, c.execute)
 	return nil
+}
+
+// ownStart reports whether b is InProgress from this engine's start at
+// now: only the engines' leader starts backups (a former leader's writes
+// are fenced), and now is the start's own time.
+func ownStart(b *velerov1.Backup, now metav1.Time) bool {
+	if b.Status.Phase != velerov1.BackupPhaseInProgress || b.Status.StartTimestamp == nil || b.Status.CompletionTimestamp != nil {
+		return false
+	}
+	// Stored to the second.
+	stored, mine := b.Status.StartTimestamp.Rfc3339Copy(), now.Rfc3339Copy()
+	return stored.Equal(&mine)
 }
 
 // launch runs body as backup b's run, in the background: runCtx (made

@@ -3,6 +3,7 @@ package backup
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -99,5 +100,45 @@ func TestSyncSettlesOrphans(t *testing.T) {
 				t.Errorf("writes %v, want none", w.Writes())
 			}
 		})
+	}
+}
+
+// TestOwnStart: a start that finds the backup InProgress from its own
+// write (it landed, though it answered a transient error) knows it, as
+// stored (to the second); another start, or an ended run, is not its own.
+func TestOwnStart(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 28, 12, 0, 0, 700_000_000, time.UTC))
+	stored := func(phase velerov1.BackupPhase, start time.Time, ended bool) *velerov1.Backup {
+		b := &velerov1.Backup{Status: velerov1.BackupStatus{Phase: phase}}
+		if !start.IsZero() {
+			// As read back from the API: JSON, to the second.
+			data, err := json.Marshal(metav1.NewTime(start))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ts metav1.Time
+			if err := json.Unmarshal(data, &ts); err != nil {
+				t.Fatal(err)
+			}
+			b.Status.StartTimestamp = &ts
+		}
+		if ended {
+			b.Status.CompletionTimestamp = &now
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		b    *velerov1.Backup
+		want bool
+	}{
+		{"its own write, read back", stored(velerov1.BackupPhaseInProgress, now.Time, false), true},
+		{"started a second earlier", stored(velerov1.BackupPhaseInProgress, now.Add(-time.Second), false), false},
+		{"not started", stored(velerov1.BackupPhaseReadyToStart, time.Time{}, false), false},
+		{"ended", stored(velerov1.BackupPhaseFailed, now.Time, true), false},
+	} {
+		if got := ownStart(tc.b, now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

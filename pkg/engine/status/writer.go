@@ -60,6 +60,8 @@ type Writer struct {
 	Engine string
 	// Observers are told about phase transitions (metrics, events).
 	Observers []Observer
+	// Retry is how writes that failed transiently are sent again.
+	Retry TransientRetry
 }
 
 // PhaseFunc reads an object's phase ("" for none).
@@ -93,18 +95,21 @@ func (r *ResourceWriter[T, PT]) Update(ctx context.Context, obj PT, mutate func(
 	var out PT
 	var err error
 	fromCache := obj.GetResourceVersion() != ""
-	backoff := transientBackoff()
+	retry := r.w.Retry.withDefaults()
+	deadline := time.Now().Add(retry.Window)
+	delay := retry.First
 	for {
 		out, err = r.update(ctx, obj, fromCache, mutate)
-		if err == nil || !Transient(err) || backoff.Steps <= 1 || ctx.Err() != nil {
+		if err == nil || !Transient(err) || ctx.Err() != nil || !time.Now().Before(deadline) {
 			break
 		}
 		klog.FromContext(ctx).V(2).Info("Writing a status again after a transient failure", "object", name(obj), "err", err)
 		fromCache = false // the failed write may have landed: decide on what is stored
 		select {
 		case <-ctx.Done():
-		case <-time.After(backoff.Step()):
+		case <-time.After(wait.Jitter(delay, 0.1)):
 		}
+		delay = min(2*delay, retry.Cap)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: writing the status of %s %s: %w", r.w.Engine, r.resource, name(obj), err)
@@ -112,10 +117,25 @@ func (r *ResourceWriter[T, PT]) Update(ctx context.Context, obj PT, mutate func(
 	return out, nil
 }
 
-// transientBackoff is how a status write that failed transiently is tried
-// again: about a minute in all.
-func transientBackoff() wait.Backoff {
-	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 16, Cap: 5 * time.Second}
+// TransientRetry is how a status write that failed transiently is sent
+// again: after First, then twice as long each time up to Cap, until
+// Window has passed since the first try. Zero fields take the defaults:
+// 200 ms, 5 s, a minute.
+type TransientRetry struct {
+	First, Cap, Window time.Duration
+}
+
+func (t TransientRetry) withDefaults() TransientRetry {
+	if t.First <= 0 {
+		t.First = 200 * time.Millisecond
+	}
+	if t.Cap <= 0 {
+		t.Cap = 5 * time.Second
+	}
+	if t.Window <= 0 {
+		t.Window = time.Minute
+	}
+	return t
 }
 
 // Transient reports whether a request that failed with err may pass when

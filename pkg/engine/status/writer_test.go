@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,6 +136,7 @@ func TestUpdateTransient(t *testing.T) {
 		{name: "a refusal is not tried again", failures: []error{apierrors.NewForbidden(gr, "b", errors.New("ended term"))}, wantErr: apierrors.IsForbidden, wantWrite: 1},
 		{name: "ctx ends while the storage is unavailable", failures: slices.Repeat([]error{apierrors.NewServiceUnavailable("no leader")}, 100), cancelled: true,
 			wantErr: apierrors.IsServiceUnavailable},
+		{name: "failing for many tries within the window, then success", failures: slices.Repeat([]error{apierrors.NewInternalError(errors.New("etcdserver: no leader"))}, 40), wantWrite: 41},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,7 +162,9 @@ func TestUpdateTransient(t *testing.T) {
 				return true, nil, err
 			})
 			obs := &recorder{}
-			w := Writer{Engine: "backup", Observers: []Observer{obs}}.Backups(client, "ns")
+			// Short delays and a window that holds 40 tries: the
+			// retries go on for the window, not for a number of steps.
+			w := Writer{Engine: "backup", Observers: []Observer{obs}, Retry: TransientRetry{First: time.Millisecond, Cap: 2 * time.Millisecond, Window: 20 * time.Second}}.Backups(client, "ns")
 			mutated := 0
 			out, err := w.Update(ctx, stored, func(b *velerov1.Backup) {
 				mutated++

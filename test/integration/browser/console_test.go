@@ -170,9 +170,14 @@ func TestConsoleThroughKubeAPIServer(t *testing.T) {
 			t.Errorf("team-b's console, as alice: %d, want 403", got)
 		}
 		browser := newBrowser(t)
+		// Her rights read, her NonAdminBackups listed (an empty table), no
+		// error shown.
 		if err := chromedp.Do(browser, chromedp.Navigate(proxy+consoleregistry.Path("team-a")),
-			chromedp.WaitVisible(chromedp.CSS(`h1`))); err != nil {
+			chromedp.WaitVisible(chromedp.CSS(`section[data-kind=nonadminbackups] table`))); err != nil {
 			t.Fatalf("alice's console: %v", err)
+		}
+		if alerts, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("[role=alert]")].map(e => e.innerText)`)); err != nil || len(alerts) > 0 {
+			t.Errorf("alice's console shows errors %v (%v)", alerts, err)
 		}
 	})
 }

@@ -40,23 +40,31 @@ export async function post(url, body) {
 
 // watchList lists url's collection, then watches it from the list's
 // resourceVersion, calling onChange with the whole collection (a Map by
-// name) after the list and after every event; a watch that ends or
-// expires lists again. It returns a function that stops it.
+// name) after the list and after every event. A watch the server ends
+// (its timeout) is started again from the last resourceVersion seen
+// (events and bookmarks carry it); one whose version expired (410) lists
+// again. It returns a function that stops it.
 export function watchList(url, onChange, onError) {
   const ctl = new AbortController();
   const items = new Map();
+  const sep = url.includes('?') ? '&' : '?';
   (async () => {
+    let rv = null; // null: list first
     while (!ctl.signal.aborted) {
       try {
-        const list = await get(url, ctl.signal);
-        items.clear();
-        for (const o of list.items ?? []) items.set(o.metadata.name, o);
-        onChange(new Map(items));
-        onError(null);
-        await follow(`${url}${url.includes('?') ? '&' : '?'}watch=1&allowWatchBookmarks=true&resourceVersion=${list.metadata.resourceVersion}`, items, onChange, ctl.signal);
+        if (rv === null) {
+          const list = await get(url, ctl.signal);
+          items.clear();
+          for (const o of list.items ?? []) items.set(o.metadata.name, o);
+          onChange(new Map(items));
+          onError(null);
+          rv = list.metadata.resourceVersion;
+        }
+        rv = await follow(`${url}${sep}watch=1&allowWatchBookmarks=true&resourceVersion=${encodeURIComponent(rv)}`, items, onChange, ctl.signal, rv);
       } catch (e) {
         if (ctl.signal.aborted) return;
         onError(e);
+        rv = null;
         await new Promise((r) => setTimeout(r, 2000));
       }
     }
@@ -64,13 +72,16 @@ export function watchList(url, onChange, onError) {
   return () => ctl.abort();
 }
 
-async function follow(url, items, onChange, signal) {
+// follow applies a watch's events to items until the server ends it; it
+// returns the last resourceVersion seen, or null when the watch expired
+// (list again).
+async function follow(url, items, onChange, signal, rv) {
   const resp = await check(await fetch(url, { headers: { Accept: 'application/json' }, signal }));
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) return;
+    if (done) return rv;
     buf += value;
     let nl;
     while ((nl = buf.indexOf('\n')) >= 0) {
@@ -78,6 +89,8 @@ async function follow(url, items, onChange, signal) {
       buf = buf.slice(nl + 1);
       if (!line.trim()) continue;
       const ev = JSON.parse(line);
+      if (ev.type === 'ERROR') return null; // expired (410): list again
+      rv = ev.object?.metadata?.resourceVersion ?? rv;
       switch (ev.type) {
         case 'ADDED':
         case 'MODIFIED':
@@ -86,10 +99,8 @@ async function follow(url, items, onChange, signal) {
         case 'DELETED':
           items.delete(ev.object.metadata.name);
           break;
-        case 'ERROR':
-          return; // expired: list again
         default:
-          continue; // BOOKMARK
+          continue; // BOOKMARK: its resourceVersion only
       }
       onChange(new Map(items));
     }

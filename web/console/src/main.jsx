@@ -44,7 +44,8 @@ const kinds = [
     status: (o) => o.status?.veleroBackup?.status ?? {},
     queue: (o) => o.status?.queueInfo?.estimatedQueuePosition,
     location: (o) => o.spec?.backupSpec?.storageLocation,
-    cancelled: (o) => o.spec?.cancel,
+    // A NonAdminBackup's cancel marks its Velero backup.
+    cancelled: (o) => o.status?.veleroBackup?.spec?.cancel || !o.status?.veleroBackup,
   },
 ];
 
