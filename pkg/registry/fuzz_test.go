@@ -273,8 +273,8 @@ func TestEveryKindFuzzed(t *testing.T) {
 // group, that no Backstop server serves.
 var notServed = sets.New("TokenReview", "TokenRequest")
 
-// readOnly are kinds served for get and list only (nothing stored, no
-// request body read): the console.
+// readOnly are kinds served for get only (nothing stored, no request
+// body read): the console.
 var readOnly = sets.New("Console")
 
 // noRules resolves no rules for anyone.

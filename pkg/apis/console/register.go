@@ -44,7 +44,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &Console{}, &ConsoleList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &Console{})
 	return nil
 }
 

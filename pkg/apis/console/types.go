@@ -38,13 +38,3 @@ type ConsoleStatus struct {
 	// kube-apiserver and kubectl proxy serve it.
 	Path string
 }
-
-// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
-
-// ConsoleList is a namespace's console.
-type ConsoleList struct {
-	metav1.TypeMeta
-	metav1.ListMeta
-
-	Items []Console
-}

@@ -95,9 +95,9 @@ func (r *ResourceWriter[T, PT]) Update(ctx context.Context, obj PT, mutate func(
 	var out PT
 	var err error
 	fromCache := obj.GetResourceVersion() != ""
-	retry := r.w.Retry.withDefaults()
-	deadline := time.Now().Add(retry.Window)
-	delay := retry.First
+	policy := r.w.Retry.withDefaults()
+	deadline := time.Now().Add(policy.Window)
+	delay := policy.First
 	for {
 		out, err = r.update(ctx, obj, fromCache, mutate)
 		if err == nil || !Transient(err) || ctx.Err() != nil || !time.Now().Before(deadline) {
@@ -109,7 +109,7 @@ func (r *ResourceWriter[T, PT]) Update(ctx context.Context, obj PT, mutate func(
 		case <-ctx.Done():
 		case <-time.After(wait.Jitter(delay, 0.1)):
 		}
-		delay = min(2*delay, retry.Cap)
+		delay = min(2*delay, policy.Cap)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: writing the status of %s %s: %w", r.w.Engine, r.resource, name(obj), err)

@@ -44,7 +44,6 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		v1.Console{}.OpenAPIModelName():                                              schema_pkg_apis_console_v1_Console(ref),
-		v1.ConsoleList{}.OpenAPIModelName():                                          schema_pkg_apis_console_v1_ConsoleList(ref),
 		v1.ConsoleStatus{}.OpenAPIModelName():                                        schema_pkg_apis_console_v1_ConsoleStatus(ref),
 		v1alpha1.BackupCheckpoint{}.OpenAPIModelName():                               schema_pkg_apis_kubevirtbackup_v1alpha1_BackupCheckpoint(ref),
 		v1alpha1.BackupOptions{}.OpenAPIModelName():                                  schema_pkg_apis_kubevirtbackup_v1alpha1_BackupOptions(ref),
@@ -570,54 +569,6 @@ func schema_pkg_apis_console_v1_Console(ref common.ReferenceCallback) common.Ope
 		},
 		Dependencies: []string{
 			v1.ConsoleStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
-	}
-}
-
-func schema_pkg_apis_console_v1_ConsoleList(ref common.ReferenceCallback) common.OpenAPIDefinition {
-	return common.OpenAPIDefinition{
-		Schema: spec.Schema{
-			SchemaProps: spec.SchemaProps{
-				Description: "ConsoleList is a namespace's console.",
-				Type:        []string{"object"},
-				Properties: map[string]spec.Schema{
-					"kind": {
-						SchemaProps: spec.SchemaProps{
-							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
-							Type:        []string{"string"},
-							Format:      "",
-						},
-					},
-					"apiVersion": {
-						SchemaProps: spec.SchemaProps{
-							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
-							Type:        []string{"string"},
-							Format:      "",
-						},
-					},
-					"metadata": {
-						SchemaProps: spec.SchemaProps{
-							Default: map[string]interface{}{},
-							Ref:     ref(metav1.ListMeta{}.OpenAPIModelName()),
-						},
-					},
-					"items": {
-						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
-							Items: &spec.SchemaOrArray{
-								Schema: &spec.Schema{
-									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.Console{}.OpenAPIModelName()),
-									},
-								},
-							},
-						},
-					},
-				},
-				Required: []string{"items"},
-			},
-		},
-		Dependencies: []string{
-			v1.Console{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 

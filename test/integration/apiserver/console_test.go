@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,22 +29,9 @@ func TestConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(t *testing.T, cfg *rest.Config, path string) (*http.Response, string) {
+	get := func(cfg *rest.Config, path string) response {
 		t.Helper()
-		client, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := client.Get(strings.TrimSuffix(cfg.Host, "/") + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, string(body)
+		return do(t, s, cfg, http.MethodGet, path, "", nil)
 	}
 
 	t.Run("the console of a namespace says where its pages are", func(t *testing.T) {
@@ -77,28 +63,28 @@ func TestConsole(t *testing.T) {
 			{"/app.js", "text/javascript", "getElementById"},
 			{"/app.css", "text/css", "body"},
 		} {
-			resp, body := get(t, s.Config, strings.TrimSuffix(consoleregistry.Path("alice"), "/")+tc.path)
-			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.wantType) || !strings.Contains(body, tc.wantBody) {
-				t.Errorf("static%s: %d %q, want 200 %s holding %q", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), tc.wantType, tc.wantBody)
+			resp := get(s.Config, strings.TrimSuffix(consoleregistry.Path("alice"), "/")+tc.path)
+			if resp.code != http.StatusOK || !strings.HasPrefix(resp.header.Get("Content-Type"), tc.wantType) || !strings.Contains(resp.body, tc.wantBody) {
+				t.Errorf("static%s: %d %q, want 200 %s holding %q", tc.path, resp.code, resp.header.Get("Content-Type"), tc.wantType, tc.wantBody)
 			}
-			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "script-src 'self'") {
+			if csp := resp.header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "script-src 'self'") {
 				t.Errorf("static%s: Content-Security-Policy %q", tc.path, csp)
 			}
 		}
-		if resp, _ := get(t, s.Config, consoleregistry.Path("alice")+"missing.js"); resp.StatusCode != http.StatusNotFound {
-			t.Errorf("a file the bundle does not have: %d, want 404", resp.StatusCode)
+		if resp := get(s.Config, consoleregistry.Path("alice")+"missing.js"); resp.code != http.StatusNotFound {
+			t.Errorf("a file the bundle does not have: %d, want 404", resp.code)
 		}
-		if resp, _ := get(t, s.Config, "/apis/console.backstop.io/v1/namespaces/alice/consoles/other/static/"); resp.StatusCode != http.StatusNotFound {
-			t.Errorf("the pages of a console named other: %d, want 404", resp.StatusCode)
+		if resp := get(s.Config, "/apis/console.backstop.io/v1/namespaces/alice/consoles/other/static/"); resp.code != http.StatusNotFound {
+			t.Errorf("the pages of a console named other: %d, want 404", resp.code)
 		}
 	})
 
 	t.Run("a tenant opens its own namespace's console, not another's", func(t *testing.T) {
-		if resp, _ := get(t, aliceConfig, consoleregistry.Path("alice")); resp.StatusCode != http.StatusOK {
-			t.Errorf("alice's console, as alice: %d, want 200", resp.StatusCode)
+		if resp := get(aliceConfig, consoleregistry.Path("alice")); resp.code != http.StatusOK {
+			t.Errorf("alice's console, as alice: %d, want 200", resp.code)
 		}
-		if resp, _ := get(t, aliceConfig, consoleregistry.Path("bob")); resp.StatusCode != http.StatusForbidden {
-			t.Errorf("bob's console, as alice: %d, want 403", resp.StatusCode)
+		if resp := get(aliceConfig, consoleregistry.Path("bob")); resp.code != http.StatusForbidden {
+			t.Errorf("bob's console, as alice: %d, want 403", resp.code)
 		}
 		if _, err := alice.client.ConsoleV1().Consoles("bob").Get(ctx, console.ConsoleName, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("bob's console object, as alice: %v, want 403", err)

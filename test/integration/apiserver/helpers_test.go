@@ -26,6 +26,7 @@ type response struct {
 	code    int
 	body    string
 	warning string
+	header  http.Header
 }
 
 // do sends a raw request with the given client configuration.
@@ -48,7 +49,7 @@ func do(t *testing.T, s *framework.Server, cfg *rest.Config, method, path, conte
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return response{code: resp.StatusCode, body: string(b), warning: resp.Header.Get("Warning")}
+	return response{code: resp.StatusCode, body: string(b), warning: resp.Header.Get("Warning"), header: resp.Header}
 }
 
 func gzipReader(s string) (io.Reader, error) { return gzip.NewReader(strings.NewReader(s)) }

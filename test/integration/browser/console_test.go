@@ -42,8 +42,8 @@ func waitPhase(t *testing.T, browser context.Context, name string, phase velerov
 	}
 }
 
-// screenshot saves the page as name in the test's artifacts, and in the
-// directory screenshotsEnv names.
+// screenshot takes a picture of the page, checks it is one, and writes
+// it as name to the directory screenshotsEnv names (when it names one).
 func screenshot(t *testing.T, browser context.Context, name string) {
 	t.Helper()
 	shot, err := chromedp.Run(browser, chromedp.FullScreenshot(100))
@@ -54,14 +54,20 @@ func screenshot(t *testing.T, browser context.Context, name string) {
 	if err != nil || img.Bounds().Dx() < 800 {
 		t.Fatalf("screenshot %s: %v, %v", name, err, img)
 	}
-	dirs := []string{t.TempDir()}
 	if dir := os.Getenv(screenshotsEnv); dir != "" {
-		dirs = append(dirs, dir)
-	}
-	for _, dir := range dirs {
 		if err := os.WriteFile(filepath.Join(dir, name), shot, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// openConsole opens namespace's console through the kubectl proxy at
+// proxy, with more actions after the navigation.
+func openConsole(t *testing.T, browser context.Context, proxy, namespace string, then ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(browser, append([]chromedp.Action[chromedp.Void]{chromedp.EmulateViewport(1400, 800),
+		chromedp.Navigate(proxy + consoleregistry.Path(namespace))}, then...)...); err != nil {
+		t.Fatalf("the console of %s: %v", namespace, err)
 	}
 }
 
@@ -83,9 +89,7 @@ func TestConsoleBackups(t *testing.T) {
 		}
 		proxy := startProxy(t, s.KubeconfigPath)
 		browser := newBrowser(t)
-		if err := chromedp.Do(browser, chromedp.EmulateViewport(1400, 800), chromedp.Navigate(proxy+consoleregistry.Path(adminNamespace))); err != nil {
-			t.Fatal(err)
-		}
+		openConsole(t, browser, proxy, adminNamespace)
 		waitPhase(t, browser, "before", velerov1.BackupPhaseCompleted)
 		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "after"},
 			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{adminNamespace}}}, metav1.CreateOptions{}); err != nil {
@@ -104,9 +108,7 @@ func TestConsoleBackups(t *testing.T) {
 		}
 		proxy := startProxy(t, s.KubeconfigPath)
 		browser := newBrowser(t)
-		if err := chromedp.Do(browser, chromedp.Navigate(proxy+consoleregistry.Path(adminNamespace))); err != nil {
-			t.Fatal(err)
-		}
+		openConsole(t, browser, proxy, adminNamespace)
 		waitPhase(t, browser, "waiting", velerov1.BackupPhaseReadyToStart)
 		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(`button[aria-label="Cancel backup waiting"]`))); err != nil {
 			t.Fatal(err)
@@ -135,9 +137,7 @@ func TestConsoleThroughKubeAPIServer(t *testing.T) {
 		}
 		proxy := startProxy(t, c.AdminKubeconfig)
 		browser := newBrowser(t)
-		if err := chromedp.Do(browser, chromedp.Navigate(proxy+consoleregistry.Path(adminNamespace))); err != nil {
-			t.Fatal(err)
-		}
+		openConsole(t, browser, proxy, adminNamespace)
 		waitPhase(t, browser, "nightly", velerov1.BackupPhaseCompleted)
 	})
 
@@ -172,10 +172,7 @@ func TestConsoleThroughKubeAPIServer(t *testing.T) {
 		browser := newBrowser(t)
 		// Her rights read, her NonAdminBackups listed (an empty table), no
 		// error shown.
-		if err := chromedp.Do(browser, chromedp.Navigate(proxy+consoleregistry.Path("team-a")),
-			chromedp.WaitVisible(chromedp.CSS(`section[data-kind=nonadminbackups] table`))); err != nil {
-			t.Fatalf("alice's console: %v", err)
-		}
+		openConsole(t, browser, proxy, "team-a", chromedp.WaitVisible(chromedp.CSS(`section[data-kind=nonadminbackups] table`)))
 		if alerts, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("[role=alert]")].map(e => e.innerText)`)); err != nil || len(alerts) > 0 {
 			t.Errorf("alice's console shows errors %v (%v)", alerts, err)
 		}
@@ -280,9 +277,7 @@ func TestConsoleTenant(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(browser, chromedp.EmulateViewport(1400, 600), chromedp.Navigate(proxy+consoleregistry.Path("alice"))); err != nil {
-		t.Fatal(err)
-	}
+	openConsole(t, browser, proxy, "alice")
 	waitPhase(t, browser, "mine", velerov1.BackupPhaseCompleted)
 	sections, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("section[data-kind]")].map(s => s.dataset.kind)`))
 	if err != nil {
@@ -337,10 +332,8 @@ func TestConsoleLargeList(t *testing.T) {
 	}
 	proxy := startProxy(t, s.KubeconfigPath)
 	browser := newBrowser(t)
-	if err := chromedp.Do(browser, chromedp.EmulateViewport(1400, 800), chromedp.Navigate(proxy+consoleregistry.Path(adminNamespace)),
-		chromedp.Poll[chromedp.Void](`performance.getEntriesByName("console:backups:listed").length > 0`, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
-		t.Fatalf("the console's list of %d backups: %v", largeList, err)
-	}
+	openConsole(t, browser, proxy, adminNamespace,
+		chromedp.Poll[chromedp.Void](`performance.getEntriesByName("console:backups:listed").length > 0`, chromedp.WithPollingTimeout(2*time.Minute)))
 	type mark struct {
 		StartTime float64
 		Detail    int

@@ -42,7 +42,7 @@ func init() {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &Console{}, &ConsoleList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &Console{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

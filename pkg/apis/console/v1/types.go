@@ -44,14 +44,3 @@ type ConsoleStatus struct {
 	// +optional
 	Path string `json:"path,omitempty"`
 }
-
-// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
-
-// ConsoleList is a namespace's console.
-type ConsoleList struct {
-	metav1.TypeMeta `json:",inline"`
-	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
-
-	Items []Console `json:"items"`
-}

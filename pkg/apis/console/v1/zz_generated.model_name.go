@@ -27,11 +27,6 @@ func (in Console) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
-func (in ConsoleList) OpenAPIModelName() string {
-	return "io.backstop.console.v1.ConsoleList"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ConsoleStatus) OpenAPIModelName() string {
 	return "io.backstop.console.v1.ConsoleStatus"
 }
