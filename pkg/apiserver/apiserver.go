@@ -14,7 +14,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -396,7 +395,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	if err := veleroV1.add("backupstoragelocations", bslREST, bslStatus, err); err != nil {
 		return nil, nil, nil, err
 	}
-	defaultLocation := defaultLocationFrom(bslREST)
+	defaultLocation := defaultLocationFrom(bslREST, trackWrites(bslREST.Store))
 	// Processed in the admin namespace only.
 	for _, r := range []struct {
 		set  storageSet
@@ -620,49 +619,6 @@ func (c CompletedConfig) authorizationGroups(group func(string, string, storageS
 		group(authenticationv1.GroupName, authenticationv1.SchemeGroupVersion.Version, authenticationV1),
 		group(coordinationv1.GroupName, coordinationv1.SchemeGroupVersion.Version, coordinationV1),
 	}, nil
-}
-
-// defaultLocationFrom finds the default BackupStorageLocation of a
-// namespace by listing the locations in-process: from the watch cache as
-// it is (resourceVersion "0") first, and only when that shows no default,
-// as stored. A consistent list waits for the cache to catch up with the
-// latest write of any resource (up to the cacher's 100 ms progress
-// period): on every Backup create that was most of its latency.
-func defaultLocationFrom(bsls rest.Lister) backup.DefaultLocationFunc {
-	return func(ctx context.Context, namespace string) (string, error) {
-		ctx = genericrequest.WithNamespace(ctx, namespace)
-		for _, rv := range []string{"0", ""} {
-			obj, err := bsls.List(ctx, &metainternalversion.ListOptions{ResourceVersion: rv})
-			if err != nil {
-				return "", fmt.Errorf("listing backup storage locations: %w", err)
-			}
-			if name := newestDefault(obj.(*velero.BackupStorageLocationList).Items); name != "" {
-				return name, nil
-			}
-		}
-		return "", nil
-	}
-}
-
-// newestDefault is the location marked default, the newest one until the
-// location engine has unmarked older defaults (as that engine will
-// decide); "" when none is.
-func newestDefault(locations []velero.BackupStorageLocation) string {
-	var newest *velero.BackupStorageLocation
-	for i := range locations {
-		l := &locations[i]
-		if !l.Spec.Default {
-			continue
-		}
-		if newest == nil || l.CreationTimestamp.After(newest.CreationTimestamp.Time) ||
-			(l.CreationTimestamp.Equal(&newest.CreationTimestamp) && l.Name > newest.Name) {
-			newest = l
-		}
-	}
-	if newest == nil {
-		return ""
-	}
-	return newest.Name
 }
 
 // locationFrom reads storage locations in-process for the download handler,

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,22 @@ func TestStorageLocations(t *testing.T) {
 	}
 	if b.Spec.StorageLocation != "local" {
 		t.Errorf("backup storage location = %q, want the new default \"local\"", b.Spec.StorageLocation)
+	}
+	// A backup created right after a new default location goes to it, not
+	// waiting for the older default to be unmarked (the watch cache may not
+	// have the new one yet). Names sort after the earlier ones: two
+	// defaults created in one second are told apart by name.
+	for i := range 5 {
+		name := fmt.Sprintf("zz-%d", i)
+		createFilesystemLocation(t, s, name)
+		b, err := s.Clientset.VeleroV1().Backups(ns).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "right-after-" + name, Namespace: ns},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{"app"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Spec.StorageLocation != name {
+			t.Errorf("backup created right after the default location %s: its location is %q", name, b.Spec.StorageLocation)
+		}
 	}
 
 	// Deleting the default location is respected across restarts.
