@@ -35,7 +35,7 @@ const screenshotsEnv = "BACKSTOP_CONSOLE_SCREENSHOTS"
 // waitPhase waits until the console shows backup name in phase.
 func waitPhase(t *testing.T, browser context.Context, name string, phase velerov1.BackupPhase) {
 	t.Helper()
-	sel := fmt.Sprintf(`tr[data-backup=%q] td[data-phase=%q]`, name, phase)
+	sel := fmt.Sprintf(`tr[data-name=%q] [data-phase=%q]`, name, phase)
 	if err := chromedp.Do(browser, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
 		rows, _ := chromedp.Run(browser, chromedp.Evaluate[string](`document.querySelector("tbody")?.innerText ?? document.body.innerText`))
 		t.Fatalf("the console does not show backup %s %s: %v; it shows:\n%s", name, phase, err, rows)
@@ -139,6 +139,23 @@ func TestConsoleThroughKubeAPIServer(t *testing.T) {
 		browser := newBrowser(t)
 		openConsole(t, browser, proxy, adminNamespace)
 		waitPhase(t, browser, "nightly", velerov1.BackupPhaseCompleted)
+
+		// A schedule paused and triggered with its buttons, through
+		// kube-apiserver's proxy (the subresources' POSTs).
+		schedules := c.Backstop.VeleroV1().Schedules(adminNamespace)
+		if _, err := schedules.Create(ctx, &velerov1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "weekly"},
+			Spec: velerov1.ScheduleSpec{Schedule: "0 4 * * 0", Template: velerov1.BackupSpec{IncludedNamespaces: []string{adminNamespace}}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		show(t, browser, "schedules")
+		click(t, browser, `button[aria-label="Pause schedule weekly"]`)
+		waitShown(t, browser, "the schedule paused", `tr[data-name=weekly] [data-paused=true]`)
+		if sc, err := schedules.Get(ctx, "weekly", metav1.GetOptions{}); err != nil || !sc.Spec.Paused {
+			t.Errorf("the schedule after Pause: %v, paused=%v", err, sc != nil && sc.Spec.Paused)
+		}
+		click(t, browser, `button[aria-label="Back up now with schedule weekly"]`)
+		show(t, browser, "backups")
+		waitShown(t, browser, "the schedule's backup Completed", `section[data-kind=backups] tr[data-name^="weekly-"] [data-phase=Completed]`)
 	})
 
 	t.Run("a tenant's own console, not another's", func(t *testing.T) {
@@ -297,6 +314,34 @@ func TestConsoleTenant(t *testing.T) {
 	mu.Unlock()
 	checkAccessibility(t, browser)
 	screenshot(t, browser, "console-tenant.png")
+
+	// Her other views: her kinds only, each accessible; then a restore of
+	// her backup, created from her list and seen to its end.
+	for _, view := range []struct{ name, kind string }{
+		{"restores", "nonadminrestores"}, {"schedules", "nonadminschedules"}, {"locations", "nonadminbackupstoragelocations"},
+	} {
+		show(t, browser, view.name)
+		waitShown(t, browser, "alice's "+view.name, fmt.Sprintf(`section[data-kind=%s] table`, view.kind))
+		sections, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("section[data-kind]")].map(s => s.dataset.kind)`))
+		if err != nil || strings.Join(sections, ",") != view.kind {
+			t.Errorf("alice's %s view shows the sections %v (%v), want only %s", view.name, sections, err, view.kind)
+		}
+		checkAccessibility(t, browser)
+	}
+	show(t, browser, "backups")
+	click(t, browser, `a[aria-label="Restore backup mine"]`)
+	waitShown(t, browser, "the restore form", `#restore-name`)
+	click(t, browser, `form button[type=submit]`)
+	waitShown(t, browser, "her restore Completed", `section[data-kind=nonadminrestores] tr[data-name^="mine-"] [data-phase=Completed]`)
+	nars, err := alice.OadpV1alpha1().NonAdminRestores("alice").List(ctx, metav1.ListOptions{})
+	if err != nil || len(nars.Items) != 1 || nars.Items[0].Spec.RestoreSpec == nil || nars.Items[0].Spec.RestoreSpec.BackupName != "mine" {
+		t.Errorf("alice's restores after the form: %v, %+v", err, nars)
+	}
+	mu.Lock()
+	if len(refused) > 0 {
+		t.Errorf("requests of alice's console refused: %v", refused)
+	}
+	mu.Unlock()
 }
 
 // largeList is how many backups TestConsoleLargeList lists.
@@ -359,14 +404,14 @@ func TestConsoleLargeList(t *testing.T) {
 		const r = row.getBoundingClientRect();
 		return r.top >= 0 && r.bottom <= window.innerHeight; })()`, largeList+1), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		where, _ := chromedp.Run(browser, chromedp.Evaluate[string](`(() => {
-			const rows = [...document.querySelectorAll("section[data-kind=backups] tbody tr[data-backup]")];
+			const rows = [...document.querySelectorAll("section[data-kind=backups] tbody tr[data-name]")];
 			const last = rows[rows.length - 1];
 			return JSON.stringify({rows: rows.length, first: rows[0]?.dataset.backup, last: last?.dataset.backup,
 				lastRect: last?.getBoundingClientRect(), rowHeight: rows[0]?.getBoundingClientRect().height,
 				scrollY: window.scrollY, innerHeight: window.innerHeight, scrollHeight: document.documentElement.scrollHeight}); })()`))
 		t.Errorf("the last backup after scrolling to the end is not on screen: %v; %s", err, where)
 	}
-	drawn, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll("section[data-kind=backups] tbody tr[data-backup]").length`))
+	drawn, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll("section[data-kind=backups] tbody tr[data-name]").length`))
 	if err != nil || drawn == 0 || drawn > 500 {
 		t.Errorf("%d rows drawn (%v): want the window's, not all %d", drawn, err, largeList)
 	}

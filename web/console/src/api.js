@@ -34,8 +34,21 @@ export async function get(url, signal) {
   return (await check(await fetch(url, { headers: { Accept: 'application/json' }, signal }))).json();
 }
 
+export async function getText(url, signal) {
+  return (await check(await fetch(url, { headers: { Accept: '*/*' }, signal }))).text();
+}
+
 export async function post(url, body) {
   return (await check(await fetch(url, { method: 'POST', headers: writeHeaders, body: JSON.stringify(body ?? {}) }))).json();
+}
+
+// patch merges body into the object at url (a JSON merge patch).
+export async function patch(url, body) {
+  return (await check(await fetch(url, {
+    method: 'PATCH',
+    headers: { ...writeHeaders, 'Content-Type': 'application/merge-patch+json' },
+    body: JSON.stringify(body),
+  }))).json();
 }
 
 // watchList lists url's collection, then watches it from the list's

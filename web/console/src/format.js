@@ -1,0 +1,19 @@
+// How values are written in the console.
+
+export function time(t) {
+  return t ? new Date(t).toLocaleString() : '';
+}
+
+export function bytes(n) {
+  if (n === undefined || n === null) return '';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  let v = Number(n);
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${i ? v.toFixed(1) : v} ${units[i]}`;
+}
+
+export const terminal = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation']);
