@@ -297,6 +297,11 @@ func (in *VirtualMachineBackupStatus) DeepCopyInto(out *VirtualMachineBackupStat
 		*out = new(BackupProgress)
 		**out = **in
 	}
+	if in.ParentCheckpointName != nil {
+		in, out := &in.ParentCheckpointName, &out.ParentCheckpointName
+		*out = new(string)
+		**out = **in
+	}
 	return
 }
 

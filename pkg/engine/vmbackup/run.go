@@ -254,11 +254,14 @@ func (run *backupRun) complete(ctx context.Context) {
 		quiesceCondition(run.b, res),
 		p.completed(len(run.disks), res.Bytes),
 	}
-	checkpoint := p.checkpoint
+	checkpoint, parent := p.checkpoint, p.since
 	run.c.updateStatus(ctx, run.b, func(st *kv.VirtualMachineBackupStatus) {
 		st.Type, st.BackupType = p.backupType, p.backupType
 		if checkpoint != "" {
 			st.CheckpointName = &checkpoint
+		}
+		if parent != "" {
+			st.ParentCheckpointName = &parent
 		}
 		st.IncludedVolumes = run.volumes
 		st.Progress = &kv.BackupProgress{TotalBytes: int64(res.Bytes), BytesDone: int64(res.Bytes)}

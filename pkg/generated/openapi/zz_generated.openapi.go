@@ -1109,6 +1109,13 @@ func schema_pkg_apis_kubevirtbackup_v1alpha1_VirtualMachineBackupStatus(ref comm
 							Ref:         ref(v1alpha1.BackupProgress{}.OpenAPIModelName()),
 						},
 					},
+					"parentCheckpointName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ParentCheckpointName is, for an incremental backup, the checkpoint it holds the changes since: that of the backup before it in its chain (its manifest's parent). Unset for a full backup. Backstop addition.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},

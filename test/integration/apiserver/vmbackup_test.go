@@ -177,6 +177,9 @@ func TestVMBackups(t *testing.T) {
 	if got := virttest.DataRanges(t, inc); !slices.Equal(got, []string{"1048576+65536", "41943040+196608"}) {
 		t.Errorf("incremental holds %v, want exactly the writes", got)
 	}
+	if p := b2.Status.ParentCheckpointName; p == nil || *p != *b1.Status.CheckpointName || b1.Status.ParentCheckpointName != nil {
+		t.Errorf("parent checkpoints: the incremental's %v, the full one's %v; want the full one's checkpoint %s, and none", p, b1.Status.ParentCheckpointName, *b1.Status.CheckpointName)
+	}
 	if m2 := checkManifest(t, filepath.Join(volume, "b2")); m2.Parent != *b1.Status.CheckpointName || m2.Disks[0].Backing != filepath.Join(volume, "b1", "vda.qcow2") {
 		t.Errorf("manifest of the incremental: %+v", m2)
 	}

@@ -39,7 +39,7 @@ func waitShown(t *testing.T, browser context.Context, what, sel string) {
 	ctx, cancel := context.WithTimeout(browser, time.Minute)
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
-		text, _ := chromedp.Run(browser, chromedp.Evaluate[string](`document.querySelector("main")?.innerText ?? document.body.innerText`))
+		text, _ := chromedp.Run(browser, chromedp.Evaluate[string](`document.body.innerText || document.body.innerHTML`))
 		t.Fatalf("the console does not show %s (%s): %v; it shows:\n%s", what, sel, err, text)
 	}
 }

@@ -13,6 +13,7 @@ import { NewBackupForm } from './views/newbackup.jsx';
 import { RestoresView, RestoreForm } from './views/restores.jsx';
 import { SchedulesView } from './views/schedules.jsx';
 import { LocationsView } from './views/locations.jsx';
+import { VMBackupsView } from './views/vmbackups.jsx';
 
 const rulesError = signal(null);
 
@@ -22,6 +23,7 @@ const views = [
   { id: 'backups', title: 'Backups', kinds: [['velero.io', 'backups'], ['oadp.openshift.io', 'nonadminbackups']], View: BackupsView },
   { id: 'restores', title: 'Restores', kinds: [['velero.io', 'restores'], ['oadp.openshift.io', 'nonadminrestores']], View: RestoresView },
   { id: 'schedules', title: 'Schedules', kinds: [['velero.io', 'schedules'], ['oadp.openshift.io', 'nonadminschedules']], View: SchedulesView },
+  { id: 'vmbackups', title: 'VM backups', kinds: [['backup.kubevirt.io', 'virtualmachinebackups']], View: VMBackupsView },
   { id: 'locations', title: 'Storage locations', kinds: [['velero.io', 'backupstoragelocations'], ['oadp.openshift.io', 'nonadminbackupstoragelocations']], View: LocationsView },
 ];
 

@@ -327,6 +327,11 @@ type VirtualMachineBackupStatus struct {
 	// Progress counts the bytes of the backup job. Backstop addition.
 	// +optional
 	Progress *BackupProgress `json:"progress,omitempty"`
+	// ParentCheckpointName is, for an incremental backup, the checkpoint it
+	// holds the changes since: that of the backup before it in its chain
+	// (its manifest's parent). Unset for a full backup. Backstop addition.
+	// +optional
+	ParentCheckpointName *string `json:"parentCheckpointName,omitempty"`
 }
 
 // BackupProgress is the progress of a backup job, from libvirt's job stats.

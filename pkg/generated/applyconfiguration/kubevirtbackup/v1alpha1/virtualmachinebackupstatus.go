@@ -48,6 +48,10 @@ type VirtualMachineBackupStatusApplyConfiguration struct {
 	BackupType *kubevirtbackupv1alpha1.BackupType `json:"backupType,omitempty"`
 	// Progress counts the bytes of the backup job. Backstop addition.
 	Progress *BackupProgressApplyConfiguration `json:"progress,omitempty"`
+	// ParentCheckpointName is, for an incremental backup, the checkpoint it
+	// holds the changes since: that of the backup before it in its chain
+	// (its manifest's parent). Unset for a full backup. Backstop addition.
+	ParentCheckpointName *string `json:"parentCheckpointName,omitempty"`
 }
 
 // VirtualMachineBackupStatusApplyConfiguration constructs a declarative configuration of the VirtualMachineBackupStatus type for use with
@@ -127,5 +131,13 @@ func (b *VirtualMachineBackupStatusApplyConfiguration) WithBackupType(value kube
 // If called multiple times, the Progress field is set to the value of the last call.
 func (b *VirtualMachineBackupStatusApplyConfiguration) WithProgress(value *BackupProgressApplyConfiguration) *VirtualMachineBackupStatusApplyConfiguration {
 	b.Progress = value
+	return b
+}
+
+// WithParentCheckpointName sets the ParentCheckpointName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ParentCheckpointName field is set to the value of the last call.
+func (b *VirtualMachineBackupStatusApplyConfiguration) WithParentCheckpointName(value string) *VirtualMachineBackupStatusApplyConfiguration {
+	b.ParentCheckpointName = &value
 	return b
 }

@@ -1,0 +1,75 @@
+package browser
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	"github.com/backstop-io/backstop/pkg/virt/virttest"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestConsoleVMBackups: a VM on the real libvirt daemon, backed up three
+// times through its tracker (a full backup, then two incrementals of the
+// blocks written in between), shown in the console's VM backups view as
+// one chain, full first, each link with its size.
+func TestConsoleVMBackups(t *testing.T) {
+	const namespace = "consolevm"
+	root := virttest.Dir(t)
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
+	ctx := context.Background()
+	dom := virttest.NewDomain(t, namespace+"_vm1", "64M")
+	group := "kubevirt.io"
+	if _, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(namespace).Create(ctx, &kv.VirtualMachineBackupTracker{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm1-tracker"},
+		Spec:       kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "vm1"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, namespace, "pvc1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, namespace), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	trackerGroup, mode, pvc := kv.GroupName, kv.PushMode, "pvc1"
+	for i, name := range []string{"b1", "b2", "b3"} {
+		dom.Write(t, byte(0x11*(i+1)), "1M", "256k")
+		if _, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(namespace).Create(ctx, &kv.VirtualMachineBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: kv.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &trackerGroup, Kind: "VirtualMachineBackupTracker", Name: "vm1-tracker"},
+				Mode: &mode, PvcName: &pvc},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var last *kv.VirtualMachineBackup
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			b, err := s.Clientset.BackupV1alpha1().VirtualMachineBackups(namespace).Get(ctx, name, metav1.GetOptions{})
+			last = b
+			return err == nil && b.State().Terminal(), nil
+		}); err != nil || last.State() != kv.BackupComplete {
+			t.Fatalf("VM backup %s did not complete: %v, %+v", name, err, last)
+		}
+	}
+
+	proxy := startProxy(t, s.KubeconfigPath)
+	browser := newBrowser(t)
+	openConsole(t, browser, proxy, namespace)
+	show(t, browser, "vmbackups")
+	waitShown(t, browser, "the chain", `ol.chain[data-chain="b1,b2,b3"]`)
+	types, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("ol.chain li")].map(l => l.dataset.type)`))
+	if err != nil || len(types) != 3 || types[0] != string(kv.Full) || types[1] != string(kv.Incremental) || types[2] != string(kv.Incremental) {
+		t.Errorf("the chain's links: %v (%v), want Full, Incremental, Incremental", types, err)
+	}
+	waitShown(t, browser, "the backups listed Complete", `section[data-kind=virtualmachinebackups] tr[data-name=b3] [data-phase=Complete]`)
+	checkAccessibility(t, browser)
+	screenshot(t, browser, "console-vmbackups.png")
+}
