@@ -235,6 +235,23 @@ func TestConsoleAdmin(t *testing.T) {
 		}
 	})
 
+	t.Run("a running backup cancelled with its button", func(t *testing.T) {
+		backups := s.Clientset.VeleroV1().Backups(adminNamespace)
+		if _, err := backups.Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "running"},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{adminNamespace}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		browser := newBrowser(t)
+		openConsole(t, browser, proxy, adminNamespace)
+		waitShown(t, browser, "the backup running", `tr[data-name=running] [data-phase=InProgress]`)
+		click(t, browser, `button[aria-label="Cancel backup running"]`)
+		waitShown(t, browser, "the backup ended", `tr[data-name=running] [data-phase=Failed]`)
+		b, err := backups.Get(ctx, "running", metav1.GetOptions{})
+		if err != nil || b.Status.Phase != velerov1.BackupPhaseFailed || b.Status.FailureReason != velerov1.BackupCancelledReason {
+			t.Errorf("the running backup after its Cancel button: %v, %+v", err, b.Status)
+		}
+	})
+
 	t.Run("storage locations", func(t *testing.T) {
 		browser := newBrowser(t)
 		openConsole(t, browser, proxy, adminNamespace)
