@@ -113,6 +113,9 @@ type ExtraConfig struct {
 	Namespace string
 	// ConcurrentBackups bounds the backups ReadyToStart or InProgress at once.
 	ConcurrentBackups int
+	// LocationUsageInterval is how often storage locations are measured
+	// (status.usage; 0: never).
+	LocationUsageInterval time.Duration
 	// DataDir, when set, holds the default filesystem storage location
 	// (<DataDir>/backups), created at the first start.
 	DataDir string

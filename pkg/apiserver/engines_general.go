@@ -109,6 +109,7 @@ func newLocationEngine(e *engineContext) (engine, error) {
 		return nil, err
 	}
 	c.Observers = e.observers
+	c.UsageInterval = e.extra.LocationUsageInterval
 	return c, nil
 }
 

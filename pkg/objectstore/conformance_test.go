@@ -58,6 +58,16 @@ func testStore(t *testing.T, store Store, big int) {
 	if want := []string{"backups/b1/b1-logs.gz", "backups/b1/velero-backup.json"}; !reflect.DeepEqual(keys, want) {
 		t.Errorf("list = %v, want %v", keys, want)
 	}
+	// Usage: the objects as they are now (the overwritten one once).
+	wantUsage := Usage{Objects: 3, Bytes: int64(len("second") + len("data of backups/b1/velero-backup.json") + len("data of backups/b10/velero-backup.json"))}
+	if u, err := MeasureUsage(ctx, store, "backups/"); err != nil || u != wantUsage {
+		t.Errorf("usage of backups/ = %+v, %v; want %+v", u, err, wantUsage)
+	}
+	wantUsage.Objects++
+	wantUsage.Bytes += int64(len("data of restores/r1/restore-r1-logs.gz"))
+	if u, err := MeasureUsage(ctx, store, ""); err != nil || u != wantUsage {
+		t.Errorf("usage of the whole store = %+v, %v; want %+v", u, err, wantUsage)
+	}
 	// The backups are the directories with a velero-backup.json.
 	if err := store.Put(ctx, "backups/nometa/nometa.tar.gz", strings.NewReader("x")); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,11 @@ type Encrypted struct {
 	Keys *encryption.Keys
 }
 
+// Usage measures the encrypted objects as stored.
+func (s Encrypted) Usage(ctx context.Context, prefix string) (Usage, error) {
+	return MeasureUsage(ctx, s.Store, prefix)
+}
+
 // Put encrypts r into key.
 func (s Encrypted) Put(ctx context.Context, key string, r io.Reader) error {
 	sealed, err := s.Keys.Encrypt(r)

@@ -24,6 +24,9 @@ func NewLayout(prefix string) Layout {
 	return Layout{prefix: prefix}
 }
 
+// Root is the prefix of every object of the location ("" for none).
+func (l Layout) Root() string { return l.prefix }
+
 // BackupDir is the directory of a backup's objects ("backups/<name>/").
 func (l Layout) BackupDir(backup string) string { return l.prefix + "backups/" + backup + "/" }
 

@@ -92,6 +92,25 @@ type BackupStorageLocationStatus struct {
 	// will be removed entirely as of v2.0.
 	// +optional
 	AccessMode BackupStorageLocationAccessMode `json:"accessMode,omitempty"`
+
+	// Usage is how much the location's objects took (under its prefix,
+	// every version of a locked location's), as the server measured it
+	// every --location-usage-interval, oldest first, the last
+	// LocationUsageSamples kept. Backstop addition.
+	// +optional
+	// +listType=atomic
+	Usage []LocationUsageSample `json:"usage,omitempty"`
+}
+
+// LocationUsageSample is what a storage location's objects took at a time.
+// Backstop addition.
+type LocationUsageSample struct {
+	// Time is when the objects were measured.
+	Time metav1.Time `json:"time"`
+	// Bytes is the sum of their sizes.
+	Bytes int64 `json:"bytes"`
+	// Objects counts them.
+	Objects int64 `json:"objects"`
 }
 
 // TODO(2.0) After converting all resources to use the runtime-controller client,

@@ -33,6 +33,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/backupsync"
 	"github.com/backstop-io/backstop/pkg/engine/datamover"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
+	"github.com/backstop-io/backstop/pkg/engine/location"
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
@@ -67,6 +68,8 @@ type Options struct {
 	WatchCache         bool
 	ListsFromStorage   bool
 	ConcurrentBackups  int
+	// LocationUsageInterval is how often storage locations are measured.
+	LocationUsageInterval time.Duration
 	SourceKubeconfig   string
 	ClientQPS          float32
 	ClientBurst        int
@@ -125,6 +128,7 @@ func NewOptions() *Options {
 		WatchCache:                 true,
 		ListsFromStorage:           true,
 		ConcurrentBackups:          1,
+		LocationUsageInterval:      location.DefaultUsageInterval,
 		ClientQPS:                  100,
 		ClientBurst:                100,
 		RestoreItemWorkers:         restore.DefaultItemWorkers,
@@ -187,6 +191,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LibvirtURI, "libvirt-uri", o.LibvirtURI, "the libvirt daemon VirtualMachineBackups run on (the VirtualMachine <name> of namespace <ns> is its domain <ns>_<name>)")
 	fs.StringVar(&o.CBTStateDir, "cbt-state-dir", o.CBTStateDir, "the directory holding the qcow2 overlays that give raw VM disks changed block tracking, one subdirectory per libvirt domain (default <volume-root>/.cbt); QEMU must be able to reach it")
 	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
+	fs.DurationVar(&o.LocationUsageInterval, "location-usage-interval", o.LocationUsageInterval, "how often the objects of each available storage location are measured (status.usage, drawn over time by the console; 0: never). Measuring lists every object under the location's prefix")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster, or a restore to the target (Velero's --client-qps, same default)")
@@ -270,6 +275,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BackupSyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--backup-sync-period must be positive, not %s", o.BackupSyncPeriod))
+	}
+	if o.LocationUsageInterval < 0 {
+		errs = append(errs, fmt.Errorf("--location-usage-interval must not be negative, not %s", o.LocationUsageInterval))
 	}
 	if o.ConcurrentBackups < 1 {
 		errs = append(errs, fmt.Errorf("--concurrent-backups must be at least 1, not %d", o.ConcurrentBackups))

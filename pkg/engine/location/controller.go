@@ -1,7 +1,9 @@
 // Package location owns the lifecycle of BackupStorageLocations: the
 // default filesystem location created at first start, and the periodic
 // availability check that sets status.phase Available/Unavailable with a
-// message, as Velero's backup storage location controller does.
+// message, as Velero's backup storage location controller does; with it,
+// every UsageInterval, the measure of what the location's objects take
+// (status.usage, a Backstop addition: the console draws it over time).
 package location
 
 import (
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -88,7 +91,14 @@ type Controller struct {
 	// Observers are told about the phase transitions the engine writes
 	// (Events, metrics).
 	Observers []status.Observer
+	// UsageInterval is how often an available location's objects are
+	// measured, at its first check once the interval has passed since the
+	// last sample (0: never).
+	UsageInterval time.Duration
 }
+
+// DefaultUsageInterval is how often locations are measured by default.
+const DefaultUsageInterval = time.Hour
 
 // New returns the availability controller.
 func New(client versioned.Interface, informer informers.BackupStorageLocationInformer, opener objectstore.Opener, clk clock.Clock) (*Controller, error) {
@@ -98,6 +108,25 @@ func New(client versioned.Interface, informer informers.BackupStorageLocationInf
 		return nil, err
 	}
 	return c, nil
+}
+
+// UsageDue reports whether a location whose samples are usage is to be
+// measured at now: every interval (never when it is 0).
+func UsageDue(usage []velerov1.LocationUsageSample, now time.Time, interval time.Duration) bool {
+	if interval <= 0 {
+		return false
+	}
+	return len(usage) == 0 || !now.Before(usage[len(usage)-1].Time.Add(interval))
+}
+
+// AddUsageSample appends a sample, keeping the last
+// LocationUsageSamples.
+func AddUsageSample(usage []velerov1.LocationUsageSample, sample velerov1.LocationUsageSample) []velerov1.LocationUsageSample {
+	out := append(append(make([]velerov1.LocationUsageSample, 0, len(usage)+1), usage...), sample)
+	if len(out) > velerov1.LocationUsageSamples {
+		out = out[len(out)-velerov1.LocationUsageSamples:]
+	}
+	return out
 }
 
 func frequency(l *velerov1.BackupStorageLocation) time.Duration {
@@ -134,17 +163,29 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 	}
 	phase, message := velerov1.BackupStorageLocationPhaseAvailable, ""
-	store, _, err := c.opener.Open(ctx, l)
+	store, layout, err := c.opener.Open(ctx, l)
 	if err == nil {
 		err = store.Probe(ctx)
 	}
 	if err != nil {
 		phase, message = velerov1.BackupStorageLocationPhaseUnavailable, err.Error()
 	}
+	var sample *velerov1.LocationUsageSample
+	if err == nil && UsageDue(l.Status.Usage, now, c.UsageInterval) {
+		u, err := objectstore.MeasureUsage(ctx, store, layout.Root())
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Measuring a storage location", "location", klog.KObj(l))
+		} else {
+			sample = &velerov1.LocationUsageSample{Time: metav1.Time{Time: now}, Bytes: u.Bytes, Objects: u.Objects}
+		}
+	}
 	_, err = status.Writer{Engine: Name, Observers: c.Observers}.BackupStorageLocations(c.client, key.Namespace).Update(ctx, l, func(cur *velerov1.BackupStorageLocation) {
 		cur.Status.Phase = phase
 		cur.Status.Message = message
 		cur.Status.LastValidationTime = &metav1.Time{Time: now}
+		if sample != nil {
+			cur.Status.Usage = AddUsageSample(cur.Status.Usage, *sample)
+		}
 	})
 	if status.Gone(err) {
 		return nil

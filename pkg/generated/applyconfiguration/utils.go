@@ -192,6 +192,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &velerov1.HookStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("InitRestoreHook"):
 		return &velerov1.InitRestoreHookApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("LocationUsageSample"):
+		return &velerov1.LocationUsageSampleApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Metadata"):
 		return &velerov1.MetadataApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ObjectStorageLocation"):

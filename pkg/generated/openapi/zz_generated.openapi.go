@@ -135,6 +135,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		velerov1.ExecRestoreHook{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_ExecRestoreHook(ref),
 		velerov1.HookStatus{}.OpenAPIModelName():                                     schema_pkg_apis_velero_v1_HookStatus(ref),
 		velerov1.InitRestoreHook{}.OpenAPIModelName():                                schema_pkg_apis_velero_v1_InitRestoreHook(ref),
+		velerov1.LocationUsageSample{}.OpenAPIModelName():                            schema_pkg_apis_velero_v1_LocationUsageSample(ref),
 		velerov1.Metadata{}.OpenAPIModelName():                                       schema_pkg_apis_velero_v1_Metadata(ref),
 		velerov1.ObjectStorageLocation{}.OpenAPIModelName():                          schema_pkg_apis_velero_v1_ObjectStorageLocation(ref),
 		velerov1.PluginInfo{}.OpenAPIModelName():                                     schema_pkg_apis_velero_v1_PluginInfo(ref),
@@ -4592,11 +4593,29 @@ func schema_pkg_apis_velero_v1_BackupStorageLocationStatus(ref common.ReferenceC
 							Format:      "",
 						},
 					},
+					"usage": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Usage is how much the location's objects took (under its prefix, every version of a locked location's), as the server measured it every --location-usage-interval, oldest first, the last LocationUsageSamples kept. Backstop addition.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(velerov1.LocationUsageSample{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			metav1.Time{}.OpenAPIModelName()},
+			velerov1.LocationUsageSample{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -5216,6 +5235,44 @@ func schema_pkg_apis_velero_v1_InitRestoreHook(ref common.ReferenceCallback) com
 		},
 		Dependencies: []string{
 			metav1.Duration{}.OpenAPIModelName(), runtime.RawExtension{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_velero_v1_LocationUsageSample(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "LocationUsageSample is what a storage location's objects took at a time. Backstop addition.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"time": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Time is when the objects were measured.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"bytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Bytes is the sum of their sizes.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Objects counts them.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"time", "bytes", "objects"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

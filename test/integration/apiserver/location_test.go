@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -40,7 +41,7 @@ func waitLocation(t *testing.T, s *framework.Server, name string, cond func(*vel
 // availability check, and a single default per namespace.
 func TestStorageLocations(t *testing.T) {
 	t.Parallel()
-	s := framework.Start(t, framework.Options{})
+	s := framework.Start(t, framework.Options{Args: []string{"--location-usage-interval=1s"}})
 	ctx := context.Background()
 
 	def := waitLocation(t, s, "default", func(l *velerov1.BackupStorageLocation) bool {
@@ -51,6 +52,20 @@ func TestStorageLocations(t *testing.T) {
 	}
 	if fi, err := os.Stat(def.Spec.ObjectStorage.Bucket); err != nil || !fi.IsDir() {
 		t.Errorf("the default location's directory: %v", err)
+	}
+	// Measured every second here (status.usage): nothing there but the
+	// file of this test.
+	putGzip(t, filepath.Join(def.Spec.ObjectStorage.Bucket, "backups", "old", "old-logs.gz"), "a log")
+	if _, err := s.Clientset.VeleroV1().BackupStorageLocations(ns).Patch(ctx, "default", types.MergePatchType,
+		[]byte(`{"spec":{"validationFrequency":"1s"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	measured := waitLocation(t, s, "default", func(l *velerov1.BackupStorageLocation) bool {
+		u := l.Status.Usage
+		return len(u) > 0 && u[len(u)-1].Objects == 1
+	})
+	if u := measured.Status.Usage; u[len(u)-1].Bytes == 0 || !u[len(u)-1].Time.Equal(measured.Status.LastValidationTime) {
+		t.Errorf("the default location's usage: %+v, checked at %v", u, measured.Status.LastValidationTime)
 	}
 
 	// A location that cannot be used is Unavailable, with the reason.

@@ -3,6 +3,7 @@ package browser
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -77,8 +79,14 @@ func createTrackers(t *testing.T, client versioned.Interface, namespace string, 
 // unpaused and triggered with its buttons; the storage locations. Every
 // view passes the accessibility check, and its screenshot is taken.
 func TestConsoleAdmin(t *testing.T) {
-	s := framework.Start(t, framework.Options{Args: slowSource})
+	// Locations measured every second (status.usage), the default one
+	// checked every second.
+	s := framework.Start(t, framework.Options{Args: append([]string{"--location-usage-interval=1s"}, slowSource...)})
 	ctx := context.Background()
+	if _, err := s.Clientset.VeleroV1().BackupStorageLocations(adminNamespace).Patch(ctx, "default", types.MergePatchType,
+		[]byte(`{"spec":{"validationFrequency":"1s"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	createTrackers(t, s.Clientset, adminNamespace, 16)
 	proxy := startProxy(t, s.KubeconfigPath)
 
@@ -257,6 +265,12 @@ func TestConsoleAdmin(t *testing.T) {
 		openConsole(t, browser, proxy, adminNamespace)
 		show(t, browser, "locations")
 		waitShown(t, browser, "the default location Available", `section[data-kind=backupstoragelocations] tr[data-name=default] [data-phase=Available]`)
+		// Its space over time: from empty at the start to the backups'.
+		waitShown(t, browser, "the default location's usage", `figure.usage[data-location=default]`)
+		usage, err := chromedp.Run(browser, chromedp.Evaluate[map[string]string](`({...document.querySelector("figure.usage[data-location=default]").dataset})`))
+		if samples, _ := strconv.Atoi(usage["samples"]); err != nil || samples < 2 || usage["minBytes"] != "0" || usage["maxBytes"] == "0" {
+			t.Errorf("the default location's usage chart: %v (%v), want samples from empty to the backups' bytes", usage, err)
+		}
 		checkAccessibility(t, browser)
 		screenshot(t, browser, "console-locations.png")
 	})

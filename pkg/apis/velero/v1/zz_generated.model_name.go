@@ -182,6 +182,11 @@ func (in InitRestoreHook) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in LocationUsageSample) OpenAPIModelName() string {
+	return "io.velero.v1.LocationUsageSample"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Metadata) OpenAPIModelName() string {
 	return "io.velero.v1.Metadata"
 }

@@ -50,6 +50,11 @@ type BackupStorageLocationStatusApplyConfiguration struct {
 	// Deprecated: there is now an AccessMode field on the Spec and this field
 	// will be removed entirely as of v2.0.
 	AccessMode *velerov1.BackupStorageLocationAccessMode `json:"accessMode,omitempty"`
+	// Usage is how much the location's objects took (under its prefix,
+	// every version of a locked location's), as the server measured it
+	// every --location-usage-interval, oldest first, the last
+	// LocationUsageSamples kept. Backstop addition.
+	Usage []LocationUsageSampleApplyConfiguration `json:"usage,omitempty"`
 }
 
 // BackupStorageLocationStatusApplyConfiguration constructs a declarative configuration of the BackupStorageLocationStatus type for use with
@@ -103,5 +108,18 @@ func (b *BackupStorageLocationStatusApplyConfiguration) WithLastSyncedRevision(v
 // If called multiple times, the AccessMode field is set to the value of the last call.
 func (b *BackupStorageLocationStatusApplyConfiguration) WithAccessMode(value velerov1.BackupStorageLocationAccessMode) *BackupStorageLocationStatusApplyConfiguration {
 	b.AccessMode = &value
+	return b
+}
+
+// WithUsage adds the given value to the Usage field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Usage field.
+func (b *BackupStorageLocationStatusApplyConfiguration) WithUsage(values ...*LocationUsageSampleApplyConfiguration) *BackupStorageLocationStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithUsage")
+		}
+		b.Usage = append(b.Usage, *values[i])
+	}
 	return b
 }
