@@ -70,12 +70,12 @@ type Options struct {
 	ConcurrentBackups  int
 	// LocationUsageInterval is how often storage locations are measured.
 	LocationUsageInterval time.Duration
-	SourceKubeconfig   string
-	ClientQPS          float32
-	ClientBurst        int
-	ClientPageSize     int
-	RestoreItemWorkers int
-	ConcurrentRestores int
+	SourceKubeconfig      string
+	ClientQPS             float32
+	ClientBurst           int
+	ClientPageSize        int
+	RestoreItemWorkers    int
+	ConcurrentRestores    int
 	// ConfigurationDir is --configuration-dir.
 	ConfigurationDir string
 	// GCPercent (0: not given) and MemoryLimit ("": not given) set the
