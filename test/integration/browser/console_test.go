@@ -139,6 +139,11 @@ func TestConsoleThroughKubeAPIServer(t *testing.T) {
 		browser := newBrowser(t)
 		openConsole(t, browser, proxy, adminNamespace)
 		waitPhase(t, browser, "nightly", velerov1.BackupPhaseCompleted)
+		// Its resource list, read through the download request's content
+		// subresource as kube-apiserver's links name it.
+		show(t, browser, "backups/nightly")
+		click(t, browser, `#resources-title + p button`)
+		waitShown(t, browser, "the backup's resource list", `.resources[data-resource-count]`)
 
 		// A schedule paused and triggered with its buttons, through
 		// kube-apiserver's proxy (the subresources' POSTs).

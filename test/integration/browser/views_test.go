@@ -147,6 +147,15 @@ func TestConsoleAdmin(t *testing.T) {
 		if err != nil || lines == 0 {
 			t.Errorf("the backup's log shows %d lines (%v)", lines, err)
 		}
+		// Its resource list, read through a DownloadRequest: every item it
+		// took.
+		click(t, browser, `#resources-title + p button`)
+		waitShown(t, browser, "the backup's resource list", `.resources[data-resource-count]`)
+		count, err := chromedp.Run(browser, chromedp.Evaluate[int](`Number(document.querySelector(".resources").dataset.resourceCount)`))
+		if b, gerr := s.Clientset.VeleroV1().Backups(adminNamespace).Get(ctx, backup, metav1.GetOptions{}); err != nil || gerr != nil ||
+			b.Status.Progress == nil || count != b.Status.Progress.ItemsBackedUp {
+			t.Errorf("the resource list shows %d items (%v, %v), want the backup's %+v", count, err, gerr, b.Status.Progress)
+		}
 		checkAccessibility(t, browser)
 		screenshot(t, browser, "console-backup.png")
 	})

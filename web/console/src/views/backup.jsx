@@ -4,9 +4,10 @@ import { useSignal, useComputed } from '@preact/signals';
 import { useEffect } from 'preact/hooks';
 import { useCollection, newestFirst } from '../collection.js';
 import { getText } from '../api.js';
+import { downloadJSON } from '../download.js';
 import { can, canRead } from '../context.js';
 import { href } from '../route.js';
-import { time, terminal } from '../format.js';
+import { time, shortTime, terminal } from '../format.jsx';
 import { backupKinds, Phase, Progress } from './backups.jsx';
 import { restoreKinds } from './restores.jsx';
 
@@ -37,6 +38,44 @@ function Log({ kind, name, phase }) {
           <p><a class="button" href={url} download={`${name}-logs.txt`}>Download the log</a></p>
           <pre class="log" tabindex="0" aria-label={`Log of backup ${name}`} data-log-lines={text.value.split('\n').filter(Boolean).length}>{text.value}</pre>
         </>
+      ) : null}
+    </section>
+  );
+}
+
+// Resources shows the resource list a backup stored (a DownloadRequest
+// for BackupResourceList), read when asked.
+function Resources({ name }) {
+  const list = useSignal(null);
+  const state = useSignal('');
+  const load = async () => {
+    state.value = 'Reading…';
+    try {
+      const got = await downloadJSON(name, 'BackupResourceList');
+      list.value = got ?? {};
+      state.value = got ? '' : 'This backup stored no resource list.';
+    } catch (e) {
+      state.value = `The resource list could not be read: ${e.message}`;
+    }
+  };
+  const kinds = list.value ? Object.keys(list.value).sort() : [];
+  const total = kinds.reduce((n, k) => n + (list.value[k]?.length ?? 0), 0);
+  return (
+    <section aria-labelledby="resources-title">
+      <h3 id="resources-title">Resources</h3>
+      {list.value === null ? <p><button type="button" onClick={load} disabled={state.value === 'Reading…'}>Show the resource list</button></p> : null}
+      {state.value ? <p class="muted" role="status">{state.value}</p> : null}
+      {kinds.length ? (
+        <div class="resources" data-resource-count={total}>
+          <p>{total} items of {kinds.length} kinds.</p>
+          {kinds.map((k) => (
+            <details key={k}>
+              <summary>{k} <span class="count">{list.value[k].length}</span></summary>
+              <ul>{list.value[k].slice(0, 500).map((item) => <li key={item}>{item}</li>)}</ul>
+              {list.value[k].length > 500 ? <p class="muted">and {list.value[k].length - 500} more</p> : null}
+            </details>
+          ))}
+        </div>
       ) : null}
     </section>
   );
@@ -102,6 +141,8 @@ export function BackupPage({ kindID, name }) {
           <ul>{s.validationErrors.map((e) => <li key={e}>{e}</li>)}</ul>
         </section>
       ) : null}
+      {kind.id === 'backups' && terminal.has(phase) && can('create', 'velero.io', 'downloadrequests') &&
+        can('get', 'velero.io', 'downloadrequests/content') ? <Resources name={name} /> : null}
       <RestoresOf name={name} />
       {can('get', kind.api.group, `${kind.resource}/logs`) ? <Log kind={kind} name={name} phase={phase} /> : null}
     </article>

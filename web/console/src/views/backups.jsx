@@ -5,7 +5,7 @@ import { Section, useAction, Confirm } from '../table.jsx';
 import { post, patch } from '../api.js';
 import { velero, oadp, can, canRead } from '../context.js';
 import { href } from '../route.js';
-import { time, terminal } from '../format.js';
+import { time, shortTime, terminal } from '../format.jsx';
 
 // The kinds of backups, each read through the same columns.
 export const backupKinds = [
@@ -87,10 +87,10 @@ function backupColumns(kind, run) {
     { title: 'Items', num: true, cell: (o) => kind.status(o).progress?.itemsBackedUp ?? '' },
     { title: 'Warnings', num: true, cell: (o) => kind.status(o).warnings || '' },
     { title: 'Errors', num: true, cell: (o) => kind.status(o).errors || '' },
-    { title: 'Started', cell: (o) => time(kind.status(o).startTimestamp) },
-    { title: 'Ended', cell: (o) => time(kind.status(o).completionTimestamp) },
+    { title: 'Started', cell: (o) => shortTime(kind.status(o).startTimestamp) },
+    { title: 'Ended', cell: (o) => shortTime(kind.status(o).completionTimestamp) },
     { title: 'Location', cell: (o) => kind.location(o) ?? '' },
-    { title: 'Expires', cell: (o) => time(kind.status(o).expiration) },
+    { title: 'Expires', cell: (o) => shortTime(kind.status(o).expiration) },
     { title: 'Actions', hidden: true, cell: (o) => <BackupActions kind={kind} o={o} run={run} /> },
   ];
 }

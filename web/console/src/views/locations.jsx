@@ -3,7 +3,7 @@
 import { useCollection } from '../collection.js';
 import { Section } from '../table.jsx';
 import { velero, oadp, canRead } from '../context.js';
-import { time, bytes } from '../format.js';
+import { time, shortTime, bytes } from '../format.jsx';
 import { Phase } from './backups.jsx';
 
 const locationKinds = [
@@ -73,7 +73,7 @@ function LocationSection({ kind }) {
     { title: 'Default', cell: (o) => (kind.spec(o).default ? 'Default' : '') },
     { title: 'Access', cell: (o) => kind.spec(o).accessMode ?? 'ReadWrite' },
     { title: 'Used', num: true, cell: (o) => { const u = kind.status(o).usage; return u?.length ? bytes(u[u.length - 1].bytes ?? 0) : ''; } },
-    { title: 'Checked', cell: (o) => time(kind.status(o).lastValidationTime) },
+    { title: 'Checked', cell: (o) => shortTime(kind.status(o).lastValidationTime) },
     { title: 'Message', cell: (o) => <span class="clip" title={kind.status(o).message}>{kind.status(o).message ?? ''}</span> },
   ];
   const charts = [...collection.items.value.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))

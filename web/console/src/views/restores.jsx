@@ -6,7 +6,7 @@ import { Section } from '../table.jsx';
 import { post } from '../api.js';
 import { velero, oadp, namespace, can, canRead } from '../context.js';
 import { go } from '../route.js';
-import { time, terminal } from '../format.js';
+import { time, shortTime, terminal } from '../format.jsx';
 import { Phase, Progress } from './backups.jsx';
 
 export const restoreKinds = [
@@ -52,8 +52,8 @@ function restoreColumns(kind) {
     { title: 'Items', num: true, cell: (o) => kind.status(o).progress?.itemsRestored ?? '' },
     { title: 'Warnings', num: true, cell: (o) => kind.status(o).warnings || '' },
     { title: 'Errors', num: true, cell: (o) => kind.status(o).errors || '' },
-    { title: 'Started', cell: (o) => time(kind.status(o).startTimestamp) },
-    { title: 'Ended', cell: (o) => time(kind.status(o).completionTimestamp) },
+    { title: 'Started', cell: (o) => shortTime(kind.status(o).startTimestamp) },
+    { title: 'Ended', cell: (o) => shortTime(kind.status(o).completionTimestamp) },
     {
       title: 'Actions', hidden: true,
       cell: (o) => (terminal.has(kind.phase(o)) && can('get', kind.api.group, `${kind.resource}/logs`) ?

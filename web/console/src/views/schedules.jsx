@@ -8,7 +8,7 @@ import { useCollection } from '../collection.js';
 import { Section, useAction } from '../table.jsx';
 import { post, patch } from '../api.js';
 import { velero, oadp, can, canRead } from '../context.js';
-import { time } from '../format.js';
+import { time, shortTime } from '../format.jsx';
 import { Phase } from './backups.jsx';
 
 const scheduleKinds = [
@@ -132,8 +132,8 @@ function ScheduleSection({ kind }) {
     { title: 'Phase', cell: (o) => <Phase phase={kind.phase(o)} /> },
     { title: 'Schedule', cell: (o) => <code>{o.spec?.schedule}</code> },
     { title: 'Paused', cell: (o) => <span data-paused={String(!!o.spec?.paused)}>{o.spec?.paused ? 'Paused' : 'No'}</span> },
-    { title: 'Last backup', cell: (o) => time(kind.lastBackup(o)) },
-    { title: 'Next run', cell: (o) => (o.spec?.paused ? '' : time(next(o))) },
+    { title: 'Last backup', cell: (o) => shortTime(kind.lastBackup(o)) },
+    { title: 'Next run', cell: (o) => (o.spec?.paused ? '' : shortTime(next(o)?.toISOString())) },
     {
       title: 'Actions', hidden: true,
       cell: (o) => {

@@ -6,7 +6,7 @@ import { useCollection, newestFirst } from '../collection.js';
 import { Section, useAction } from '../table.jsx';
 import { post } from '../api.js';
 import { kubevirt, can, canRead } from '../context.js';
-import { time, bytes } from '../format.js';
+import { time, shortTime, bytes } from '../format.jsx';
 import { Phase } from './backups.jsx';
 
 const resource = 'virtualmachinebackups';
@@ -122,7 +122,7 @@ export function VMBackupsView() {
       },
     },
     { title: 'Size', num: true, cell: size },
-    { title: 'Created', cell: (o) => time(o.metadata.creationTimestamp) },
+    { title: 'Created', cell: (o) => shortTime(o.metadata.creationTimestamp) },
     {
       title: 'Actions', hidden: true,
       cell: (o) => (!ended.has(state(o)) && can('create', kubevirt.group, `${resource}/cancel`) ?

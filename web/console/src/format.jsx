@@ -4,6 +4,12 @@ export function time(t) {
   return t ? new Date(t).toLocaleString() : '';
 }
 
+// shortTime is a time in a table's cell: to the minute (the title, on
+// hover, has the seconds).
+export function shortTime(t) {
+  return t ? <time dateTime={t} title={time(t)}>{new Date(t).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' })}</time> : '';
+}
+
 export function bytes(n) {
   if (n === undefined || n === null) return '';
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
