@@ -144,6 +144,8 @@ func TestConsoleThroughKubeAPIServer(t *testing.T) {
 		show(t, browser, "backups/nightly")
 		click(t, browser, `#resources-title + p button`)
 		waitShown(t, browser, "the backup's resource list", `.resources[data-resource-count]`)
+		// Its Events, which the cluster keeps.
+		waitShown(t, browser, "the backup's Events", `ul.events[data-events]`)
 
 		// A schedule paused and triggered with its buttons, through
 		// kube-apiserver's proxy (the subresources' POSTs).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,23 +14,28 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/virt/virttest"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
 // TestConsoleVMBackups: a VM on the real libvirt daemon, backed up three
 // times through its tracker (a full backup, then two incrementals of the
-// blocks written in between), shown in the console's VM backups view as
-// one chain, full first, each link with its size.
+// blocks written in between), then by a Velero backup of its namespace
+// (its disk backup an async operation): the Velero backup's page shows
+// the VM disk backup and the operation; the VM backups view shows one
+// chain of four, full first, each link with its size.
 func TestConsoleVMBackups(t *testing.T) {
 	const namespace = "consolevm"
 	root := virttest.Dir(t)
-	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root}})
+	s := framework.Start(t, framework.Options{Args: []string{"--volume-root=" + root, "--item-operation-sync-frequency=200ms"}})
 	ctx := context.Background()
 	dom := virttest.NewDomain(t, namespace+"_vm1", "64M")
 	group := "kubevirt.io"
 	if _, err := s.Clientset.BackupV1alpha1().VirtualMachineBackupTrackers(namespace).Create(ctx, &kv.VirtualMachineBackupTracker{
-		ObjectMeta: metav1.ObjectMeta{Name: "vm1-tracker"},
+		// The Velero backup's disk backup of the VM goes through its tracker,
+		// into this volume.
+		ObjectMeta: metav1.ObjectMeta{Name: "vm1-tracker", Annotations: map[string]string{kv.VMBackupPVCAnnotation: "pvc1"}},
 		Spec:       kv.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VirtualMachine", Name: "vm1"}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -60,14 +66,32 @@ func TestConsoleVMBackups(t *testing.T) {
 		}
 	}
 
+	// A Velero backup of the namespace: the VM's disk backup is its async
+	// operation, the fourth link of the chain.
+	dom.Write(t, 0x44, "2M", "64k")
+	if _, err := s.Clientset.VeleroV1().Backups(adminNamespace).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "with-vm"},
+		Spec: velerov1.BackupSpec{IncludedNamespaces: []string{namespace}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	proxy := startProxy(t, s.KubeconfigPath)
 	browser := newBrowser(t)
+
+	t.Run("the Velero backup's page: its VM disk and its operation", func(t *testing.T) {
+		openConsole(t, browser, proxy, adminNamespace)
+		show(t, browser, "backups/with-vm")
+		waitShown(t, browser, "the backup Completed", `article[data-backup-page] [data-phase=Completed]`)
+		waitShown(t, browser, "its VM disk backup", `[data-vm-disk="with-vm-vm1-tracker"] [data-phase=Complete]`)
+		click(t, browser, `#operations-title + p button`)
+		waitShown(t, browser, "its operation Completed", `table[data-operations="1"] [data-operation] [data-phase=Completed]`)
+		checkAccessibility(t, browser)
+	})
+
 	openConsole(t, browser, proxy, namespace)
 	show(t, browser, "vmbackups")
-	waitShown(t, browser, "the chain", `ol.chain[data-chain="b1,b2,b3"]`)
+	waitShown(t, browser, "the chain", `ol.chain[data-chain="b1,b2,b3,with-vm-vm1-tracker"]`)
 	types, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("ol.chain li")].map(l => l.dataset.type)`))
-	if err != nil || len(types) != 3 || types[0] != string(kv.Full) || types[1] != string(kv.Incremental) || types[2] != string(kv.Incremental) {
-		t.Errorf("the chain's links: %v (%v), want Full, Incremental, Incremental", types, err)
+	if err != nil || strings.Join(types, ",") != "Full,Incremental,Incremental,Incremental" {
+		t.Errorf("the chain's links: %v (%v), want Full then three Incremental", types, err)
 	}
 	waitShown(t, browser, "the backups listed Complete", `section[data-kind=virtualmachinebackups] tr[data-name=b3] [data-phase=Complete]`)
 	checkAccessibility(t, browser)

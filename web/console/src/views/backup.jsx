@@ -3,13 +3,14 @@
 import { useSignal, useComputed } from '@preact/signals';
 import { useEffect } from 'preact/hooks';
 import { useCollection, newestFirst } from '../collection.js';
-import { getText } from '../api.js';
+import { get, getText } from '../api.js';
 import { downloadJSON } from '../download.js';
-import { can, canRead } from '../context.js';
+import { base, namespace, nsPath, can, canRead } from '../context.js';
 import { href } from '../route.js';
-import { time, shortTime, terminal } from '../format.jsx';
+import { time, shortTime, bytes, terminal } from '../format.jsx';
 import { backupKinds, Phase, Progress } from './backups.jsx';
 import { restoreKinds } from './restores.jsx';
+import { state as vmState } from './vmbackups.jsx';
 
 function list(v) {
   return v?.length ? v.join(', ') : '';
@@ -81,6 +82,119 @@ function Resources({ name }) {
   );
 }
 
+// Operations shows the backup's async operations (a DownloadRequest for
+// BackupItemOperations), read when asked.
+function Operations({ name }) {
+  const ops = useSignal(null);
+  const note = useSignal('');
+  const load = async () => {
+    note.value = 'Reading…';
+    try {
+      const got = await downloadJSON(name, 'BackupItemOperations');
+      ops.value = got ?? [];
+      note.value = got?.length ? '' : 'This backup stored no operations.';
+    } catch (e) {
+      note.value = `The operations could not be read: ${e.message}`;
+    }
+  };
+  return (
+    <section aria-labelledby="operations-title">
+      <h3 id="operations-title">Async operations</h3>
+      {ops.value === null ? <p><button type="button" onClick={load} disabled={note.value === 'Reading…'}>Show the operations</button></p> : null}
+      {note.value ? <p class="muted" role="status">{note.value}</p> : null}
+      {ops.value?.length ? (
+        <table class="small" data-operations={ops.value.length}>
+          <thead><tr><th scope="col">Item</th><th scope="col">Action</th><th scope="col">Phase</th><th scope="col">Done</th><th scope="col">Updated</th></tr></thead>
+          <tbody>
+            {ops.value.map((op) => {
+              const id = op.spec?.resourceIdentifier ?? {};
+              const item = `${id.Resource ?? ''}${id.Group ? `.${id.Group}` : ''} ${id.Namespace ? `${id.Namespace}/` : ''}${id.Name ?? ''}`;
+              return (
+                <tr key={op.spec?.operationID} data-operation={op.spec?.operationID}>
+                  <th scope="row">{item}</th>
+                  <td>{op.spec?.backupItemAction}</td>
+                  <td><Phase phase={op.status?.phase || 'New'} reason={op.status?.error} /></td>
+                  <td>{op.status?.nTotal ? `${op.status.nCompleted ?? 0} of ${op.status.nTotal} ${op.status.operationUnits ?? ''}` : ''}</td>
+                  <td>{shortTime(op.status?.updated)}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      ) : null}
+    </section>
+  );
+}
+
+// selector is a label selector for the objects a backup made.
+const madeBy = (name) => `labelSelector=${encodeURIComponent(`velero.io/backup-name=${name}`)}`;
+
+// VolumesOf shows, live, what the backup copied beside its items: its
+// DataUploads (volumes moved to the location) and the VM disk backups it
+// ran, in any namespace the user may list them in.
+function VolumesOf({ name }) {
+  const uploads = canRead('velero.io', 'datauploads') ?
+    useCollection(`${nsPath('velero.io', 'v2alpha1')}/datauploads?${madeBy(name)}`) : null;
+  const disks = canRead('backup.kubevirt.io', 'virtualmachinebackups') ?
+    useCollection(`${base}/apis/backup.kubevirt.io/v1alpha1/virtualmachinebackups?${madeBy(name)}`) : null;
+  const du = uploads ? [...uploads.items.value.values()].sort(newestFirst) : [];
+  const vm = disks && !disks.error.value ? [...disks.items.value.values()].sort(newestFirst) : [];
+  return (
+    <section aria-labelledby="volumes-title">
+      <h3 id="volumes-title">Volumes and VM disks</h3>
+      {!du.length && !vm.length ? <p class="muted">None.</p> : (
+        <ul data-volumes={du.length} data-vm-disks={vm.length}>
+          {du.map((o) => (
+            <li key={`du-${o.metadata.name}`}>Volume {o.spec?.sourceNamespace}/{o.spec?.sourcePVC}: <Phase phase={o.status?.phase || 'New'} reason={o.status?.message} />
+              {o.status?.progress?.totalBytes ? ` ${bytes(o.status.progress.bytesDone ?? 0)} of ${bytes(o.status.progress.totalBytes)}` : ''}</li>
+          ))}
+          {vm.map((o) => (
+            <li key={`vm-${o.metadata.namespace}-${o.metadata.name}`} data-vm-disk={o.metadata.name}>
+              VM {o.metadata.namespace}/{o.spec?.source?.name} ({o.metadata.name}): <Phase phase={vmState(o)} /> {o.status?.type ?? ''}
+              {o.status?.progress?.totalBytes ? `, ${bytes(o.status.progress.totalBytes)}` : ''}</li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+// EventsOf shows the Events of the backup where the server's cluster
+// keeps them (aggregated mode; a standalone server serves no core API).
+function EventsOf({ name }) {
+  const kept = useSignal(null);
+  const url = `${base}/api/v1/namespaces/${encodeURIComponent(namespace)}/events?fieldSelector=${encodeURIComponent(`involvedObject.kind=Backup,involvedObject.name=${name}`)}`;
+  useEffect(() => {
+    const ctl = new AbortController();
+    get(url, ctl.signal).then(() => { kept.value = true; }, () => { if (!ctl.signal.aborted) kept.value = false; });
+    return () => ctl.abort();
+  }, [url]);
+  return (
+    <section aria-labelledby="events-title">
+      <h3 id="events-title">Events</h3>
+      {kept.value === null ? <p class="muted">Reading…</p> : null}
+      {kept.value === false ? <p class="muted">This server keeps no Events (a standalone server has no cluster to keep them).</p> : null}
+      {kept.value ? <EventList url={url} /> : null}
+    </section>
+  );
+}
+
+function EventList({ url }) {
+  const events = useCollection(url);
+  const list = [...events.items.value.values()].sort((a, b) =>
+    (a.lastTimestamp ?? a.eventTime ?? '').localeCompare(b.lastTimestamp ?? b.eventTime ?? ''));
+  if (!list.length) return <p class="muted">None.</p>;
+  return (
+    <ul class="events" data-events={list.length}>
+      {list.map((e) => (
+        <li key={e.metadata.name} class={e.type === 'Warning' ? 'error' : undefined}>
+          {shortTime(e.lastTimestamp ?? e.eventTime)} <strong>{e.reason}</strong>: {e.message}{e.count > 1 ? ` (${e.count} times)` : ''}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 function RestoresOf({ name }) {
   const kind = restoreKinds.find((k) => canRead(k.api.group, k.resource));
   if (!kind) return null;
@@ -143,6 +257,10 @@ export function BackupPage({ kindID, name }) {
       ) : null}
       {kind.id === 'backups' && terminal.has(phase) && can('create', 'velero.io', 'downloadrequests') &&
         can('get', 'velero.io', 'downloadrequests/content') ? <Resources name={name} /> : null}
+      {kind.id === 'backups' ? <VolumesOf name={name} /> : null}
+      {kind.id === 'backups' && s.backupItemOperationsAttempted && can('create', 'velero.io', 'downloadrequests') &&
+        can('get', 'velero.io', 'downloadrequests/content') ? <Operations name={name} /> : null}
+      {kind.id === 'backups' && can('list', '', 'events') && can('watch', '', 'events') ? <EventsOf name={name} /> : null}
       <RestoresOf name={name} />
       {can('get', kind.api.group, `${kind.resource}/logs`) ? <Log kind={kind} name={name} phase={phase} /> : null}
     </article>
