@@ -44,12 +44,36 @@ func (w *lastWrite) note(obj runtime.Object) {
 
 // trackWrites records in the returned lastWrite every create, update and
 // delete made through store (its main resource: a location's spec.default
-// changes there, never through status).
+// changes there, never through status), dry runs aside (their object is
+// not stored and may carry any resourceVersion its sender wrote). Hooks
+// the store had run first.
 func trackWrites(store *genericregistry.Store) *lastWrite {
 	w := &lastWrite{}
-	store.AfterCreate = func(obj runtime.Object, _ *metav1.CreateOptions) { w.note(obj) }
-	store.AfterUpdate = func(obj runtime.Object, _ *metav1.UpdateOptions) { w.note(obj) }
-	store.AfterDelete = func(obj runtime.Object, _ *metav1.DeleteOptions) { w.note(obj) }
+	afterCreate, afterUpdate, afterDelete := store.AfterCreate, store.AfterUpdate, store.AfterDelete
+	store.AfterCreate = func(obj runtime.Object, opts *metav1.CreateOptions) {
+		if afterCreate != nil {
+			afterCreate(obj, opts)
+		}
+		if opts == nil || len(opts.DryRun) == 0 {
+			w.note(obj)
+		}
+	}
+	store.AfterUpdate = func(obj runtime.Object, opts *metav1.UpdateOptions) {
+		if afterUpdate != nil {
+			afterUpdate(obj, opts)
+		}
+		if opts == nil || len(opts.DryRun) == 0 {
+			w.note(obj)
+		}
+	}
+	store.AfterDelete = func(obj runtime.Object, opts *metav1.DeleteOptions) {
+		if afterDelete != nil {
+			afterDelete(obj, opts)
+		}
+		if opts == nil || len(opts.DryRun) == 0 {
+			w.note(obj)
+		}
+	}
 	return w
 }
 

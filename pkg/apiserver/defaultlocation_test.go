@@ -123,4 +123,31 @@ func TestTrackWrites(t *testing.T) {
 	if got := w.rv.Load(); got != 9 {
 		t.Errorf("after an unreadable version: %d, want 9 kept", got)
 	}
+	// Dry runs store nothing: their versions are the sender's.
+	l.ResourceVersion = "999999999999"
+	dryRun := []string{metav1.DryRunAll}
+	store.AfterCreate(&l, &metav1.CreateOptions{DryRun: dryRun})
+	store.AfterUpdate(&l, &metav1.UpdateOptions{DryRun: dryRun})
+	store.AfterDelete(&l, &metav1.DeleteOptions{DryRun: dryRun})
+	if got := w.rv.Load(); got != 9 {
+		t.Errorf("after dry runs: %d, want 9 kept", got)
+	}
+}
+
+// TestTrackWritesKeepsHooks: hooks the store had still run.
+func TestTrackWritesKeepsHooks(t *testing.T) {
+	var ran []string
+	store := &genericregistry.Store{
+		AfterCreate: func(runtime.Object, *metav1.CreateOptions) { ran = append(ran, "create") },
+		AfterUpdate: func(runtime.Object, *metav1.UpdateOptions) { ran = append(ran, "update") },
+		AfterDelete: func(runtime.Object, *metav1.DeleteOptions) { ran = append(ran, "delete") },
+	}
+	w := trackWrites(store)
+	l := storageLocation("x", time.Time{}, false, "3")
+	store.AfterCreate(&l, nil)
+	store.AfterUpdate(&l, nil)
+	store.AfterDelete(&l, nil)
+	if len(ran) != 3 || w.rv.Load() != 3 {
+		t.Errorf("the store's own hooks ran %v, the write noted %d", ran, w.rv.Load())
+	}
 }

@@ -100,6 +100,10 @@ type Controller struct {
 // DefaultUsageInterval is how often locations are measured by default.
 const DefaultUsageInterval = time.Hour
 
+// UsageTimeout bounds one measure of a location: one that lists for
+// longer is not recorded (logged), and tried again at the next check.
+const UsageTimeout = 30 * time.Second
+
 // New returns the availability controller.
 func New(client versioned.Interface, informer informers.BackupStorageLocationInformer, opener objectstore.Opener, clk clock.Clock) (*Controller, error) {
 	c := &Controller{client: client, lister: informer.Lister(), opener: opener, clock: clk, probed: map[cache.ObjectName]int64{}}
@@ -111,12 +115,18 @@ func New(client versioned.Interface, informer informers.BackupStorageLocationInf
 }
 
 // UsageDue reports whether a location whose samples are usage is to be
-// measured at now: every interval (never when it is 0).
+// measured at now: every interval (never when it is 0), and at once when
+// its last sample is later than now (a clock set back: the new sample
+// then stands for now).
 func UsageDue(usage []velerov1.LocationUsageSample, now time.Time, interval time.Duration) bool {
 	if interval <= 0 {
 		return false
 	}
-	return len(usage) == 0 || !now.Before(usage[len(usage)-1].Time.Add(interval))
+	if len(usage) == 0 {
+		return true
+	}
+	last := usage[len(usage)-1].Time.Time
+	return now.Before(last) || !now.Before(last.Add(interval))
 }
 
 // AddUsageSample appends a sample, keeping the last
@@ -172,7 +182,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	var sample *velerov1.LocationUsageSample
 	if err == nil && UsageDue(l.Status.Usage, now, c.UsageInterval) {
-		u, err := objectstore.MeasureUsage(ctx, store, layout.Root())
+		// Bounded: the engine checks every location on one worker, and a
+		// tenant's location is at an endpoint of the tenant's choosing.
+		mctx, cancel := context.WithTimeout(ctx, UsageTimeout)
+		u, err := objectstore.MeasureUsage(mctx, store, layout.Root())
+		cancel()
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Measuring a storage location", "location", klog.KObj(l))
 		} else {

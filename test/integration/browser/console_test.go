@@ -413,7 +413,7 @@ func TestConsoleLargeList(t *testing.T) {
 		where, _ := chromedp.Run(browser, chromedp.Evaluate[string](`(() => {
 			const rows = [...document.querySelectorAll("section[data-kind=backups] tbody tr[data-name]")];
 			const last = rows[rows.length - 1];
-			return JSON.stringify({rows: rows.length, first: rows[0]?.dataset.backup, last: last?.dataset.backup,
+			return JSON.stringify({rows: rows.length, first: rows[0]?.dataset.name, last: last?.dataset.name,
 				lastRect: last?.getBoundingClientRect(), rowHeight: rows[0]?.getBoundingClientRect().height,
 				scrollY: window.scrollY, innerHeight: window.innerHeight, scrollHeight: document.documentElement.scrollHeight}); })()`))
 		t.Errorf("the last backup after scrolling to the end is not on screen: %v; %s", err, where)

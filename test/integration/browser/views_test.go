@@ -176,10 +176,26 @@ func TestConsoleAdmin(t *testing.T) {
 		restores, err := s.Clientset.VeleroV1().Restores(adminNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil || len(restores.Items) != 1 || restores.Items[0].Spec.BackupName != backup ||
 			restores.Items[0].Status.Phase != velerov1.RestorePhaseCompleted {
-			t.Errorf("the restores after the form: %v, %+v", err, restores)
+			t.Fatalf("the restores after the form: %v, %+v", err, restores)
+		}
+		screenshot(t, browser, "console-restores.png")
+
+		// Its page: its log, and its warnings (the backup's objects are
+		// still there, each one a warning), read from its results.
+		restore := restores.Items[0]
+		click(t, browser, sel+" a")
+		waitShown(t, browser, "the restore's log", `article[data-restore-page] pre.log`)
+		if restore.Status.Warnings == 0 {
+			t.Fatalf("the restore into the namespace it came from has no warnings: %+v", restore.Status)
+		}
+		click(t, browser, `#results-title + p button`)
+		waitShown(t, browser, "the restore's warnings", `.results[data-warnings]`)
+		warnings, err := chromedp.Run(browser, chromedp.Evaluate[int](`Number(document.querySelector(".results").dataset.warnings)`))
+		if err != nil || warnings != restore.Status.Warnings {
+			t.Errorf("the restore's page lists %d warnings (%v), its status counts %d", warnings, err, restore.Status.Warnings)
 		}
 		checkAccessibility(t, browser)
-		screenshot(t, browser, "console-restores.png")
+		screenshot(t, browser, "console-restore.png")
 	})
 
 	t.Run("schedules on the timeline, paused, unpaused and triggered", func(t *testing.T) {

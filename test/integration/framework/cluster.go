@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -819,12 +821,30 @@ func (c *Cluster) StartBackstop() {
 		}
 		// Available can be the last process's, not yet found gone: the
 		// groups answer through kube-apiserver.
+		ours := map[schema.GroupVersion]bool{}
 		for _, name := range apiServiceNames {
 			version, group, _ := strings.Cut(name, ".")
 			gv := group + "/" + version
 			if _, err := c.Backstop.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
 				return fmt.Errorf("discovery of %s: %w", gv, err)
 			}
+			ours[schema.GroupVersion{Group: group, Version: version}] = true
+		}
+		// And in kube-apiserver's aggregated discovery, what kubectl and
+		// the velero CLI read: kube-apiserver refreshes it on its own, and
+		// after a restart it can still show a group's resources as failed
+		// ("no matches for velero.io/v1") once the group answers.
+		_, _, err := c.Backstop.Discovery().ServerGroupsAndResources()
+		var failed *discovery.ErrGroupDiscoveryFailed
+		switch {
+		case errors.As(err, &failed):
+			for gv, why := range failed.Groups {
+				if ours[gv] {
+					return fmt.Errorf("aggregated discovery of %s: %w", gv, why)
+				}
+			}
+		case err != nil:
+			return fmt.Errorf("aggregated discovery: %w", err)
 		}
 		return nil
 	})

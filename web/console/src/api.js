@@ -56,8 +56,9 @@ export async function patch(url, body) {
 // name) after the list and after every event. A watch the server ends
 // (its timeout) is started again from the last resourceVersion seen
 // (events and bookmarks carry it); one whose version expired (410) lists
-// again. It returns a function that stops it.
-export function watchList(url, onChange, onError) {
+// again. Items are keyed by name, or by keyOf (a list of several
+// namespaces). It returns a function that stops it.
+export function watchList(url, onChange, onError, keyOf = (o) => o.metadata.name) {
   const ctl = new AbortController();
   const items = new Map();
   const sep = url.includes('?') ? '&' : '?';
@@ -68,15 +69,18 @@ export function watchList(url, onChange, onError) {
         if (rv === null) {
           const list = await get(url, ctl.signal);
           items.clear();
-          for (const o of list.items ?? []) items.set(o.metadata.name, o);
+          for (const o of list.items ?? []) items.set(keyOf(o), o);
           onChange(new Map(items));
           onError(null);
           rv = list.metadata.resourceVersion;
         }
-        rv = await follow(`${url}${sep}watch=1&allowWatchBookmarks=true&resourceVersion=${encodeURIComponent(rv)}`, items, onChange, ctl.signal, rv);
+        rv = await follow(`${url}${sep}watch=1&allowWatchBookmarks=true&resourceVersion=${encodeURIComponent(rv)}`, items, onChange, ctl.signal, rv, keyOf);
       } catch (e) {
         if (ctl.signal.aborted) return;
         onError(e);
+        // A request the server refuses, or a resource it does not serve,
+        // is not sent again.
+        if ([401, 403, 404].includes(e.status)) return;
         rv = null;
         await new Promise((r) => setTimeout(r, 2000));
       }
@@ -88,7 +92,7 @@ export function watchList(url, onChange, onError) {
 // follow applies a watch's events to items until the server ends it; it
 // returns the last resourceVersion seen, or null when the watch expired
 // (list again).
-async function follow(url, items, onChange, signal, rv) {
+async function follow(url, items, onChange, signal, rv, keyOf) {
   const resp = await check(await fetch(url, { headers: { Accept: 'application/json' }, signal }));
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
@@ -107,10 +111,10 @@ async function follow(url, items, onChange, signal, rv) {
       switch (ev.type) {
         case 'ADDED':
         case 'MODIFIED':
-          items.set(ev.object.metadata.name, ev.object);
+          items.set(keyOf(ev.object), ev.object);
           break;
         case 'DELETED':
-          items.delete(ev.object.metadata.name);
+          items.delete(keyOf(ev.object));
           break;
         default:
           continue; // BOOKMARK: its resourceVersion only

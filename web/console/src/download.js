@@ -4,7 +4,7 @@
 // itself may name the server's address, which the browser does not reach
 // through kubectl proxy).
 import { post, watchList } from './api.js';
-import { base, velero } from './context.js';
+import { base, velero, can, canRead } from './context.js';
 
 // processed waits for the download request name to be processed.
 function processed(name) {
@@ -54,4 +54,11 @@ export async function downloadJSON(backup, kind) {
   if (resp.status === 404) return null;
   if (!resp.ok) throw new Error(`${resp.status} ${await resp.text()}`);
   return new Response(resp.body.pipeThrough(new DecompressionStream('gzip'))).json();
+}
+
+// mayDownload reports whether the user may read a backup's files so:
+// create download requests, watch them, and read their content.
+export function mayDownload() {
+  return can('create', 'velero.io', 'downloadrequests') && canRead('velero.io', 'downloadrequests') &&
+    can('get', 'velero.io', 'downloadrequests/content');
 }

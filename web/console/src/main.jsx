@@ -11,6 +11,7 @@ import { BackupsView } from './views/backups.jsx';
 import { BackupPage } from './views/backup.jsx';
 import { NewBackupForm } from './views/newbackup.jsx';
 import { RestoresView, RestoreForm } from './views/restores.jsx';
+import { RestorePage } from './views/restore.jsx';
 import { SchedulesView } from './views/schedules.jsx';
 import { LocationsView } from './views/locations.jsx';
 import { VMBackupsView } from './views/vmbackups.jsx';
@@ -32,17 +33,22 @@ function current() {
   switch (view) {
     case 'backups':
     case 'nonadminbackups':
-      if (name) return { id: 'backups', page: <BackupPage kindID={view} name={name} /> };
+      if (name) return { id: 'backups', page: <BackupPage key={`${view}/${name}`} kindID={view} name={name} /> };
+      break;
+    case 'restores':
+    case 'nonadminrestores':
+      if (name) return { id: 'restores', page: <RestorePage key={`${view}/${name}`} kindID={view} name={name} /> };
       break;
     case 'new-backup':
-      return { id: 'backups', page: <NewBackupForm kindID={name} /> };
-    case 'restore':
-      return { id: 'restores', page: <RestoreForm backup={name} /> };
+      return { id: 'backups', page: <NewBackupForm key={name} kindID={name} /> };
+    case 'new-restores':
+    case 'new-nonadminrestores':
+      return { id: 'restores', page: <RestoreForm key={`${view}/${name}`} kindID={view.slice('new-'.length)} backup={name} /> };
     default:
   }
   const shown = views.filter((v) => v.kinds.some(([g, r]) => canRead(g, r)));
   const v = shown.find((x) => x.id === view) ?? shown[0];
-  return v ? { id: v.id, page: <v.View /> } : { id: '', page: <p>You may not read backups in {namespace}.</p> };
+  return v ? { id: v.id, page: <v.View key={v.id} /> } : { id: '', page: <p>You may not read backups in {namespace}.</p> };
 }
 
 function Nav({ active }) {

@@ -83,14 +83,25 @@ export function useAction() {
 }
 
 // Confirm is a button that asks again before acting: a first press shows
-// "Yes, <label>" and "Keep" in its place.
+// "Yes, <label>" and "Keep" in its place, the focus on Keep; Keep brings
+// the first button back, focused.
 export function Confirm({ label, what, onConfirm }) {
   const asking = useSignal(false);
-  if (!asking.value) return <button type="button" onClick={() => { asking.value = true; }} aria-label={`${label} ${what}`}>{label}</button>;
+  const returning = useSignal(false);
+  const keep = useRef(null);
+  const first = useRef(null);
+  useEffect(() => {
+    if (asking.value) keep.current?.focus();
+    else if (returning.value) {
+      returning.value = false;
+      first.current?.focus();
+    }
+  }, [asking.value]);
+  if (!asking.value) return <button type="button" ref={first} onClick={() => { asking.value = true; }} aria-label={`${label} ${what}`}>{label}</button>;
   return (
     <span class="confirm" role="group" aria-label={`${label} ${what}?`}>
       <button type="button" class="danger" onClick={() => { asking.value = false; onConfirm(); }} aria-label={`Yes, ${label.toLowerCase()} ${what}`}>Yes, {label.toLowerCase()}</button>
-      <button type="button" onClick={() => { asking.value = false; }} aria-label={`Keep ${what}`}>Keep</button>
+      <button type="button" ref={keep} onClick={() => { returning.value = true; asking.value = false; }} aria-label={`Keep ${what}`}>Keep</button>
     </span>
   );
 }

@@ -2,9 +2,9 @@
 // log once stored.
 import { useSignal, useComputed } from '@preact/signals';
 import { useEffect } from 'preact/hooks';
-import { useCollection, newestFirst } from '../collection.js';
+import { useCollection, newestFirst, byNamespace } from '../collection.js';
 import { get, getText } from '../api.js';
-import { downloadJSON } from '../download.js';
+import { downloadJSON, mayDownload } from '../download.js';
 import { base, namespace, nsPath, can, canRead } from '../context.js';
 import { href } from '../route.js';
 import { time, shortTime, bytes, terminal } from '../format.jsx';
@@ -12,32 +12,32 @@ import { backupKinds, Phase, Progress } from './backups.jsx';
 import { restoreKinds } from './restores.jsx';
 import { state as vmState } from './vmbackups.jsx';
 
-function list(v) {
+export function list(v) {
   return v?.length ? v.join(', ') : '';
 }
 
-function Log({ kind, name, phase }) {
+// Log shows an object's log (its logs subresource at url) once stored,
+// which is when it ends.
+export function Log({ url, name, what, done }) {
   const text = useSignal(null);
   const problem = useSignal(null);
-  const url = `${kind.api.url(kind.resource)}/${encodeURIComponent(name)}/logs`;
-  const done = terminal.has(phase);
   useEffect(() => {
     if (!done) return undefined;
     const ctl = new AbortController();
     getText(url, ctl.signal).then((t) => { text.value = t; problem.value = null; }, (e) => {
-      if (!ctl.signal.aborted) problem.value = e.status === 404 ? 'No log is stored for this backup.' : `The log could not be read: ${e.message}`;
+      if (!ctl.signal.aborted) problem.value = e.status === 404 ? `No log is stored for this ${what}.` : `The log could not be read: ${e.message}`;
     });
     return () => ctl.abort();
   }, [done, url]);
   return (
     <section aria-labelledby="log-title">
       <h3 id="log-title">Log</h3>
-      {!done ? <p class="muted">The log is stored when the backup ends.</p> : null}
+      {!done ? <p class="muted">The log is stored when the {what} ends.</p> : null}
       {problem.value ? <p class="muted">{problem.value}</p> : null}
       {text.value !== null ? (
         <>
           <p><a class="button" href={url} download={`${name}-logs.txt`}>Download the log</a></p>
-          <pre class="log" tabindex="0" aria-label={`Log of backup ${name}`} data-log-lines={text.value.split('\n').filter(Boolean).length}>{text.value}</pre>
+          <pre class="log" tabindex="0" aria-label={`Log of ${what} ${name}`} data-log-lines={text.value.split('\n').filter(Boolean).length}>{text.value}</pre>
         </>
       ) : null}
     </section>
@@ -131,39 +131,52 @@ const madeBy = (name) => `labelSelector=${encodeURIComponent(`velero.io/backup-n
 
 // VolumesOf shows, live, what the backup copied beside its items: its
 // DataUploads (volumes moved to the location) and the VM disk backups it
-// ran, in any namespace the user may list them in.
+// ran, in every namespace (read only once a first list shows the user may
+// list them there).
 function VolumesOf({ name }) {
-  const uploads = canRead('velero.io', 'datauploads') ?
-    useCollection(`${nsPath('velero.io', 'v2alpha1')}/datauploads?${madeBy(name)}`) : null;
-  const disks = canRead('backup.kubevirt.io', 'virtualmachinebackups') ?
-    useCollection(`${base}/apis/backup.kubevirt.io/v1alpha1/virtualmachinebackups?${madeBy(name)}`) : null;
-  const du = uploads ? [...uploads.items.value.values()].sort(newestFirst) : [];
-  const vm = disks && !disks.error.value ? [...disks.items.value.values()].sort(newestFirst) : [];
+  const uploads = canRead('velero.io', 'datauploads') ? `${nsPath('velero.io', 'v2alpha1')}/datauploads?${madeBy(name)}` : '';
+  const disks = `${base}/apis/backup.kubevirt.io/v1alpha1/virtualmachinebackups?${madeBy(name)}`;
+  const disksReadable = useSignal(false);
+  useEffect(() => {
+    if (!canRead('backup.kubevirt.io', 'virtualmachinebackups')) return undefined;
+    const ctl = new AbortController();
+    get(disks, ctl.signal).then(() => { disksReadable.value = true; }, () => {});
+    return () => ctl.abort();
+  }, [disks]);
   return (
     <section aria-labelledby="volumes-title">
       <h3 id="volumes-title">Volumes and VM disks</h3>
-      {!du.length && !vm.length ? <p class="muted">None.</p> : (
-        <ul data-volumes={du.length} data-vm-disks={vm.length}>
-          {du.map((o) => (
-            <li key={`du-${o.metadata.name}`}>Volume {o.spec?.sourceNamespace}/{o.spec?.sourcePVC}: <Phase phase={o.status?.phase || 'New'} reason={o.status?.message} />
-              {o.status?.progress?.totalBytes ? ` ${bytes(o.status.progress.bytesDone ?? 0)} of ${bytes(o.status.progress.totalBytes)}` : ''}</li>
-          ))}
-          {vm.map((o) => (
-            <li key={`vm-${o.metadata.namespace}-${o.metadata.name}`} data-vm-disk={o.metadata.name}>
-              VM {o.metadata.namespace}/{o.spec?.source?.name} ({o.metadata.name}): <Phase phase={vmState(o)} /> {o.status?.type ?? ''}
-              {o.status?.progress?.totalBytes ? `, ${bytes(o.status.progress.totalBytes)}` : ''}</li>
-          ))}
-        </ul>
-      )}
+      {uploads ? <Live url={uploads} what="volume" /> : null}
+      {disksReadable.value ? <Live url={disks} what="vm-disk" keyOf={byNamespace} /> : null}
     </section>
+  );
+}
+
+// Live lists, live, the DataUploads or VM disk backups at url.
+function Live({ url, what, keyOf }) {
+  const c = useCollection(url, keyOf);
+  const items = [...c.items.value.values()].sort(newestFirst);
+  if (!c.listed.value) return null;
+  if (!items.length) return <p class="muted" data-none={what}>No {what === 'volume' ? 'volumes moved' : 'VM disks backed up'}.</p>;
+  return (
+    <ul data-count={items.length}>
+      {items.map((o) => (what === 'volume' ? (
+        <li key={`${o.metadata.name}`} data-volume={o.metadata.name}>Volume {o.spec?.sourceNamespace}/{o.spec?.sourcePVC}: <Phase phase={o.status?.phase || 'New'} reason={o.status?.message} />
+          {o.status?.progress?.totalBytes ? ` ${bytes(o.status.progress.bytesDone ?? 0)} of ${bytes(o.status.progress.totalBytes)}` : ''}</li>
+      ) : (
+        <li key={byNamespace(o)} data-vm-disk={o.metadata.name}>
+          VM {o.metadata.namespace}/{o.spec?.source?.name} ({o.metadata.name}): <Phase phase={vmState(o)} /> {o.status?.type ?? ''}
+          {o.status?.progress?.totalBytes ? `, ${bytes(o.status.progress.totalBytes)}` : ''}</li>
+      )))}
+    </ul>
   );
 }
 
 // EventsOf shows the Events of the backup where the server's cluster
 // keeps them (aggregated mode; a standalone server serves no core API).
-function EventsOf({ name }) {
+export function EventsOf({ kind = 'Backup', name }) {
   const kept = useSignal(null);
-  const url = `${base}/api/v1/namespaces/${encodeURIComponent(namespace)}/events?fieldSelector=${encodeURIComponent(`involvedObject.kind=Backup,involvedObject.name=${name}`)}`;
+  const url = `${base}/api/v1/namespaces/${encodeURIComponent(namespace)}/events?fieldSelector=${encodeURIComponent(`involvedObject.kind=${kind},involvedObject.name=${name}`)}`;
   useEffect(() => {
     const ctl = new AbortController();
     get(url, ctl.signal).then(() => { kept.value = true; }, () => { if (!ctl.signal.aborted) kept.value = false; });
@@ -195,9 +208,10 @@ function EventList({ url }) {
   );
 }
 
-function RestoresOf({ name }) {
-  const kind = restoreKinds.find((k) => canRead(k.api.group, k.resource));
-  if (!kind) return null;
+// RestoresOf shows the restores of the kind restoreKindID made from the
+// backup name.
+function RestoresOf({ name, restoreKindID }) {
+  const kind = restoreKinds.find((k) => k.id === restoreKindID);
   const collection = useCollection(kind.api.url(kind.resource));
   const mine = useComputed(() => [...collection.items.value.values()].filter((o) => kind.backup(o) === name).sort(newestFirst));
   return (
@@ -255,14 +269,13 @@ export function BackupPage({ kindID, name }) {
           <ul>{s.validationErrors.map((e) => <li key={e}>{e}</li>)}</ul>
         </section>
       ) : null}
-      {kind.id === 'backups' && terminal.has(phase) && can('create', 'velero.io', 'downloadrequests') &&
-        can('get', 'velero.io', 'downloadrequests/content') ? <Resources name={name} /> : null}
+      {kind.id === 'backups' && terminal.has(phase) && mayDownload() ? <Resources name={name} /> : null}
       {kind.id === 'backups' ? <VolumesOf name={name} /> : null}
-      {kind.id === 'backups' && s.backupItemOperationsAttempted && can('create', 'velero.io', 'downloadrequests') &&
-        can('get', 'velero.io', 'downloadrequests/content') ? <Operations name={name} /> : null}
+      {kind.id === 'backups' && s.backupItemOperationsAttempted && mayDownload() ? <Operations name={name} /> : null}
       {kind.id === 'backups' && can('list', '', 'events') && can('watch', '', 'events') ? <EventsOf name={name} /> : null}
-      <RestoresOf name={name} />
-      {can('get', kind.api.group, `${kind.resource}/logs`) ? <Log kind={kind} name={name} phase={phase} /> : null}
+      {canRead(kind.restoreWith.api.group, kind.restoreWith.resource) ? <RestoresOf name={name} restoreKindID={kind.restoreWith.resource} /> : null}
+      {can('get', kind.api.group, `${kind.resource}/logs`) ?
+        <Log url={`${kind.api.url(kind.resource)}/${encodeURIComponent(name)}/logs`} name={name} what="backup" done={terminal.has(phase)} /> : null}
     </article>
   );
 }

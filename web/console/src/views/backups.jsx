@@ -66,7 +66,7 @@ function BackupActions({ kind, o, run }) {
       aria-label={`Cancel backup ${name}`}>Cancel</button>);
   }
   if ((phase === 'Completed' || phase === 'PartiallyFailed') && can('create', kind.restoreWith.api.group, kind.restoreWith.resource)) {
-    out.push(<a class="button" href={href('restore', name)} aria-label={`Restore backup ${name}`}>Restore</a>);
+    out.push(<a class="button" href={href(`new-${kind.restoreWith.resource}`, name)} aria-label={`Restore backup ${name}`}>Restore</a>);
   }
   if (done && can('get', kind.api.group, `${kind.resource}/logs`)) {
     out.push(<a class="button" href={`${kind.api.url(kind.resource)}/${encodeURIComponent(name)}/logs`} download={`${name}-logs.txt`}

@@ -5,7 +5,7 @@ import { useCollection, newestFirst } from '../collection.js';
 import { Section } from '../table.jsx';
 import { post } from '../api.js';
 import { velero, oadp, namespace, can, canRead } from '../context.js';
-import { go } from '../route.js';
+import { go, href } from '../route.js';
 import { time, shortTime, terminal } from '../format.jsx';
 import { Phase, Progress } from './backups.jsx';
 
@@ -45,7 +45,7 @@ export const restoreKinds = [
 
 function restoreColumns(kind) {
   return [
-    { title: 'Name', cell: (o) => o.metadata.name },
+    { title: 'Name', cell: (o) => <a href={href(kind.id, o.metadata.name)}>{o.metadata.name}</a> },
     { title: 'Backup', cell: (o) => kind.backup(o) ?? '' },
     { title: 'Phase', cell: (o) => <Phase phase={kind.phase(o)} reason={kind.status(o).failureReason} /> },
     { title: 'Progress', cell: (o) => <Progress name={o.metadata.name} what="restore" done={kind.status(o).progress?.itemsRestored} total={kind.status(o).progress?.totalItems} /> },
@@ -78,10 +78,10 @@ function stamp(d) {
   return d.toISOString().replace(/[-:T]/g, '').slice(0, 14);
 }
 
-// RestoreForm creates a restore of backup: a Velero Restore when the user
-// may create those, else a NonAdminRestore.
-export function RestoreForm({ backup }) {
-  const kind = restoreKinds.find((k) => can('create', k.api.group, k.resource));
+// RestoreForm creates a restore of backup, of the kind kindID names: a
+// Velero Restore of a Backup, a NonAdminRestore of a NonAdminBackup.
+export function RestoreForm({ kindID, backup }) {
+  const kind = restoreKinds.find((k) => k.id === kindID && can('create', k.api.group, k.resource));
   const name = useSignal(`${backup}-${stamp(new Date())}`);
   const namespaces = useSignal('');
   const existing = useSignal('');

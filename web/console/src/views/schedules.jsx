@@ -19,6 +19,7 @@ const scheduleKinds = [
     resource: 'schedules',
     phase: (o) => o.status?.phase || 'New',
     lastBackup: (o) => o.status?.lastBackup,
+    lastSkipped: (o) => o.status?.lastSkipped,
     pause: (url, paused) => post(`${url}/${paused ? 'pause' : 'unpause'}`, {}),
     mayPause: () => can('create', 'velero.io', 'schedules/pause') && can('create', 'velero.io', 'schedules/unpause'),
     trigger: (url) => post(`${url}/trigger`, {}),
@@ -31,6 +32,7 @@ const scheduleKinds = [
     resource: 'nonadminschedules',
     phase: (o) => o.status?.veleroSchedule?.status?.phase || o.status?.phase || 'New',
     lastBackup: (o) => o.status?.veleroSchedule?.status?.lastBackup,
+    lastSkipped: (o) => o.status?.veleroSchedule?.status?.lastSkipped,
     pause: (url, paused) => patch(url, { spec: { paused } }),
     mayPause: () => can('patch', 'oadp.openshift.io', 'nonadminschedules'),
   },
@@ -66,11 +68,27 @@ export function nextRuns(pattern, since, now, count) {
     return out;
   }
   if (p === '@midnight') p = '@daily';
+  // robfig/cron matches a day of the month or of the week when both are
+  // restricted, unless one of them starts with "*" (then both must match).
+  const fields = p.split(/\s+/);
+  const domAndDow = fields.length === 5 && (fields[2].startsWith('*') || fields[4].startsWith('*'));
   try {
-    return new Cron(p, { paused: true, timezone }).nextRuns(count, now);
+    // The engine runs what was due since the last run (or skip, or the
+    // creation): a run missed is due now.
+    const cron = new Cron(p, { paused: true, timezone, mode: '5-part', domAndDow });
+    const [first] = cron.nextRuns(1, since);
+    if (!first) return [];
+    return first < now ? [now, ...cron.nextRuns(count - 1, now)] : [first, ...cron.nextRuns(count - 1, first)];
   } catch (_) {
     return [];
   }
+}
+
+// since is what the engine counts a schedule's next run from: its last
+// backup or skipped run, whichever is later, or its creation.
+function since(kind, o, now) {
+  const times = [kind.lastBackup(o), kind.lastSkipped(o)].filter(Boolean).map((t) => new Date(t));
+  return times.length ? new Date(Math.max(...times)) : new Date(o.metadata.creationTimestamp ?? now);
 }
 
 const hour = 3600e3;
@@ -81,6 +99,7 @@ function Timeline({ rows, now }) {
   const width = 920;
   const left = 180;
   const rowH = 22;
+  const active = rows.filter((r) => !r.paused).length;
   const shown = rows.filter((r) => !r.paused).slice(0, 15)
     .map((r) => ({ ...r, runs: r.runs.filter((t) => t.getTime() - now.getTime() <= span) }));
   if (!shown.length) return null;
@@ -107,7 +126,7 @@ function Timeline({ rows, now }) {
           </g>
         ))}
       </svg>
-      <figcaption id="timeline-caption">Runs of the next 48 hours, {runs} in all, of the schedules not paused</figcaption>
+      <figcaption id="timeline-caption">Runs of the next 48 hours, {runs} in all, of {active > shown.length ? `the first ${shown.length} of the ${active}` : 'the'} schedules not paused</figcaption>
     </figure>
   );
 }
@@ -123,7 +142,7 @@ function ScheduleSection({ kind }) {
   const planned = useComputed(() => [...collection.items.value.values()].map((o) => ({
     name: o.metadata.name,
     paused: !!o.spec?.paused,
-    runs: nextRuns(o.spec?.schedule, new Date(kind.lastBackup(o) ?? o.metadata.creationTimestamp ?? now.value), now.value, 48),
+    runs: nextRuns(o.spec?.schedule, since(kind, o, now.value), now.value, 48),
   })).sort((a, b) => (a.runs[0]?.getTime() ?? Infinity) - (b.runs[0]?.getTime() ?? Infinity) || a.name.localeCompare(b.name)));
   const next = (o) => planned.value.find((r) => r.name === o.metadata.name)?.runs[0];
   const url = (o) => `${kind.api.url(kind.resource)}/${encodeURIComponent(o.metadata.name)}`;
