@@ -118,7 +118,16 @@ func (f *Filesystem) List(ctx context.Context, prefix string) ([]string, error) 
 // Walk calls fn with the keys under prefix, in lexical order (the
 // temporary files of Puts left out).
 func (f *Filesystem) Walk(ctx context.Context, prefix string, fn func(key string) error) error {
-	err := filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
+	if err := f.walk(ctx, prefix, func(key string, _ fs.DirEntry) error { return fn(key) }); err != nil {
+		return fmt.Errorf("listing %s: %w", prefix, err)
+	}
+	return nil
+}
+
+// walk calls fn with the key and entry of each file under prefix, in
+// lexical order (the temporary files of Puts left out).
+func (f *Filesystem) walk(ctx context.Context, prefix string, fn func(key string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -136,14 +145,10 @@ func (f *Filesystem) Walk(ctx context.Context, prefix string, fn func(key string
 			return err
 		}
 		if key := filepath.ToSlash(rel); strings.HasPrefix(key, prefix) {
-			return fn(key)
+			return fn(key, d)
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("listing %s: %w", prefix, err)
-	}
-	return nil
 }
 
 // removeIncomplete removes the temporary files of Puts a crash

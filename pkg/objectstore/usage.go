@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
-	"strings"
 
 	"github.com/minio/minio-go/v7"
 )
@@ -40,24 +38,8 @@ func MeasureUsage(ctx context.Context, store Store, prefix string) (Usage, error
 // of Puts under way).
 func (f *Filesystem) Usage(ctx context.Context, prefix string) (Usage, error) {
 	var u Usage
-	err := filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if d.IsDir() || !d.Type().IsRegular() || strings.HasPrefix(d.Name(), ".put-") {
-			return nil
-		}
-		rel, err := filepath.Rel(f.root, p)
-		if err != nil {
-			return err
-		}
-		if !strings.HasPrefix(filepath.ToSlash(rel), prefix) {
+	err := f.walk(ctx, prefix, func(_ string, d fs.DirEntry) error {
+		if !d.Type().IsRegular() {
 			return nil
 		}
 		info, err := d.Info()

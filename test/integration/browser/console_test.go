@@ -35,11 +35,7 @@ const screenshotsEnv = "BACKSTOP_CONSOLE_SCREENSHOTS"
 // waitPhase waits until the console shows backup name in phase.
 func waitPhase(t *testing.T, browser context.Context, name string, phase velerov1.BackupPhase) {
 	t.Helper()
-	sel := fmt.Sprintf(`tr[data-name=%q] [data-phase=%q]`, name, phase)
-	if err := chromedp.Do(browser, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
-		rows, _ := chromedp.Run(browser, chromedp.Evaluate[string](`document.querySelector("tbody")?.innerText ?? document.body.innerText`))
-		t.Fatalf("the console does not show backup %s %s: %v; it shows:\n%s", name, phase, err, rows)
-	}
+	waitShown(t, browser, fmt.Sprintf("backup %s %s", name, phase), fmt.Sprintf(`tr[data-name=%q] [data-phase=%q]`, name, phase))
 }
 
 // screenshot takes a picture of the page, checks it is one, and writes

@@ -23,3 +23,8 @@ export function bytes(n) {
 }
 
 export const terminal = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation']);
+
+// stamp is a time as Velero stamps names: yyyyMMddHHmmss, UTC.
+export function stamp(d) {
+  return d.toISOString().replace(/[-:T]/g, '').slice(0, 14);
+}

@@ -4,7 +4,8 @@ import { useSignal, useComputed } from '@preact/signals';
 import { useEffect } from 'preact/hooks';
 import { useCollection, newestFirst, byNamespace } from '../collection.js';
 import { get, getText } from '../api.js';
-import { downloadJSON, mayDownload } from '../download.js';
+import { mayDownload } from '../download.js';
+import { useOne, Details, Invalid, useDownloaded } from '../page.jsx';
 import { base, namespace, nsPath, can, canRead } from '../context.js';
 import { href } from '../route.js';
 import { time, shortTime, bytes, terminal } from '../format.jsx';
@@ -47,33 +48,22 @@ export function Log({ url, name, what, done }) {
 // Resources shows the resource list a backup stored (a DownloadRequest
 // for BackupResourceList), read when asked.
 function Resources({ name }) {
-  const list = useSignal(null);
-  const state = useSignal('');
-  const load = async () => {
-    state.value = 'Reading…';
-    try {
-      const got = await downloadJSON(name, 'BackupResourceList');
-      list.value = got ?? {};
-      state.value = got ? '' : 'This backup stored no resource list.';
-    } catch (e) {
-      state.value = `The resource list could not be read: ${e.message}`;
-    }
-  };
-  const kinds = list.value ? Object.keys(list.value).sort() : [];
-  const total = kinds.reduce((n, k) => n + (list.value[k]?.length ?? 0), 0);
+  const { data, note, reading, load } = useDownloaded(name, 'BackupResourceList', () => false, {});
+  const kinds = data ? Object.keys(data).sort() : [];
+  const total = kinds.reduce((n, k) => n + (data[k]?.length ?? 0), 0);
   return (
     <section aria-labelledby="resources-title">
       <h3 id="resources-title">Resources</h3>
-      {list.value === null ? <p><button type="button" onClick={load} disabled={state.value === 'Reading…'}>Show the resource list</button></p> : null}
-      {state.value ? <p class="muted" role="status">{state.value}</p> : null}
+      {data === null ? <p><button type="button" onClick={load} disabled={reading}>Show the resource list</button></p> : null}
+      {note ? <p class="muted" role="status">{note}</p> : null}
       {kinds.length ? (
         <div class="resources" data-resource-count={total}>
           <p>{total} items of {kinds.length} kinds.</p>
           {kinds.map((k) => (
             <details key={k}>
-              <summary>{k} <span class="count">{list.value[k].length}</span></summary>
-              <ul>{list.value[k].slice(0, 500).map((item) => <li key={item}>{item}</li>)}</ul>
-              {list.value[k].length > 500 ? <p class="muted">and {list.value[k].length - 500} more</p> : null}
+              <summary>{k} <span class="count">{data[k].length}</span></summary>
+              <ul>{data[k].slice(0, 500).map((item) => <li key={item}>{item}</li>)}</ul>
+              {data[k].length > 500 ? <p class="muted">and {data[k].length - 500} more</p> : null}
             </details>
           ))}
         </div>
@@ -85,28 +75,17 @@ function Resources({ name }) {
 // Operations shows the backup's async operations (a DownloadRequest for
 // BackupItemOperations), read when asked.
 function Operations({ name }) {
-  const ops = useSignal(null);
-  const note = useSignal('');
-  const load = async () => {
-    note.value = 'Reading…';
-    try {
-      const got = await downloadJSON(name, 'BackupItemOperations');
-      ops.value = got ?? [];
-      note.value = got?.length ? '' : 'This backup stored no operations.';
-    } catch (e) {
-      note.value = `The operations could not be read: ${e.message}`;
-    }
-  };
+  const { data: ops, note, reading, load } = useDownloaded(name, 'BackupItemOperations', (got) => !got.length, []);
   return (
     <section aria-labelledby="operations-title">
       <h3 id="operations-title">Async operations</h3>
-      {ops.value === null ? <p><button type="button" onClick={load} disabled={note.value === 'Reading…'}>Show the operations</button></p> : null}
-      {note.value ? <p class="muted" role="status">{note.value}</p> : null}
-      {ops.value?.length ? (
-        <table class="small" data-operations={ops.value.length}>
+      {ops === null ? <p><button type="button" onClick={load} disabled={reading}>Show the operations</button></p> : null}
+      {note ? <p class="muted" role="status">{note}</p> : null}
+      {ops?.length ? (
+        <table class="small" data-operations={ops.length}>
           <thead><tr><th scope="col">Item</th><th scope="col">Action</th><th scope="col">Phase</th><th scope="col">Done</th><th scope="col">Updated</th></tr></thead>
           <tbody>
-            {ops.value.map((op) => {
+            {ops.map((op) => {
               const id = op.spec?.resourceIdentifier ?? {};
               const item = `${id.Resource ?? ''}${id.Group ? `.${id.Group}` : ''} ${id.Namespace ? `${id.Namespace}/` : ''}${id.Name ?? ''}`;
               return (
@@ -227,10 +206,9 @@ function RestoresOf({ name, restoreKindID }) {
 export function BackupPage({ kindID, name }) {
   const kind = backupKinds.find((k) => k.id === kindID);
   if (!kind || !canRead(kind.api.group, kind.resource)) return <p>You may not read these backups.</p>;
-  const collection = useCollection(`${kind.api.url(kind.resource)}?fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}`);
-  const o = collection.items.value.get(name);
-  if (collection.error.value) return <p role="alert" class="error">The backup could not be read: {collection.error.value.message}</p>;
-  if (!o) return <p>{collection.listed.value ? `There is no backup ${name}.` : 'Reading…'}</p>;
+  const { object: o, error, listed } = useOne(kind.api.url(kind.resource), name);
+  if (error) return <p role="alert" class="error">The backup could not be read: {error.message}</p>;
+  if (!o) return <p>{listed ? `There is no backup ${name}.` : 'Reading…'}</p>;
   const s = kind.status(o);
   const spec = kind.id === 'backups' ? o.spec ?? {} : o.spec?.backupSpec ?? {};
   const phase = kind.phase(o);
@@ -255,20 +233,13 @@ export function BackupPage({ kindID, name }) {
       `${s.backupItemOperationsCompleted ?? 0} of ${s.backupItemOperationsAttempted} done, ${s.backupItemOperationsFailed ?? 0} failed` : ''],
     ['Hooks', s.hookStatus ? `${s.hookStatus.hooksAttempted ?? 0} run, ${s.hookStatus.hooksFailed ?? 0} failed` : ''],
     ['Format', s.formatVersion ?? ''],
-  ].filter(([, v]) => v !== '' && v !== undefined);
+  ];
   return (
     <article aria-labelledby="backup-title" data-backup-page={name}>
       <p><a href={href('backups')}>All backups</a></p>
       <h2 id="backup-title">Backup {name}</h2>
-      <dl class="details">
-        {rows.map(([k, v]) => <div key={k}><dt>{k}</dt><dd>{v}</dd></div>)}
-      </dl>
-      {s.validationErrors?.length ? (
-        <section aria-labelledby="invalid-title">
-          <h3 id="invalid-title">Why it is invalid</h3>
-          <ul>{s.validationErrors.map((e) => <li key={e}>{e}</li>)}</ul>
-        </section>
-      ) : null}
+      <Details rows={rows} />
+      <Invalid errors={s.validationErrors} />
       {kind.id === 'backups' && terminal.has(phase) && mayDownload() ? <Resources name={name} /> : null}
       {kind.id === 'backups' ? <VolumesOf name={name} /> : null}
       {kind.id === 'backups' && s.backupItemOperationsAttempted && mayDownload() ? <Operations name={name} /> : null}

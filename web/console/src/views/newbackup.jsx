@@ -5,11 +5,8 @@ import { useEffect } from 'preact/hooks';
 import { get, post } from '../api.js';
 import { base, namespace, velero, oadp, can } from '../context.js';
 import { go } from '../route.js';
+import { stamp } from '../format.jsx';
 import { backupKinds } from './backups.jsx';
-
-function stamp(d) {
-  return d.toISOString().replace(/[-:T]/g, '').slice(0, 14);
-}
 
 // useNames lists the names of a collection the user may list ([] when not,
 // or when the server has none: a standalone server has no namespaces).

@@ -6,7 +6,7 @@ import { Section } from '../table.jsx';
 import { post } from '../api.js';
 import { velero, oadp, namespace, can, canRead } from '../context.js';
 import { go, href } from '../route.js';
-import { time, shortTime, terminal } from '../format.jsx';
+import { shortTime, terminal, stamp } from '../format.jsx';
 import { Phase, Progress } from './backups.jsx';
 
 export const restoreKinds = [
@@ -72,10 +72,6 @@ export function RestoresView() {
   const shown = restoreKinds.filter((k) => canRead(k.api.group, k.resource));
   if (!shown.length) return <p>You may not read restores here.</p>;
   return shown.map((k) => <RestoreSection key={k.id} kind={k} />);
-}
-
-function stamp(d) {
-  return d.toISOString().replace(/[-:T]/g, '').slice(0, 14);
 }
 
 // RestoreForm creates a restore of backup, of the kind kindID names: a
