@@ -38,7 +38,7 @@ type layer struct {
 var layers = []layer{
 	{name: "api", prefixes: []string{"pkg/apis/"}},
 	{name: "generated", prefixes: []string{"pkg/generated/"}, uses: []string{"api"}},
-	{name: "leaf", prefixes: []string{"pkg/version", "pkg/failpoint", "pkg/atomicfile", "pkg/rootdir", "pkg/archive", "pkg/volumeinfo", "pkg/resourcemodifiers", "pkg/encryption"}},
+	{name: "leaf", prefixes: []string{"pkg/version", "pkg/failpoint", "pkg/atomicfile", "pkg/rootdir", "pkg/archive", "pkg/volumeinfo", "pkg/resourcemodifiers", "pkg/encryption", "pkg/livelog"}},
 	// Storage knows nothing of backup semantics.
 	{name: "storage", prefixes: []string{"pkg/storage/"}},
 	{name: "objectstore", prefixes: []string{"pkg/objectstore"}, uses: []string{"api", "leaf"}},

@@ -54,6 +54,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/download"
 	"github.com/backstop-io/backstop/pkg/engine/leader"
 	restoreengine "github.com/backstop-io/backstop/pkg/engine/restore"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	consoleregistry "github.com/backstop-io/backstop/pkg/registry/console/console"
 	"github.com/backstop-io/backstop/pkg/registry/kubevirtbackup/virtualmachinebackup"
@@ -261,6 +262,9 @@ type CompletedConfig struct {
 	extra   ExtraConfig
 	// fence refuses the writes of engines whose term has ended.
 	fence *leader.Fence
+	// liveLogs are the logs of the backups and restores running here,
+	// written by the engines, served by the logs subresources.
+	liveLogs *livelog.Registry
 }
 
 // Complete fills in defaults.
@@ -300,7 +304,8 @@ func (c *Config) Complete() CompletedConfig {
 	// New serves the OpenAPI documents itself, built when first asked for
 	// (lazyOpenAPI).
 	c.GenericConfig.SkipOpenAPIInstallation = true
-	return CompletedConfig{generic: c.GenericConfig.Complete(), extra: c.Extra, fence: fence}
+	c.GenericConfig.LongRunningFunc = followedLogs(c.GenericConfig.LongRunningFunc)
+	return CompletedConfig{generic: c.GenericConfig.Complete(), extra: c.Extra, fence: fence, liveLogs: livelog.NewRegistry(0)}
 }
 
 // New builds the server with every API group installed.
@@ -449,7 +454,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 			return obj.(*velero.DownloadRequest).UID, nil
 		}}
 	veleroV1["downloadrequests/content"] = &downloadrequest.ContentREST{Serve: downloads.ServeContent}
-	backups, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation, locations)
+	backups, err := backup.NewREST(scheme, getter, c.extra.Namespace, defaultLocation, locations, c.liveLogs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -473,7 +478,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	if err := veleroV1.add("restores", restoreStorage.Previewing, restoreStorage.Status, nil); err != nil {
 		return nil, nil, nil, err
 	}
-	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations)
+	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations, c.liveLogs)
 
 	oadpV1alpha1 := storageSet{}
 	dpas, dpaStatus, err := dataprotectionapplication.NewREST(scheme, getter, c.extra.Namespace)
@@ -490,7 +495,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, nil, err
 	}
 	nabs, err := nonadminbackup.NewREST(scheme, getter, nonadminbackup.Backups{
-		Namespace: c.extra.Namespace, Store: backups.Backup.Store, Position: backups.Queue.Position, Locations: locations, TenantLocations: nabsls}, policy)
+		Namespace: c.extra.Namespace, Store: backups.Backup.Store, Position: backups.Queue.Position, Locations: locations, TenantLocations: nabsls, Live: c.liveLogs}, policy)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -500,7 +505,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	oadpV1alpha1["nonadminbackups/cancel"] = nabs.Cancel
 	oadpV1alpha1["nonadminbackups/logs"] = nabs.Logs
 	nars, err := nonadminrestore.NewREST(scheme, getter, nabs.NonAdminBackup, nonadminrestore.Restores{
-		Namespace: c.extra.Namespace, Restores: restores, Position: restoreStorage.Queue.Position, Backups: backups.Backup, Locations: locations}, policy)
+		Namespace: c.extra.Namespace, Restores: restores, Position: restoreStorage.Queue.Position, Backups: backups.Backup, Locations: locations, Live: c.liveLogs}, policy)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -637,5 +642,18 @@ func locationFrom(bsls rest.Getter) objectstore.LocationGetter {
 			return nil, fmt.Errorf("converting storage location %s: %w", name, err)
 		}
 		return out, nil
+	}
+}
+
+// followedLogs adds to a long-running request check the logs followed
+// (<resource>/logs?follow=true): like a watch, such a request lasts (up to
+// resource.FollowFor), and is neither cut by the request timeout nor
+// holding a seat of priority and fairness meanwhile.
+func followedLogs(next genericrequest.LongRunningRequestCheck) genericrequest.LongRunningRequestCheck {
+	return func(r *http.Request, info *genericrequest.RequestInfo) bool {
+		if info != nil && info.IsResourceRequest && info.Verb == "get" && info.Subresource == "logs" && r.URL.Query().Get("follow") == "true" {
+			return true
+		}
+		return next != nil && next(r, info)
 	}
 }

@@ -129,7 +129,7 @@ func newBackupEngine(e *engineContext) (engine, error) {
 	snapshots.Recorder = e.recorder
 	move := csisnapshot.MoveAction{Action: snapshots, Client: e.client}
 	return backup.New(backup.Config{Client: e.client, Backups: e.velero.Backups(), Locations: e.velero.BackupStorageLocations(),
-		Source: source, Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch, TarballSize: e.process.metrics.TarballSize,
+		Source: source, Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch, LiveLogs: e.liveLogs, TarballSize: e.process.metrics.TarballSize,
 		Policies: func(ctx context.Context, b *velerov1.Backup) (*resourcepolicy.Policies, error) {
 			return resourcepolicy.Read(ctx, snapshots.Kube, b)
 		},
@@ -148,7 +148,7 @@ func newRestoreEngine(e *engineContext) (engine, error) {
 	}
 	return restore.New(restore.Config{Client: e.client, Restores: e.velero.Restores(), Backups: e.velero.Backups(),
 		Locations: e.velero.BackupStorageLocations(), Target: target, TargetAs: e.targetAs(e.loopback),
-		Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch, Observers: e.observers, Crash: e.crash,
+		Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch, LiveLogs: e.liveLogs, Observers: e.observers, Crash: e.crash,
 		Virt: e.process.libvirt, VolumeRoot: e.volumes, VMLocks: e.process.vmLocks, ItemWorkers: e.extra.RestoreItemWorkers, Limits: e.extra.RestoreLimits,
 		Concurrent: e.extra.ConcurrentRestores})
 }

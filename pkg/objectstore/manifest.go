@@ -53,6 +53,15 @@ type ManifestObject struct {
 	SHA256 string `json:"sha256"`
 }
 
+// Size is what the manifest's objects hold, summed.
+func (m *Manifest) Size() int64 {
+	var n int64
+	for _, o := range m.Objects {
+		n += o.Size
+	}
+	return n
+}
+
 // The manifest's apiVersion and kind.
 const (
 	ManifestAPIVersion = "backstop.io/v1"
@@ -165,6 +174,9 @@ func PutManifest(ctx context.Context, store Store, layout Layout, m *Manifest) e
 // ErrNoManifest is returned for a backup without a manifest (made before
 // Backstop wrote them, or not completed).
 var ErrNoManifest = errors.New("the backup has no manifest")
+
+// MaxManifestSize bounds a manifest read (a few hundred bytes an object).
+const MaxManifestSize = 16 << 20
 
 // GetManifest reads a backup's manifest, at most max bytes of it.
 func GetManifest(ctx context.Context, store Store, layout Layout, backup string, max int64) (*Manifest, error) {

@@ -408,6 +408,12 @@ type BackupStatus struct {
 	// +nullable
 	HookStatus *HookStatus `json:"hookStatus,omitempty"`
 
+	// SizeBytes is what the backup's objects in its storage location hold,
+	// as Backstop wrote them (the sizes of its manifest summed), set when
+	// the backup completes (Backstop addition).
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+
 	// Verification is the outcome of the backup's last verification: its
 	// objects read back and checked against its manifest, its tarball's
 	// items decoded, its VM disk chains checked (Backstop addition).

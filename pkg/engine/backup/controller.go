@@ -40,6 +40,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
 
@@ -68,6 +69,9 @@ type Config struct {
 	// ScratchDir holds a running backup's log and resource list until
 	// they are uploaded.
 	ScratchDir string
+	// LiveLogs keeps the logs of the backups running here, for the logs
+	// subresource to serve while they run (nil: none kept).
+	LiveLogs *livelog.Registry
 	// Actions start async operations for the items they apply to.
 	Actions []ItemAction
 	// OperationSyncFrequency is how often running operations are polled

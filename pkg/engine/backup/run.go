@@ -21,6 +21,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/status"
 	"github.com/backstop-io/backstop/pkg/failpoint"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
 
@@ -49,6 +50,10 @@ func (c *Controller) execute(ctx, runCtx context.Context, b *velerov1.Backup) {
 		return
 	}
 	defer log.Close()
+	// Closed after the log is stored: its readers go on there.
+	live := c.cfg.LiveLogs.Start(livelog.Key{Kind: string(velerov1.DownloadTargetKindBackupLog), Namespace: b.Namespace, Name: b.Name})
+	defer live.Close()
+	log.Tee(live)
 	r.log = log
 	log.Info("Backup started", "storageLocation", b.Spec.StorageLocation)
 
@@ -327,7 +332,7 @@ func (r *backupRun) complete(ctx context.Context, final velerov1.BackupPhase) {
 		// knows it is locked.
 		meta.SetStatusCondition(&done.Status.Conditions, *locked)
 	}
-	err := r.putFinal(ctx, done, locked != nil)
+	manifest, err := r.putFinal(ctx, done, locked != nil)
 	if err == nil && locked != nil {
 		// The manifest last: once it is locked, every object is.
 		_, err = objectstore.RetainPrefix(ctx, store, layout.BackupDir(b.Name), b.Status.Expiration.Time, layout.ManifestKey(b.Name))
@@ -340,6 +345,7 @@ func (r *backupRun) complete(ctx context.Context, final velerov1.BackupPhase) {
 	if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
 		s.Phase = final
 		s.CompletionTimestamp = &now
+		s.SizeBytes = manifest.Size()
 		if locked != nil {
 			meta.SetStatusCondition(&s.Conditions, *locked)
 		}
@@ -459,22 +465,24 @@ func (r *backupRun) fail(ctx context.Context, reason string) {
 // object is locked and nothing is written again; a locked
 // velero-backup.json is kept as it is (the manifest, written next, records
 // it as it is).
-func (r *backupRun) putFinal(ctx context.Context, done *velerov1.Backup, locked bool) error {
+// It returns the manifest.
+func (r *backupRun) putFinal(ctx context.Context, done *velerov1.Backup, locked bool) (*objectstore.Manifest, error) {
 	store, layout, name := r.store, r.layout, done.Name
 	if l := objectstore.LockedStore(store); locked && l != nil {
 		if mode, _, err := l.RetainedUntil(ctx, layout.ManifestKey(name)); err == nil && mode != "" {
-			return nil
+			// Written and locked by an earlier attempt.
+			return objectstore.GetManifest(ctx, store, layout, name, objectstore.MaxManifestSize)
 		}
 	}
 	if err := putMetadata(ctx, store, layout, done); err != nil && !(locked && errors.Is(err, objectstore.ErrLocked)) {
-		return err
+		return nil, err
 	}
 	manifest, err := objectstore.MakeManifest(ctx, store, layout.BackupDir(name), name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := objectstore.PutManifest(ctx, store, layout, manifest); err != nil {
-		return err
+		return nil, err
 	}
 	if told := r.c.cfg.TarballSize; told != nil {
 		tarKey, _ := layout.Key(velerov1.DownloadTargetKindBackupContents, name)
@@ -484,7 +492,7 @@ func (r *backupRun) putFinal(ctx context.Context, done *velerov1.Backup, locked 
 			}
 		}
 	}
-	return nil
+	return manifest, nil
 }
 
 // lockedCondition is the Locked condition of a backup that completes in a

@@ -239,6 +239,7 @@ func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLoca
 		}
 	}
 	lockedAsStored(ctx, b, store, layout)
+	b.Status.SizeBytes = sizeAsStored(ctx, store, layout, name)
 	b.Labels[velerov1.StorageLocationLabel] = bsl.Name
 	b.Annotations[velerov1.SyncedFromLocationAnnotation] = bsl.Name
 	delete(b.Annotations, velerov1.QueueSequenceAnnotation)
@@ -330,4 +331,16 @@ func lockedAsStored(ctx context.Context, b *velerov1.Backup, store objectstore.S
 		}
 	}
 	meta.RemoveStatusCondition(&b.Status.Conditions, velerov1.BackupConditionLocked)
+}
+
+// sizeAsStored is the size of a synced backup's objects as its manifest
+// records them (velero-backup.json is written before the size is known);
+// 0 without a manifest that reads well.
+func sizeAsStored(ctx context.Context, store objectstore.Store, layout objectstore.Layout, name string) int64 {
+	m, err := objectstore.GetManifest(ctx, store, layout, name, objectstore.MaxManifestSize)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("A synced backup's size is not known", "backup", name, "err", err)
+		return 0
+	}
+	return m.Size()
 }

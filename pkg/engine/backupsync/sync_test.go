@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +37,8 @@ func TestSyncPass(t *testing.T) {
 		// write who can write the bucket): a location without object lock
 		// has nothing locked.
 		far := metav1.NewTime(time.Now().Add(1000 * time.Hour))
-		b := velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "elsewhere"}, Status: velerov1.BackupStatus{Phase: phase, Expiration: &far,
+		// And each claims a size: the size synced is its manifest's.
+		b := velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "elsewhere"}, Status: velerov1.BackupStatus{Phase: phase, Expiration: &far, SizeBytes: 1 << 40,
 			Conditions: []metav1.Condition{{Type: velerov1.BackupConditionLocked, Status: metav1.ConditionTrue, Reason: velerov1.ObjectLockCompliance}}}}
 		data, err := json.Marshal(b)
 		if err != nil {
@@ -50,6 +52,22 @@ func TestSyncPass(t *testing.T) {
 		put(n, velerov1.BackupPhaseCompleted)
 	}
 	put("unfinished", velerov1.BackupPhaseInProgress)
+	// found-1 has a manifest (of its velero-backup.json and a tarball),
+	// found-2 none.
+	if err := store.Put(context.Background(), layout.BackupDir("found-1")+"found-1.tar.gz", strings.NewReader("twelve bytes")); err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := objectstore.MakeManifest(context.Background(), store, layout.BackupDir("found-1"), "found-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := objectstore.PutManifest(context.Background(), store, layout, manifest); err != nil {
+		t.Fatal(err)
+	}
+	wantSize := map[string]int64{"found-1": manifest.Size(), "found-2": 0}
+	if manifest.Size() <= 12 {
+		t.Fatalf("the manifest of found-1 sums %d bytes, want its two objects'", manifest.Size())
+	}
 	put("known", velerov1.BackupPhaseCompleted)
 	location := &velerov1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
 		Spec: velerov1.BackupStorageLocationSpec{Provider: objectstore.ProviderFilesystem,
@@ -86,6 +104,9 @@ func TestSyncPass(t *testing.T) {
 		}
 		if b.Annotations[velerov1.SyncedFromLocationAnnotation] == "default" && (b.Spec.StorageLocation != "default" || b.Namespace != ns) {
 			t.Errorf("synced %s: location %q, namespace %q", b.Name, b.Spec.StorageLocation, b.Namespace)
+		}
+		if want, ok := wantSize[b.Name]; ok && b.Status.SizeBytes != want {
+			t.Errorf("synced %s: status.sizeBytes %d, want %d (its manifest's)", b.Name, b.Status.SizeBytes, want)
 		}
 	}
 	sort.Strings(names)

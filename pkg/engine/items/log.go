@@ -31,6 +31,7 @@ type Log struct {
 	clock  clock.Clock
 	server logr.Logger
 	fields string
+	tee    io.Writer
 
 	errors, warnings    Result
 	errCount, warnCount int
@@ -103,8 +104,19 @@ func (l *Log) line(level, msg string, kv []any) {
 	b.WriteString(l.fields)
 	b.WriteByte('\n')
 	if l.err == nil {
-		_, l.err = l.gz.Write([]byte(b.String()))
+		line := []byte(b.String())
+		if _, l.err = l.gz.Write(line); l.err == nil && l.tee != nil {
+			_, _ = l.tee.Write(line)
+		}
 	}
+}
+
+// Tee sends every line from now on to w as well, as the stored log will
+// have it (a run's live log: livelog.Tail).
+func (l *Log) Tee(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tee = w
 }
 
 // Info logs a line.

@@ -60,6 +60,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	informers "github.com/backstop-io/backstop/pkg/generated/informers/externalversions/velero/v1"
 	listers "github.com/backstop-io/backstop/pkg/generated/listers/velero/v1"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/resourcemodifiers"
 	"github.com/backstop-io/backstop/pkg/virt"
@@ -90,6 +91,9 @@ type Config struct {
 	Opener     objectstore.Opener
 	Clock      clock.Clock
 	ScratchDir string
+	// LiveLogs keeps the logs of the restores running here, for the logs
+	// subresource to serve while they run (nil: none kept).
+	LiveLogs *livelog.Registry
 	// Observers are told about the phase transitions the engine writes.
 	Observers []status.Observer
 	// Crash kills the server at a named point (crash-point tests).

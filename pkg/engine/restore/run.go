@@ -21,6 +21,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/items"
 	"github.com/backstop-io/backstop/pkg/engine/queue"
 	"github.com/backstop-io/backstop/pkg/engine/status"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/resourcemodifiers"
 	"github.com/backstop-io/backstop/pkg/volumeinfo"
@@ -170,6 +171,10 @@ func (run *restoreRun) execute(ctx, work context.Context) {
 		return
 	}
 	defer log.Close()
+	// Closed after the log is stored: its readers go on there.
+	live := c.cfg.LiveLogs.Start(livelog.Key{Kind: string(velerov1.DownloadTargetKindRestoreLog), Namespace: r.Namespace, Name: r.Name})
+	defer live.Close()
+	log.Tee(live)
 	run.log = log
 	if run.target, run.as, err = c.targetOf(r); err != nil {
 		run.finish(ctx, velerov1.RestorePhaseFailed, err.Error())

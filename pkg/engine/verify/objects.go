@@ -20,9 +20,8 @@ import (
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
 
-// MaxManifestSize bounds the manifest read (a few hundred bytes an
-// object).
-const MaxManifestSize = 16 << 20
+// MaxManifestSize bounds the manifest read.
+const MaxManifestSize = objectstore.MaxManifestSize
 
 // Report is what a verification found.
 type Report struct {

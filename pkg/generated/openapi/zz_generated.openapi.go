@@ -4340,6 +4340,13 @@ func schema_pkg_apis_velero_v1_BackupStatus(ref common.ReferenceCallback) common
 							Ref:         ref(velerov1.HookStatus{}.OpenAPIModelName()),
 						},
 					},
+					"sizeBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SizeBytes is what the backup's objects in its storage location hold, as Backstop wrote them (the sizes of its manifest summed: the resources' tarball, the log, the results and the other records), set when the backup completes. Volume data (snapshots, the data mover's repository, VM disk backups) is not in it: each has its own object and size (Backstop addition).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
 					"verification": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Verification is the outcome of the backup's last verification: its objects read back and checked against its manifest, its tarball's items decoded, its VM disk chains checked (Backstop addition).",

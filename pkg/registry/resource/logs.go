@@ -7,15 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
 
@@ -30,25 +35,46 @@ type LogFile struct {
 // LogTarget says where the log of an object (by namespace and name) is.
 type LogTarget func(ctx context.Context, namespace, name string) (LogFile, error)
 
-// LogsREST is a `logs` GET subresource: the object's log, read from its
-// storage location and decompressed, as text. Unlike a DownloadRequest it
-// needs no signed URL, and it is authorized like any subresource
-// (get on <resource>/logs).
+// LogsREST is a `logs` GET subresource: the object's log as text. While
+// its run goes on on this server, what the run has logged so far (its
+// live log, livelog.Registry); once it ended, the log read from its
+// storage location and decompressed. Unlike a DownloadRequest it needs no
+// signed URL, and it is authorized like any subresource (get on
+// <resource>/logs).
+//
+// Parameters: offset=N skips the log's first N bytes (a reader going on
+// from where it got to); follow=true streams what the run logs until it
+// ends, or for at most FollowFor (below the request timeouts of the
+// servers and proxies on its way: the reader asks again from its offset).
+// The header Backstop-Log-Offset says where in the log the body starts
+// (past the offset asked for when a live log no longer keeps those
+// bytes); Backstop-Log-Live is true when the body is a run's live log.
 type LogsREST struct {
 	resource  schema.GroupResource
 	newFunc   func() runtime.Object
 	target    LogTarget
 	locations objectstore.Locations
+	live      *livelog.Registry
 }
 
 var (
-	_ rest.Getter          = &LogsREST{}
+	_ rest.Connecter       = &LogsREST{}
 	_ rest.StorageMetadata = &LogsREST{}
 )
 
-// NewLogsREST returns the logs subresource of resource.
-func NewLogsREST(resource schema.GroupResource, newFunc func() runtime.Object, target LogTarget, locations objectstore.Locations) *LogsREST {
-	return &LogsREST{resource: resource, newFunc: newFunc, target: target, locations: locations}
+// FollowFor bounds a follow=true response.
+const FollowFor = 45 * time.Second
+
+// The response headers of a log.
+const (
+	LogOffsetHeader = "Backstop-Log-Offset"
+	LogLiveHeader   = "Backstop-Log-Live"
+)
+
+// NewLogsREST returns the logs subresource of resource; live holds the
+// logs of the runs in progress on this server.
+func NewLogsREST(resource schema.GroupResource, newFunc func() runtime.Object, target LogTarget, locations objectstore.Locations, live *livelog.Registry) *LogsREST {
+	return &LogsREST{resource: resource, newFunc: newFunc, target: target, locations: locations, live: live}
 }
 
 // New returns an empty object of the parent resource.
@@ -63,55 +89,120 @@ func (r *LogsREST) ProducesMIMETypes(string) []string { return []string{"text/pl
 // ProducesObject: the response is a stream, not an object.
 func (r *LogsREST) ProducesObject(string) any { return "" }
 
-// Get opens the log.
-func (r *LogsREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+// NewConnectOptions: the parameters are read from the request's query.
+func (r *LogsREST) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
+
+// ConnectMethods: the log is read with GET.
+func (r *LogsREST) ConnectMethods() []string { return []string{http.MethodGet} }
+
+// logRequest is what a request for a log asks.
+type logRequest struct {
+	offset int64
+	follow bool
+}
+
+func parseLogRequest(q url.Values) (logRequest, error) {
+	var lr logRequest
+	var errs field.ErrorList
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("offset"), v, "a number of bytes, 0 or more"))
+		}
+		lr.offset = n
+	}
+	switch v := q.Get("follow"); v {
+	case "", "false":
+	case "true":
+		lr.follow = true
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("follow"), v, []string{"true", "false"}))
+	}
+	if len(errs) > 0 {
+		return lr, errors.New(errs.ToAggregate().Error())
+	}
+	return lr, nil
+}
+
+// Connect finds the log, then serves it.
+func (r *LogsREST) Connect(ctx context.Context, name string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
 	namespace := genericrequest.NamespaceValue(ctx)
 	file, err := r.target(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.locations.OpenTarget(ctx, file.Namespace, file.Location, file.Kind, file.Name)
-	if errors.Is(err, objectstore.ErrNotFound) {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Group: r.resource.Group, Resource: r.resource.Resource + "/logs"},
-			fmt.Sprintf("%s (no log stored yet: %v)", name, err))
-	}
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("reading the log of %s: %w", name, err))
-	}
-	return &logStream{file: f}, nil
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		lr, err := parseLogRequest(req.URL.Query())
+		if err != nil {
+			responder.Error(apierrors.NewBadRequest(fmt.Sprintf("logs of %s: %v", name, err)))
+			return
+		}
+		if tail := r.live.Get(livelog.Key{Kind: string(file.Kind), Namespace: file.Namespace, Name: file.Name}); tail != nil {
+			r.serveLive(ctx, w, tail, lr)
+			return
+		}
+		f, err := r.locations.OpenTarget(ctx, file.Namespace, file.Location, file.Kind, file.Name)
+		if errors.Is(err, objectstore.ErrNotFound) {
+			responder.Error(apierrors.NewNotFound(schema.GroupResource{Group: r.resource.Group, Resource: r.resource.Resource + "/logs"},
+				fmt.Sprintf("%s (no log stored yet: %v)", name, err)))
+			return
+		}
+		if err != nil {
+			responder.Error(apierrors.NewInternalError(fmt.Errorf("reading the log of %s: %w", name, err)))
+			return
+		}
+		defer f.Close()
+		zr, err := gzip.NewReader(bufio.NewReader(f))
+		if err != nil {
+			responder.Error(apierrors.NewInternalError(fmt.Errorf("the stored log of %s is not gzip data: %w", name, err)))
+			return
+		}
+		defer zr.Close()
+		skipped, err := io.CopyN(io.Discard, zr, lr.offset)
+		if err != nil && !errors.Is(err, io.EOF) {
+			responder.Error(apierrors.NewInternalError(fmt.Errorf("reading the stored log of %s: %w", name, err)))
+			return
+		}
+		textHeaders(w, skipped, false)
+		w.WriteHeader(http.StatusOK)
+		// An error now can only end the stream.
+		_, _ = io.Copy(w, zr)
+	}), nil
 }
 
-// logStream streams a gzip-compressed log as text.
-type logStream struct {
-	file io.ReadCloser
+func textHeaders(w http.ResponseWriter, offset int64, live bool) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set(LogOffsetHeader, strconv.FormatInt(offset, 10))
+	h.Set(LogLiveHeader, strconv.FormatBool(live))
 }
 
-var _ rest.ResourceStreamer = &logStream{}
-
-func (s *logStream) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// DeepCopyObject is never called on a stream; it returns the stream itself.
-func (s *logStream) DeepCopyObject() runtime.Object { return s }
-
-// InputStream decompresses the stored log.
-func (s *logStream) InputStream(context.Context, string, string) (io.ReadCloser, bool, string, error) {
-	zr, err := gzip.NewReader(bufio.NewReader(s.file))
-	if err != nil {
-		_ = s.file.Close()
-		return nil, false, "", apierrors.NewInternalError(fmt.Errorf("the stored log is not gzip data: %w", err))
+// serveLive writes a run's live log from the offset asked for: what it has,
+// or, following, what it gets until it ends.
+func (r *LogsREST) serveLive(ctx context.Context, w http.ResponseWriter, tail *livelog.Tail, lr logRequest) {
+	flusher, _ := w.(http.Flusher)
+	begin := func(offset int64) {
+		textHeaders(w, offset, true)
+		w.WriteHeader(http.StatusOK)
+		if flusher != nil {
+			flusher.Flush()
+		}
 	}
-	return &gunzipStream{Reader: zr, file: s.file}, false, "text/plain", nil
-}
-
-type gunzipStream struct {
-	*gzip.Reader
-	file io.Closer
-}
-
-func (g *gunzipStream) Close() error {
-	err := g.Reader.Close()
-	if cerr := g.file.Close(); err == nil {
-		err = cerr
+	if !lr.follow {
+		c := tail.Read(lr.offset)
+		begin(c.Offset)
+		_, _ = w.Write(c.Data)
+		return
 	}
-	return err
+	_, _ = tail.Follow(ctx, lr.offset, FollowFor, begin, func(p []byte) error {
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	})
 }

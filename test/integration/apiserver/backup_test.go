@@ -452,7 +452,9 @@ func TestBackupToS3(t *testing.T) {
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("objects in the bucket:\n got %v\nwant %v", names, want)
 	}
-	checkBackupManifest(t, dir, "to-s3")
+	if m := checkBackupManifest(t, dir, "to-s3"); b.Status.SizeBytes != m.Size() || m.Size() == 0 {
+		t.Errorf("backup to S3: status.sizeBytes %d, its objects hold %d bytes", b.Status.SizeBytes, m.Size())
+	}
 	verified := requestVerification(t, s, "to-s3", "s3")
 	if v, c := verified.Status.Verification, verifiedCondition(verified); c.Status != metav1.ConditionTrue || v.Objects != len(want)-1 || v.Items == 0 {
 		t.Errorf("verified through S3: condition %+v, verification %+v", c, v)
@@ -467,8 +469,8 @@ func TestBackupToS3(t *testing.T) {
 
 // checkBackupManifest checks a backup's manifest (written last) against the
 // objects of its directory dir (a location that is not encrypted): every
-// other object listed, with its size and sha256.
-func checkBackupManifest(t *testing.T, dir, backup string) {
+// other object listed, with its size and sha256. It returns the manifest.
+func checkBackupManifest(t *testing.T, dir, backup string) *objectstore.Manifest {
 	t.Helper()
 	files, err := framework.ReadTree(dir)
 	if err != nil {
@@ -492,4 +494,5 @@ func checkBackupManifest(t *testing.T, dir, backup string) {
 			t.Errorf("object %s of backup %s not in its manifest", name, backup)
 		}
 	}
+	return &m
 }

@@ -102,13 +102,19 @@ func TestConsoleAdmin(t *testing.T) {
 		if err := chromedp.Do(browser, chromedp.SendKeys(chromedp.CSS(`#backup-namespaces`), adminNamespace)); err != nil {
 			t.Fatal(err)
 		}
-		// The page's progress bar, sampled every frame from here on.
+		// The page's progress bar and its live log's lines, sampled every
+		// frame from here on.
 		if _, err := chromedp.Run(browser, chromedp.Evaluate[any](`(() => {
 			window.progressSeen = [];
+			window.liveLinesSeen = [];
 			const sample = () => {
 				const p = document.querySelector("article[data-backup-page] progress");
 				const v = p ? p.value + "/" + p.max : null;
 				if (v && window.progressSeen[window.progressSeen.length - 1] !== v) window.progressSeen.push(v);
+				const log = document.querySelector("article[data-backup-page] pre.log");
+				const live = document.querySelector("article[data-backup-page] [data-log-live]");
+				const n = log && live ? Number(log.dataset.logLines) : null;
+				if (n && window.liveLinesSeen[window.liveLinesSeen.length - 1] !== n) window.liveLinesSeen.push(n);
 				requestAnimationFrame(sample);
 			};
 			requestAnimationFrame(sample);
@@ -122,6 +128,18 @@ func TestConsoleAdmin(t *testing.T) {
 			t.Fatal(err)
 		}
 		backup = name
+		// While it runs, its log is served as it grows: the logs
+		// subresource answers before any log is stored.
+		waitShown(t, browser, "the backup's live log", `article[data-backup-page] [data-log-live]`)
+		running, err := s.Clientset.VeleroV1().Backups(adminNamespace).Get(ctx, backup, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		liveLog, err := s.Clientset.VeleroV1().RESTClient().Get().Namespace(adminNamespace).Resource("backups").Name(backup).SubResource("logs").DoRaw(ctx)
+		if after, gerr := s.Clientset.VeleroV1().Backups(adminNamespace).Get(ctx, backup, metav1.GetOptions{}); gerr == nil && after.Status.Phase == velerov1.BackupPhaseInProgress &&
+			(err != nil || !strings.Contains(string(liveLog), `msg="Backup started"`) || strings.Contains(string(liveLog), `msg="Backup completed"`)) {
+			t.Errorf("the logs of the running backup (%s before, %s after): %v, %.300q; want its live log", running.Status.Phase, after.Status.Phase, err, liveLog)
+		}
 		waitShown(t, browser, "the backup Completed", `article[data-backup-page] [data-phase=Completed]`)
 		seen, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`window.progressSeen`))
 		if err != nil {
@@ -141,11 +159,16 @@ func TestConsoleAdmin(t *testing.T) {
 		if err != nil || strings.Join(b.Spec.IncludedNamespaces, ",") != adminNamespace {
 			t.Fatalf("the backup the form created: %v, %+v", err, b)
 		}
-		// Its log, once stored, on its page.
-		waitShown(t, browser, "the backup's log", `pre.log`)
+		// Its log, followed while it ran, read to its end once stored.
+		waitShown(t, browser, "the backup's whole log", `pre.log[data-log-state=read]`)
 		lines, err := chromedp.Run(browser, chromedp.Evaluate[int](`Number(document.querySelector("pre.log").dataset.logLines)`))
-		if err != nil || lines == 0 {
-			t.Errorf("the backup's log shows %d lines (%v)", lines, err)
+		liveLines, lerr := chromedp.Run(browser, chromedp.Evaluate[[]int](`window.liveLinesSeen`))
+		if err != nil || lerr != nil || len(liveLines) < 2 || lines < liveLines[len(liveLines)-1] {
+			t.Errorf("the backup's log grew through %v lines while it ran, then showed %d (%v, %v): want it growing, then whole", liveLines, lines, err, lerr)
+		}
+		if text, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.querySelector("pre.log").textContent`)); err != nil ||
+			strings.Count(text, `msg="Backup started"`) != 1 || strings.Count(text, `msg="Backup completed"`) != 1 {
+			t.Errorf("the log shown (%v) does not hold each line once:\n%.2000s", err, text)
 		}
 		// Its resource list, read through a DownloadRequest: every item it
 		// took.

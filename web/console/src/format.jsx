@@ -24,6 +24,11 @@ export function bytes(n) {
 
 export const terminal = new Set(['Completed', 'PartiallyFailed', 'Failed', 'FailedValidation']);
 
+// waiting are the phases of a backup or restore whose run has not started
+// (Velero's, Backstop's queue, and a NonAdminBackup's own before its
+// backup has one).
+export const waiting = new Set(['', 'New', 'Queued', 'ReadyToStart', 'Created', 'BackingOff']);
+
 // stamp is a time as Velero stamps names: yyyyMMddHHmmss, UTC.
 export function stamp(d) {
   return d.toISOString().replace(/[-:T]/g, '').slice(0, 14);

@@ -478,6 +478,15 @@ type BackupStatus struct {
 	// +nullable
 	HookStatus *HookStatus `json:"hookStatus,omitempty"`
 
+	// SizeBytes is what the backup's objects in its storage location hold,
+	// as Backstop wrote them (the sizes of its manifest summed: the
+	// resources' tarball, the log, the results and the other records),
+	// set when the backup completes. Volume data (snapshots, the data
+	// mover's repository, VM disk backups) is not in it: each has its own
+	// object and size (Backstop addition).
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+
 	// Verification is the outcome of the backup's last verification: its
 	// objects read back and checked against its manifest, its tarball's
 	// items decoded, its VM disk chains checked (Backstop addition).

@@ -19,6 +19,7 @@ import (
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
@@ -35,6 +36,8 @@ type Backups struct {
 	Position func(name string) int
 	// Locations opens their storage locations.
 	Locations objectstore.Locations
+	// Live holds the logs of the backups running on this server.
+	Live *livelog.Registry
 	// TenantLocations reads NonAdminBackupStorageLocations.
 	TenantLocations rest.Getter
 }
@@ -80,7 +83,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backu
 				return resource.LogFile{}, err
 			}
 			return resource.LogFile{Namespace: backups.Namespace, Location: b.Spec.StorageLocation, Kind: velerov1.DownloadTargetKindBackupLog, Name: b.Name}, nil
-		}, backups.Locations),
+		}, backups.Locations, backups.Live),
 	}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
@@ -28,6 +29,8 @@ type Restores struct {
 	// Position is the place of a restore in the restore queue, by name.
 	Position  func(name string) int
 	Locations objectstore.Locations
+	// Live holds the logs of the restores running on this server.
+	Live *livelog.Registry
 }
 
 // Storage is the REST storage of NonAdminRestores and their subresources.
@@ -70,7 +73,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs 
 			location = b.(*velero.Backup).Spec.StorageLocation
 		}
 		return resource.LogFile{Namespace: restores.Namespace, Location: location, Kind: velerov1.DownloadTargetKindRestoreLog, Name: r.Name}, nil
-	}, restores.Locations)
+	}, restores.Locations, restores.Live)
 	return &Storage{NonAdminRestore: &resource.DecoratedREST{REST: main, Fill: fill}, Status: status, Logs: logs}, nil
 }
 

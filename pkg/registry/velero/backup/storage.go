@@ -5,6 +5,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
@@ -21,7 +22,7 @@ type Storage struct {
 
 // NewREST returns the storage of backups and of their status, cancel and
 // logs subresources.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc, locations objectstore.Locations) (*Storage, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminNamespace string, defaultLocation DefaultLocationFunc, locations objectstore.Locations, live *livelog.Registry) (*Storage, error) {
 	strategy := NewStrategy(scheme, defaultLocation)
 	index := NewQueueIndex(adminNamespace)
 	fill := queueFill(index)
@@ -47,6 +48,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, admin
 		Queue:  index,
 		Status: status,
 		Cancel: &CancelREST{store: main.Store},
-		Logs:   resource.NewLogsREST(velero.Resource("backups"), main.New, logTarget(main), locations),
+		Logs:   resource.NewLogsREST(velero.Resource("backups"), main.New, logTarget(main), locations, live),
 	}, nil
 }

@@ -9,13 +9,14 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
 // NewLogsREST returns restores/<name>/logs: a restore's log is stored in
 // the location of the backup it restores.
-func NewLogsREST(restores, backups rest.Getter, locations objectstore.Locations) *resource.LogsREST {
+func NewLogsREST(restores, backups rest.Getter, locations objectstore.Locations, live *livelog.Registry) *resource.LogsREST {
 	target := func(ctx context.Context, namespace, name string) (resource.LogFile, error) {
 		obj, err := restores.Get(ctx, name, &metav1.GetOptions{})
 		if err != nil {
@@ -27,5 +28,5 @@ func NewLogsREST(restores, backups rest.Getter, locations objectstore.Locations)
 		}
 		return resource.LogFile{Namespace: namespace, Location: location, Kind: velerov1.DownloadTargetKindRestoreLog, Name: name}, nil
 	}
-	return resource.NewLogsREST(velero.Resource("restores"), func() runtime.Object { return &velero.Restore{} }, target, locations)
+	return resource.NewLogsREST(velero.Resource("restores"), func() runtime.Object { return &velero.Restore{} }, target, locations, live)
 }

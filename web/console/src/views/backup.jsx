@@ -1,48 +1,21 @@
 // A backup's page: what it holds and how it went, its restores, and its
-// log once stored.
+// log, live while it runs.
 import { useSignal, useComputed } from '@preact/signals';
 import { useEffect } from 'preact/hooks';
 import { useCollection, newestFirst, byNamespace } from '../collection.js';
-import { get, getText } from '../api.js';
+import { get } from '../api.js';
 import { mayDownload } from '../download.js';
 import { useOne, Details, Invalid, useDownloaded } from '../page.jsx';
+import { Log } from '../log.jsx';
 import { base, namespace, nsPath, can, canRead } from '../context.js';
 import { href } from '../route.js';
-import { time, shortTime, bytes, terminal } from '../format.jsx';
-import { backupKinds, Phase, Progress } from './backups.jsx';
+import { time, shortTime, bytes, terminal, waiting } from '../format.jsx';
+import { backupKinds, Phase, Progress, sizeOf } from './backups.jsx';
 import { restoreKinds } from './restores.jsx';
 import { state as vmState } from './vmbackups.jsx';
 
 export function list(v) {
   return v?.length ? v.join(', ') : '';
-}
-
-// Log shows an object's log (its logs subresource at url) once stored,
-// which is when it ends.
-export function Log({ url, name, what, done }) {
-  const text = useSignal(null);
-  const problem = useSignal(null);
-  useEffect(() => {
-    if (!done) return undefined;
-    const ctl = new AbortController();
-    getText(url, ctl.signal).then((t) => { text.value = t; problem.value = null; }, (e) => {
-      if (!ctl.signal.aborted) problem.value = e.status === 404 ? `No log is stored for this ${what}.` : `The log could not be read: ${e.message}`;
-    });
-    return () => ctl.abort();
-  }, [done, url]);
-  return (
-    <section aria-labelledby="log-title">
-      <h3 id="log-title">Log</h3>
-      {!done ? <p class="muted">The log is stored when the {what} ends.</p> : null}
-      {problem.value ? <p class="muted">{problem.value}</p> : null}
-      {text.value !== null ? (
-        <>
-          <p><a class="button" href={url} download={`${name}-logs.txt`}>Download the log</a></p>
-          <pre class="log" tabindex="0" aria-label={`Log of ${what} ${name}`} data-log-lines={text.value.split('\n').filter(Boolean).length}>{text.value}</pre>
-        </>
-      ) : null}
-    </section>
-  );
 }
 
 // Resources shows the resource list a backup stored (a DownloadRequest
@@ -220,6 +193,7 @@ export function BackupPage({ kindID, name }) {
     ['Ended', time(s.completionTimestamp)],
     ['Expires', time(s.expiration)],
     ['Storage location', kind.location(o) ?? ''],
+    ['Size in the location', sizeOf(s) && <span title="The resources, the log and the records as written; volume data is counted below">{sizeOf(s)}</span>],
     ['Namespaces', list(spec.includedNamespaces) || 'every namespace'],
     ['Namespaces left out', list(spec.excludedNamespaces)],
     ['Resources', list(spec.includedResources) || 'every resource'],
@@ -246,7 +220,8 @@ export function BackupPage({ kindID, name }) {
       {kind.id === 'backups' && can('list', '', 'events') && can('watch', '', 'events') ? <EventsOf name={name} /> : null}
       {canRead(kind.restoreWith.api.group, kind.restoreWith.resource) ? <RestoresOf name={name} restoreKindID={kind.restoreWith.resource} /> : null}
       {can('get', kind.api.group, `${kind.resource}/logs`) ?
-        <Log url={`${kind.api.url(kind.resource)}/${encodeURIComponent(name)}/logs`} name={name} what="backup" done={terminal.has(phase)} /> : null}
+        <Log url={`${kind.api.url(kind.resource)}/${encodeURIComponent(name)}/logs`} name={name} what="backup"
+          active={!waiting.has(phase) && !terminal.has(phase)} done={terminal.has(phase)} /> : null}
     </article>
   );
 }

@@ -5,7 +5,7 @@ import { Section, useAction, Confirm } from '../table.jsx';
 import { post, patch } from '../api.js';
 import { velero, oadp, can, canRead } from '../context.js';
 import { href } from '../route.js';
-import { time, shortTime, terminal } from '../format.jsx';
+import { time, shortTime, bytes, terminal } from '../format.jsx';
 
 // The kinds of backups, each read through the same columns.
 export const backupKinds = [
@@ -78,6 +78,12 @@ function BackupActions({ kind, o, run }) {
   return <span class="actions">{out}</span>;
 }
 
+// sizeOf is what a backup's objects hold in its location (status.sizeBytes,
+// written when it completes), blank until then.
+export function sizeOf(s) {
+  return s.sizeBytes ? bytes(Number(s.sizeBytes)) : '';
+}
+
 function backupColumns(kind, run) {
   return [
     { title: 'Name', cell: (o) => <a href={href(kind.id, o.metadata.name)}>{o.metadata.name}</a> },
@@ -85,6 +91,7 @@ function backupColumns(kind, run) {
     { title: 'Progress', cell: (o) => <Progress name={o.metadata.name} what="backup" done={kind.status(o).progress?.itemsBackedUp} total={kind.status(o).progress?.totalItems} /> },
     { title: 'Queue', num: true, cell: (o) => kind.queue(o) || '' },
     { title: 'Items', num: true, cell: (o) => kind.status(o).progress?.itemsBackedUp ?? '' },
+    { title: 'Size', num: true, cell: (o) => sizeOf(kind.status(o)) },
     { title: 'Warnings', num: true, cell: (o) => kind.status(o).warnings || '' },
     { title: 'Errors', num: true, cell: (o) => kind.status(o).errors || '' },
     { title: 'Started', cell: (o) => shortTime(kind.status(o).startTimestamp) },

@@ -4,10 +4,11 @@ import { mayDownload } from '../download.js';
 import { useOne, Details, Invalid, useDownloaded } from '../page.jsx';
 import { can, canRead } from '../context.js';
 import { href } from '../route.js';
-import { time, terminal } from '../format.jsx';
+import { time, terminal, waiting } from '../format.jsx';
 import { Phase, Progress } from './backups.jsx';
 import { restoreKinds } from './restores.jsx';
-import { Log, EventsOf, list } from './backup.jsx';
+import { EventsOf, list } from './backup.jsx';
+import { Log } from '../log.jsx';
 
 // messages flattens a Velero restore result ({velero, cluster,
 // namespaces: {ns: [...]}}) into [where, message] pairs.
@@ -72,7 +73,8 @@ export function RestorePage({ kindID, name }) {
       <Invalid errors={s.validationErrors} />
       {kind.id === 'restores' && done && (s.warnings || s.errors) && mayDownload() ? <Results name={name} /> : null}
       {can('get', kind.api.group, `${kind.resource}/logs`) ?
-        <Log url={`${kind.api.url(kind.resource)}/${encodeURIComponent(name)}/logs`} name={name} what="restore" done={done} /> : null}
+        <Log url={`${kind.api.url(kind.resource)}/${encodeURIComponent(name)}/logs`} name={name} what="restore"
+          active={!waiting.has(phase) && !terminal.has(phase)} done={done} /> : null}
       {kind.id === 'restores' && can('list', '', 'events') && can('watch', '', 'events') ? <EventsOf kind="Restore" name={name} /> : null}
     </article>
   );

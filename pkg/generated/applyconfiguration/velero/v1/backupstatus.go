@@ -91,6 +91,13 @@ type BackupStatusApplyConfiguration struct {
 	BackupItemOperationsFailed *int `json:"backupItemOperationsFailed,omitempty"`
 	// HookStatus contains information about the status of the hooks.
 	HookStatus *HookStatusApplyConfiguration `json:"hookStatus,omitempty"`
+	// SizeBytes is what the backup's objects in its storage location hold,
+	// as Backstop wrote them (the sizes of its manifest summed: the
+	// resources' tarball, the log, the results and the other records),
+	// set when the backup completes. Volume data (snapshots, the data
+	// mover's repository, VM disk backups) is not in it: each has its own
+	// object and size (Backstop addition).
+	SizeBytes *int64 `json:"sizeBytes,omitempty"`
 	// Verification is the outcome of the backup's last verification: its
 	// objects read back and checked against its manifest, its tarball's
 	// items decoded, its VM disk chains checked (Backstop addition).
@@ -265,6 +272,14 @@ func (b *BackupStatusApplyConfiguration) WithBackupItemOperationsFailed(value in
 // If called multiple times, the HookStatus field is set to the value of the last call.
 func (b *BackupStatusApplyConfiguration) WithHookStatus(value *HookStatusApplyConfiguration) *BackupStatusApplyConfiguration {
 	b.HookStatus = value
+	return b
+}
+
+// WithSizeBytes sets the SizeBytes field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SizeBytes field is set to the value of the last call.
+func (b *BackupStatusApplyConfiguration) WithSizeBytes(value int64) *BackupStatusApplyConfiguration {
+	b.SizeBytes = &value
 	return b
 }
 
