@@ -284,6 +284,12 @@ func TestConsoleTenant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Her schedule (its first run skipped: nothing runs meanwhile).
+	if _, err := alice.OadpV1alpha1().NonAdminSchedules("alice").Create(ctx, &oadpv1alpha1.NonAdminSchedule{ObjectMeta: metav1.ObjectMeta{Name: "nightly"},
+		Spec: oadpv1alpha1.NonAdminScheduleSpec{Schedule: "0 3 * * *", SkipImmediately: true,
+			Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	proxy := startProxy(t, kubeconfig)
 	browser := newBrowser(t)
 	var mu sync.Mutex
@@ -330,6 +336,43 @@ func TestConsoleTenant(t *testing.T) {
 			t.Errorf("alice's %s view shows the sections %v (%v), want only %s", view.name, sections, err, view.kind)
 		}
 		checkAccessibility(t, browser)
+	}
+	// Her schedule paused with its button: a patch of her NonAdminSchedule.
+	show(t, browser, "schedules")
+	click(t, browser, `button[aria-label="Pause schedule nightly"]`)
+	waitShown(t, browser, "her schedule paused", `section[data-kind=nonadminschedules] tr[data-name=nightly] [data-paused=true]`)
+	if nas, err := alice.OadpV1alpha1().NonAdminSchedules("alice").Get(ctx, "nightly", metav1.GetOptions{}); err != nil || !nas.Spec.Paused {
+		t.Errorf("her schedule after Pause: %v, paused %v", err, nas.Spec.Paused)
+	}
+	// A backup made with her form: a NonAdminBackup of her namespace, run
+	// to its end, its page showing its log and size.
+	show(t, browser, "backups")
+	click(t, browser, `section[data-kind=nonadminbackups] a[href="#/new-backup/nonadminbackups"]`)
+	waitShown(t, browser, "her backup form", `#backup-name`)
+	if text, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.querySelector("form").innerText`)); err != nil ||
+		!strings.Contains(text, "Backs up alice.") || strings.Contains(text, "Namespaces") {
+		t.Errorf("her form (%v) does not say it backs up her namespace alone:\n%s", err, text)
+	}
+	checkAccessibility(t, browser)
+	if _, err := chromedp.Run(browser, chromedp.Evaluate[any](`(() => {
+		const input = document.querySelector("#backup-name");
+		input.value = "";
+		input.dispatchEvent(new Event("input", { bubbles: true }));
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(browser, chromedp.SendKeys(chromedp.CSS(`#backup-name`), "from-the-form")); err != nil {
+		t.Fatal(err)
+	}
+	click(t, browser, `form button[type=submit]`)
+	waitShown(t, browser, "her new backup's page", `article[data-backup-page="from-the-form"] [data-phase=Completed]`)
+	waitShown(t, browser, "her new backup's log", `article[data-backup-page="from-the-form"] pre.log[data-log-state=read]`)
+	if nab, err := alice.OadpV1alpha1().NonAdminBackups("alice").Get(ctx, "from-the-form", metav1.GetOptions{}); err != nil ||
+		nab.Status.VeleroBackup == nil || nab.Status.VeleroBackup.Status == nil || nab.Status.VeleroBackup.Status.SizeBytes == 0 {
+		t.Errorf("her backup from the form: %v, %+v", err, nab.Status.VeleroBackup)
+	} else if size, err := chromedp.Run(browser, chromedp.Evaluate[string](`[...document.querySelectorAll("article[data-backup-page] dt")].find((dt) => dt.textContent === "Size in the location")?.nextElementSibling?.textContent ?? ""`)); err != nil ||
+		size != consoleBytes(nab.Status.VeleroBackup.Status.SizeBytes) {
+		t.Errorf("her backup's page shows the size %q (%v), want %q", size, err, consoleBytes(nab.Status.VeleroBackup.Status.SizeBytes))
 	}
 	show(t, browser, "backups")
 	click(t, browser, `a[aria-label="Restore backup mine"]`)

@@ -54,6 +54,20 @@ func click(t *testing.T, browser context.Context, sel string) {
 	}
 }
 
+// consoleBytes is a size as the console writes it (format.jsx's bytes).
+func consoleBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, i := float64(n), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
+}
+
 // createTrackers makes n VirtualMachineBackupTrackers in namespace: items a
 // backup of it takes, and slowly under slowSource.
 func createTrackers(t *testing.T, client versioned.Interface, namespace string, n int) {
@@ -158,6 +172,11 @@ func TestConsoleAdmin(t *testing.T) {
 		b, err := s.Clientset.VeleroV1().Backups(adminNamespace).Get(ctx, backup, metav1.GetOptions{})
 		if err != nil || strings.Join(b.Spec.IncludedNamespaces, ",") != adminNamespace {
 			t.Fatalf("the backup the form created: %v, %+v", err, b)
+		}
+		// Its size, on its page.
+		if size, err := chromedp.Run(browser, chromedp.Evaluate[string](`[...document.querySelectorAll("article[data-backup-page] dt")].find((dt) => dt.textContent === "Size in the location")?.nextElementSibling?.textContent ?? ""`)); err != nil ||
+			b.Status.SizeBytes == 0 || size != consoleBytes(b.Status.SizeBytes) {
+			t.Errorf("the backup's page shows the size %q (%v), want %q (status.sizeBytes %d)", size, err, consoleBytes(b.Status.SizeBytes), b.Status.SizeBytes)
 		}
 		// Its log, followed while it ran, read to its end once stored.
 		waitShown(t, browser, "the backup's whole log", `pre.log[data-log-state=read]`)
@@ -274,6 +293,16 @@ func TestConsoleAdmin(t *testing.T) {
 		openConsole(t, browser, proxy, adminNamespace)
 		row := fmt.Sprintf(`section[data-kind=backups] tr[data-name=%q]`, backup)
 		waitShown(t, browser, "the backup", row)
+		// Asked, then kept: the question takes the focus (on Keep) and
+		// gives it back to Delete.
+		click(t, browser, fmt.Sprintf(`button[aria-label="Delete backup %s"]`, backup))
+		// (The focus moves after the page paints: waited for.)
+		waitShown(t, browser, "the confirmation, focused on Keep", fmt.Sprintf(`button[aria-label="Keep backup %s"]:focus`, backup))
+		click(t, browser, fmt.Sprintf(`button[aria-label="Keep backup %s"]`, backup))
+		waitShown(t, browser, "the Delete button again, focused", fmt.Sprintf(`button[aria-label="Delete backup %s"]:focus`, backup))
+		if _, err := s.Clientset.VeleroV1().Backups(adminNamespace).Get(ctx, backup, metav1.GetOptions{}); err != nil {
+			t.Fatalf("the backup after Keep: %v", err)
+		}
 		click(t, browser, fmt.Sprintf(`button[aria-label="Delete backup %s"]`, backup))
 		// Asked again: nothing is deleted until the second press.
 		waitShown(t, browser, "the confirmation", fmt.Sprintf(`button[aria-label="Yes, delete backup %s"]`, backup))
