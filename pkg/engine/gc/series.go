@@ -54,7 +54,7 @@ func (c *Controller) syncSeries(ctx context.Context, key cache.ObjectName) error
 		return err
 	}
 	trackers, err := c.trackers.List(labels.SelectorFromSet(labels.Set{
-		velerov1.ScheduleNameLabel: vmoperation.LabelValue(key.Name), vmoperation.SeriesLabel: vmoperation.LabelValue(key.Name)}))
+		velerov1.ScheduleNameLabel: velerov1.LabelValue(key.Name), vmoperation.SeriesLabel: velerov1.LabelValue(key.Name)}))
 	if err != nil {
 		return err
 	}

@@ -231,9 +231,9 @@ func (a Action) ensureTracker(ctx context.Context, ns, series, schedule, vm stri
 	name := objectName(series, vm)
 	client := a.Client.BackupV1alpha1().VirtualMachineBackupTrackers(ns)
 	vmGroupName := vmGroup
-	trackerLabels := map[string]string{SeriesLabel: LabelValue(series)}
+	trackerLabels := map[string]string{SeriesLabel: velerov1.LabelValue(series)}
 	if schedule != "" && schedule == series {
-		trackerLabels[velerov1.ScheduleNameLabel] = LabelValue(schedule)
+		trackerLabels[velerov1.ScheduleNameLabel] = velerov1.LabelValue(schedule)
 	}
 	_, err := client.Create(ctx, &kvbackupv1alpha1.VirtualMachineBackupTracker{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: trackerLabels},
@@ -246,7 +246,7 @@ func (a Action) ensureTracker(ctx context.Context, ns, series, schedule, vm stri
 		if getErr != nil {
 			return "", fmt.Errorf("tracker %s/%s exists: %w", ns, name, getErr)
 		}
-		if existing.Labels[SeriesLabel] != LabelValue(series) || existing.Spec.Source.Name != vm {
+		if existing.Labels[SeriesLabel] != velerov1.LabelValue(series) || existing.Spec.Source.Name != vm {
 			return "", fmt.Errorf("tracker %s/%s exists and is not series %s's tracker of VirtualMachine %s (label %s=%q, VirtualMachine %s)",
 				ns, name, series, vm, SeriesLabel, existing.Labels[SeriesLabel], existing.Spec.Source.Name)
 		}
@@ -265,7 +265,7 @@ func (a Action) create(ctx context.Context, b *velerov1.Backup, ns, name, pvc st
 	vmb := &kvbackupv1alpha1.VirtualMachineBackup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns,
-			Labels: map[string]string{BackupNameLabel: LabelValue(b.Name), BackupUIDLabel: string(b.UID)},
+			Labels: map[string]string{BackupNameLabel: velerov1.LabelValue(b.Name), BackupUIDLabel: string(b.UID)},
 		},
 		Spec: kvbackupv1alpha1.VirtualMachineBackupSpec{Source: source, Mode: &mode, PvcName: &pvc},
 	}
@@ -298,15 +298,6 @@ func (a Action) create(ctx context.Context, b *velerov1.Backup, ns, name, pvc st
 
 // operationID is the operation of VirtualMachineBackup ns/name.
 func operationID(ns, name string) string { return ns + "/" + name }
-
-// LabelValue fits a name into a label value: at most 63 characters,
-// ending with an alphanumeric one.
-func LabelValue(s string) string {
-	if len(s) <= 63 {
-		return s
-	}
-	return strings.TrimRight(s[:63], "-_.")
-}
 
 func split(operationID string) (string, string, error) {
 	ns, name, ok := strings.Cut(operationID, "/")

@@ -461,6 +461,34 @@ func TestConsoleLargeList(t *testing.T) {
 	if err != nil || drawn == 0 || drawn > 500 {
 		t.Errorf("%d rows drawn (%v): want the window's, not all %d", drawn, err, largeList)
 	}
+	// The filter finds what is not drawn: ten names, then one.
+	for _, f := range []struct {
+		text  string
+		names int
+	}{{"b-0999", 10}, {" B-00042 ", 1}} {
+		if _, err := chromedp.Run(browser, chromedp.Evaluate[any](`(() => {
+			const input = document.querySelector("#backups-filter");
+			input.value = "";
+			input.dispatchEvent(new Event("input", { bubbles: true }));
+		})()`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(browser, chromedp.SendKeys(chromedp.CSS(`#backups-filter`), f.text)); err != nil {
+			t.Fatal(err)
+		}
+		waitShown(t, browser, fmt.Sprintf("%d backups filtered by %q", f.names, f.text), fmt.Sprintf(`#backups-filtered[data-shown="%d"]`, f.names))
+		names, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("section[data-kind=backups] tbody tr[data-name]")].map((r) => r.dataset.name)`))
+		want := strings.ToLower(strings.TrimSpace(f.text))
+		if err != nil || len(names) != f.names {
+			t.Errorf("filtered by %q, the rows %v (%v), want %d", f.text, names, err, f.names)
+		}
+		for _, n := range names {
+			if !strings.Contains(n, want) {
+				t.Errorf("filtered by %q, a row of %s", f.text, n)
+			}
+		}
+	}
+	checkAccessibility(t, browser)
 	t.Logf("the console's list of %d backups painted %.0f ms after the navigation began", largeList, listed.StartTime)
 	fmt.Printf("console: %d backups listed and painted in %.0f ms\n", largeList, listed.StartTime)
 }

@@ -2,6 +2,7 @@ package browser
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,9 +68,11 @@ func TestConsoleVMBackups(t *testing.T) {
 	}
 
 	// A Velero backup of the namespace: the VM's disk backup is its async
-	// operation, the fourth link of the chain.
+	// operation, the fourth link of the chain. Its name is longer than a
+	// label value: its page finds what it made all the same.
 	dom.Write(t, 0x44, "2M", "64k")
-	if _, err := s.Clientset.VeleroV1().Backups(adminNamespace).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "with-vm"},
+	withVM := "with-vm" + strings.Repeat("-long-name", 6)
+	if _, err := s.Clientset.VeleroV1().Backups(adminNamespace).Create(ctx, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: withVM},
 		Spec: velerov1.BackupSpec{IncludedNamespaces: []string{namespace}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +81,9 @@ func TestConsoleVMBackups(t *testing.T) {
 
 	t.Run("the Velero backup's page: its VM disk and its operation", func(t *testing.T) {
 		openConsole(t, browser, proxy, adminNamespace)
-		show(t, browser, "backups/with-vm")
+		show(t, browser, "backups/"+withVM)
 		waitShown(t, browser, "the backup Completed", `article[data-backup-page] [data-phase=Completed]`)
-		waitShown(t, browser, "its VM disk backup", `[data-vm-disk="with-vm-vm1-tracker"] [data-phase=Complete]`)
+		waitShown(t, browser, "its VM disk backup", fmt.Sprintf(`[data-vm-disk="%s-vm1-tracker"] [data-phase=Complete]`, withVM))
 		click(t, browser, `#operations-title + p button`)
 		waitShown(t, browser, "its operation Completed", `table[data-operations="1"] [data-operation] [data-phase=Completed]`)
 		checkAccessibility(t, browser)
@@ -88,7 +91,7 @@ func TestConsoleVMBackups(t *testing.T) {
 
 	openConsole(t, browser, proxy, namespace)
 	show(t, browser, "vmbackups")
-	waitShown(t, browser, "the chain", `ol.chain[data-chain="b1,b2,b3,with-vm-vm1-tracker"]`)
+	waitShown(t, browser, "the chain", fmt.Sprintf(`ol.chain[data-chain="b1,b2,b3,%s-vm1-tracker"]`, withVM))
 	types, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("ol.chain li")].map(l => l.dataset.type)`))
 	if err != nil || strings.Join(types, ",") != "Full,Incremental,Incremental,Incremental" {
 		t.Errorf("the chain's links: %v (%v), want Full then three Incremental", types, err)

@@ -78,16 +78,17 @@ function Operations({ name }) {
   );
 }
 
-// selector is a label selector for the objects a backup made.
-const madeBy = (name) => `labelSelector=${encodeURIComponent(`velero.io/backup-name=${name}`)}`;
+// madeBy selects the objects a backup made: by its UID (a label every one
+// carries; a name over 63 characters is not a label value as it is).
+const madeBy = (uid) => `labelSelector=${encodeURIComponent(`velero.io/backup-uid=${uid}`)}`;
 
 // VolumesOf shows, live, what the backup copied beside its items: its
 // DataUploads (volumes moved to the location) and the VM disk backups it
 // ran, in every namespace (read only once a first list shows the user may
 // list them there).
-function VolumesOf({ name }) {
-  const uploads = canRead('velero.io', 'datauploads') ? `${nsPath('velero.io', 'v2alpha1')}/datauploads?${madeBy(name)}` : '';
-  const disks = `${base}/apis/backup.kubevirt.io/v1alpha1/virtualmachinebackups?${madeBy(name)}`;
+function VolumesOf({ uid }) {
+  const uploads = canRead('velero.io', 'datauploads') ? `${nsPath('velero.io', 'v2alpha1')}/datauploads?${madeBy(uid)}` : '';
+  const disks = `${base}/apis/backup.kubevirt.io/v1alpha1/virtualmachinebackups?${madeBy(uid)}`;
   const disksReadable = useSignal(false);
   useEffect(() => {
     if (!canRead('backup.kubevirt.io', 'virtualmachinebackups')) return undefined;
@@ -215,7 +216,7 @@ export function BackupPage({ kindID, name }) {
       <Details rows={rows} />
       <Invalid errors={s.validationErrors} />
       {kind.id === 'backups' && terminal.has(phase) && mayDownload() ? <Resources name={name} /> : null}
-      {kind.id === 'backups' ? <VolumesOf name={name} /> : null}
+      {kind.id === 'backups' ? <VolumesOf uid={o.metadata.uid} /> : null}
       {kind.id === 'backups' && s.backupItemOperationsAttempted && mayDownload() ? <Operations name={name} /> : null}
       {kind.id === 'backups' && can('list', '', 'events') && can('watch', '', 'events') ? <EventsOf name={name} /> : null}
       {canRead(kind.restoreWith.api.group, kind.restoreWith.resource) ? <RestoresOf name={name} restoreKindID={kind.restoreWith.resource} /> : null}
