@@ -462,7 +462,9 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, nil, err
 	}
 	veleroV1["backups/cancel"] = backups.Cancel
-	veleroV1["backups/logs"] = backups.Logs
+	// logs, and log as kube-apiserver's long-running requests name it
+	// (pods/log): a followed log passes through it as a watch does.
+	veleroV1["backups/logs"], veleroV1["backups/log"] = backups.Logs, backups.Logs
 	schedules, err := schedule.NewREST(scheme, getter, c.extra.Namespace, backups.Backup, c.extra.ScheduleSkipImmediately)
 	if err := veleroV1.add("schedules", schedules.Schedule, schedules.Status, err); err != nil {
 		return nil, nil, nil, err
@@ -478,7 +480,8 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	if err := veleroV1.add("restores", restoreStorage.Previewing, restoreStorage.Status, nil); err != nil {
 		return nil, nil, nil, err
 	}
-	veleroV1["restores/logs"] = restore.NewLogsREST(restores, backups.Backup, locations, c.liveLogs)
+	restoreLogs := restore.NewLogsREST(restores, backups.Backup, locations, c.liveLogs)
+	veleroV1["restores/logs"], veleroV1["restores/log"] = restoreLogs, restoreLogs
 
 	oadpV1alpha1 := storageSet{}
 	dpas, dpaStatus, err := dataprotectionapplication.NewREST(scheme, getter, c.extra.Namespace)
@@ -503,7 +506,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, nil, err
 	}
 	oadpV1alpha1["nonadminbackups/cancel"] = nabs.Cancel
-	oadpV1alpha1["nonadminbackups/logs"] = nabs.Logs
+	oadpV1alpha1["nonadminbackups/logs"], oadpV1alpha1["nonadminbackups/log"] = nabs.Logs, nabs.Logs
 	nars, err := nonadminrestore.NewREST(scheme, getter, nabs.NonAdminBackup, nonadminrestore.Restores{
 		Namespace: c.extra.Namespace, Restores: restores, Position: restoreStorage.Queue.Position, Backups: backups.Backup, Locations: locations, Live: c.liveLogs}, policy)
 	if err != nil {
@@ -512,7 +515,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	if err := oadpV1alpha1.add("nonadminrestores", nars.NonAdminRestore, nars.Status, nil); err != nil {
 		return nil, nil, nil, err
 	}
-	oadpV1alpha1["nonadminrestores/logs"] = nars.Logs
+	oadpV1alpha1["nonadminrestores/logs"], oadpV1alpha1["nonadminrestores/log"] = nars.Logs, nars.Logs
 	nass, nasStatus, err := nonadminschedule.NewREST(scheme, getter, policy, nabsls)
 	if err := oadpV1alpha1.add("nonadminschedules", nass, nasStatus, err); err != nil {
 		return nil, nil, nil, err
@@ -646,12 +649,15 @@ func locationFrom(bsls rest.Getter) objectstore.LocationGetter {
 }
 
 // followedLogs adds to a long-running request check the logs followed
-// (<resource>/logs?follow=true): like a watch, such a request lasts (up to
-// resource.FollowFor), and is neither cut by the request timeout nor
-// holding a seat of priority and fairness meanwhile.
+// (<resource>/log?follow=true, or logs): like a watch, such a request
+// lasts (up to resource.FollowFor), and is neither cut by this server's
+// request timeout nor holding a seat of its priority and fairness
+// meanwhile. kube-apiserver, on the way of an aggregated request, counts
+// any request for a subresource named log as long-running, not logs: a
+// reader that follows asks for log.
 func followedLogs(next genericrequest.LongRunningRequestCheck) genericrequest.LongRunningRequestCheck {
 	return func(r *http.Request, info *genericrequest.RequestInfo) bool {
-		if info != nil && info.IsResourceRequest && info.Verb == "get" && info.Subresource == "logs" && r.URL.Query().Get("follow") == "true" {
+		if info != nil && info.IsResourceRequest && info.Verb == "get" && (info.Subresource == "logs" || info.Subresource == "log") && r.URL.Query().Get("follow") == "true" {
 			return true
 		}
 		return next != nil && next(r, info)

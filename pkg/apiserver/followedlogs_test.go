@@ -18,7 +18,8 @@ func TestFollowedLogs(t *testing.T) {
 		name, url, verb, subresource string
 		want                         bool
 	}{
-		{name: "a log followed", url: "/apis/velero.io/v1/namespaces/ns/backups/b/logs?follow=true", verb: "get", subresource: "logs", want: true},
+		{name: "a log followed", url: "/apis/velero.io/v1/namespaces/ns/backups/b/log?follow=true", verb: "get", subresource: "log", want: true},
+		{name: "a log followed (logs)", url: "/apis/velero.io/v1/namespaces/ns/backups/b/logs?follow=true", verb: "get", subresource: "logs", want: true},
 		{name: "a log read once", url: "/apis/velero.io/v1/namespaces/ns/backups/b/logs", verb: "get", subresource: "logs"},
 		{name: "a log with follow=false", url: "/apis/velero.io/v1/namespaces/ns/backups/b/logs?follow=false", verb: "get", subresource: "logs"},
 		{name: "another subresource", url: "/apis/velero.io/v1/namespaces/ns/backups/b/cancel?follow=true", verb: "create", subresource: "cancel"},

@@ -53,8 +53,11 @@ type ManifestObject struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Size is what the manifest's objects hold, summed.
+// Size is what the manifest's objects hold, summed (0 for no manifest).
 func (m *Manifest) Size() int64 {
+	if m == nil {
+		return 0
+	}
 	var n int64
 	for _, o := range m.Objects {
 		n += o.Size

@@ -13,6 +13,7 @@ import (
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/items"
+	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 )
 
@@ -157,6 +158,9 @@ func (c *Controller) resume(ctx context.Context, b *velerov1.Backup) bool {
 		log.Close()
 		return false
 	}
+	// Closed after the log is stored, as a run's.
+	live := c.cfg.LiveLogs.Start(livelog.Key{Kind: string(velerov1.DownloadTargetKindBackupLog), Namespace: b.Namespace, Name: b.Name})
+	log.Tee(live)
 	errs := b.Status.Errors
 	if errs == 0 && b.Status.Phase == velerov1.BackupPhaseWaitingForPluginOperationsPartiallyFailed {
 		errs = 1
@@ -171,6 +175,7 @@ func (c *Controller) resume(ctx context.Context, b *velerov1.Backup) bool {
 	}
 	c.launch(ctx, b, nil, func(ctx, runCtx context.Context, _ *velerov1.Backup) {
 		defer log.Close()
+		defer live.Close()
 		r.end(ctx, runCtx, r.waitForOperations(ctx, runCtx))
 	})
 	return true

@@ -465,13 +465,18 @@ func (r *backupRun) fail(ctx context.Context, reason string) {
 // object is locked and nothing is written again; a locked
 // velero-backup.json is kept as it is (the manifest, written next, records
 // it as it is).
-// It returns the manifest.
+// It returns the manifest (nil when a locked one cannot be read back).
 func (r *backupRun) putFinal(ctx context.Context, done *velerov1.Backup, locked bool) (*objectstore.Manifest, error) {
 	store, layout, name := r.store, r.layout, done.Name
 	if l := objectstore.LockedStore(store); locked && l != nil {
 		if mode, _, err := l.RetainedUntil(ctx, layout.ManifestKey(name)); err == nil && mode != "" {
-			// Written and locked by an earlier attempt.
-			return objectstore.GetManifest(ctx, store, layout, name, objectstore.MaxManifestSize)
+			// Written and locked by an earlier attempt: done. Its size
+			// is read back if it can be (unknown, 0, if not).
+			manifest, err := objectstore.GetManifest(ctx, store, layout, name, objectstore.MaxManifestSize)
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Reading the locked manifest of a completed backup: its size is not known", "backup", klog.KObj(done))
+			}
+			return manifest, nil
 		}
 	}
 	if err := putMetadata(ctx, store, layout, done); err != nil && !(locked && errors.Is(err, objectstore.ErrLocked)) {

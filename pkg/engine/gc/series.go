@@ -49,7 +49,7 @@ func (c *Controller) syncSeries(ctx context.Context, key cache.ObjectName) error
 	if _, err := c.schedules.Schedules(key.Namespace).Get(key.Name); !apierrors.IsNotFound(err) {
 		return err // there, or unknown
 	}
-	backups, err := c.backups.Backups(key.Namespace).List(labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: key.Name}))
+	backups, err := c.backups.Backups(key.Namespace).List(labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: velerov1.LabelValue(key.Name)}))
 	if err != nil || len(backups) > 0 {
 		return err
 	}

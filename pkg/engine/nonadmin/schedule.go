@@ -178,7 +178,7 @@ func (c *ScheduleController) sync(ctx context.Context, key cache.ObjectName) err
 	if err != nil {
 		return err
 	}
-	backups, err := c.backups.Backups(c.cfg.AdminNamespace).List(labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: vs.Name}))
+	backups, err := c.backups.Backups(c.cfg.AdminNamespace).List(labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: velerov1.LabelValue(vs.Name)}))
 	if err != nil {
 		return err
 	}

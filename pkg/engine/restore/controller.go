@@ -379,7 +379,7 @@ func (c *Controller) validate(r *velerov1.Restore) (*velerov1.Backup, []string) 
 		}
 		backup = b
 	case r.Spec.ScheduleName != "":
-		all, err := c.backups.Backups(r.Namespace).List(labels.SelectorFromSet(labels.Set{ScheduleNameLabel: r.Spec.ScheduleName}))
+		all, err := c.backups.Backups(r.Namespace).List(labels.SelectorFromSet(labels.Set{ScheduleNameLabel: velerov1.LabelValue(r.Spec.ScheduleName)}))
 		if err != nil {
 			return nil, []string{err.Error()}
 		}

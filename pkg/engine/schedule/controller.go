@@ -163,7 +163,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	// Its backups as stored, too: a run is rare, a stale view costly.
 	list, err := c.cfg.Client.VeleroV1().Backups(s.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: s.Name}).String()})
+		LabelSelector: labels.SelectorFromSet(labels.Set{velerov1.ScheduleNameLabel: velerov1.LabelValue(s.Name)}).String()})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/klog/v2"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/livelog"
@@ -165,9 +166,29 @@ func (r *LogsREST) Connect(ctx context.Context, name string, _ runtime.Object, r
 		}
 		textHeaders(w, skipped, false)
 		w.WriteHeader(http.StatusOK)
-		// An error now can only end the stream.
-		_, _ = io.Copy(w, zr)
+		var broken readError
+		if _, err := io.Copy(w, source{zr}); errors.As(err, &broken) {
+			// The status is sent: the stream is broken off, so that the
+			// reader does not take the part it got for the whole log. (A
+			// reader gone is nobody to tell.)
+			klog.FromContext(ctx).Error(broken.error, "Reading a stored log", "resource", r.resource.String(), "name", name)
+			panic(http.ErrAbortHandler)
+		}
 	}), nil
+}
+
+// source marks the errors of a reader (readError), to tell them from the
+// errors of the writer it is copied to.
+type source struct{ io.Reader }
+
+type readError struct{ error }
+
+func (s source) Read(p []byte) (int, error) {
+	n, err := s.Reader.Read(p)
+	if err != nil && err != io.EOF {
+		err = readError{err}
+	}
+	return n, err
 }
 
 func textHeaders(w http.ResponseWriter, offset int64, live bool) {

@@ -1,7 +1,10 @@
 package resource
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -150,4 +153,29 @@ func TestLogsREST(t *testing.T) {
 			}
 		})
 	}
+	t.Run("stored, broken off where it cannot be read", func(t *testing.T) {
+		var whole bytes.Buffer
+		zw := gzip.NewWriter(&whole)
+		for i := range 20000 {
+			fmt.Fprintf(zw, "line %d of a long log\n", i)
+		}
+		zw.Close()
+		cut := whole.Bytes()[:whole.Len()/2]
+		if err := store.Put(context.Background(), objectstore.NewLayout("").BackupDir(name)+name+"-logs.gz", bytes.NewReader(cut)); err != nil {
+			t.Fatal(err)
+		}
+		h, err := logs.Connect(ctx, name, nil, &responder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		aborted := func() (p any) {
+			defer func() { p = recover() }()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/logs", nil))
+			return nil
+		}()
+		if aborted != http.ErrAbortHandler || w.Code != http.StatusOK || !strings.HasPrefix(w.Body.String(), "line 0 of a long log\n") {
+			t.Errorf("a log cut in half: panic %v, status %d, %d bytes sent; want the part read, then the stream broken off (http.ErrAbortHandler)", aborted, w.Code, w.Body.Len())
+		}
+	})
 }

@@ -222,6 +222,12 @@ func TestNonAdminBackupAndRestore(t *testing.T) {
 		if out := kubectlOK(t, s, alice.kubeconfig, nil, "get", "--raw", "/apis/oadp.openshift.io/v1alpha1/namespaces/tenant-a/nonadminbackups/nab1/logs"); out != string(body) {
 			t.Errorf("kubectl get --raw .../nab1/logs: %.300q, want the subresource's %.300q", out, body)
 		}
+		// The same as log (her role has it too), from an offset.
+		rest, err := alice.client.OadpV1alpha1().RESTClient().Get().Namespace("tenant-a").Resource("nonadminbackups").Name("nab1").SubResource("log").
+			Param("offset", "10").Param("follow", "true").DoRaw(ctx)
+		if err != nil || len(body) <= 10 || string(rest) != string(body[10:]) {
+			t.Errorf("nonadminbackups/nab1/log?offset=10&follow=true: %v %.300q, want the log from its 11th byte", err, rest)
+		}
 	})
 
 	t.Run("restore", func(t *testing.T) {

@@ -87,6 +87,17 @@ func TestLogsSubresource(t *testing.T) {
 	if out, err := logs("restores", "logs-r1"); err != nil || out != "restored fine\n" {
 		t.Errorf("restore logs: %q, %v", out, err)
 	}
+	// The same as log, from an offset, refused a bad one.
+	for _, resource := range []string{"backups", "restores"} {
+		name := map[string]string{"backups": "logs-b1", "restores": "logs-r1"}[resource]
+		if b, err := s.Clientset.VeleroV1().RESTClient().Get().Namespace(ns).Resource(resource).Name(name).SubResource("log").Param("offset", "5").DoRaw(ctx); err != nil ||
+			string(b) != map[string]string{"backups": "one\nline two\n", "restores": "red fine\n"}[resource] {
+			t.Errorf("%s/%s/log?offset=5: %q, %v", resource, name, b, err)
+		}
+		if _, err := s.Clientset.VeleroV1().RESTClient().Get().Namespace(ns).Resource(resource).Name(name).SubResource("log").Param("offset", "-1").DoRaw(ctx); !apierrors.IsBadRequest(err) {
+			t.Errorf("%s/%s/log?offset=-1: %v, want 400", resource, name, err)
+		}
+	}
 	if _, err := logs("backups", "missing"); !apierrors.IsNotFound(err) {
 		t.Errorf("logs of a missing backup: %v, want 404", err)
 	}

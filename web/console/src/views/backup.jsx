@@ -6,7 +6,7 @@ import { useCollection, newestFirst, byNamespace } from '../collection.js';
 import { get } from '../api.js';
 import { mayDownload } from '../download.js';
 import { useOne, Details, Invalid, useDownloaded } from '../page.jsx';
-import { Log } from '../log.jsx';
+import { Log, logURL } from '../log.jsx';
 import { base, namespace, nsPath, can, canRead } from '../context.js';
 import { href } from '../route.js';
 import { time, shortTime, bytes, terminal, waiting } from '../format.jsx';
@@ -220,8 +220,8 @@ export function BackupPage({ kindID, name }) {
       {kind.id === 'backups' && s.backupItemOperationsAttempted && mayDownload() ? <Operations name={name} /> : null}
       {kind.id === 'backups' && can('list', '', 'events') && can('watch', '', 'events') ? <EventsOf name={name} /> : null}
       {canRead(kind.restoreWith.api.group, kind.restoreWith.resource) ? <RestoresOf name={name} restoreKindID={kind.restoreWith.resource} /> : null}
-      {can('get', kind.api.group, `${kind.resource}/logs`) ?
-        <Log url={`${kind.api.url(kind.resource)}/${encodeURIComponent(name)}/logs`} name={name} what="backup"
+      {logURL(kind.api, kind.resource, name) ?
+        <Log url={logURL(kind.api, kind.resource, name)} name={name} what="backup"
           active={!waiting.has(phase) && !terminal.has(phase)} done={terminal.has(phase)} /> : null}
     </article>
   );

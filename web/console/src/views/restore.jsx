@@ -8,7 +8,7 @@ import { time, terminal, waiting } from '../format.jsx';
 import { Phase, Progress } from './backups.jsx';
 import { restoreKinds } from './restores.jsx';
 import { EventsOf, list } from './backup.jsx';
-import { Log } from '../log.jsx';
+import { Log, logURL } from '../log.jsx';
 
 // messages flattens a Velero restore result ({velero, cluster,
 // namespaces: {ns: [...]}}) into [where, message] pairs.
@@ -72,8 +72,8 @@ export function RestorePage({ kindID, name }) {
       <Details rows={rows} />
       <Invalid errors={s.validationErrors} />
       {kind.id === 'restores' && done && (s.warnings || s.errors) && mayDownload() ? <Results name={name} /> : null}
-      {can('get', kind.api.group, `${kind.resource}/logs`) ?
-        <Log url={`${kind.api.url(kind.resource)}/${encodeURIComponent(name)}/logs`} name={name} what="restore"
+      {logURL(kind.api, kind.resource, name) ?
+        <Log url={logURL(kind.api, kind.resource, name)} name={name} what="restore"
           active={!waiting.has(phase) && !terminal.has(phase)} done={done} /> : null}
       {kind.id === 'restores' && can('list', '', 'events') && can('watch', '', 'events') ? <EventsOf kind="Restore" name={name} /> : null}
     </article>
