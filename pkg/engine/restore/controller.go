@@ -231,6 +231,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 		return c.finishDeleted(ctx, r)
 	}
+	if r.Status.Phase == velerov1.RestorePhaseInProgress && !c.isRunning(r.UID) {
+		return c.settleOrphan(ctx, key)
+	}
 	if !r.Status.Phase.Pending() {
 		return nil
 	}
@@ -285,6 +288,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	started := false
 	r, err = c.statusOf(r.Namespace).Update(ctx, r, func(cur *velerov1.Restore) {
+		if ownStart(cur, now) {
+			// This write landed though it answered an error (a
+			// transient failure, tried again): the restore is ours to
+			// run.
+			started = true
+			return
+		}
 		if started = isNew(cur); started {
 			cur.Status.Phase = velerov1.RestorePhaseInProgress
 			cur.Status.StartTimestamp = &now
@@ -315,6 +325,46 @@ func (c *Controller) mayStart(ctx context.Context, r *velerov1.Restore) (candida
 		c.Add(cache.MetaObjectToName(cd.r))
 	}
 	return turn, ok
+}
+
+// ownStart reports whether r is InProgress from this engine's start at
+// now: only the engines' leader starts restores (a former leader's writes
+// are fenced), and now is the start's own time.
+func ownStart(r *velerov1.Restore, now metav1.Time) bool {
+	if r.Status.Phase != velerov1.RestorePhaseInProgress || r.Status.StartTimestamp == nil || r.Status.CompletionTimestamp != nil {
+		return false
+	}
+	// Stored to the second.
+	stored, mine := r.Status.StartTimestamp.Rfc3339Copy(), now.Rfc3339Copy()
+	return stored.Equal(&mine)
+}
+
+// isRunning reports whether a run of this process has the restore of uid.
+func (c *Controller) isRunning(uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running[uid] != nil
+}
+
+// settleOrphan fails a restore the informer shows InProgress while no run
+// of this process has it (sync holds its key: none starts meanwhile),
+// decided on the restore as stored, which the informer may lag behind (a
+// run that just wrote its end). What it had written stays, as for a
+// restore the server stopped.
+func (c *Controller) settleOrphan(ctx context.Context, key cache.ObjectName) error {
+	r, err := c.cfg.Client.VeleroV1().Restores(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading restore %s: %w", key, err)
+	}
+	if r.Status.Phase != velerov1.RestorePhaseInProgress || c.isRunning(r.UID) {
+		return nil
+	}
+	klog.FromContext(ctx).Info("Failing a restore no run has: its run stopped before it ended", "restore", klog.KObj(r))
+	(&restoreRun{c: c, r: r}).finish(ctx, velerov1.RestorePhaseFailed, velerov1.RestoreInterruptedReason)
+	return nil
 }
 
 // cancelRunning stops the run of r if r is running, and reports whether it

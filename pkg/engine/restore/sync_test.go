@@ -177,3 +177,71 @@ func TestSyncOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncSettlesOrphanRestores: a restore InProgress that no run of the engine
+// has (its start written though it answered an error, or its run's end
+// lost) is failed, as stored; one a run has is left to it, and so is one
+// the informer shows InProgress while its end is stored.
+func TestSyncSettlesOrphanRestores(t *testing.T) {
+	inProgress := func(name string) *velerov1.Restore {
+		r := restoreOf(name, velerov1.RestoreSpec{BackupName: "b"}, "")
+		r.Status.Phase = velerov1.RestorePhaseInProgress
+		return r
+	}
+	for _, tc := range []struct {
+		name    string
+		running bool
+		ended   bool // its end stored, the informer behind
+		want    velerov1.RestorePhase
+	}{
+		{name: "no run has it", want: velerov1.RestorePhaseFailed},
+		{name: "a run has it", running: true, want: velerov1.RestorePhaseInProgress},
+		{name: "its end stored, the informer behind", ended: true, want: velerov1.RestorePhaseCompleted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := inProgress("r")
+			c, w := newEngine(t, r, backupOf("b", velerov1.BackupPhaseCompleted, nil, time.Now()), locationOf(velerov1.BackupStorageLocationPhaseAvailable))
+			if tc.running {
+				c.running[r.UID] = &restoreRun{c: c, r: r}
+			}
+			if tc.ended {
+				done := r.DeepCopy()
+				done.Status.Phase = velerov1.RestorePhaseCompleted
+				if _, err := w.Client.VeleroV1().Restores(adminNS).UpdateStatus(context.Background(), done, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.sync(context.Background(), cache.ObjectName{Namespace: adminNS, Name: "r"}); err != nil {
+				t.Fatal(err)
+			}
+			got := stored(t, w, "r")
+			if got.Status.Phase != tc.want || (tc.want == velerov1.RestorePhaseFailed) != (got.Status.FailureReason == velerov1.RestoreInterruptedReason) {
+				t.Errorf("restore %s %q, want %s", got.Status.Phase, got.Status.FailureReason, tc.want)
+			}
+		})
+	}
+}
+
+// TestOwnRestoreStart: a stored restore is this engine's start when it is
+// InProgress from that very second and not ended.
+func TestOwnRestoreStart(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 29, 4, 0, 0, 500_000_000, time.UTC))
+	second := metav1.NewTime(now.Truncate(time.Second))
+	before := metav1.NewTime(now.Add(-time.Second))
+	for _, tc := range []struct {
+		name   string
+		status velerov1.RestoreStatus
+		want   bool
+	}{
+		{"started now, stored to the second", velerov1.RestoreStatus{Phase: velerov1.RestorePhaseInProgress, StartTimestamp: &second}, true},
+		{"started a second before", velerov1.RestoreStatus{Phase: velerov1.RestorePhaseInProgress, StartTimestamp: &before}, false},
+		{"new", velerov1.RestoreStatus{Phase: velerov1.RestorePhaseNew}, false},
+		{"ended", velerov1.RestoreStatus{Phase: velerov1.RestorePhaseInProgress, StartTimestamp: &second, CompletionTimestamp: &second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ownStart(&velerov1.Restore{Status: tc.status}, now); got != tc.want {
+				t.Errorf("ownStart = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

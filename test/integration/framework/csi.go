@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -105,6 +106,10 @@ func (c *Cluster) startCSI() {
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	s := &CSI{c: c, Socket: filepath.Join(sockDir, "csi.sock"), StateDir: c.path("csi-data")}
 	c.CSI = s
+	// The driver attaches a loop device to each block volume and leaves
+	// it attached when the volume goes: detached once the driver has
+	// stopped (cleanups run last first).
+	t.Cleanup(func() { detachLoops(t, s.StateDir) })
 
 	root, err := moduleRoot()
 	if err != nil {
@@ -593,4 +598,22 @@ func RandomBytes(t testing.TB, n int) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// detachLoops detaches the loop devices whose backing files are under dir.
+func detachLoops(t testing.TB, dir string) {
+	out, err := exec.Command("losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE").Output()
+	if err != nil {
+		t.Logf("listing loop devices: %v", err)
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		name, file, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || !strings.HasPrefix(strings.TrimSpace(file), dir+string(filepath.Separator)) {
+			continue
+		}
+		if out, err := exec.Command("losetup", "--detach", name).CombinedOutput(); err != nil {
+			t.Logf("detaching loop device %s (%s): %v %s", name, strings.TrimSpace(file), err, out)
+		}
+	}
 }

@@ -230,6 +230,13 @@ func (p BackupPhase) Restorable() bool {
 // was running when it stopped.
 const RestoreRestartedReason = "the server stopped while the restore was in progress"
 
+// RestoreInterruptedReason is status.failureReason of a restore whose run
+// stopped before its end was written, or whose start was written though
+// it answered an error and no run took it (the storage failing for long,
+// or the server that ran it stopped while its successor's view still
+// showed it starting).
+const RestoreInterruptedReason = "the restore's run stopped before its end could be written"
+
 // RestoreDeletedReason is status.failureReason of a restore deleted while
 // it ran: the run stops, and what it wrote stays.
 const RestoreDeletedReason = "the restore was deleted while it ran; it stopped, and the items it had written stay"
@@ -255,7 +262,7 @@ var RestoreLifecycle = lifecycle.Table[RestorePhase]{
 		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhasePartiallyFailed, By: EngineRestore,
 			When: "some items or VMs' disks could not be restored"},
 		{From: lifecycle.From(RestorePhaseInProgress), To: RestorePhaseFailed, By: EngineRestore,
-			When: "the tarball could not be read, a limit was passed, it was deleted, or the server stopped while it ran"},
+			When: "the tarball could not be read, a limit was passed, it was deleted, the server stopped while it ran, or no run has it"},
 	},
 }
 
