@@ -280,6 +280,16 @@ func ownStart(b *velerov1.Backup, now metav1.Time) bool {
 	return stored.Equal(&mine)
 }
 
+// ownEnd reports whether a backup's status is the end Failed with reason
+// this engine wrote at now (stored to the second).
+func ownEnd(s *velerov1.BackupStatus, reason string, now metav1.Time) bool {
+	if s.Phase != velerov1.BackupPhaseFailed || s.FailureReason != reason || s.CompletionTimestamp == nil {
+		return false
+	}
+	stored, mine := s.CompletionTimestamp.Rfc3339Copy(), now.Rfc3339Copy()
+	return stored.Equal(&mine)
+}
+
 // launch runs body as backup b's run, in the background: runCtx (made
 // from ctx, then by wrap) ends when b is cancelled or deleted.
 func (c *Controller) launch(ctx context.Context, b *velerov1.Backup, wrap func(context.Context) context.Context,

@@ -413,6 +413,11 @@ func (r *backupRun) cancelled(ctx context.Context) {
 	}
 	now := metav1.NewTime(c.cfg.Clock.Now())
 	if _, err := c.updateStatus(ctx, b, func(s *velerov1.BackupStatus) {
+		if ownEnd(s, velerov1.BackupCancelledReason, now) {
+			// This write landed though it answered an error (sent again
+			// from the backup as stored): its problems are counted.
+			return
+		}
 		s.Phase = velerov1.BackupPhaseFailed
 		s.FailureReason = velerov1.BackupCancelledReason
 		s.CompletionTimestamp = &now

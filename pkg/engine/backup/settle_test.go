@@ -142,3 +142,27 @@ func TestOwnStart(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnEnd: a cancelled backup's last write, sent again after it landed
+// though it answered an error, finds its own end and counts nothing twice.
+func TestOwnEnd(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 29, 5, 0, 0, 300_000_000, time.UTC))
+	second := metav1.NewTime(now.Truncate(time.Second))
+	before := metav1.NewTime(now.Add(-time.Second))
+	for _, tc := range []struct {
+		name string
+		s    velerov1.BackupStatus
+		want bool
+	}{
+		{"its own end, read back", velerov1.BackupStatus{Phase: velerov1.BackupPhaseFailed, FailureReason: velerov1.BackupCancelledReason, CompletionTimestamp: &second}, true},
+		{"ended a second earlier", velerov1.BackupStatus{Phase: velerov1.BackupPhaseFailed, FailureReason: velerov1.BackupCancelledReason, CompletionTimestamp: &before}, false},
+		{"another reason", velerov1.BackupStatus{Phase: velerov1.BackupPhaseFailed, FailureReason: velerov1.BackupDeletedReason, CompletionTimestamp: &second}, false},
+		{"still cancelling", velerov1.BackupStatus{Phase: velerov1.BackupPhaseFinalizingCancelled}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ownEnd(&tc.s, velerov1.BackupCancelledReason, now); got != tc.want {
+				t.Errorf("ownEnd = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -90,18 +90,25 @@ type ResourceWriter[T any, PT Object[T]] struct {
 // failure (the server or its storage briefly unable to answer, as while
 // etcd elects a leader) is tried again, from the object as stored, for up
 // to about a minute while ctx lasts: an engine's last write of a run is
-// not dropped for a hiccup of the storage.
+// not dropped for a hiccup of the storage. The observers are told of the
+// transition once, whether the failed write had landed or not.
 func (r *ResourceWriter[T, PT]) Update(ctx context.Context, obj PT, mutate func(PT)) (PT, error) {
-	var out PT
+	var out, attempted, prior PT
 	var err error
 	fromCache := obj.GetResourceVersion() != ""
 	policy := r.w.Retry.withDefaults()
 	deadline := time.Now().Add(policy.Window)
 	delay := policy.First
 	for {
-		out, err = r.update(ctx, obj, fromCache, mutate)
+		out, attempted, err = r.update(ctx, obj, fromCache, mutate, prior)
 		if err == nil || !Transient(err) || ctx.Err() != nil || !time.Now().Before(deadline) {
 			break
+		}
+		if prior == nil {
+			// What the first failed write changed from: the transition
+			// the observers are told of once a try succeeds, or finds
+			// the write stored.
+			prior = attempted
 		}
 		klog.FromContext(ctx).V(2).Info("Writing a status again after a transient failure", "object", name(obj), "err", err)
 		fromCache = false // the failed write may have landed: decide on what is stored
@@ -148,9 +155,12 @@ func Transient(err error) bool {
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
-// update is one try of Update, retrying conflicts.
-func (r *ResourceWriter[T, PT]) update(ctx context.Context, obj PT, fromCache bool, mutate func(PT)) (PT, error) {
-	var out PT
+// update is one try of Update, retrying conflicts: it returns what is
+// stored after, or, failing, the object its last write changed from.
+// prior, when a try before failed, is what that try's write changed from:
+// the observers are told of the transition from it.
+func (r *ResourceWriter[T, PT]) update(ctx context.Context, obj PT, fromCache bool, mutate func(PT), prior PT) (PT, PT, error) {
+	var out, attempted PT
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		var cur PT
 		if fromCache {
@@ -167,19 +177,27 @@ func (r *ResourceWriter[T, PT]) update(ctx context.Context, obj PT, fromCache bo
 		}
 		before := PT(cur).DeepCopyObject().(PT)
 		mutate(cur)
+		from := before
+		if prior != nil {
+			from = prior
+		}
 		if apiequality.Semantic.DeepEqual(before, PT(cur)) {
 			out = cur
+			if prior != nil {
+				r.observe(ctx, from, cur) // the failed write had landed
+			}
 			return nil
 		}
 		written, err := r.client.UpdateStatus(ctx, cur, metav1.UpdateOptions{FieldManager: r.w.Engine})
 		if err != nil {
+			attempted = before
 			return err
 		}
 		out = written
-		r.observe(ctx, before, written)
+		r.observe(ctx, from, written)
 		return nil
 	})
-	return out, err
+	return out, attempted, err
 }
 
 func (r *ResourceWriter[T, PT]) observe(ctx context.Context, before, after PT) {

@@ -194,6 +194,10 @@ func TestUpdateTransient(t *testing.T) {
 			if tc.landed && mutated != 2 {
 				t.Errorf("mutate ran %d times, want twice: from the informer's copy, then from the stored object", mutated)
 			}
+			// The observers hear of the transition once, landed or not.
+			if tc.wantErr == nil && (len(obs.seen) != 1 || obs.seen[0].From != string(velerov1.BackupPhaseInProgress) || obs.seen[0].To != string(velerov1.BackupPhaseCompleted)) {
+				t.Errorf("the observers were told %+v, want InProgress → Completed once", obs.seen)
+			}
 		})
 	}
 }

@@ -354,16 +354,7 @@ func TestConsoleTenant(t *testing.T) {
 		t.Errorf("her form (%v) does not say it backs up her namespace alone:\n%s", err, text)
 	}
 	checkAccessibility(t, browser)
-	if _, err := chromedp.Run(browser, chromedp.Evaluate[any](`(() => {
-		const input = document.querySelector("#backup-name");
-		input.value = "";
-		input.dispatchEvent(new Event("input", { bubbles: true }));
-	})()`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(browser, chromedp.SendKeys(chromedp.CSS(`#backup-name`), "from-the-form")); err != nil {
-		t.Fatal(err)
-	}
+	typeInto(t, browser, "#backup-name", "from-the-form")
 	click(t, browser, `form button[type=submit]`)
 	waitShown(t, browser, "her new backup's page", `article[data-backup-page="from-the-form"] [data-phase=Completed]`)
 	waitShown(t, browser, "her new backup's log", `article[data-backup-page="from-the-form"] pre.log[data-log-state=read]`)
@@ -466,16 +457,7 @@ func TestConsoleLargeList(t *testing.T) {
 		text  string
 		names int
 	}{{"b-0999", 10}, {" B-00042 ", 1}} {
-		if _, err := chromedp.Run(browser, chromedp.Evaluate[any](`(() => {
-			const input = document.querySelector("#backups-filter");
-			input.value = "";
-			input.dispatchEvent(new Event("input", { bubbles: true }));
-		})()`)); err != nil {
-			t.Fatal(err)
-		}
-		if err := chromedp.Do(browser, chromedp.SendKeys(chromedp.CSS(`#backups-filter`), f.text)); err != nil {
-			t.Fatal(err)
-		}
+		typeInto(t, browser, "#backups-filter", f.text)
 		waitShown(t, browser, fmt.Sprintf("%d backups filtered by %q", f.names, f.text), fmt.Sprintf(`#backups-filtered[data-shown="%d"]`, f.names))
 		names, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("section[data-kind=backups] tbody tr[data-name]")].map((r) => r.dataset.name)`))
 		want := strings.ToLower(strings.TrimSpace(f.text))

@@ -46,6 +46,22 @@ func waitShown(t *testing.T, browser context.Context, what, sel string) {
 	}
 }
 
+// typeInto empties the input sel names (as the page sees it: an input
+// event), then types text into it.
+func typeInto(t *testing.T, browser context.Context, sel, text string) {
+	t.Helper()
+	if _, err := chromedp.Run(browser, chromedp.Evaluate[any](fmt.Sprintf(`(() => {
+		const input = document.querySelector(%q);
+		input.value = "";
+		input.dispatchEvent(new Event("input", { bubbles: true }));
+	})()`, sel))); err != nil {
+		t.Fatalf("emptying %s: %v", sel, err)
+	}
+	if err := chromedp.Do(browser, chromedp.SendKeys(chromedp.CSS(sel), text)); err != nil {
+		t.Fatalf("typing into %s: %v", sel, err)
+	}
+}
+
 // click presses the element sel names.
 func click(t *testing.T, browser context.Context, sel string) {
 	t.Helper()
