@@ -272,22 +272,13 @@ func (c *Controller) start(ctx context.Context, b *velerov1.Backup) error {
 // now: only the engines' leader starts backups (a former leader's writes
 // are fenced), and now is the start's own time.
 func ownStart(b *velerov1.Backup, now metav1.Time) bool {
-	if b.Status.Phase != velerov1.BackupPhaseInProgress || b.Status.StartTimestamp == nil || b.Status.CompletionTimestamp != nil {
-		return false
-	}
-	// Stored to the second.
-	stored, mine := b.Status.StartTimestamp.Rfc3339Copy(), now.Rfc3339Copy()
-	return stored.Equal(&mine)
+	return b.Status.Phase == velerov1.BackupPhaseInProgress && b.Status.CompletionTimestamp == nil && status.WrittenAt(b.Status.StartTimestamp, now)
 }
 
 // ownEnd reports whether a backup's status is the end Failed with reason
 // this engine wrote at now (stored to the second).
 func ownEnd(s *velerov1.BackupStatus, reason string, now metav1.Time) bool {
-	if s.Phase != velerov1.BackupPhaseFailed || s.FailureReason != reason || s.CompletionTimestamp == nil {
-		return false
-	}
-	stored, mine := s.CompletionTimestamp.Rfc3339Copy(), now.Rfc3339Copy()
-	return stored.Equal(&mine)
+	return s.Phase == velerov1.BackupPhaseFailed && s.FailureReason == reason && status.WrittenAt(s.CompletionTimestamp, now)
 }
 
 // launch runs body as backup b's run, in the background: runCtx (made

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/engine/enginetest"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
-	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned/fake"
-	"github.com/backstop-io/backstop/pkg/generated/informers/externalversions"
 )
 
 // TestSyncSeries: a deleted schedule's series trackers stay while a
@@ -35,18 +35,14 @@ func TestSyncSeries(t *testing.T) {
 				label := velerov1.LabelValue(schedule)
 				tracker := &kvbackupv1alpha1.VirtualMachineBackupTracker{ObjectMeta: metav1.ObjectMeta{Name: "t1", Namespace: "vms",
 					Labels: map[string]string{velerov1.ScheduleNameLabel: label, vmoperation.SeriesLabel: label}}}
-				client := fake.NewSimpleClientset(tracker)
-				factory := externalversions.NewSharedInformerFactory(client, 0)
-				v := factory.Velero().V1()
-				if err := factory.Backup().V1alpha1().VirtualMachineBackupTrackers().Informer().GetIndexer().Add(tracker); err != nil {
-					t.Fatal(err)
-				}
+				objs := []runtime.Object{tracker}
 				if backupLeft {
-					if err := v.Backups().Informer().GetIndexer().Add(&velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns,
-						Labels: map[string]string{velerov1.ScheduleNameLabel: label}}}); err != nil {
-						t.Fatal(err)
-					}
+					objs = append(objs, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: ns,
+						Labels: map[string]string{velerov1.ScheduleNameLabel: label}}})
 				}
+				w := enginetest.New(t, objs...)
+				client, factory := w.Client, w.Factory
+				v := factory.Velero().V1()
 				gc, err := New(client, Informers{Backups: v.Backups(), Requests: v.DeleteBackupRequests(), Locations: v.BackupStorageLocations(),
 					Schedules: v.Schedules(), Trackers: factory.Backup().V1alpha1().VirtualMachineBackupTrackers(), AdminNamespace: ns},
 					clocktesting.NewFakeClock(time.Now()))

@@ -331,12 +331,7 @@ func (c *Controller) mayStart(ctx context.Context, r *velerov1.Restore) (candida
 // now: only the engines' leader starts restores (a former leader's writes
 // are fenced), and now is the start's own time.
 func ownStart(r *velerov1.Restore, now metav1.Time) bool {
-	if r.Status.Phase != velerov1.RestorePhaseInProgress || r.Status.StartTimestamp == nil || r.Status.CompletionTimestamp != nil {
-		return false
-	}
-	// Stored to the second.
-	stored, mine := r.Status.StartTimestamp.Rfc3339Copy(), now.Rfc3339Copy()
-	return stored.Equal(&mine)
+	return r.Status.Phase == velerov1.RestorePhaseInProgress && r.Status.CompletionTimestamp == nil && status.WrittenAt(r.Status.StartTimestamp, now)
 }
 
 // isRunning reports whether a run of this process has the restore of uid.

@@ -221,6 +221,17 @@ func name(obj metav1.Object) string {
 	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
+// WrittenAt reports whether a stored time is the time now an engine wrote
+// (a status time is stored to the second): how a write sent again after a
+// transient failure finds that it had landed.
+func WrittenAt(stored *metav1.Time, now metav1.Time) bool {
+	if stored == nil {
+		return false
+	}
+	a, b := stored.Rfc3339Copy(), now.Rfc3339Copy()
+	return a.Equal(&b)
+}
+
 // Gone reports whether err says the object no longer exists (deleted, or
 // deleted and created again): nothing is left to write.
 func Gone(err error) bool { return apierrors.IsNotFound(err) }

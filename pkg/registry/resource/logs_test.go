@@ -84,22 +84,26 @@ func TestLogsREST(t *testing.T) {
 			t.Errorf("got %v, want NotFound: no log stored yet", err)
 		}
 	})
+	// reads checks requests answered 200: with where the body starts in
+	// the log, whether it is the live log, and the body.
+	type read struct{ name, query, offset, body string }
+	reads := func(t *testing.T, isLive string, cases []read) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				code, offset, gotLive, body, err := get(t, tc.query)
+				if err != nil || code != http.StatusOK || offset != tc.offset || gotLive != isLive || body != tc.body {
+					t.Errorf("got %d, offset %s, live %s, %q, %v; want offset %s, live %s, %q", code, offset, gotLive, body, err, tc.offset, isLive, tc.body)
+				}
+			})
+		}
+	}
 	tail := live.Start(livelog.Key{Kind: string(velerov1.DownloadTargetKindBackupLog), Namespace: ns, Name: name})
 	tail.Write([]byte("line one\nline two\n"))
-	for _, tc := range []struct {
-		name, query, offset, body string
-	}{
+	reads(t, "true", []read{
 		{name: "live, whole", query: "", offset: "0", body: "line one\nline two\n"},
 		{name: "live, from an offset", query: "?offset=9", offset: "9", body: "line two\n"},
 		{name: "live, past its end", query: "?offset=100", offset: "18", body: ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, offset, isLive, body, err := get(t, tc.query)
-			if err != nil || code != http.StatusOK || offset != tc.offset || isLive != "true" || body != tc.body {
-				t.Errorf("got %d, offset %s, live %s, %q, %v; want offset %s, live, %q", code, offset, isLive, body, err, tc.offset, tc.body)
-			}
-		})
-	}
+	})
 	for _, q := range []string{"?offset=-1", "?offset=x", "?follow=yes"} {
 		t.Run("refused: "+q, func(t *testing.T) {
 			if _, _, _, _, err := get(t, q); !apierrors.IsBadRequest(err) {
@@ -138,21 +142,12 @@ func TestLogsREST(t *testing.T) {
 		[]byte("line one\nline two\nline three\n")); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name, query, offset, body string
-	}{
+	reads(t, "false", []read{
 		{name: "stored, whole", query: "", offset: "0", body: "line one\nline two\nline three\n"},
 		{name: "stored, from where the live log ended", query: "?offset=29&follow=true", offset: "29", body: ""},
 		{name: "stored, from an offset", query: "?offset=18", offset: "18", body: "line three\n"},
 		{name: "stored, past its end", query: "?offset=100", offset: "29", body: ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, offset, isLive, body, err := get(t, tc.query)
-			if err != nil || code != http.StatusOK || offset != tc.offset || isLive != "false" || body != tc.body {
-				t.Errorf("got %d, offset %s, live %s, %q, %v; want offset %s, stored, %q", code, offset, isLive, body, err, tc.offset, tc.body)
-			}
-		})
-	}
+	})
 	t.Run("stored, broken off where it cannot be read", func(t *testing.T) {
 		var whole bytes.Buffer
 		zw := gzip.NewWriter(&whole)

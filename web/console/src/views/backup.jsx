@@ -186,6 +186,7 @@ export function BackupPage({ kindID, name }) {
   const s = kind.status(o);
   const spec = kind.id === 'backups' ? o.spec ?? {} : o.spec?.backupSpec ?? {};
   const phase = kind.phase(o);
+  const log = logURL(kind.api, kind.resource, name);
   const rows = [
     ['Phase', <Phase phase={phase} reason={s.failureReason} />],
     ['Progress', s.progress?.totalItems ? <><Progress name={name} what="backup" done={s.progress.itemsBackedUp} total={s.progress.totalItems} /> {s.progress.itemsBackedUp ?? 0} of {s.progress.totalItems} items</> : ''],
@@ -220,8 +221,8 @@ export function BackupPage({ kindID, name }) {
       {kind.id === 'backups' && s.backupItemOperationsAttempted && mayDownload() ? <Operations name={name} /> : null}
       {kind.id === 'backups' && can('list', '', 'events') && can('watch', '', 'events') ? <EventsOf name={name} /> : null}
       {canRead(kind.restoreWith.api.group, kind.restoreWith.resource) ? <RestoresOf name={name} restoreKindID={kind.restoreWith.resource} /> : null}
-      {logURL(kind.api, kind.resource, name) ?
-        <Log url={logURL(kind.api, kind.resource, name)} name={name} what="backup"
+      {log ?
+        <Log url={log} name={name} what="backup"
           active={!waiting.has(phase) && !terminal.has(phase)} done={terminal.has(phase)} /> : null}
     </article>
   );

@@ -48,6 +48,7 @@ export function RestorePage({ kindID, name }) {
   const s = kind.status(o);
   const spec = kind.id === 'restores' ? o.spec ?? {} : o.spec?.restoreSpec ?? {};
   const phase = kind.phase(o);
+  const log = logURL(kind.api, kind.resource, name);
   const done = terminal.has(phase);
   const rows = [
     ['Phase', <Phase phase={phase} reason={s.failureReason} />],
@@ -72,8 +73,8 @@ export function RestorePage({ kindID, name }) {
       <Details rows={rows} />
       <Invalid errors={s.validationErrors} />
       {kind.id === 'restores' && done && (s.warnings || s.errors) && mayDownload() ? <Results name={name} /> : null}
-      {logURL(kind.api, kind.resource, name) ?
-        <Log url={logURL(kind.api, kind.resource, name)} name={name} what="restore"
+      {log ?
+        <Log url={log} name={name} what="restore"
           active={!waiting.has(phase) && !terminal.has(phase)} done={done} /> : null}
       {kind.id === 'restores' && can('list', '', 'events') && can('watch', '', 'events') ? <EventsOf kind="Restore" name={name} /> : null}
     </article>
