@@ -516,6 +516,8 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, nil, err
 	}
 	oadpV1alpha1["nonadminrestores/logs"], oadpV1alpha1["nonadminrestores/log"] = nars.Logs, nars.Logs
+	oadpV1alpha1["nonadminrestores/preview"] = nonadminrestore.NewPreviewREST(nars.NonAdminRestore, nonadminrestore.Restores{
+		Namespace: c.extra.Namespace, Restores: restores}, c.generic.Authorization.Authorizer)
 	nass, nasStatus, err := nonadminschedule.NewREST(scheme, getter, policy, nabsls)
 	if err := oadpV1alpha1.add("nonadminschedules", nass, nasStatus, err); err != nil {
 		return nil, nil, nil, err

@@ -125,6 +125,46 @@ func (g EndpointGuard) DialContext(host string) func(ctx context.Context, networ
 	return d.DialContext
 }
 
+// Pin returns hostPort (host[:port] of an endpoint URL) for a client whose
+// connections cannot go through DialContext (kopia's S3 client): its host
+// resolved once here and checked as CheckHost checks it, so that the
+// client dials that address and asks no resolver again (a name that
+// resolves to an allowed address now and to a refused one at the client's
+// own lookup, DNS rebinding, gets nowhere). Where keepName (verified TLS),
+// the name is kept: only a server holding the name's certificate completes
+// such a connection, which no address the guard refuses does for a name a
+// tenant chose. A host the admin allows by name is kept as it is.
+func (g EndpointGuard) Pin(ctx context.Context, hostPort string, keepName bool) (string, error) {
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(hostPort, "["), "]"), ""
+	}
+	if err := g.CheckHost(ctx, host); err != nil {
+		return "", err
+	}
+	if keepName || g.allowsHost(host) {
+		return hostPort, nil
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		if err != nil || len(addrs) == 0 {
+			return "", fmt.Errorf("%s: %w (it does not resolve: %v)", host, ErrEndpointRefused, err)
+		}
+		addr = addrs[0].Unmap()
+		if err := g.Check(addr); err != nil {
+			return "", fmt.Errorf("%s: %w", host, err)
+		}
+	}
+	if port == "" {
+		if addr.Is6() {
+			return "[" + addr.String() + "]", nil
+		}
+		return addr.String(), nil
+	}
+	return net.JoinHostPort(addr.String(), port), nil
+}
+
 // CheckHost says why a connection to host (a name or an address, without
 // its port) is refused, nil when it is not: the admin allows it by name,
 // or every address it resolves to now passes Check. For clients whose

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -53,6 +54,42 @@ func TestEndpointGuardCheck(t *testing.T) {
 // server listening on loopback (by address and by a name resolving to it)
 // is refused before any request reaches the listener, unless the admin's
 // policy allows the host; without credentials it is not opened at all.
+// TestEndpointGuardPin: a host is resolved once and replaced by the
+// address checked (kopia's S3 client then asks no resolver), kept where
+// verified TLS needs the name or the admin allows it by name, and refused
+// as Check refuses it.
+func TestEndpointGuardPin(t *testing.T) {
+	ctx := context.Background()
+	own := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("10.1.2.3")}, nil }
+	g := EndpointGuard{Allowed: []string{"127.0.0.0/8", "::1", "minio.example"}, ownAddresses: own}
+	for _, c := range []struct {
+		hostPort string
+		keepName bool
+		want     []string // any of these
+		refused  bool
+	}{
+		{hostPort: "localhost:9000", want: []string{"127.0.0.1:9000", "[::1]:9000"}},
+		{hostPort: "localhost", want: []string{"127.0.0.1", "[::1]"}},
+		{hostPort: "localhost:9000", keepName: true, want: []string{"localhost:9000"}},
+		{hostPort: "192.0.2.10:443", want: []string{"192.0.2.10:443"}},
+		{hostPort: "[2001:db8::1]:9000", want: []string{"[2001:db8::1]:9000"}},
+		{hostPort: "minio.example:9000", want: []string{"minio.example:9000"}},
+		{hostPort: "169.254.169.254:80", refused: true},
+		{hostPort: "10.1.2.3:9000", keepName: true, refused: true},
+	} {
+		got, err := g.Pin(ctx, c.hostPort, c.keepName)
+		if c.refused {
+			if !errors.Is(err, ErrEndpointRefused) {
+				t.Errorf("Pin(%s) = %q, %v; want refused", c.hostPort, got, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Contains(c.want, got) {
+			t.Errorf("Pin(%s, keepName %v) = %q, %v; want one of %v", c.hostPort, c.keepName, got, err, c.want)
+		}
+	}
+}
+
 func TestTenantLocationNeverReachesLoopback(t *testing.T) {
 	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -197,6 +197,32 @@ func Open(ctx context.Context, cfg Config) (*Repository, error) {
 	return &Repository{rep: rep, storage: cfg.Storage, checkInterval: interval}, nil
 }
 
+// Exists reports whether st holds a repository.
+func Exists(ctx context.Context, st blob.Storage) (bool, error) {
+	_, err := st.GetMetadata(ctx, format.KopiaRepositoryBlobID)
+	switch {
+	case errors.Is(err, blob.ErrBlobNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading the repository's format: %w", err)
+	}
+	return true, nil
+}
+
+// ChangePassword makes password the one that opens the repository (kopia
+// encrypts the repository's format with it again: its contents and their
+// keys stay as they are, and connections already open go on).
+func (r *Repository) ChangePassword(ctx context.Context, password string) error {
+	dr, ok := r.rep.(repo.DirectRepository)
+	if !ok {
+		return errors.New("changing the password: not a direct connection to the repository")
+	}
+	if err := dr.FormatManager().ChangePassword(ctx, password); err != nil {
+		return fmt.Errorf("changing the repository's password: %w", err)
+	}
+	return nil
+}
+
 // Close closes the repository.
 func (r *Repository) Close(ctx context.Context) error { return r.rep.Close(ctx) }
 
@@ -405,24 +431,37 @@ func (r *Repository) Snapshots(ctx context.Context, source string) ([]*snapshot.
 	return all, nil
 }
 
+// RestoreResult is what a restore wrote.
+type RestoreResult struct {
+	// Bytes are the bytes of the files written.
+	Bytes int64
+	// SetIDFiles counts the files whose set-user-ID or set-group-ID bits
+	// the snapshot held and the restore did not set (restoredModeBits).
+	SetIDFiles int64
+}
+
 // Restore writes snapshot id's files into target (an empty directory, or
 // the root of an empty volume), reporting the bytes written so far of
-// the snapshot's total, and returns how many bytes it wrote. It stops when
-// ctx ends.
-func (r *Repository) Restore(ctx context.Context, id, target string, progress Progress) (int64, error) {
+// the snapshot's total. Nothing is written outside target, whatever the
+// snapshot holds (rootedOutput): an entry no volume can hold ends it with
+// ErrUnsafeEntry. It stops when ctx ends.
+func (r *Repository) Restore(ctx context.Context, id, target string, progress Progress) (RestoreResult, error) {
 	man, err := r.load(ctx, id)
 	if err != nil {
-		return 0, err
+		return RestoreResult{}, err
+	}
+	if man.RootEntry == nil || man.RootEntry.Type != snapshot.EntryTypeDirectory {
+		return RestoreResult{}, fmt.Errorf("restoring snapshot %s: %w: its root is not a directory", id, ErrUnsafeEntry)
 	}
 	root, err := snapshotfs.SnapshotRoot(r.rep, man)
 	if err != nil {
-		return 0, fmt.Errorf("reading snapshot %s: %w", id, err)
+		return RestoreResult{}, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
-	out := &restore.FilesystemOutput{TargetPath: target, OverwriteDirectories: true, OverwriteFiles: true, OverwriteSymlinks: true,
-		IgnorePermissionErrors: true}
-	if err := out.Init(ctx); err != nil {
-		return 0, fmt.Errorf("preparing %s: %w", target, err)
+	out, err := openRootedOutput(target)
+	if err != nil {
+		return RestoreResult{}, err
 	}
+	defer out.closeRoot()
 	cancel := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() { close(cancel) })
 	defer stop()
@@ -433,13 +472,14 @@ func (r *Repository) Restore(ctx context.Context, id, target string, progress Pr
 				progress(s.RestoredTotalFileSize+s.SkippedTotalFileSize, total)
 			}
 		}})
+	result := RestoreResult{Bytes: st.RestoredTotalFileSize, SetIDFiles: out.privilegedFiles.Load()}
 	if err == nil && ctx.Err() != nil {
 		err = ErrCanceled
 	}
 	if err != nil {
-		return st.RestoredTotalFileSize, fmt.Errorf("restoring snapshot %s into %s: %w", id, target, err)
+		return result, fmt.Errorf("restoring snapshot %s into %s: %w", id, target, err)
 	}
-	return st.RestoredTotalFileSize, nil
+	return result, nil
 }
 
 // ErrNoSnapshot is the error of a snapshot the repository does not hold.

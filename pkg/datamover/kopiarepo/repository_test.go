@@ -196,8 +196,8 @@ func TestRepository(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer again.Close(ctx)
-		if n, err := again.Restore(ctx, second.SnapshotID, t.TempDir(), nil); err != nil || n != second.TotalBytes {
-			t.Errorf("restored %d bytes, %v; want %d", n, err, second.TotalBytes)
+		if res, err := again.Restore(ctx, second.SnapshotID, t.TempDir(), nil); err != nil || res.Bytes != second.TotalBytes {
+			t.Errorf("restored %d bytes, %v; want %d", res.Bytes, err, second.TotalBytes)
 		}
 	})
 	t.Run("forgotten", func(t *testing.T) {

@@ -2,8 +2,9 @@
 // as Velero v1.18 gives them theirs (docs/datamover-reference.md, 4.4 to
 // 4.7): one repository per storage location and volume namespace, at
 // <location prefix>/kopia/<namespace>/ in the location's bucket, encrypted
-// with the password of the Secret velero-repo-credentials (made with
-// Velero's default password when missing), and described by a
+// with a password of its own (password.go: a random one kept in a Secret
+// of the admin namespace, or Velero's shared one where an admin's location
+// says so), and described by a
 // BackupRepository <namespace>-<location>-kopia (Velero's name and three
 // labels). Its engine (Controller, as Velero's BackupRepository
 // controller) is the one creator of repositories: it sets each up (Ready,
@@ -18,15 +19,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kopia/kopia/repo/blob"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -67,8 +67,9 @@ type Config struct {
 	Namespace string
 	// Locations lists the storage locations of Namespace.
 	Locations velerolisters.BackupStorageLocationLister
-	// Secrets reads and makes the password's Secret (the source cluster's);
-	// nil where none are served (standalone): DefaultPassword.
+	// Secrets reads and makes the passwords' Secrets (the source
+	// cluster's); nil where none are served (standalone): no repository
+	// is made, and Velero's shared password is DefaultPassword.
 	Secrets typedcorev1.SecretsGetter
 	// Opener reads locations' settings and credentials.
 	Opener objectstore.Opener
@@ -100,9 +101,16 @@ type entry struct {
 	mu  sync.Mutex
 	rep *kopiarepo.Repository
 	// fingerprint is what it was opened with (the location's spec, the
-	// password): when it changes, it is opened again.
+	// passwords): when it changes, it is opened again.
 	fingerprint string
-	dir         string
+	// dir holds the connections, each in a directory of its own
+	// (<dir>/<generation>).
+	dir        string
+	generation int
+	// retired are the connections opened before the current one: an
+	// upload or a maintenance may still use one (Open handed it out), so
+	// they are closed with the repositories, not when replaced.
+	retired []*kopiarepo.Repository
 }
 
 // New returns the repositories of cfg.
@@ -171,8 +179,10 @@ func (r *Repositories) Close(ctx context.Context) {
 	defer r.mu.Unlock()
 	for key, e := range r.open {
 		e.mu.Lock()
-		if e.rep != nil {
-			_ = e.rep.Close(ctx)
+		for _, rep := range append(e.retired, e.rep) {
+			if rep != nil {
+				_ = rep.Close(ctx)
+			}
 		}
 		_ = os.RemoveAll(e.dir)
 		e.mu.Unlock()
@@ -212,58 +222,105 @@ func (r *Repositories) ensureObject(ctx context.Context, bsl *velerov1.BackupSto
 }
 
 // openRepository opens (or returns the open) repository of ns in bsl,
-// creating it if create and its location holds none.
+// creating it (and its password) if create and its location holds none.
 func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupStorageLocation, ns string, create bool) (*kopiarepo.Repository, error) {
-	password, err := r.password(ctx)
-	if err != nil {
+	name := Name(ns, bsl.Name)
+	pw, err := r.passwordsOf(ctx, bsl, name)
+	missing := errors.Is(err, errNoPassword)
+	if err != nil && !(missing && create) {
+		if missing {
+			return nil, fmt.Errorf("the repository's password: %w (the %s engine makes it with the repository)", err, ControllerName)
+		}
 		return nil, err
 	}
 	spec, err := json.Marshal(bsl.Spec)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(append(append(spec, 0), password...))
-	fingerprint := hex.EncodeToString(sum[:])
+	fingerprint := fingerprintOf(spec, pw)
 	key := string(bsl.UID) + "/" + ns
 
 	r.mu.Lock()
 	e := r.open[key]
 	if e == nil {
 		// The directory's name is the location's UID (the server's) and
-		// the namespace (a DNS label, checked at admission).
+		// the namespace (a DNS label, checked at admission); what an
+		// earlier process left there is not this one's.
 		e = &entry{dir: filepath.Join(r.cfg.Dir, string(bsl.UID)+"-"+ns)}
+		if err := os.RemoveAll(e.dir); err != nil {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("removing the old connections of repository %s: %w", name, err)
+		}
 		r.open[key] = e
 	}
 	r.mu.Unlock()
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.rep != nil && e.fingerprint == fingerprint {
+	if e.rep != nil && e.fingerprint == fingerprint && !missing {
 		return e.rep, nil
 	}
+	// A connection made with other settings or other passwords is not
+	// reused (its configuration holds them), nor closed: it may be in
+	// use.
 	if e.rep != nil {
-		_ = e.rep.Close(ctx)
+		e.retired = append(e.retired, e.rep)
 		e.rep = nil
 	}
-	// A connection made with other settings or another password is not
-	// reused: its configuration holds them.
-	if err := os.RemoveAll(e.dir); err != nil {
-		return nil, fmt.Errorf("removing the old connection of repository %s: %w", Name(ns, bsl.Name), err)
-	}
+	e.generation++
+	connection := filepath.Join(e.dir, strconv.Itoa(e.generation))
 	st, where, err := r.storage(ctx, bsl, ns)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: password, Dir: e.dir, UploadBytesPerSecond: r.cfg.UploadBytesPerSecond,
-		StorageCheckInterval: r.cfg.StorageCheckInterval, Create: create})
+	if missing {
+		// A repository already there was made with a password this
+		// server does not have: one made now would not open it.
+		exists, err := kopiarepo.Exists(ctx, st)
+		if err != nil {
+			return nil, fmt.Errorf("the repository at %s: %w", where, err)
+		}
+		if exists {
+			return nil, fmt.Errorf("the repository at %s: Secret %s/%s holds no password for it: put the password it was made with there, under the key %s",
+				where, r.cfg.Namespace, pw.secret, PasswordKey)
+		}
+		if pw, err = r.makePassword(ctx, bsl, name); err != nil {
+			return nil, err
+		}
+		fingerprint = fingerprintOf(spec, pw)
+	}
+	open := func(password string) (*kopiarepo.Repository, error) {
+		if err := os.RemoveAll(connection); err != nil {
+			return nil, fmt.Errorf("removing a failed connection to repository %s: %w", name, err)
+		}
+		return kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: password, Dir: connection, UploadBytesPerSecond: r.cfg.UploadBytesPerSecond,
+			StorageCheckInterval: r.cfg.StorageCheckInterval, Create: create})
+	}
+	rep, err := open(pw.current)
+	if errors.Is(err, kopiarepo.ErrWrongPassword) && pw.next != "" {
+		// A rotation changed the repository's password and has not
+		// written it as the password yet.
+		rep, err = open(pw.next)
+	}
 	if errors.Is(err, kopiarepo.ErrWrongPassword) {
-		return nil, fmt.Errorf("the repository at %s: the password of Secret %s (key %s) does not open it", where, CredentialsSecret, CredentialsKey)
+		return nil, fmt.Errorf("the repository at %s: the password of Secret %s (key %s) does not open it", where, pw.secret, PasswordKey)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the repository at %s: %w", where, err)
 	}
 	e.rep, e.fingerprint = rep, fingerprint
 	return rep, nil
+}
+
+// fingerprintOf is what a connection is made with: the location's spec
+// and the passwords.
+func fingerprintOf(spec []byte, pw passwords) string {
+	h := sha256.New()
+	for _, b := range [][]byte{spec, []byte(pw.current), []byte(pw.next)} {
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // storage is the blob storage of ns's repository in bsl, and where it is.
@@ -290,18 +347,21 @@ func (r *Repositories) storage(ctx context.Context, bsl *velerov1.BackupStorageL
 		if err != nil {
 			return nil, "", err
 		}
-		if opts.Guard != nil {
-			host := hostPort
-			if h, _, err := net.SplitHostPort(hostPort); err == nil {
-				host = h
-			}
-			if err := opts.Guard.CheckHost(ctx, host); err != nil {
-				return nil, "", fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
-			}
-		}
 		keys, err := opts.Keys()
 		if err != nil {
 			return nil, "", fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+		}
+		if opts.Guard != nil {
+			// A tenant's location: its own keys only (kopia's client
+			// would otherwise sign with the server's, from its
+			// environment or instance metadata), and an endpoint
+			// resolved once, through the guard.
+			if len(opts.Credentials) == 0 || keys.AccessKeyID == "" || keys.SecretAccessKey == "" {
+				return nil, "", fmt.Errorf("backup storage location %s: a tenant's storage location needs credentials (spec.credential): it never uses the server's own", bsl.Name)
+			}
+			if hostPort, err = opts.Guard.Pin(ctx, hostPort, !insecure && !opts.InsecureSkipTLSVerify); err != nil {
+				return nil, "", fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+			}
 		}
 		where := "s3://" + strings.Trim(opts.Bucket, "/") + "/" + prefix
 		st, err := kopiarepo.S3Storage(ctx, kopiarepo.S3{Bucket: strings.Trim(opts.Bucket, "/"), Prefix: prefix, Endpoint: hostPort, DisableTLS: insecure,
@@ -312,34 +372,6 @@ func (r *Repositories) storage(ctx context.Context, bsl *velerov1.BackupStorageL
 		return nil, "", fmt.Errorf("backup storage location %s: provider %q keeps no data mover repository (supported: %s, %s)",
 			bsl.Name, bsl.Spec.Provider, objectstore.ProviderFilesystem, objectstore.ProviderAWS)
 	}
-}
-
-// password is the repositories' password: the Secret's, made with
-// Velero's default when missing.
-func (r *Repositories) password(ctx context.Context) (string, error) {
-	if r.cfg.Secrets == nil {
-		return DefaultPassword, nil
-	}
-	secrets := r.cfg.Secrets.Secrets(r.cfg.Namespace)
-	s, err := secrets.Get(ctx, CredentialsSecret, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		s, err = secrets.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: CredentialsSecret, Namespace: r.cfg.Namespace},
-			Type:       corev1.SecretTypeOpaque,
-			Data:       map[string][]byte{CredentialsKey: []byte(DefaultPassword)},
-		}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			s, err = secrets.Get(ctx, CredentialsSecret, metav1.GetOptions{})
-		}
-	}
-	if err != nil {
-		return "", fmt.Errorf("the repository password (Secret %s/%s): %w", r.cfg.Namespace, CredentialsSecret, err)
-	}
-	password := strings.TrimSpace(string(s.Data[CredentialsKey]))
-	if password == "" {
-		return "", fmt.Errorf("the repository password: Secret %s/%s has no key %s", r.cfg.Namespace, CredentialsSecret, CredentialsKey)
-	}
-	return password, nil
 }
 
 // ForgetBackup forgets the kopia snapshots a backup's DataUploads made:
@@ -358,6 +390,11 @@ func (r *Repositories) ForgetBackup(ctx context.Context, b *velerov1.Backup, vol
 			continue
 		}
 		rep, err := r.Open(ctx, b.Spec.StorageLocation, v.PVCNamespace)
+		if errors.Is(err, errNoPasswordStore) {
+			// No repository is made without passwords: this server made
+			// none of these snapshots.
+			return n, nil
+		}
 		if err != nil {
 			return n, err
 		}

@@ -130,6 +130,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if last := lastRun(br); !last.IsZero() {
 		next = last.Add(freq).Sub(c.clock.Now())
 	}
+	retry := rep == nil
+	if rep != nil {
+		if rotation := c.rotate(ctx, br); rotation != "" {
+			message, retry = rotation, true
+		}
+	}
 	var run *velerov1.BackupRepositoryMaintenanceStatus
 	if rep != nil && next <= 0 {
 		r := c.maintain(ctx, br, rep)
@@ -147,11 +153,37 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return err
 	}
-	if rep == nil {
-		next = NotReadyRecheck
+	if retry {
+		next = min(next, NotReadyRecheck)
+		if rep == nil {
+			next = NotReadyRecheck
+		}
 	}
 	c.AddAfter(key, next)
 	return nil
+}
+
+// rotate rotates br's password when its RotatePasswordAnnotation asks for
+// a rotation not yet made, and says why one failed ("": none asked, or
+// done).
+func (c *Controller) rotate(ctx context.Context, br *velerov1.BackupRepository) string {
+	asked := br.Annotations[RotatePasswordAnnotation]
+	if asked == "" {
+		return ""
+	}
+	done, err := c.repos.rotatedFor(ctx, br)
+	if err == nil && done == asked {
+		return ""
+	}
+	if err == nil {
+		err = c.repos.rotate(ctx, br, asked, c.clock.Now())
+	}
+	if err != nil {
+		klog.FromContext(ctx).Info("Rotating a repository's password failed", "backupRepository", klog.KObj(br), "err", err)
+		return "rotating the password failed (tried again): " + err.Error()
+	}
+	klog.FromContext(ctx).Info("Rotated a repository's password", "backupRepository", klog.KObj(br), "request", asked)
+	return ""
 }
 
 // maintain runs br's maintenance and says how it went.

@@ -335,7 +335,12 @@ func (c *Controller) download(ctx context.Context, dd *velerov2alpha1.DataDownlo
 	if vol.Block {
 		written, err = rep.RestoreBlock(ctx, dd.Spec.SnapshotID, pub.Path, progress)
 	} else {
-		written, err = rep.Restore(ctx, dd.Spec.SnapshotID, pub.Path, progress)
+		var res kopiarepo.RestoreResult
+		res, err = rep.Restore(ctx, dd.Spec.SnapshotID, pub.Path, progress)
+		written = res.Bytes
+		if res.SetIDFiles > 0 {
+			klog.FromContext(ctx).Info("Restored files without their set-user-ID and set-group-ID bits", "dataDownload", dd.Name, "files", res.SetIDFiles)
+		}
 	}
 	close(finished)
 	<-reported

@@ -241,6 +241,21 @@ func phaseOr(p, otherwise string) string {
 	return p
 }
 
+// withoutObjects drops the objects of a preview's items: every reader of
+// a NonAdminRestore (a user bound to view in its namespace) reads its
+// status, and a dry run's answer holds what only some of them may get (a
+// Secret, a Role's rules). Its items' names, actions and reasons, counts,
+// volumes, errors and warnings stay; the objects, each shown to those
+// who may get it, are the nonadminrestores/preview subresource's.
+func withoutObjects(st *velerov1.RestoreStatus) *velerov1.RestoreStatus {
+	if p := st.Preview; p != nil {
+		for i := range p.Items {
+			p.Items[i].Object = nil
+		}
+	}
+	return st
+}
+
 // recordedRestore is the Restore nar's status records: name and NACUUID.
 func recordedRestore(nar *oadpv1alpha1.NonAdminRestore) (name, nacuuid string) {
 	if vr := nar.Status.VeleroRestore; vr != nil {
@@ -255,7 +270,7 @@ func (c *RestoreController) created(ctx context.Context, nar *oadpv1alpha1.NonAd
 		st.Phase = oadpv1alpha1.NonAdminPhaseCreated
 		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionAccepted, true, oadpv1alpha1.ReasonRestoreAccepted, oadpv1alpha1.MessageRestoreAccepted)
 		setCondition(&st.Conditions, nar.Generation, oadpv1alpha1.NonAdminConditionQueued, true, oadpv1alpha1.ReasonRestoreScheduled, oadpv1alpha1.MessageRestoreScheduled)
-		st.VeleroRestore.Status = r.Status.DeepCopy()
+		st.VeleroRestore.Status = withoutObjects(r.Status.DeepCopy())
 		// The position is the registry's, filled in when read: never
 		// stored (a copy read with it is written back without it).
 		st.QueueInfo = &oadpv1alpha1.QueueInfo{}

@@ -292,11 +292,23 @@ func (c *ScheduleController) ensureSchedule(ctx context.Context, s *oadpv1alpha1
 	if !(vs.Spec.Paused && !want.Paused) {
 		want.SkipImmediately = vs.Spec.SkipImmediately
 	}
-	if equality.Semantic.DeepEqual(vs.Spec, want) {
+	// Who last changed the tenant's spec: the backups of the spec it
+	// wrote carry that user (a restore of one by the admin runs with
+	// that user's rights).
+	who := s.Annotations[oadpv1alpha1.CreatedByAnnotation]
+	if equality.Semantic.DeepEqual(vs.Spec, want) && vs.Annotations[oadpv1alpha1.CreatedByAnnotation] == who {
 		return vs, nil
 	}
 	cur := vs.DeepCopy()
 	cur.Spec = want
+	if who == "" {
+		delete(cur.Annotations, oadpv1alpha1.CreatedByAnnotation)
+	} else {
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[oadpv1alpha1.CreatedByAnnotation] = who
+	}
 	out, err := client.Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.status.Engine})
 	if err != nil {
 		return nil, fmt.Errorf("updating schedule %s: %w", id, err)

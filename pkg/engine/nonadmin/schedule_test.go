@@ -87,6 +87,35 @@ func TestNonAdminScheduleSync(t *testing.T) {
 	}
 }
 
+// TestNonAdminScheduleCarriesItsEditor: the Velero Schedule of a
+// NonAdminSchedule carries the user recorded on it (whoever last changed
+// its spec, at admission), also when another editor changed it after it
+// was made: the backups of the spec that user wrote are that user's.
+func TestNonAdminScheduleCarriesItsEditor(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 26, 0, 30, 0, 0, time.UTC)
+	id := oadpv1alpha1.NewNACUUID("team", "hourly")
+	const alice, bob = `{"username":"alice"}`, `{"username":"bob"}`
+	nas := &oadpv1alpha1.NonAdminSchedule{ObjectMeta: metav1.ObjectMeta{Name: "hourly", Namespace: "team", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
+		Annotations: map[string]string{oadpv1alpha1.CreatedByAnnotation: bob}},
+		Spec:   oadpv1alpha1.NonAdminScheduleSpec{Schedule: "@every 2h", Template: oadpv1alpha1.NonAdminScheduleTemplate{BackupSpec: &velerov1.BackupSpec{}}},
+		Status: oadpv1alpha1.NonAdminScheduleStatus{Phase: oadpv1alpha1.NonAdminPhaseCreated, VeleroSchedule: &oadpv1alpha1.VeleroSchedule{NACUUID: id, Name: id, Namespace: adminNS}}}
+	made := &velerov1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: adminNS, Labels: map[string]string{oadpv1alpha1.NasOriginNACUUIDLabel: id},
+		Annotations: map[string]string{oadpv1alpha1.NasOriginNamespaceAnnotation: "team", oadpv1alpha1.NasOriginNameAnnotation: "hourly", oadpv1alpha1.CreatedByAnnotation: alice}},
+		Spec: velerov1.ScheduleSpec{Schedule: "@every 1h", Template: velerov1.BackupSpec{IncludedNamespaces: []string{"team"}}}}
+	c, w := newScheduleEngine(t, now, nas, made)
+	if err := c.sync(ctx, cache.ObjectName{Namespace: "team", Name: "hourly"}); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := w.Client.VeleroV1().Schedules(adminNS).Get(ctx, id, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vs.Spec.Schedule != "@every 2h" || vs.Annotations[oadpv1alpha1.CreatedByAnnotation] != bob {
+		t.Errorf("Velero Schedule %s by %s, want @every 2h by bob", vs.Spec.Schedule, vs.Annotations[oadpv1alpha1.CreatedByAnnotation])
+	}
+}
+
 // newScheduleEngine is the NonAdminSchedule engine over objs, its clock at
 // now.
 func newScheduleEngine(t *testing.T, now time.Time, objs ...runtime.Object) (*ScheduleController, *enginetest.World) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +20,7 @@ import (
 	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/pkg/generated/clientset/versioned"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -255,6 +257,59 @@ func TestTenantPreview(t *testing.T) {
 	if _, err := trackers.Get(ctx, "t1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("t1 after the tenant's preview: %v, want not found", err)
 	}
+
+	// Every reader of the NonAdminRestore reads its status: it carries no
+	// object. The preview subresource shows each object to those who may
+	// get it: alice (edit) sees t1's, a user who may read the
+	// NonAdminRestore and not trackers does not.
+	t.Run("the status carries no objects", func(t *testing.T) {
+		for _, it := range preview.Items {
+			if it.Object != nil {
+				t.Errorf("the NonAdminRestore's status carries the object of %s %s/%s", it.Resource, it.Namespace, it.Name)
+			}
+		}
+	})
+	admin := rbacClient(t, s.KubeconfigPath)
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "restore-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{oadpv1alpha1.GroupName}, Resources: []string{"nonadminrestores", "nonadminrestores/preview"}, Verbs: []string{"get"}}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	victor := newUser(t, s, "victor", "tenant-a", "restore-reader")
+	previewAs := func(t *testing.T, client versioned.Interface) *velerov1.RestorePreview {
+		t.Helper()
+		var nar oadpv1alpha1.NonAdminRestore
+		if err := client.OadpV1alpha1().RESTClient().Get().Namespace("tenant-a").Resource("nonadminrestores").Name("try").SubResource("preview").Do(ctx).Into(&nar); err != nil {
+			t.Fatalf("nonadminrestores/try/preview: %v", err)
+		}
+		if nar.Status.VeleroRestore == nil || nar.Status.VeleroRestore.Status == nil || nar.Status.VeleroRestore.Status.Preview == nil {
+			t.Fatalf("nonadminrestores/try/preview holds no preview: %+v", nar.Status)
+		}
+		return nar.Status.VeleroRestore.Status.Preview
+	}
+	objectOf := func(p *velerov1.RestorePreview) *velerov1.RestorePreviewItem {
+		for i, it := range p.Items {
+			if it.Resource == "virtualmachinebackuptrackers.backup.kubevirt.io" && it.Name == "t1" {
+				return &p.Items[i]
+			}
+		}
+		return nil
+	}
+	t.Run("the preview subresource shows alice the tracker she may get", func(t *testing.T) {
+		it := objectOf(previewAs(t, alice.client))
+		if it == nil || it.Object == nil || !strings.Contains(string(it.Object.Raw), `"t1"`) {
+			t.Errorf("alice's preview of t1: %+v, want its object", it)
+		}
+	})
+	t.Run("and not a reader who may not get trackers", func(t *testing.T) {
+		p := previewAs(t, victor.client)
+		if it := objectOf(p); it == nil || it.Object != nil || it.Action != velerov1.PreviewCreate {
+			t.Errorf("victor's preview of t1: %+v, want its action without its object", it)
+		}
+		if _, err := victor.client.BackupV1alpha1().VirtualMachineBackupTrackers("tenant-a").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("victor lists trackers: %v, want forbidden (the test's premise)", err)
+		}
+	})
 }
 
 func hasPreviewItem(p *velerov1.RestorePreview, action, resource, namespace, name string) bool {

@@ -101,7 +101,7 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 		kopia := func(args ...string) string {
 			t.Helper()
 			cmd := exec.CommandContext(ctx, framework.Binary(t, "kopia"), append(args, "--config-file="+config)...)
-			cmd.Env = append(os.Environ(), "KOPIA_CHECK_FOR_UPDATES=false", "KOPIA_PASSWORD="+backuprepo.DefaultPassword, "HOME="+t.TempDir())
+			cmd.Env = append(os.Environ(), "KOPIA_CHECK_FOR_UPDATES=false", "KOPIA_PASSWORD="+repositoryPassword(t, a, ns, location), "HOME="+t.TempDir())
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("kopia %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -127,10 +127,11 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 
 	b, _ := csiCluster(t)
 	veleroB, wantsB := veleroCLI(t, b)
+	passwordSecret := backuprepo.PasswordSecretName(backuprepo.Name(ns, location))
 	step("the second cluster's backup sync finds the backup", func(t *testing.T) {
 		// A wrong repository password there, to begin with.
-		if _, err := b.Kube.CoreV1().Secrets(adminNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: backuprepo.CredentialsSecret},
-			Data: map[string][]byte{backuprepo.CredentialsKey: []byte("not-the-password")}}, metav1.CreateOptions{}); err != nil {
+		if _, err := b.Kube.CoreV1().Secrets(adminNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: passwordSecret},
+			Data: map[string][]byte{backuprepo.PasswordKey: []byte("not-the-password")}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		useBucket(t, b)
@@ -156,7 +157,7 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 			t.Errorf("the restore's log lacks the password's failure:\n%s", logs)
 		}
 		repo, err := b.Backstop.VeleroV1().BackupRepositories(adminNamespace).Get(ctx, backuprepo.Name(ns, location), metav1.GetOptions{})
-		if err != nil || repo.Status.Phase != velerov1.BackupRepositoryPhaseNotReady || !strings.Contains(repo.Status.Message, backuprepo.CredentialsSecret) {
+		if err != nil || repo.Status.Phase != velerov1.BackupRepositoryPhaseNotReady || !strings.Contains(repo.Status.Message, passwordSecret) {
 			t.Errorf("BackupRepository: %+v (%v), want NotReady naming the password's Secret", repo, err)
 		}
 		after := framework.FileSizes(t, srv.Root)
@@ -173,12 +174,14 @@ func TestDataMoverDisasterRecovery(t *testing.T) {
 			return err != nil, nil
 		})
 	})
+	// The first cluster's password, copied as an admin keeps it for a
+	// disaster: the repository's Secret.
 	step("with the password, the second cluster restores the claim byte for byte", func(t *testing.T) {
-		secret, err := b.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, backuprepo.CredentialsSecret, metav1.GetOptions{})
+		secret, err := b.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, passwordSecret, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		secret.Data[backuprepo.CredentialsKey] = []byte(backuprepo.DefaultPassword)
+		secret.Data[backuprepo.PasswordKey] = []byte(repositoryPassword(t, a, ns, location))
 		if _, err := b.Kube.CoreV1().Secrets(adminNamespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,6 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
-	"github.com/backstop-io/backstop/pkg/engine/backuprepo"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
@@ -148,7 +147,7 @@ func TestDataMoverFullDisks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: backuprepo.DefaultPassword, Dir: t.TempDir()})
+		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: repositoryPassword(t, c, ns, location), Dir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,7 +65,7 @@ func TestDataMover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: backuprepo.DefaultPassword, Dir: t.TempDir()})
+		rep, err := kopiarepo.Open(ctx, kopiarepo.Config{Storage: st, Password: repositoryPassword(t, c, ns, "default"), Dir: t.TempDir()})
 		if err != nil {
 			t.Fatalf("opening the repository at %s: %v", repoDir, err)
 		}
@@ -183,9 +183,13 @@ func TestDataMover(t *testing.T) {
 			repo.Spec.BackupStorageLocation != "default" || repo.Spec.RepositoryType != "kopia" {
 			t.Errorf("BackupRepository: labels %v, spec %+v, status %+v", repo.Labels, repo.Spec, repo.Status)
 		}
-		secret, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, backuprepo.CredentialsSecret, metav1.GetOptions{})
-		if err != nil || string(secret.Data[backuprepo.CredentialsKey]) != backuprepo.DefaultPassword {
-			t.Errorf("Secret %s: %v (%v), want Velero's default password", backuprepo.CredentialsSecret, secret, err)
+		// Its own password, random, in the admin namespace; Velero's
+		// shared one is not made.
+		if p := repositoryPassword(t, c, ns, "default"); len(p) < 40 || p == backuprepo.DefaultPassword {
+			t.Errorf("the repository's password %q, want a random one", p)
+		}
+		if _, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(ctx, backuprepo.CredentialsSecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Secret %s: %v, want none made", backuprepo.CredentialsSecret, err)
 		}
 		// Velero's repository in the bucket: kopia's format blob and
 		// Velero's marker under <prefix>/kopia/<namespace>/.
@@ -442,4 +446,17 @@ func serverLog(t *testing.T, c *framework.Cluster, words ...string) {
 			}
 		}
 	}
+}
+
+// repositoryPassword is the password of the kopia repository of namespace
+// ns in location, as the server keeps it: its Secret in the admin
+// namespace.
+func repositoryPassword(t *testing.T, c *framework.Cluster, ns, location string) string {
+	t.Helper()
+	name := backuprepo.PasswordSecretName(backuprepo.Name(ns, location))
+	s, err := c.Kube.CoreV1().Secrets(adminNamespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the password of repository %s: %v", backuprepo.Name(ns, location), err)
+	}
+	return string(s.Data[backuprepo.PasswordKey])
 }

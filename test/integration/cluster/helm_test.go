@@ -122,7 +122,9 @@ func TestHelmChart(t *testing.T) {
 			t.Fatalf("helm template with etcd3 and three replicas: %v\n%s", err, out)
 		}
 		for _, want := range []string{"replicas: 3", "--storage-backend=etcd3", "--etcd-servers=https://etcd:2379",
-			"--tls-cert-file=/etc/backstop/serving/tls.crt", "--download-signing-key-file=/etc/backstop/download-links/key", "emptyDir: {}"} {
+			"--tls-cert-file=/etc/backstop/serving/tls.crt", "--download-signing-key-file=/etc/backstop/download-links/key", "emptyDir: {}",
+			// Tenants' locations reach no private network by default.
+			"--tenant-denied-networks=10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("helm template with etcd3 and three replicas lacks %q", want)
 			}

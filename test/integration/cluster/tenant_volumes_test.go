@@ -2,15 +2,19 @@ package cluster
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	kopiasnapshot "github.com/kopia/kopia/snapshot"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -22,6 +26,8 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerov2alpha1 "github.com/backstop-io/backstop/pkg/apis/velero/v2alpha1"
 	"github.com/backstop-io/backstop/pkg/archive"
+	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo"
+	"github.com/backstop-io/backstop/pkg/datamover/kopiarepo/kopiarepotest"
 	"github.com/backstop-io/backstop/test/integration/conformance"
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -285,6 +291,82 @@ func TestTenantVolumeSnapshots(t *testing.T) {
 		}
 	})
 
+	// A kopia snapshot forged in the repository of the tenant's namespace,
+	// as whoever writes the bucket and holds the repository's password
+	// could make it, with entries no volume holds, and the backup's volume
+	// info rewritten to name it: the tenant's restore writes nothing
+	// outside the claim's volume, and says why.
+	step("a forged kopia snapshot restores nothing outside the claim", func(t *testing.T) {
+		b, err := c.Backstop.VeleroV1().Backups(adminNamespace).Get(ctx, veleroBackupOf(t, c, alice, "nab-moved"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker := fmt.Sprintf("forged-%d", time.Now().UnixNano())
+		st, err := kopiarepo.FilesystemStorage(ctx, filepath.Join(c.BackstopDataDir(), "backups", filepath.FromSlash(kopiarepo.Prefix("", alice.Namespace))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, closeRep, err := kopiarepotest.Open(ctx, st, repositoryPassword(t, c, alice.Namespace, b.Spec.StorageLocation))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeRep()
+		forged, err := kopiarepotest.Forge(ctx, rep, kopiasnapshot.SourceInfo{Host: "default", UserName: "default", Path: kopiarepo.SourcePath(alice.Namespace, "ledger")},
+			map[string]string{kopiarepo.RequesterTag: kopiarepo.Requester, kopiarepo.UploaderTag: kopiarepo.Uploader},
+			kopiarepotest.Dir("", kopiarepotest.File(strings.Repeat("../", 12)+"tmp/"+marker, "pwned"),
+				kopiarepotest.File(filepath.Join(c.Dir, marker), "pwned"), kopiarepotest.Dir("..", kopiarepotest.File(marker, "pwned"))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rewriteVolumeInfo(t, c, b, func(data []byte) []byte {
+			var infos []map[string]any
+			if err := json.Unmarshal(data, &infos); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range infos {
+				if m, ok := v["snapshotDataMovementInfo"].(map[string]any); ok {
+					m["snapshotHandle"] = forged
+				}
+			}
+			out, err := json.Marshal(infos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		})
+		deleteClaim(t, alice.Namespace, "ledger")
+		r := restore(t, alice, "nar-forged", velerov1.RestoreSpec{BackupName: "nab-moved", IncludedResources: []string{"persistentvolumeclaims"}})
+		if r.Status.Phase != velerov1.RestorePhasePartiallyFailed {
+			t.Errorf("restore %s: %s, want PartiallyFailed", r.Name, r.Status.Phase)
+		}
+		dds, err := c.Backstop.VeleroV2alpha1().DataDownloads(adminNamespace).List(ctx, metav1.ListOptions{LabelSelector: velerov1.RestoreNameLabel + "=" + velerov1.LabelValue(r.Name)})
+		if err != nil || len(dds.Items) != 1 {
+			t.Fatalf("the restore's DataDownloads: %v (%v), want one", dds, err)
+		}
+		if dd := dds.Items[0]; dd.Status.Phase != velerov2alpha1.DataDownloadPhaseFailed || !strings.Contains(dd.Status.Message, kopiarepo.ErrUnsafeEntry.Error()) {
+			t.Errorf("DataDownload %s: %s %q, want Failed saying %q", dd.Name, dd.Status.Phase, dd.Status.Message, kopiarepo.ErrUnsafeEntry)
+		}
+		// The tenant reads why in its restore's log.
+		log, err := alice.Client.OadpV1alpha1().RESTClient().Get().Namespace(alice.Namespace).Resource("nonadminrestores").Name("nar-forged").SubResource("log").DoRaw(ctx)
+		if err != nil || !strings.Contains(string(log), kopiarepo.ErrUnsafeEntry.Error()) {
+			t.Errorf("the tenant's restore log (%v) does not say why:\n%s", err, log)
+		}
+		// Nothing named marker anywhere the restore's process could
+		// reach from the volume: the cluster's directory (the server's
+		// data, the driver's volumes), /tmp, the file system's root.
+		for _, root := range []string{c.Dir, os.TempDir(), "/"} {
+			if _, err := os.Lstat(filepath.Join(root, marker)); err == nil {
+				t.Errorf("the forged snapshot wrote %s", filepath.Join(root, marker))
+			}
+		}
+		_ = filepath.WalkDir(c.Dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Name() == marker {
+				t.Errorf("the forged snapshot wrote %s", p)
+			}
+			return nil
+		})
+	})
+
 	// The admin's policy enforces snapshotVolumes: false on tenants'
 	// backups.
 	step("the admin's policy turns snapshots off for tenants", func(t *testing.T) {
@@ -343,6 +425,46 @@ func rewriteTarball(t *testing.T, path string, edit func(*archive.Item)) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// veleroBackupOf is the Velero backup of tn's NonAdminBackup name.
+func veleroBackupOf(t *testing.T, c *framework.Cluster, tn conformance.Tenant, name string) string {
+	t.Helper()
+	nab, err := c.Backstop.OadpV1alpha1().NonAdminBackups(tn.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil || nab.Status.VeleroBackup == nil {
+		t.Fatalf("NonAdminBackup %s/%s: %v (%v)", tn.Namespace, name, nab, err)
+	}
+	return nab.Status.VeleroBackup.Name
+}
+
+// rewriteVolumeInfo rewrites a backup's volume info file (in the server's
+// default location) through edit, as whoever writes the bucket can.
+func rewriteVolumeInfo(t *testing.T, c *framework.Cluster, b *velerov1.Backup, edit func([]byte) []byte) {
+	t.Helper()
+	path := filepath.Join(c.BackstopDataDir(), "backups", "backups", b.Name, b.Name+"-volumeinfo.json.gz")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	zw := gzip.NewWriter(&out)
+	if _, err := zw.Write(edit(data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -41,15 +41,23 @@ func NewStrategy(typer runtime.ObjectTyper, policy nonadminbackup.PolicyFunc, lo
 
 // PrepareForCreate records who creates the NonAdminSchedule (package creator): the
 // backups it makes carry the record, and an admin's restore of one runs
-// with that user's rights.
+// with that user's rights (PrepareForUpdate: whoever last changed its
+// spec).
 func (s Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	s.Strategy.PrepareForCreate(ctx, obj)
 	creator.Record(ctx, obj)
 }
 
-// PrepareForUpdate keeps the record of who created it.
+// PrepareForUpdate records who changes the spec, as the schedule's
+// creator: the backups it makes from then on carry what that user wrote,
+// and an admin's restore of one runs with that user's rights (not with
+// the rights of whoever created it first). Other updates keep the record.
 func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	s.Strategy.PrepareForUpdate(ctx, obj, old)
+	if !resource.FromEngine(ctx) && !resource.DeepEqual(obj.(*oadp.NonAdminSchedule).Spec, old.(*oadp.NonAdminSchedule).Spec) {
+		creator.Record(ctx, obj)
+		return
+	}
 	creator.Keep(obj, old)
 }
 
