@@ -117,6 +117,9 @@ type ExtraConfig struct {
 	// LocationUsageInterval is how often storage locations are measured
 	// (status.usage; 0: never).
 	LocationUsageInterval time.Duration
+	// LocationCheckTimeout bounds a location's check (0: the engine's
+	// default).
+	LocationCheckTimeout time.Duration
 	// DataDir, when set, holds the default filesystem storage location
 	// (<DataDir>/backups), created at the first start.
 	DataDir string

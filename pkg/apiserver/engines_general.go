@@ -46,12 +46,12 @@ func generalEngines() []engineDescriptor {
 	return []engineDescriptor{
 		{name: serverstatus.Name, part: generalPart, workers: 1, new: newServerStatusEngine},
 		{name: download.Name, part: generalPart, workers: 2, new: newDownloadEngine},
-		{name: location.Name, part: generalPart, workers: 1, new: newLocationEngine},
+		{name: location.Name, part: generalPart, workers: location.Workers, new: newLocationEngine},
 		{name: velerov1.EngineBackupQueue, part: generalPart, workers: 1, new: newQueueEngine},
 		{name: velerov1.EngineBackup, part: generalPart, workers: 1, new: newBackupEngine},
 		{name: velerov1.EngineRestore, part: generalPart, workers: 1, new: newRestoreEngine},
 		{name: velerov1.EngineSchedule, part: generalPart, workers: 1, new: newScheduleEngine},
-		{name: velerov1.EngineBackupSync, part: generalPart, workers: 1, new: newBackupSyncEngine},
+		{name: velerov1.EngineBackupSync, part: generalPart, workers: backupsync.Workers, new: newBackupSyncEngine},
 		{name: velerov1.EngineBackupDeletion, part: generalPart, workers: 2, new: newDeletionEngine},
 		{name: gc.Name, part: generalPart, workers: 1, new: newGCEngine},
 		{name: backuprepo.ControllerName, part: generalPart, workers: 1, new: newRepositoryEngine},
@@ -110,6 +110,7 @@ func newLocationEngine(e *engineContext) (engine, error) {
 	}
 	c.Observers = e.observers
 	c.UsageInterval = e.extra.LocationUsageInterval
+	c.CheckTimeout = e.extra.LocationCheckTimeout
 	return c, nil
 }
 

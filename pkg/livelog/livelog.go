@@ -9,6 +9,8 @@ package livelog
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -31,6 +33,72 @@ type Registry struct {
 	maxBytes int
 	mu       sync.Mutex
 	tails    map[Key]*Tail
+	// followers counts the followed logs being served, by user, and in
+	// all (total): each holds a connection and a goroutine for up to a
+	// follow's length, and the request is long-running (no seat of
+	// priority and fairness bounds it).
+	followers map[string]int
+	total     int
+	// MaxFollowers and MaxFollowersPerUser bound them (0: the defaults).
+	MaxFollowers, MaxFollowersPerUser int
+}
+
+// The default bounds of followed logs: at once, in all and by one user.
+const (
+	DefaultMaxFollowers        = 200
+	DefaultMaxFollowersPerUser = 10
+)
+
+// Followers is how many followed logs are being served.
+func (r *Registry) Followers() int {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
+}
+
+// ErrTooManyFollowers is the error of a follow past the bounds.
+var ErrTooManyFollowers = errors.New("too many logs followed at once")
+
+// Follow counts a followed log of user until release is called; past the
+// bounds it counts nothing and is ErrTooManyFollowers.
+func (r *Registry) Follow(user string) (release func(), err error) {
+	if r == nil {
+		return func() {}, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	maxAll, maxUser := r.MaxFollowers, r.MaxFollowersPerUser
+	if maxAll <= 0 {
+		maxAll = DefaultMaxFollowers
+	}
+	if maxUser <= 0 {
+		maxUser = DefaultMaxFollowersPerUser
+	}
+	if r.followers == nil {
+		r.followers = map[string]int{}
+	}
+	switch {
+	case r.followers[user] >= maxUser:
+		return nil, fmt.Errorf("%w: %d by this user (at most %d)", ErrTooManyFollowers, r.followers[user], maxUser)
+	case r.total >= maxAll:
+		return nil, fmt.Errorf("%w: %d in all (at most %d)", ErrTooManyFollowers, r.total, maxAll)
+	}
+	r.followers[user]++
+	r.total++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.total--
+			if r.followers[user]--; r.followers[user] <= 0 {
+				delete(r.followers, user)
+			}
+		})
+	}, nil
 }
 
 // NewRegistry returns a registry whose tails keep at most maxBytes each

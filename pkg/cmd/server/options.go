@@ -70,12 +70,15 @@ type Options struct {
 	ConcurrentBackups  int
 	// LocationUsageInterval is how often storage locations are measured.
 	LocationUsageInterval time.Duration
-	SourceKubeconfig      string
-	ClientQPS             float32
-	ClientBurst           int
-	ClientPageSize        int
-	RestoreItemWorkers    int
-	ConcurrentRestores    int
+	// LocationCheckTimeout bounds a storage location's check (opening it
+	// and probing its endpoint).
+	LocationCheckTimeout time.Duration
+	SourceKubeconfig     string
+	ClientQPS            float32
+	ClientBurst          int
+	ClientPageSize       int
+	RestoreItemWorkers   int
+	ConcurrentRestores   int
 	// ConfigurationDir is --configuration-dir.
 	ConfigurationDir string
 	// GCPercent (0: not given) and MemoryLimit ("": not given) set the
@@ -129,6 +132,7 @@ func NewOptions() *Options {
 		ListsFromStorage:           true,
 		ConcurrentBackups:          1,
 		LocationUsageInterval:      location.DefaultUsageInterval,
+		LocationCheckTimeout:       location.DefaultCheckTimeout,
 		ClientQPS:                  100,
 		ClientBurst:                100,
 		RestoreItemWorkers:         restore.DefaultItemWorkers,
@@ -192,6 +196,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CBTStateDir, "cbt-state-dir", o.CBTStateDir, "the directory holding the qcow2 overlays that give raw VM disks changed block tracking, one subdirectory per libvirt domain (default <volume-root>/.cbt); QEMU must be able to reach it")
 	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
 	fs.DurationVar(&o.LocationUsageInterval, "location-usage-interval", o.LocationUsageInterval, "how often the objects of each available storage location are measured (status.usage, drawn over time by the console; 0: never). Measuring lists every object under the location's prefix")
+	fs.DurationVar(&o.LocationCheckTimeout, "location-check-timeout", o.LocationCheckTimeout, "how long a storage location's check (opening it, probing its endpoint) may take before the location is Unavailable: a tenant's endpoint that answers slowly holds one of the location engine's workers no longer")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")
 	fs.Float32Var(&o.ClientQPS, "client-qps", o.ClientQPS, "maximum requests per second a backup makes to the source cluster, or a restore to the target (Velero's --client-qps, same default)")
@@ -275,6 +280,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BackupSyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--backup-sync-period must be positive, not %s", o.BackupSyncPeriod))
+	}
+	if o.LocationCheckTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--location-check-timeout must be positive, not %s", o.LocationCheckTimeout))
 	}
 	if o.LocationUsageInterval < 0 {
 		errs = append(errs, fmt.Errorf("--location-usage-interval must not be negative, not %s", o.LocationUsageInterval))

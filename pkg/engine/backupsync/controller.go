@@ -74,10 +74,22 @@ type Config struct {
 	// (default DefaultMaxPerPass): a bucket holding many, or one a tenant
 	// filled, is taken a pass at a time.
 	MaxPerPass int
+	// PassTimeout bounds a pass over a location, every call to its
+	// endpoint included (default DefaultPassTimeout): one cut short goes
+	// on at the next.
+	PassTimeout time.Duration
 }
 
 // DefaultMaxPerPass is Config.MaxPerPass's default.
 const DefaultMaxPerPass = 500
+
+// DefaultPassTimeout is Config.PassTimeout's default.
+const DefaultPassTimeout = 5 * time.Minute
+
+// Workers is how many locations are synced at once: a location's endpoint
+// is its owner's (a tenant's) to choose, and one that answers slowly
+// holds a worker until its pass's deadline, never all of them.
+const Workers = 4
 
 // Controller is the backup sync engine.
 type Controller struct {
@@ -139,6 +151,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return nil // the availability check says why
 	}
 	logger := klog.FromContext(ctx).WithValues("location", klog.KObj(bsl))
+	timeout := c.cfg.PassTimeout
+	if timeout <= 0 {
+		timeout = DefaultPassTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	store, layout, err := c.cfg.Opener.Open(ctx, bsl)
 	if err != nil {
 		logger.Error(err, "Opening the location to sync backups")

@@ -95,7 +95,19 @@ type Controller struct {
 	// measured, at its first check once the interval has passed since the
 	// last sample (0: never).
 	UsageInterval time.Duration
+	// CheckTimeout bounds a check: opening the location and probing its
+	// endpoint (0: DefaultCheckTimeout).
+	CheckTimeout time.Duration
 }
+
+// DefaultCheckTimeout bounds a location's check by default.
+const DefaultCheckTimeout = 30 * time.Second
+
+// Workers is how many locations are checked at once: a location's
+// endpoint is its owner's (a tenant's) to choose, and one that answers
+// slowly holds a worker until its check's deadline, never all of them
+// (a location is checked by one worker at a time).
+const Workers = 4
 
 // DefaultUsageInterval is how often locations are measured by default.
 const DefaultUsageInterval = time.Hour
@@ -173,17 +185,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 	}
 	phase, message := velerov1.BackupStorageLocationPhaseAvailable, ""
-	store, layout, err := c.opener.Open(ctx, l)
-	if err == nil {
-		err = store.Probe(ctx)
-	}
+	store, layout, err := c.check(ctx, l)
 	if err != nil {
 		phase, message = velerov1.BackupStorageLocationPhaseUnavailable, err.Error()
 	}
 	var sample *velerov1.LocationUsageSample
 	if err == nil && UsageDue(l.Status.Usage, now, c.UsageInterval) {
-		// Bounded: the engine checks every location on one worker, and a
-		// tenant's location is at an endpoint of the tenant's choosing.
+		// Bounded: a tenant's location is at an endpoint of the tenant's
+		// choosing.
 		mctx, cancel := context.WithTimeout(ctx, UsageTimeout)
 		u, err := objectstore.MeasureUsage(mctx, store, layout.Root())
 		cancel()
@@ -212,6 +221,24 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	c.mu.Unlock()
 	c.AddAfter(key, freq)
 	return nil
+}
+
+// check opens l and probes its endpoint, within the check's deadline.
+func (c *Controller) check(ctx context.Context, l *velerov1.BackupStorageLocation) (objectstore.Store, objectstore.Layout, error) {
+	timeout := c.CheckTimeout
+	if timeout <= 0 {
+		timeout = DefaultCheckTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	store, layout, err := c.opener.Open(cctx, l)
+	if err == nil {
+		err = store.Probe(cctx)
+	}
+	if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("the location's check took longer than %s: %w", timeout, err)
+	}
+	return store, layout, err
 }
 
 // demoteOlderDefaults keeps one default location per namespace, as Velero

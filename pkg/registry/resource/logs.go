@@ -51,6 +51,8 @@ type LogTarget func(ctx context.Context, namespace, name string) (LogFile, error
 // (past the offset asked for when a live log no longer keeps those
 // bytes); Backstop-Log-Live is true when the body is a run's live log.
 type LogsREST struct {
+	// followFor bounds a followed log (FollowFor).
+	followFor time.Duration
 	resource  schema.GroupResource
 	newFunc   func() runtime.Object
 	target    LogTarget
@@ -63,8 +65,17 @@ var (
 	_ rest.StorageMetadata = &LogsREST{}
 )
 
-// FollowFor bounds a follow=true response.
+// FollowFor bounds a follow=true response: its writes end by then, also
+// when the reader reads nothing (a write deadline, not only a check
+// between writes).
 const FollowFor = 45 * time.Second
+
+// followGrace is how long past FollowFor a followed log's last write may
+// take.
+const followGrace = 5 * time.Second
+
+// StoredLogFor bounds the writes of a stored log's response.
+const StoredLogFor = 2 * time.Minute
 
 // The response headers of a log.
 const (
@@ -75,7 +86,7 @@ const (
 // NewLogsREST returns the logs subresource of resource; live holds the
 // logs of the runs in progress on this server.
 func NewLogsREST(resource schema.GroupResource, newFunc func() runtime.Object, target LogTarget, locations objectstore.Locations, live *livelog.Registry) *LogsREST {
-	return &LogsREST{resource: resource, newFunc: newFunc, target: target, locations: locations, live: live}
+	return &LogsREST{followFor: FollowFor, resource: resource, newFunc: newFunc, target: target, locations: locations, live: live}
 }
 
 // New returns an empty object of the parent resource.
@@ -139,9 +150,23 @@ func (r *LogsREST) Connect(ctx context.Context, name string, _ runtime.Object, r
 			return
 		}
 		if tail := r.live.Get(livelog.Key{Kind: string(file.Kind), Namespace: file.Namespace, Name: file.Name}); tail != nil {
+			if lr.follow {
+				user := ""
+				if u, ok := genericrequest.UserFrom(ctx); ok {
+					user = u.GetName()
+				}
+				release, err := r.live.Follow(user)
+				if err != nil {
+					responder.Error(apierrors.NewTooManyRequests(fmt.Sprintf("following the log of %s: %v", name, err), int(r.followFor/time.Second)))
+					return
+				}
+				defer release()
+			}
 			r.serveLive(ctx, w, tail, lr)
 			return
 		}
+		// A reader that reads nothing holds no handler past the deadline.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(StoredLogFor))
 		f, err := r.locations.OpenTarget(ctx, file.Namespace, file.Location, file.Kind, file.Name)
 		if errors.Is(err, objectstore.ErrNotFound) {
 			responder.Error(apierrors.NewNotFound(schema.GroupResource{Group: r.resource.Group, Resource: r.resource.Resource + "/logs"},
@@ -212,12 +237,16 @@ func (r *LogsREST) serveLive(ctx context.Context, w http.ResponseWriter, tail *l
 		}
 	}
 	if !lr.follow {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(StoredLogFor))
 		c := tail.Read(lr.offset)
 		begin(c.Offset)
 		_, _ = w.Write(c.Data)
 		return
 	}
-	_, _ = tail.Follow(ctx, lr.offset, FollowFor, begin, func(p []byte) error {
+	// The follow ends by FollowFor: the timer ends it between writes, the
+	// deadline a write that a reader reading nothing keeps waiting.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(r.followFor + followGrace))
+	_, _ = tail.Follow(ctx, lr.offset, r.followFor, begin, func(p []byte) error {
 		if _, err := w.Write(p); err != nil {
 			return err
 		}
