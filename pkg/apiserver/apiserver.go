@@ -120,6 +120,9 @@ type ExtraConfig struct {
 	// LocationCheckTimeout bounds a location's check (0: the engine's
 	// default).
 	LocationCheckTimeout time.Duration
+	// VMBootDirs are where a VM a restore defines anew may boot from (nil:
+	// the restore engine's default).
+	VMBootDirs []string
 	// DataDir, when set, holds the default filesystem storage location
 	// (<DataDir>/backups), created at the first start.
 	DataDir string

@@ -117,26 +117,16 @@ func (c *Conn) DefineFrom(definition, name string, disks map[string]string) erro
 	return nil
 }
 
-// DiskDirs maps each file disk of a domain definition to the directory of
-// its data: the image's own directory, or its raw data file's for the
-// overlays of changed block tracking. A restore into a new domain puts the
-// new domain's images beside the old one's.
-func DiskDirs(definition string) (map[string]string, error) {
+// DiskTargets lists the target devices (vda) of a domain definition's
+// file disks.
+func DiskTargets(definition string) ([]string, error) {
 	dx, err := parseDomain(definition)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]string{}
+	var out []string
 	for _, disk := range fileDisks(dx) {
-		dir := filepath.Dir(diskFile(disk))
-		if info, err := imageInfo(diskFile(disk)); err == nil && info.FormatSpecific.Data.DataFile != "" {
-			data := info.FormatSpecific.Data.DataFile
-			if !filepath.IsAbs(data) {
-				data = filepath.Join(dir, data)
-			}
-			dir = filepath.Dir(data)
-		}
-		out[diskTarget(disk)] = dir
+		out = append(out, diskTarget(disk))
 	}
 	return out, nil
 }

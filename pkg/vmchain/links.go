@@ -2,6 +2,7 @@ package vmchain
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
@@ -24,6 +25,15 @@ func Links(nsDir, domain string) ([]Link, error) {
 	var out []Link
 	for _, f := range manifests {
 		dir := filepath.Dir(f)
+		// The volumes are their namespace's to write: a backup reached
+		// through a symlink (another namespace's, say) is none of this
+		// namespace's links.
+		if !realDir(filepath.Dir(dir)) || !realDir(dir) {
+			continue
+		}
+		if st, err := os.Lstat(f); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
 		m, err := vmmanifest.Read(dir)
 		if err != nil || m.Domain != domain {
 			continue
@@ -31,6 +41,12 @@ func Links(nsDir, domain string) ([]Link, error) {
 		out = append(out, Link{Dir: dir, Manifest: m})
 	}
 	return out, nil
+}
+
+// realDir reports whether p is a directory, not a symlink to one.
+func realDir(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.IsDir()
 }
 
 // Next is the link taken since checkpoint (the incremental whose parent it

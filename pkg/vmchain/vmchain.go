@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/atomicfile"
@@ -148,6 +149,11 @@ func Remove(ctx context.Context, dir, next string, opts Options) error {
 // D's file (removed), backed by D's backing file (backing, "" for none),
 // synced; it returns temp's sha256.
 func mergeFile(ctx context.Context, removed, backing, next, temp string) (string, error) {
+	for _, f := range []string{removed, next} {
+		if err := vmmanifest.CheckImage(ctx, f); err != nil {
+			return "", err
+		}
+	}
 	if err := copyFile(next, temp); err != nil {
 		return "", err
 	}
@@ -341,12 +347,17 @@ func nodeJSON(file, backing string) string {
 
 // copyFile copies src to dst (created anew).
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	// Neither is followed through a symlink: the volume is its
+	// namespace's to write. A temp left by an earlier merge is replaced.
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err := os.Remove(dst); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,13 @@ type DomainRequest struct {
 	// own and started.
 	Domain string
 	// Definition is the domain XML a new domain is defined from (the
-	// backed-up domain's).
+	// backed-up domain's, as its backup saved it: rebuilt with
+	// virt.RestorableDefinition, its boot files from BootDirs).
 	Definition string
+	BootDirs   []string
+	// ImageDir is where a new domain's images are written (a directory
+	// of the server's: never one the definition names).
+	ImageDir string
 }
 
 // DomainResult says what a domain restore did.
@@ -37,6 +42,9 @@ type DomainResult struct {
 	Started bool
 	// Disks are the images written, by disk name.
 	Disks map[string]string
+	// LeftOut says what of the definition a new domain was not defined
+	// with (virt.RestorableDefinition).
+	LeftOut []string
 }
 
 // IntoDomain restores req.Domain's disks from req.Chain. Every disk of the
@@ -46,9 +54,8 @@ type DomainResult struct {
 // backup is full), has each disk's image written from the chain (through
 // the image, so an overlay of changed block tracking writes its raw data
 // file) and is started again if it ran. A domain that does not exist is
-// defined from req.Definition with new qcow2 images
-// (<domain>-<disk>.qcow2, beside the backed-up domain's images) and
-// started. Each image written is compared with the chain.
+// defined from req.Definition, rebuilt (virt.RestorableDefinition), with
+// new qcow2 images (<domain>-<disk>.qcow2 in req.ImageDir) and started. Each image written is compared with the chain.
 func IntoDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest) (DomainResult, error) {
 	if len(req.Chain) == 0 {
 		return DomainResult{}, errors.New("no backup to restore from")
@@ -152,15 +159,29 @@ func intoNewDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest,
 	if req.Definition == "" {
 		return res, fmt.Errorf("domain %s does not exist and the backup holds no domain definition to define it from", req.Domain)
 	}
-	// The definition's file disks, each with the directory of its data.
-	dirs, err := virt.DiskDirs(req.Definition)
+	if req.ImageDir == "" {
+		return res, fmt.Errorf("domain %s does not exist and no directory is given for its new images", req.Domain)
+	}
+	definition, leftOut, err := virt.RestorableDefinition(req.Definition, req.BootDirs)
 	if err != nil {
 		return res, err
 	}
-	for disk := range dirs {
+	res.LeftOut = leftOut
+	// The definition's file disks: each needs the backup's chain.
+	targets, err := virt.DiskTargets(definition)
+	if err != nil {
+		return res, err
+	}
+	dirs := map[string]bool{}
+	for _, disk := range targets {
 		if _, ok := chains[disk]; !ok {
 			return res, fmt.Errorf("the backup has no disk %s of the domain's definition", disk)
 		}
+		dirs[disk] = true
+	}
+	images, err := rootdir.Dir(req.ImageDir).MkdirAll(0o755)
+	if err != nil {
+		return res, fmt.Errorf("the directory of the restored disks: %w", err)
 	}
 	var written []string
 	defer func() {
@@ -171,12 +192,8 @@ func intoNewDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest,
 		}
 	}()
 	for _, d := range newest.Disks {
-		dir, ok := dirs[d.Name]
-		if !ok {
+		if _, ok := dirs[d.Name]; !ok {
 			continue // not a disk of the definition: nothing reads it
-		}
-		if err = os.MkdirAll(dir, 0o755); err != nil {
-			return res, fmt.Errorf("the directory of the restored disks: %w", err)
 		}
 		// The disk's name comes from the backup's manifest, in a volume
 		// others may write: one file name, or nothing is written.
@@ -184,8 +201,8 @@ func intoNewDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest,
 		if err = rootdir.Name(file); err != nil {
 			return res, fmt.Errorf("disk %q of domain %s cannot name an image: %w", d.Name, req.Domain, err)
 		}
-		image := filepath.Join(dir, file)
-		if _, statErr := os.Stat(image); statErr == nil {
+		image := filepath.Join(images, file)
+		if _, statErr := os.Lstat(image); statErr == nil {
 			err = fmt.Errorf("domain %s does not exist but its disk image %s does: it is not overwritten", req.Domain, image)
 			return res, err
 		}
@@ -209,7 +226,7 @@ func intoNewDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest,
 		}
 		res.Disks[d.Name] = image
 	}
-	if err = conn.DefineFrom(req.Definition, req.Domain, res.Disks); err != nil {
+	if err = conn.DefineFrom(definition, req.Domain, res.Disks); err != nil {
 		return res, err
 	}
 	res.Created = true

@@ -90,6 +90,9 @@ func checkChain(ctx context.Context, dirs []string, disk string) ([]string, erro
 			return nil, fmt.Errorf("%s has no disk %q", dir, disk)
 		}
 		file := filepath.Join(dir, entry.File)
+		if err := vmmanifest.CheckImage(ctx, file); err != nil {
+			return nil, err
+		}
 		sum, err := vmmanifest.FileSHA256(file)
 		if err != nil {
 			return nil, err

@@ -37,6 +37,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/standalone/pki"
+	"github.com/backstop-io/backstop/pkg/virt"
 )
 
 // Runtime modes.
@@ -73,12 +74,15 @@ type Options struct {
 	// LocationCheckTimeout bounds a storage location's check (opening it
 	// and probing its endpoint).
 	LocationCheckTimeout time.Duration
-	SourceKubeconfig     string
-	ClientQPS            float32
-	ClientBurst          int
-	ClientPageSize       int
-	RestoreItemWorkers   int
-	ConcurrentRestores   int
+	// VMBootDirs are the directories a VM defined anew by a restore may
+	// boot a kernel or firmware from.
+	VMBootDirs         []string
+	SourceKubeconfig   string
+	ClientQPS          float32
+	ClientBurst        int
+	ClientPageSize     int
+	RestoreItemWorkers int
+	ConcurrentRestores int
 	// ConfigurationDir is --configuration-dir.
 	ConfigurationDir string
 	// GCPercent (0: not given) and MemoryLimit ("": not given) set the
@@ -133,6 +137,7 @@ func NewOptions() *Options {
 		ConcurrentBackups:          1,
 		LocationUsageInterval:      location.DefaultUsageInterval,
 		LocationCheckTimeout:       location.DefaultCheckTimeout,
+		VMBootDirs:                 virt.DefaultBootDirs,
 		ClientQPS:                  100,
 		ClientBurst:                100,
 		RestoreItemWorkers:         restore.DefaultItemWorkers,
@@ -196,6 +201,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CBTStateDir, "cbt-state-dir", o.CBTStateDir, "the directory holding the qcow2 overlays that give raw VM disks changed block tracking, one subdirectory per libvirt domain (default <volume-root>/.cbt); QEMU must be able to reach it")
 	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
 	fs.DurationVar(&o.LocationUsageInterval, "location-usage-interval", o.LocationUsageInterval, "how often the objects of each available storage location are measured (status.usage, drawn over time by the console; 0: never). Measuring lists every object under the location's prefix")
+	fs.StringSliceVar(&o.VMBootDirs, "vm-boot-dirs", o.VMBootDirs, "the directories a VM that a restore defines anew may read its kernel, initrd, device tree or firmware from (its saved definition is in a volume its namespace writes: a path elsewhere is left out of the domain, and the restore's log says so)")
 	fs.DurationVar(&o.LocationCheckTimeout, "location-check-timeout", o.LocationCheckTimeout, "how long a storage location's check (opening it, probing its endpoint) may take before the location is Unavailable: a tenant's endpoint that answers slowly holds one of the location engine's workers no longer")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")

@@ -106,6 +106,9 @@ type Config struct {
 	// disks are not restored, and a restore that takes VMs says so.
 	Virt       func() (virt.Hypervisor, error)
 	VolumeRoot string
+	// VMBootDirs are where a VM defined anew may boot its kernel or
+	// firmware from (nil: virt.DefaultBootDirs).
+	VMBootDirs []string
 	// VMLocks are shared with the VM backup engine: a VM's disks are
 	// restored while no backup of it runs and its chain is not edited
 	// (nil: not shared).

@@ -20,6 +20,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/engine/vmhost"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/rootdir"
+	"github.com/backstop-io/backstop/pkg/virt"
 	"github.com/backstop-io/backstop/pkg/vmchain"
 	"github.com/backstop-io/backstop/pkg/vmmanifest"
 	"github.com/backstop-io/backstop/pkg/vmrestore"
@@ -105,6 +106,11 @@ func (run *restoreRun) vmsTaken(ctx context.Context, spec *velerov1.BackupSpec, 
 	return out, nil
 }
 
+// RestoredImagesDir is the directory under the volume root that holds the
+// images of domains a restore defines anew, by namespace (a name no
+// namespace's volume directory can have).
+const RestoredImagesDir = ".restored"
+
 // restoreVMs restores the disks of the VMs the restore takes.
 func (run *restoreRun) restoreVMs(ctx context.Context, spec *velerov1.BackupSpec, resources []items.Resource) error {
 	vms, err := run.vmsTaken(ctx, spec, resources)
@@ -176,6 +182,12 @@ func (run *restoreRun) restoreVM(ctx context.Context, vm vmItem, domain string) 
 	if err != nil {
 		return "", fmt.Errorf("libvirt: %w", err)
 	}
+	// The manifest is in a volume its namespace writes: the domain it
+	// names must be the backed-up VM's, or a definition read for it could
+	// be another namespace's VM's.
+	if source := vmb.Namespace + "_" + vm.name; m.Domain != source {
+		return "", fmt.Errorf("its VM backup %s/%s names domain %q, not the VM's %q", vmb.Namespace, vmb.Name, m.Domain, source)
+	}
 	definition := m.Definition
 	if definition == "" {
 		// A backup taken before definitions were saved: the backed-up
@@ -184,7 +196,20 @@ func (run *restoreRun) restoreVM(ctx context.Context, vm vmItem, domain string) 
 	}
 	run.log.Info("Restoring VM disks", "virtualMachine", vm.target+"/"+vm.name, "domain", domain,
 		"virtualMachineBackup", vmb.Namespace+"/"+vmb.Name, "chain", len(chain))
-	res, err := vmrestore.IntoDomain(ctx, conn, vmrestore.DomainRequest{Chain: chain, Domain: domain, Definition: definition})
+	// A new domain's images go to a directory of the server's under the
+	// volume root, by the namespace restored into (a DNS label): never
+	// where the definition's disks were.
+	images := filepath.Join(c.cfg.VolumeRoot, RestoredImagesDir, vm.target)
+	bootDirs := c.cfg.VMBootDirs
+	if bootDirs == nil {
+		bootDirs = virt.DefaultBootDirs
+	}
+	res, err := vmrestore.IntoDomain(ctx, conn, vmrestore.DomainRequest{Chain: chain, Domain: domain, Definition: definition,
+		BootDirs: bootDirs, ImageDir: images})
+	if len(res.LeftOut) > 0 {
+		run.log.Warning(vm.target, "", fmt.Sprintf("VirtualMachine %s/%s was defined without what its saved definition names of the host: %s",
+			vm.target, vm.name, strings.Join(res.LeftOut, "; ")))
+	}
 	if err != nil {
 		return "", err
 	}

@@ -19,6 +19,7 @@ import (
 
 	kv "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	restoreengine "github.com/backstop-io/backstop/pkg/engine/restore"
 	"github.com/backstop-io/backstop/pkg/engine/vmoperation"
 	"github.com/backstop-io/backstop/pkg/virt"
 	"github.com/backstop-io/backstop/pkg/virt/virttest"
@@ -536,8 +537,10 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 	if src := restored(vmNS+"_vm1", want["vm1"]); src != vm1.Disk {
 		t.Errorf("vm1 was restored into %s, not its own disk %s", src, vm1.Disk)
 	}
-	if src := restored(vmNS+"_vm2", want["vm2"]); src == vm2.Disk || filepath.Dir(src) != filepath.Dir(vm2.Disk) {
-		t.Errorf("the deleted vm2 should get a new disk beside its old one (%s), got %s", vm2.Disk, src)
+	// Its new disk is in the server's directory of restored images, never
+	// where the saved definition (in a volume its namespace writes) says.
+	if src := restored(vmNS+"_vm2", want["vm2"]); src == vm2.Disk || filepath.Dir(src) != filepath.Join(root, restoreengine.RestoredImagesDir, vmNS) {
+		t.Errorf("the deleted vm2 should get a new disk in %s, got %s", filepath.Join(root, restoreengine.RestoredImagesDir, vmNS), src)
 	}
 	logs := restoreLogs(t, s, "back")
 	for _, want := range []string{"VM disks restored", "written into the existing domain", "written into a new domain", "nightly-1-vm-vm1 → nightly-2-vm-vm1",
@@ -567,6 +570,48 @@ func TestVMRestoreThroughVelero(t *testing.T) {
 	if got := virttest.ImageSHA256(t, vm1.Disk); got != before {
 		t.Errorf("restoring under namespaceMapping changed the source VM's disk")
 	}
+
+	// The definition saved with vm2's backup, rewritten in the volume
+	// (its namespace writes it) to run QEMU with extra arguments, write
+	// its serial port into the volume root and boot a host file as its
+	// kernel: the VM defined anew has none of them, and the restore's log
+	// says what was left out.
+	t.Run("a hostile saved definition", func(t *testing.T) {
+		dir := filepath.Join(volume, "nightly-2-vm-vm2")
+		m, err := vmmanifest.Read(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pwned := filepath.Join(root, "pwned-by-serial")
+		m.Definition = strings.Replace(m.Definition, "<domain ", "<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0' ", 1)
+		m.Definition = strings.Replace(m.Definition, "</devices>", "<serial type='file'><source path='"+pwned+"'/><target port='0'/></serial></devices>"+
+			"<qemu:commandline><qemu:arg value='-name'/><qemu:arg value='hostile'/></qemu:commandline>", 1)
+		m.Definition = strings.Replace(m.Definition, "</os>", "<kernel>/etc/hostname</kernel></os>", 1)
+		if err := vmmanifest.Write(dir, m); err != nil {
+			t.Fatal(err)
+		}
+		virttest.Adopt(t, "farm5_vm1")
+		virttest.Adopt(t, "farm5_vm2")
+		veleroCLI(t, s, "restore", "create", "hostile", "--from-backup", "nightly-2", "--namespace-mappings", vmNS+":farm5")
+		operations(waitRestore(t, s, "hostile"), 2)
+		restored("farm5_vm2", want["vm2"])
+		def, err := conn.DomainDefinition("farm5_vm2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gone := range []string{"commandline", "hostile", pwned, "/etc/hostname"} {
+			if strings.Contains(def, gone) {
+				t.Errorf("the VM defined from the hostile definition holds %q:\n%s", gone, def)
+			}
+		}
+		if _, err := os.Lstat(pwned); err == nil {
+			t.Errorf("the restored VM wrote %s", pwned)
+		}
+		if logs := restoreLogs(t, s, "hostile"); !strings.Contains(logs, "defined without what its saved definition names of the host") ||
+			!strings.Contains(logs, "QEMU command line arguments") || !strings.Contains(logs, "/etc/hostname") {
+			t.Errorf("the restore log does not say what was left out:\n%s", logs)
+		}
+	})
 
 	// A restore that excludes virtualmachines restores no VM disk.
 	veleroCLI(t, s, "restore", "create", "novms", "--from-backup", "nightly-2", "--exclude-resources", "virtualmachines")
