@@ -48,7 +48,7 @@ func RestorableDefinition(definition string, bootDirs []string) (string, []strin
 		"QEMU overrides": in.QEMUOverride != nil, "security labels": len(in.SecLabel) > 0, "memory backing": in.MemoryBacking != nil,
 		"block I/O tuning": in.BlockIOTune != nil, "system information": len(in.SysInfo) > 0,
 		"resource partition": in.Resource != nil && (in.Resource.Partition != "/machine" || in.Resource.FibreChannel != nil),
-		"bootloader": in.Bootloader != "", "ID map": in.IDMap != nil, "metadata": in.Metadata != nil, "launch security": in.LaunchSecurity != nil,
+		"bootloader":         in.Bootloader != "", "ID map": in.IDMap != nil, "metadata": in.Metadata != nil, "launch security": in.LaunchSecurity != nil,
 		"key wrapping": in.KeyWrap != nil, "performance events": in.Perf != nil, "NUMA tuning": in.NUMATune != nil, "CPU tuning": in.CPUTune != nil,
 	} {
 		if present {
