@@ -120,6 +120,9 @@ type ExtraConfig struct {
 	// LocationCheckTimeout bounds a location's check (0: the engine's
 	// default).
 	LocationCheckTimeout time.Duration
+	// ScratchDir holds the restores' and previews' scratch space (their
+	// spooled items, their logs until stored): "" is DataDir.
+	ScratchDir string
 	// VMBootDirs are where a VM a restore defines anew may boot from (nil:
 	// the restore engine's default).
 	VMBootDirs []string

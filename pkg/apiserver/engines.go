@@ -335,10 +335,14 @@ func (c CompletedConfig) engineClientConfig(loopback *restclient.Config) *restcl
 // lists, "preview" where restore previews do (apart: each term of the
 // engines empties its own).
 func (c CompletedConfig) scratchDir(name string) (string, error) {
-	if c.extra.DataDir == "" {
+	base := c.extra.ScratchDir
+	if base == "" {
+		base = c.extra.DataDir
+	}
+	if base == "" {
 		return os.MkdirTemp("", "backstop-"+name+"-")
 	}
-	dir := filepath.Join(c.extra.DataDir, name)
+	dir := filepath.Join(base, name)
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("emptying %s: %w", dir, err)
 	}

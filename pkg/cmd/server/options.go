@@ -76,7 +76,10 @@ type Options struct {
 	LocationCheckTimeout time.Duration
 	// VMBootDirs are the directories a VM defined anew by a restore may
 	// boot a kernel or firmware from.
-	VMBootDirs         []string
+	VMBootDirs []string
+	// RestoreScratchDir is where restores and previews spool (default:
+	// the data directory).
+	RestoreScratchDir  string
 	SourceKubeconfig   string
 	ClientQPS          float32
 	ClientBurst        int
@@ -210,7 +213,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.BackupSyncMaxPerPass, "backup-sync-max-per-pass", o.BackupSyncMaxPerPass, "the most Backups one sync pass over a storage location makes from what it finds there; the rest wait for the next passes")
 	fs.Int64Var(&o.RestoreLimits.Items, "restore-max-items", o.RestoreLimits.Items, "the most items a backup's tarball may hold for a restore of it (0: no limit); past it the restore fails and the queue goes on")
 	fs.Int64Var(&o.RestoreLimits.Bytes, "restore-max-bytes", o.RestoreLimits.Bytes, "the most bytes, uncompressed, a backup's tarball may hold for a restore of it (0: no limit): a gzip bomb ends here")
-	fs.Int64Var(&o.RestoreLimits.ScratchBytes, "restore-max-scratch-bytes", o.RestoreLimits.ScratchBytes, "the most bytes a restore spools on the scratch disk (<data-dir>/scratch) for its second pass (0: no limit)")
+	fs.Int64Var(&o.RestoreLimits.ScratchBytes, "restore-max-scratch-bytes", o.RestoreLimits.ScratchBytes, "the most bytes a restore spools on the scratch disk (<restore-scratch-dir>/scratch) for its second pass (0: no limit); whatever this says, a restore stops before the scratch disk has less than 512 MiB or 2% of it free")
+	fs.StringVar(&o.RestoreScratchDir, "restore-scratch-dir", o.RestoreScratchDir, "the directory restores and previews spool items into (its scratch and preview subdirectories, emptied at start; default: the data directory). Give it a disk of its own: a backup's tarball in a bucket decides how much a restore spools")
 	fs.DurationVar(&o.RestoreLimits.Duration, "restore-timeout", o.RestoreLimits.Duration, "the longest a restore may run before it fails (0: no limit)")
 	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, fmt.Sprintf("the garbage collector's target heap growth between collections, in percent (Go's GOGC); default %d unless GOGC is set", DefaultGCPercent))
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the memory the server may use (a quantity such as 512Mi); the Go heap is kept within 90% of it (Go's GOMEMLIMIT); default: the container's memory limit (its cgroup's) unless GOMEMLIMIT is set")

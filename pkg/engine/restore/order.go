@@ -2,12 +2,14 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
@@ -101,6 +103,53 @@ type spool struct {
 	items map[string][]spooled
 	// bytes are the bytes spooled, maxBytes their bound (0: none).
 	bytes, maxBytes int64
+	// space reads the scratch disk's free and total bytes; checked is
+	// s.bytes at its last reading.
+	space   func() (free, total uint64, err error)
+	checked int64
+}
+
+// The scratch disk keeps at least this much free, whatever a restore
+// spools (the restores' scratch may share a disk with the database):
+// minScratchFree or a fiftieth of the disk, whichever is larger.
+const minScratchFree = 512 << 20
+
+// scratchCheckEvery is how many bytes a spool writes between two readings
+// of the disk's free space.
+const scratchCheckEvery = 8 << 20
+
+// scratchSpace reads the free and total bytes of dir's file system.
+func scratchSpace(dir string) func() (uint64, uint64, error) {
+	return func() (uint64, uint64, error) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err != nil {
+			return 0, 0, fmt.Errorf("the free space of the scratch directory %s: %w", dir, err)
+		}
+		return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
+	}
+}
+
+// errScratchFull is the error of a restore whose items would not fit on
+// the scratch disk.
+var errScratchFull = errors.New("the scratch disk is full")
+
+// checkSpace fails when writing n more bytes would leave the scratch disk
+// less than its reserve.
+func (s *spool) checkSpace(n int64) error {
+	if s.space == nil {
+		return nil
+	}
+	free, total, err := s.space()
+	if err != nil {
+		return err
+	}
+	reserve := max(uint64(minScratchFree), total/50)
+	if free < reserve+uint64(n) {
+		return fmt.Errorf("%w: %s has %d bytes free, and keeps %d of them (--restore-scratch-dir: give restores a disk of their own, or more space)",
+			errScratchFull, s.dir, free, reserve)
+	}
+	s.checked = s.bytes
+	return nil
 }
 
 type spooled struct {
@@ -113,12 +162,24 @@ func newSpool(scratch string) (*spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spooling the restore's items: %w", err)
 	}
-	return &spool{dir: dir, items: map[string][]spooled{}}, nil
+	s := &spool{dir: dir, items: map[string][]spooled{}, space: scratchSpace(dir)}
+	// Before the restore begins: a disk already at its reserve takes
+	// none.
+	if err := s.checkSpace(0); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
 }
 
 func (s *spool) add(it *archive.Item) error {
 	if s.bytes += int64(len(it.Data)); s.maxBytes > 0 && s.bytes > s.maxBytes {
 		return fmt.Errorf("%w: its items need more than %d bytes of scratch space (--restore-max-scratch-bytes)", errLimit, s.maxBytes)
+	}
+	if s.bytes-s.checked >= scratchCheckEvery {
+		if err := s.checkSpace(scratchCheckEvery); err != nil {
+			return err
+		}
 	}
 	path := filepath.Join(s.dir, strconv.Itoa(s.n))
 	s.n++

@@ -1,11 +1,13 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -169,4 +171,37 @@ func TestSpoolReplayParallel(t *testing.T) {
 	if !errors.Is(err, boom) || calls.Load() != 1 {
 		t.Errorf("replay after a failing item: %v with %d calls, want boom after 1", err, calls.Load())
 	}
+}
+
+// TestSpoolScratchSpace: a restore spools nothing onto a scratch disk
+// already at its reserve, and stops with a clear failure before its items
+// would take the reserve, whatever its --restore-max-scratch-bytes.
+func TestSpoolScratchSpace(t *testing.T) {
+	const total = 100 << 30 // a 100 GiB disk: its reserve is 2 GiB
+	reserve := uint64(total / 50)
+	t.Run("a disk at its reserve takes no restore", func(t *testing.T) {
+		s := &spool{dir: t.TempDir(), items: map[string][]spooled{}, space: func() (uint64, uint64, error) { return reserve - 1, total, nil }}
+		if err := s.checkSpace(0); !errors.Is(err, errScratchFull) || !strings.Contains(err.Error(), "--restore-scratch-dir") {
+			t.Errorf("checkSpace: %v, want %v naming --restore-scratch-dir", err, errScratchFull)
+		}
+	})
+	t.Run("items stop before the reserve", func(t *testing.T) {
+		free := reserve + 20<<20 // room for 20 MiB
+		s := &spool{dir: t.TempDir(), items: map[string][]spooled{}, space: func() (uint64, uint64, error) { return free, total, nil }}
+		data := bytes.Repeat([]byte("x"), 1<<20)
+		var err error
+		written := 0
+		for i := 0; i < 64 && err == nil; i++ {
+			if err = s.add(&archive.Item{GroupResource: "configmaps", Namespace: "ns", Name: fmt.Sprintf("cm-%d", i), Data: data}); err == nil {
+				written++
+				free -= uint64(len(data))
+			}
+		}
+		if !errors.Is(err, errScratchFull) {
+			t.Fatalf("spooling 64 MiB onto 20 MiB above the reserve: %v after %d items, want %v", err, written, errScratchFull)
+		}
+		if free < reserve {
+			t.Errorf("the spool took the reserve: %d bytes free, the reserve %d", free, reserve)
+		}
+	})
 }
