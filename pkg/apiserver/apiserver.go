@@ -531,7 +531,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	if err := oadpV1alpha1.add("nonadminschedules", nass, nasStatus, err); err != nil {
 		return nil, nil, nil, err
 	}
-	nadrs, nadrStatus, err := nonadmindownloadrequest.NewREST(scheme, getter, nabs.NonAdminBackup, nars.NonAdminRestore)
+	nadrs, nadrStatus, err := nonadmindownloadrequest.NewREST(scheme, getter, nabs.NonAdminBackup, nars.NonAdminRestore, policy)
 	if err := oadpV1alpha1.add("nonadmindownloadrequests", nadrs, nadrStatus, err); err != nil {
 		return nil, nil, nil, err
 	}

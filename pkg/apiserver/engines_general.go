@@ -161,7 +161,9 @@ func newScheduleEngine(e *engineContext) (engine, error) {
 func newBackupSyncEngine(e *engineContext) (engine, error) {
 	return backupsync.New(backupsync.Config{Client: e.client, Backups: e.velero.Backups(), Locations: e.velero.BackupStorageLocations(),
 		Requests: e.velero.DeleteBackupRequests(), Opener: e.opener, Period: e.extra.BackupSyncPeriod,
-		TenantPeriod: nonadmin.BackupSyncPeriod(e.admin.DataProtectionApplications().Lister(), e.extra.Namespace), MaxPerPass: e.extra.BackupSyncMaxPerPass})
+		TenantPeriod:     nonadmin.BackupSyncPeriod(e.admin.DataProtectionApplications().Lister(), e.extra.Namespace),
+		TenantMaxBackups: nonadmin.MaxBackupsPerNamespace(e.admin.DataProtectionApplications().Lister(), e.extra.Namespace),
+		MaxPerPass:       e.extra.BackupSyncMaxPerPass})
 }
 
 func newDeletionEngine(e *engineContext) (engine, error) {

@@ -98,7 +98,7 @@ func everyKind(scheme *runtime.Scheme) map[reflect.Type]kindRules {
 	nab := nonadminbackup.NewStrategy(scheme, nil, nil)
 	nabsl := nonadminbackupstoragelocation.NewStrategy(scheme, nil)
 	nabslr := nonadminbackupstoragelocationrequest.NewStrategy(scheme)
-	nadr := nonadmindownloadrequest.NewStrategy(scheme, anyNonAdminBackup{}, nil)
+	nadr := nonadmindownloadrequest.NewStrategy(scheme, anyNonAdminBackup{}, nil, nil)
 	nas := nonadminschedule.NewStrategy(scheme, nil, nil)
 	nar := nonadminrestore.NewStrategy(scheme, anyNonAdminBackup{}, nil)
 	dpa := dataprotectionapplication.NewStrategy(scheme)

@@ -133,7 +133,8 @@ type TenantLimits struct {
 	MinScheduleInterval *metav1.Duration `json:"minScheduleInterval,omitempty"`
 	// maxBackupsPerNamespace: the most NonAdminBackups a namespace may
 	// hold (default 1000; 0: no limit). Those a schedule makes count, but
-	// are always made: minScheduleInterval and their TTL bound them.
+	// are always made: minScheduleInterval and their TTL bound them; those
+	// a sync finds in the tenant's bucket count, and are not made past it.
 	// +optional
 	MaxBackupsPerNamespace *int32 `json:"maxBackupsPerNamespace,omitempty"`
 	// maxRestoresPerNamespace: the most NonAdminRestores a namespace may
@@ -144,6 +145,16 @@ type TenantLimits struct {
 	// may hold (default 10; 0: no limit).
 	// +optional
 	MaxSchedulesPerNamespace *int32 `json:"maxSchedulesPerNamespace,omitempty"`
+	// maxLocationsPerNamespace: the most NonAdminBackupStorageLocations a
+	// namespace may hold (default 5; 0: no limit): each is checked and
+	// synced at an endpoint of the tenant's choosing.
+	// +optional
+	MaxLocationsPerNamespace *int32 `json:"maxLocationsPerNamespace,omitempty"`
+	// maxDownloadRequestsPerNamespace: the most NonAdminDownloadRequests a
+	// namespace may hold (default 100; 0: no limit; each goes when its
+	// link expires).
+	// +optional
+	MaxDownloadRequestsPerNamespace *int32 `json:"maxDownloadRequestsPerNamespace,omitempty"`
 }
 
 // EnforceBackupStorageLocationSpec is what the admin may enforce on

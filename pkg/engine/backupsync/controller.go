@@ -74,6 +74,10 @@ type Config struct {
 	// (default DefaultMaxPerPass): a bucket holding many, or one a tenant
 	// filled, is taken a pass at a time.
 	MaxPerPass int
+	// TenantMaxBackups reads the most Backups a tenant's location may hold
+	// in the admin namespace (the tenant's maxBackupsPerNamespace; 0 or
+	// nil: no limit): a tenant's bucket makes none past it.
+	TenantMaxBackups func() int
 	// PassTimeout bounds a pass over a location, every call to its
 	// endpoint included (default DefaultPassTimeout): one cut short goes
 	// on at the next.
@@ -170,6 +174,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	made := 0
 	errAtLimit := errors.New("at the limit")
+	// A tenant's location holds at most its limit of Backups.
+	tenantRoom := -1
+	if tenant != "" && c.cfg.TenantMaxBackups != nil {
+		if most := c.cfg.TenantMaxBackups(); most > 0 {
+			held, err := c.backups.Backups(bsl.Namespace).List(labels.SelectorFromSet(labels.Set{velerov1.StorageLocationLabel: velerov1.LabelValue(bsl.Name)}))
+			if err != nil {
+				return err
+			}
+			tenantRoom = max(most-len(held), 0)
+		}
+	}
+	errTenantLimit := errors.New("at the tenant's limit")
 	err = layout.WalkBackupNames(ctx, store, func(name string) error {
 		if tenant != "" && !oadpv1alpha1.TenantSyncable(name) {
 			return nil
@@ -179,6 +195,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 		if made == limit {
 			return errAtLimit
+		}
+		if tenantRoom >= 0 && made >= tenantRoom {
+			return errTenantLimit
 		}
 		// Each attempt counts: a bucket full of broken metadata costs a
 		// pass no more than one full of backups.
@@ -191,6 +210,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	switch {
 	case errors.Is(err, errAtLimit):
 		logger.Info("Sync pass at its limit: the location's other backups wait for the next passes", "limit", limit)
+	case errors.Is(err, errTenantLimit):
+		logger.Info("A tenant's location holds as many backups as its tenant's limit allows: its other backups are not synced", "namespace", tenant)
 	case err != nil:
 		logger.Error(err, "Listing the backups of the location")
 		return nil

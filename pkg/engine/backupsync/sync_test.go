@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/enginetest"
 	"github.com/backstop-io/backstop/pkg/objectstore"
@@ -124,5 +126,65 @@ func TestSyncPass(t *testing.T) {
 	}
 	if _, err := w.Client.VeleroV1().Backups(ns).Get(ctx, "files-gone", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("files-gone: %v, want deleted", err)
+	}
+}
+
+// TestTenantSyncLimit: a tenant's bucket makes no Backups past the
+// tenant's maxBackupsPerNamespace, whatever it holds; an admin's location
+// is not bounded by it.
+func TestTenantSyncLimit(t *testing.T) {
+	const ns = "backstop-system"
+	ctx := context.Background()
+	bucket := t.TempDir()
+	layout := objectstore.NewLayout("")
+	store, err := objectstore.NewFilesystem(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Names the server gives tenants' backups (TenantSyncable); the first
+	// is held already.
+	var names []string
+	for i := range 6 {
+		name := oadpv1alpha1.NewNACUUID("tenant-a", fmt.Sprintf("b%d", i))
+		names = append(names, name)
+		data, err := json.Marshal(velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Put(ctx, layout.BackupMetadataKey(name), bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenantLocation := &velerov1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "tenant-loc", Namespace: ns,
+		Labels:      map[string]string{oadpv1alpha1.NabslOriginNACUUIDLabel: "tenant-loc"},
+		Annotations: map[string]string{oadpv1alpha1.NabslOriginNamespaceAnnotation: "tenant-a", oadpv1alpha1.NabslOriginNameAnnotation: "mine"}},
+		Spec: velerov1.BackupStorageLocationSpec{Provider: objectstore.ProviderFilesystem,
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: bucket}}},
+		Status: velerov1.BackupStorageLocationStatus{Phase: velerov1.BackupStorageLocationPhaseAvailable}}
+	// One Backup of the location is there already.
+	held := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: names[0], Namespace: ns, Labels: map[string]string{velerov1.StorageLocationLabel: "tenant-loc"}},
+		Spec: velerov1.BackupSpec{StorageLocation: "tenant-loc"}, Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted}}
+	w := enginetest.New(t, tenantLocation, held)
+	v := w.Factory.Velero().V1()
+	c, err := New(Config{Client: w.Client, Backups: v.Backups(), Locations: v.BackupStorageLocations(), Requests: v.DeleteBackupRequests(),
+		Period: time.Minute, MaxPerPass: 100, TenantPeriod: func() time.Duration { return time.Minute }, TenantMaxBackups: func() int { return 3 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, cache.ObjectName{Namespace: ns, Name: "tenant-loc"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := w.Client.VeleroV1().Backups(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := 0
+	for _, b := range list.Items {
+		if b.Annotations[velerov1.SyncedFromLocationAnnotation] == "tenant-loc" {
+			synced++
+		}
+	}
+	if synced != 2 || len(list.Items) != 3 {
+		t.Errorf("%d Backups synced from the tenant's bucket of six (%d in all), want 2: the limit of 3 with one held", synced, len(list.Items))
 	}
 }

@@ -50,6 +50,18 @@ func BackupSyncPeriod(dpas oadplisters.DataProtectionApplicationLister, namespac
 	}
 }
 
+// MaxBackupsPerNamespace reads the most NonAdminBackups a tenant namespace
+// may hold (0: no limit) from the DataProtectionApplications of namespace.
+func MaxBackupsPerNamespace(dpas oadplisters.DataProtectionApplicationLister, namespace string) func() int {
+	return func() int {
+		policy, err := policyOf(dpas, namespace)
+		if err != nil {
+			return 0
+		}
+		return policy.Limits().MaxBackupsPerNamespace
+	}
+}
+
 // AllowedLocationEndpoints reads the endpoints the policy lets tenants'
 // storage locations reach (objectstore.Opener.TenantEndpoints) from the
 // DataProtectionApplications of namespace.

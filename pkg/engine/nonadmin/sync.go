@@ -2,6 +2,7 @@ package nonadmin
 
 import (
 	"context"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -118,6 +119,21 @@ func (c *SyncController) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	if policy.Disabled() {
 		return nil // the DPA's change brings it back
+	}
+	// Synced backups count toward the namespace's NonAdminBackups: a
+	// tenant's bucket makes none past the limit (the Backup waits, and
+	// is taken when one goes).
+	if max := policy.Limits().MaxBackupsPerNamespace; max > 0 {
+		held, err := c.adopter.nabs.NonAdminBackups(l.Namespace).List(labels.Everything())
+		if err != nil {
+			return err
+		}
+		if len(held) >= max {
+			klog.FromContext(ctx).Info("A tenant's synced backup waits: its namespace holds as many NonAdminBackups as its limit allows",
+				"backup", b.Name, "namespace", l.Namespace, "limit", max)
+			c.AddAfter(key, time.Minute)
+			return nil
+		}
 	}
 	spec := &velerov1.BackupSpec{StorageLocation: l.Name}
 	names := []string{b.Name}

@@ -3112,7 +3112,7 @@ func schema_pkg_apis_oadp_v1alpha1_TenantLimits(ref common.ReferenceCallback) co
 					},
 					"maxBackupsPerNamespace": {
 						SchemaProps: spec.SchemaProps{
-							Description: "maxBackupsPerNamespace: the most NonAdminBackups a namespace may hold (default 1000; 0: no limit). Those a schedule makes count, but are always made: minScheduleInterval and their TTL bound them.",
+							Description: "maxBackupsPerNamespace: the most NonAdminBackups a namespace may hold (default 1000; 0: no limit). Those a schedule makes count, but are always made: minScheduleInterval and their TTL bound them; those a sync finds in the tenant's bucket count, and are not made past it.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
@@ -3127,6 +3127,20 @@ func schema_pkg_apis_oadp_v1alpha1_TenantLimits(ref common.ReferenceCallback) co
 					"maxSchedulesPerNamespace": {
 						SchemaProps: spec.SchemaProps{
 							Description: "maxSchedulesPerNamespace: the most NonAdminSchedules a namespace may hold (default 10; 0: no limit).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"maxLocationsPerNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxLocationsPerNamespace: the most NonAdminBackupStorageLocations a namespace may hold (default 5; 0: no limit): each is checked and synced at an endpoint of the tenant's choosing.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"maxDownloadRequestsPerNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxDownloadRequestsPerNamespace: the most NonAdminDownloadRequests a namespace may hold (default 100; 0: no limit; each goes when its link expires).",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},

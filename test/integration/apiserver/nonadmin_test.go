@@ -1066,7 +1066,8 @@ func TestTenantLimits(t *testing.T) {
 	t.Run("the admin's limits", func(t *testing.T) {
 		if _, err := s.Clientset.OadpV1alpha1().DataProtectionApplications(ns).Create(ctx, &oadpv1alpha1.DataProtectionApplication{ObjectMeta: metav1.ObjectMeta{Name: "dpa"},
 			Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{TenantLimits: &oadpv1alpha1.TenantLimits{
-				MinScheduleInterval: &metav1.Duration{Duration: 2 * time.Hour}, MaxBackupsPerNamespace: utilptr.To[int32](2), MaxSchedulesPerNamespace: utilptr.To[int32](1)}}}}, metav1.CreateOptions{}); err != nil {
+				MinScheduleInterval: &metav1.Duration{Duration: 2 * time.Hour}, MaxBackupsPerNamespace: utilptr.To[int32](2), MaxSchedulesPerNamespace: utilptr.To[int32](1),
+				MaxLocationsPerNamespace: utilptr.To[int32](1), MaxDownloadRequestsPerNamespace: utilptr.To[int32](1)}}}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := schedule("hourly", "@hourly"); !invalidAt(err, "spec.schedule", "2h0m0s") {
@@ -1085,6 +1086,30 @@ func TestTenantLimits(t *testing.T) {
 		}
 		if err := backup("b3"); !invalidAt(err, "metadata.namespace", "holds 2 NonAdminBackups") {
 			t.Errorf("a third backup past maxBackupsPerNamespace 2: %v, want 422 at metadata.namespace", err)
+		}
+		location := func(name string) error {
+			_, err := oadp.NonAdminBackupStorageLocations("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: oadpv1alpha1.NonAdminBackupStorageLocationSpec{BackupStorageLocationSpec: &velerov1.BackupStorageLocationSpec{Provider: "aws",
+					StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "b"}},
+					Credential:  &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"}}}}, metav1.CreateOptions{})
+			return err
+		}
+		if err := location("l1"); err != nil {
+			t.Fatalf("a location: %v", err)
+		}
+		if err := location("l2"); !invalidAt(err, "metadata.namespace", "holds 1 NonAdminBackupStorageLocations") {
+			t.Errorf("a second location past maxLocationsPerNamespace 1: %v, want 422 at metadata.namespace", err)
+		}
+		download := func(name string) error {
+			_, err := oadp.NonAdminDownloadRequests("tenant-a").Create(ctx, &oadpv1alpha1.NonAdminDownloadRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: oadpv1alpha1.NonAdminDownloadRequestSpec{Target: velerov1.DownloadTarget{Kind: velerov1.DownloadTargetKindBackupLog, Name: "b1"}}}, metav1.CreateOptions{})
+			return err
+		}
+		if err := download("d1"); err != nil {
+			t.Fatalf("a download request: %v", err)
+		}
+		if err := download("d2"); !invalidAt(err, "metadata.namespace", "holds 1 NonAdminDownloadRequests") {
+			t.Errorf("a second download request past maxDownloadRequestsPerNamespace 1: %v, want 422 at metadata.namespace", err)
 		}
 	})
 }

@@ -1155,6 +1155,16 @@ func (in *TenantLimits) DeepCopyInto(out *TenantLimits) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxLocationsPerNamespace != nil {
+		in, out := &in.MaxLocationsPerNamespace, &out.MaxLocationsPerNamespace
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MaxDownloadRequestsPerNamespace != nil {
+		in, out := &in.MaxDownloadRequestsPerNamespace, &out.MaxDownloadRequestsPerNamespace
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

@@ -20,6 +20,10 @@ const (
 	DefaultMaxBackupsPerNamespace   = 1000
 	DefaultMaxRestoresPerNamespace  = 100
 	DefaultMaxSchedulesPerNamespace = 10
+	DefaultMaxLocationsPerNamespace = 5
+	// DefaultMaxDownloadRequestsPerNamespace bounds the requests a
+	// namespace holds (each goes when its link expires).
+	DefaultMaxDownloadRequestsPerNamespace = 100
 )
 
 // Limits are the tenant limits in effect.
@@ -27,12 +31,14 @@ type Limits struct {
 	MinValidationFrequency                                                    time.Duration
 	MinScheduleInterval                                                       time.Duration
 	MaxBackupsPerNamespace, MaxRestoresPerNamespace, MaxSchedulesPerNamespace int
+	MaxLocationsPerNamespace, MaxDownloadRequestsPerNamespace                 int
 }
 
 // Limits returns the policy's tenant limits, defaults filled in.
 func (p *Policy) Limits() Limits {
 	l := Limits{DefaultMinValidationFrequency, DefaultMinScheduleInterval,
-		DefaultMaxBackupsPerNamespace, DefaultMaxRestoresPerNamespace, DefaultMaxSchedulesPerNamespace}
+		DefaultMaxBackupsPerNamespace, DefaultMaxRestoresPerNamespace, DefaultMaxSchedulesPerNamespace,
+		DefaultMaxLocationsPerNamespace, DefaultMaxDownloadRequestsPerNamespace}
 	if p == nil || p.NonAdmin == nil || p.NonAdmin.TenantLimits == nil {
 		return l
 	}
@@ -46,7 +52,8 @@ func (p *Policy) Limits() Limits {
 	for _, f := range []struct {
 		from *int32
 		to   *int
-	}{{t.MaxBackupsPerNamespace, &l.MaxBackupsPerNamespace}, {t.MaxRestoresPerNamespace, &l.MaxRestoresPerNamespace}, {t.MaxSchedulesPerNamespace, &l.MaxSchedulesPerNamespace}} {
+	}{{t.MaxBackupsPerNamespace, &l.MaxBackupsPerNamespace}, {t.MaxRestoresPerNamespace, &l.MaxRestoresPerNamespace}, {t.MaxSchedulesPerNamespace, &l.MaxSchedulesPerNamespace},
+		{t.MaxLocationsPerNamespace, &l.MaxLocationsPerNamespace}, {t.MaxDownloadRequestsPerNamespace, &l.MaxDownloadRequestsPerNamespace}} {
 		if f.from != nil {
 			*f.to = int(*f.from)
 		}
@@ -65,7 +72,8 @@ func validateTenantLimits(t *oadp.TenantLimits, path *field.Path) field.ErrorLis
 			errs = append(errs, field.Invalid(path.Child(name), d.String(), "must not be negative"))
 		}
 	}
-	for name, n := range map[string]*int32{"maxBackupsPerNamespace": t.MaxBackupsPerNamespace, "maxRestoresPerNamespace": t.MaxRestoresPerNamespace, "maxSchedulesPerNamespace": t.MaxSchedulesPerNamespace} {
+	for name, n := range map[string]*int32{"maxBackupsPerNamespace": t.MaxBackupsPerNamespace, "maxRestoresPerNamespace": t.MaxRestoresPerNamespace, "maxSchedulesPerNamespace": t.MaxSchedulesPerNamespace,
+		"maxLocationsPerNamespace": t.MaxLocationsPerNamespace, "maxDownloadRequestsPerNamespace": t.MaxDownloadRequestsPerNamespace} {
 		if n != nil && *n < 0 {
 			errs = append(errs, field.Invalid(path.Child(name), *n, "must not be negative"))
 		}

@@ -13,7 +13,7 @@ import (
 // status.
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, policy nonadminbackup.PolicyFunc) (*resource.REST, *resource.StatusREST, error) {
 	strategy := NewStrategy(scheme, policy)
-	return resource.NewStore(optsGetter, resource.Definition{
+	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadminbackupstoragelocations"),
 		Singular:       oadp.Resource("nonadminbackupstoragelocation"),
 		NewFunc:        func() runtime.Object { return &oadp.NonAdminBackupStorageLocation{} },
@@ -24,4 +24,9 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, polic
 		ShortNames:     []string{"nabsl"},
 		Categories:     []string{"oadp"},
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	strategy.count.Lister = main
+	return main, status, nil
 }

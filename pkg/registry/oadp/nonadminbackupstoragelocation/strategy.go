@@ -23,6 +23,8 @@ import (
 type Strategy struct {
 	resource.Strategy
 	policy nonadminbackup.PolicyFunc
+	// count counts a namespace's locations (tenantLimits).
+	count *resource.Counter
 }
 
 // NewStrategy returns the strategy; policy (nil: none) reads the admin's
@@ -31,7 +33,7 @@ type Strategy struct {
 func NewStrategy(typer runtime.ObjectTyper, policy nonadminbackup.PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupStorageLocationFinalizer}
-	return Strategy{Strategy: s, policy: policy}
+	return Strategy{Strategy: s, policy: policy, count: &resource.Counter{}}
 }
 
 // Validate checks the metadata and the spec: what the admin enforces, then
@@ -46,7 +48,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	if spec := o.Spec.BackupStorageLocationSpec; spec != nil {
 		errs = append(errs, encryption.ValidateConfig(spec.Config, true, field.NewPath("spec", "backupStorageLocationSpec", "config"))...)
 	}
-	return errs
+	return append(errs, nonadminbackup.CheckCount(ctx, s.count, "NonAdminBackupStorageLocation", o.Namespace, policy, policy.Limits().MaxLocationsPerNamespace)...)
 }
 
 // ValidateUpdate checks the update: the spec is immutable (what the admin

@@ -23,6 +23,7 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 )
 
@@ -31,11 +32,16 @@ type Strategy struct {
 	resource.Strategy
 	// nabs and nars read the tenant objects a request may name.
 	nabs, nars rest.Getter
+	policy     nonadminbackup.PolicyFunc
+	// count counts a namespace's requests (tenantLimits).
+	count *resource.Counter
 }
 
-// NewStrategy returns the strategy.
-func NewStrategy(typer runtime.ObjectTyper, nabs, nars rest.Getter) Strategy {
-	return Strategy{Strategy: resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String()), nabs: nabs, nars: nars}
+// NewStrategy returns the strategy; policy (nil: none) reads the admin's
+// policy.
+func NewStrategy(typer runtime.ObjectTyper, nabs, nars rest.Getter, policy nonadminbackup.PolicyFunc) Strategy {
+	return Strategy{Strategy: resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String()), nabs: nabs, nars: nars,
+		policy: policy, count: &resource.Counter{}}
 }
 
 // Validate checks a new request: a known kind, and a target of the
@@ -62,7 +68,8 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	case err != nil:
 		errs = append(errs, field.InternalError(name, err))
 	}
-	return errs
+	policy, _ := s.policy.Policy(ctx)
+	return append(errs, nonadminbackup.CheckCount(ctx, s.count, "NonAdminDownloadRequest", o.Namespace, policy, policy.Limits().MaxDownloadRequestsPerNamespace)...)
 }
 
 // ValidateUpdate checks the update: the target is immutable.
@@ -92,9 +99,9 @@ var Table = resource.NewTableConvertor(
 )
 
 // NewREST returns the storage of requests and their status.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs, nars rest.Getter) (*resource.REST, *resource.StatusREST, error) {
-	strategy := NewStrategy(scheme, nabs, nars)
-	return resource.NewStore(optsGetter, resource.Definition{
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs, nars rest.Getter, policy nonadminbackup.PolicyFunc) (*resource.REST, *resource.StatusREST, error) {
+	strategy := NewStrategy(scheme, nabs, nars, policy)
+	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadmindownloadrequests"),
 		Singular:       oadp.Resource("nonadmindownloadrequest"),
 		NewFunc:        func() runtime.Object { return &oadp.NonAdminDownloadRequest{} },
@@ -105,4 +112,9 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs,
 		ShortNames:     []string{"nadr"},
 		Categories:     []string{"oadp"},
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	strategy.count.Lister = main
+	return main, status, nil
 }

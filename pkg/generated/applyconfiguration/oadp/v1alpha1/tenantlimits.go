@@ -36,7 +36,8 @@ type TenantLimitsApplyConfiguration struct {
 	MinScheduleInterval *v1.Duration `json:"minScheduleInterval,omitempty"`
 	// maxBackupsPerNamespace: the most NonAdminBackups a namespace may
 	// hold (default 1000; 0: no limit). Those a schedule makes count, but
-	// are always made: minScheduleInterval and their TTL bound them.
+	// are always made: minScheduleInterval and their TTL bound them; those
+	// a sync finds in the tenant's bucket count, and are not made past it.
 	MaxBackupsPerNamespace *int32 `json:"maxBackupsPerNamespace,omitempty"`
 	// maxRestoresPerNamespace: the most NonAdminRestores a namespace may
 	// hold (default 100; 0: no limit).
@@ -44,6 +45,14 @@ type TenantLimitsApplyConfiguration struct {
 	// maxSchedulesPerNamespace: the most NonAdminSchedules a namespace
 	// may hold (default 10; 0: no limit).
 	MaxSchedulesPerNamespace *int32 `json:"maxSchedulesPerNamespace,omitempty"`
+	// maxLocationsPerNamespace: the most NonAdminBackupStorageLocations a
+	// namespace may hold (default 5; 0: no limit): each is checked and
+	// synced at an endpoint of the tenant's choosing.
+	MaxLocationsPerNamespace *int32 `json:"maxLocationsPerNamespace,omitempty"`
+	// maxDownloadRequestsPerNamespace: the most NonAdminDownloadRequests a
+	// namespace may hold (default 100; 0: no limit; each goes when its
+	// link expires).
+	MaxDownloadRequestsPerNamespace *int32 `json:"maxDownloadRequestsPerNamespace,omitempty"`
 }
 
 // TenantLimitsApplyConfiguration constructs a declarative configuration of the TenantLimits type for use with
@@ -89,5 +98,21 @@ func (b *TenantLimitsApplyConfiguration) WithMaxRestoresPerNamespace(value int32
 // If called multiple times, the MaxSchedulesPerNamespace field is set to the value of the last call.
 func (b *TenantLimitsApplyConfiguration) WithMaxSchedulesPerNamespace(value int32) *TenantLimitsApplyConfiguration {
 	b.MaxSchedulesPerNamespace = &value
+	return b
+}
+
+// WithMaxLocationsPerNamespace sets the MaxLocationsPerNamespace field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxLocationsPerNamespace field is set to the value of the last call.
+func (b *TenantLimitsApplyConfiguration) WithMaxLocationsPerNamespace(value int32) *TenantLimitsApplyConfiguration {
+	b.MaxLocationsPerNamespace = &value
+	return b
+}
+
+// WithMaxDownloadRequestsPerNamespace sets the MaxDownloadRequestsPerNamespace field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxDownloadRequestsPerNamespace field is set to the value of the last call.
+func (b *TenantLimitsApplyConfiguration) WithMaxDownloadRequestsPerNamespace(value int32) *TenantLimitsApplyConfiguration {
+	b.MaxDownloadRequestsPerNamespace = &value
 	return b
 }
