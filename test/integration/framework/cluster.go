@@ -745,8 +745,8 @@ ports: [{name: %q, port: %d, protocol: TCP}]
 }
 
 // podVolumes writes the data of the ConfigMaps and Secrets d's
-// container mounts into directories of the test's, each anew, and returns
-// them by mount path.
+// container mounts into directories of the test's, each anew (an emptyDir
+// an empty one), and returns them by mount path.
 func (c *Cluster) podVolumes(d *appsv1.Deployment) map[string]string {
 	t := c.t
 	// A volume's files, as the kubelet writes them: a key each.
@@ -766,6 +766,9 @@ func (c *Cluster) podVolumes(d *appsv1.Deployment) map[string]string {
 				}
 				return files, nil
 			}
+		case v.EmptyDir != nil:
+			// A directory of its own, empty, as the kubelet makes it.
+			sources[v.Name] = func() (map[string][]byte, error) { return nil, nil }
 		case v.Secret != nil:
 			name := v.Secret.SecretName
 			sources[v.Name] = func() (map[string][]byte, error) {
