@@ -120,6 +120,10 @@ type ExtraConfig struct {
 	// LocationCheckTimeout bounds a location's check (0: the engine's
 	// default).
 	LocationCheckTimeout time.Duration
+	// RestoreServiceAccount (<namespace>/<name>), when set, is the
+	// identity admins' restores write as (impersonated): the server's own
+	// account then needs no right to write what backups hold.
+	RestoreServiceAccount string
 	// ScratchDir holds the restores' and previews' scratch space (their
 	// spooled items, their logs until stored): "" is DataDir.
 	ScratchDir string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	snapshotclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
 
@@ -143,7 +144,7 @@ func newBackupEngine(e *engineContext) (engine, error) {
 }
 
 func newRestoreEngine(e *engineContext) (engine, error) {
-	target, err := e.source(e.loopback)
+	target, err := e.restoreTarget(e.loopback)
 	if err != nil {
 		return nil, err
 	}
@@ -277,20 +278,43 @@ func (c CompletedConfig) csiSnapshotAction(loopback *restclient.Config) (csisnap
 }
 
 // targetAs is the cluster restores write, acting as a user (Kubernetes
-// impersonation): a tenant's restore writes with the tenant's rights.
+// impersonation): a tenant's restore writes with the tenant's rights. A
+// service account is impersonated by its name alone (the cluster gives it
+// its groups; constrained impersonation takes no more of one).
 func (c CompletedConfig) targetAs(loopback *restclient.Config) func(restoreas.User) (dynamic.Interface, error) {
 	return func(as restoreas.User) (dynamic.Interface, error) {
 		cfg := c.sourceConfig(loopback)
 		cfg.Impersonate = restclient.ImpersonationConfig{UserName: as.Username, UID: as.UID, Groups: as.Groups, Extra: as.Extra}
+		if strings.HasPrefix(as.Username, serviceAccountUserPrefix) {
+			cfg.Impersonate = restclient.ImpersonationConfig{UserName: as.Username}
+		}
 		return dynamic.NewForConfig(cfg)
 	}
+}
+
+// serviceAccountUserPrefix starts the user name of a service account.
+const serviceAccountUserPrefix = "system:serviceaccount:"
+
+// restoreTarget is the cluster admins' restores write: the source, as the
+// restore identity (--restore-service-account) when one is given, so that
+// the server's own account holds no right to write what backups hold.
+func (c CompletedConfig) restoreTarget(loopback *restclient.Config) (items.Source, error) {
+	cfg := c.sourceConfig(loopback)
+	if sa := c.extra.RestoreServiceAccount; sa != "" {
+		cfg.Impersonate = restclient.ImpersonationConfig{UserName: serviceAccountUserPrefix + strings.Replace(sa, "/", ":", 1)}
+	}
+	return sourceOf(cfg, c.extra.ClientPageSize)
 }
 
 // source is the cluster backups read: --source-kubeconfig, the host
 // cluster (aggregated), or this server (standalone), with the backup
 // client's rate limits.
 func (c CompletedConfig) source(loopback *restclient.Config) (items.Source, error) {
-	cfg := c.sourceConfig(loopback)
+	return sourceOf(c.sourceConfig(loopback), c.extra.ClientPageSize)
+}
+
+// sourceOf is the clients of a cluster through cfg.
+func sourceOf(cfg *restclient.Config, pageSize int64) (items.Source, error) {
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return items.Source{}, fmt.Errorf("source discovery client: %w", err)
@@ -303,5 +327,5 @@ func (c CompletedConfig) source(loopback *restclient.Config) (items.Source, erro
 	if err != nil {
 		return items.Source{}, fmt.Errorf("source list client: %w", err)
 	}
-	return items.Source{Discovery: disc, Dynamic: dyn, Raw: raw, PageSize: c.extra.ClientPageSize}, nil
+	return items.Source{Discovery: disc, Dynamic: dyn, Raw: raw, PageSize: pageSize}, nil
 }

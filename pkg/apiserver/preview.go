@@ -42,7 +42,7 @@ func (c CompletedConfig) restorePreview(loopback *restclient.Config) (restorereg
 	if err != nil {
 		return nil, fmt.Errorf("restore preview client: %w", err)
 	}
-	target, err := c.source(loopback)
+	target, err := c.restoreTarget(loopback)
 	if err != nil {
 		return nil, err
 	}

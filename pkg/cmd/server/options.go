@@ -79,13 +79,15 @@ type Options struct {
 	VMBootDirs []string
 	// RestoreScratchDir is where restores and previews spool (default:
 	// the data directory).
-	RestoreScratchDir  string
-	SourceKubeconfig   string
-	ClientQPS          float32
-	ClientBurst        int
-	ClientPageSize     int
-	RestoreItemWorkers int
-	ConcurrentRestores int
+	RestoreScratchDir string
+	// RestoreServiceAccount is the identity admins' restores write as.
+	RestoreServiceAccount string
+	SourceKubeconfig      string
+	ClientQPS             float32
+	ClientBurst           int
+	ClientPageSize        int
+	RestoreItemWorkers    int
+	ConcurrentRestores    int
 	// ConfigurationDir is --configuration-dir.
 	ConfigurationDir string
 	// GCPercent (0: not given) and MemoryLimit ("": not given) set the
@@ -214,6 +216,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.RestoreLimits.Items, "restore-max-items", o.RestoreLimits.Items, "the most items a backup's tarball may hold for a restore of it (0: no limit); past it the restore fails and the queue goes on")
 	fs.Int64Var(&o.RestoreLimits.Bytes, "restore-max-bytes", o.RestoreLimits.Bytes, "the most bytes, uncompressed, a backup's tarball may hold for a restore of it (0: no limit): a gzip bomb ends here")
 	fs.Int64Var(&o.RestoreLimits.ScratchBytes, "restore-max-scratch-bytes", o.RestoreLimits.ScratchBytes, "the most bytes a restore spools on the scratch disk (<restore-scratch-dir>/scratch) for its second pass (0: no limit); whatever this says, a restore stops before the scratch disk has less than 512 MiB or 2% of it free")
+	fs.StringVar(&o.RestoreServiceAccount, "restore-service-account", o.RestoreServiceAccount, "<namespace>/<name> of the ServiceAccount admins' restores (and their previews) write as, impersonated, in the cluster they restore into: its rights are what a restore may write, and the server's own account needs none of them (the chart's backstop-restorer). Empty: the server's own identity. Tenants' restores write as their user, whatever this says")
 	fs.StringVar(&o.RestoreScratchDir, "restore-scratch-dir", o.RestoreScratchDir, "the directory restores and previews spool items into (its scratch and preview subdirectories, emptied at start; default: the data directory). Give it a disk of its own: a backup's tarball in a bucket decides how much a restore spools")
 	fs.DurationVar(&o.RestoreLimits.Duration, "restore-timeout", o.RestoreLimits.Duration, "the longest a restore may run before it fails (0: no limit)")
 	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, fmt.Sprintf("the garbage collector's target heap growth between collections, in percent (Go's GOGC); default %d unless GOGC is set", DefaultGCPercent))
@@ -290,6 +293,11 @@ func (o *Options) Validate() error {
 	}
 	if o.BackupSyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--backup-sync-period must be positive, not %s", o.BackupSyncPeriod))
+	}
+	if sa := o.RestoreServiceAccount; sa != "" {
+		if ns, name, ok := strings.Cut(sa, "/"); !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, fmt.Errorf("--restore-service-account must be <namespace>/<name>, not %q", sa))
+		}
 	}
 	if o.LocationCheckTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--location-check-timeout must be positive, not %s", o.LocationCheckTimeout))

@@ -287,6 +287,7 @@ func TestAggregated(t *testing.T) {
 func runTenantBackupAndRestore(t *testing.T, c *framework.Cluster, namespace, name string) {
 	t.Helper()
 	ctx := context.Background()
+	c.OpenToTenantRestores(namespace)
 	tenant := c.Backstop.OadpV1alpha1()
 	if _, err := tenant.NonAdminBackups(namespace).Create(ctx, &oadpv1alpha1.NonAdminBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: oadpv1alpha1.NonAdminBackupSpec{BackupSpec: &velerov1.BackupSpec{}}}, metav1.CreateOptions{}); err != nil {

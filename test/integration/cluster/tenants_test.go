@@ -23,8 +23,8 @@ import (
 )
 
 // tenantOf makes user a namespace owner as a cluster admin would: the
-// namespace, and a RoleBinding to edit there (which kube-controller-manager
-// aggregates Backstop's tenant roles into). It returns the user's clients,
+// namespace, opened to tenants' restores, and a RoleBinding to edit there
+// (which kube-controller-manager aggregates Backstop's tenant roles into). It returns the user's clients,
 // authenticated by a client certificate kube-apiserver trusts.
 func tenantOf(t *testing.T, c *framework.Cluster, user, namespace string) conformance.Tenant {
 	t.Helper()
@@ -32,6 +32,7 @@ func tenantOf(t *testing.T, c *framework.Cluster, user, namespace string) confor
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	c.OpenToTenantRestores(namespace)
 	if _, err := c.Kube.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: user + "-edit"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
@@ -144,4 +145,91 @@ func TestTenantContentsLinks(t *testing.T) {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestServerRights: the rights the server's account holds in a cluster
+// set up from artifacts/deploy, asked of kube-apiserver itself with the
+// account's token: it writes nothing of its own accord; it acts as any user
+// but never with system:masters (the cluster refuses it), and as a cluster
+// admin's name it writes only in a namespace opened to tenants' restores;
+// it acts as the restore identity, which writes (never deletes) what
+// restores hold.
+func TestServerRights(t *testing.T) {
+	t.Parallel()
+	c := framework.StartCluster(t)
+	ctx := context.Background()
+	const opened, admin = "team-z", "an-admin"
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opened}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.OpenToTenantRestores(opened)
+	if _, err := c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "an-admin"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: admin}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	server, err := clientcmd.BuildConfigFromFlags("", c.TokenKubeconfig(framework.BackstopNamespace, framework.BackstopServiceAccount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(t *testing.T, imp rest.ImpersonationConfig) kubernetes.Interface {
+		t.Helper()
+		cfg := rest.CopyConfig(server)
+		cfg.Impersonate = imp
+		k, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	configMap := func(k kubernetes.Interface, ns string) error {
+		_, err := k.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "rights-"}}, metav1.CreateOptions{})
+		return err
+	}
+	for _, tc := range []struct {
+		name    string
+		as      rest.ImpersonationConfig
+		ns      string
+		allowed bool
+	}{
+		{name: "the server itself writes in kube-system", ns: "kube-system"},
+		{name: "as system:masters", as: rest.ImpersonationConfig{UserName: "someone", Groups: []string{"system:masters"}}, ns: opened},
+		{name: "as a cluster admin, in kube-system", as: rest.ImpersonationConfig{UserName: admin}, ns: "kube-system"},
+		{name: "as a cluster admin, in a namespace not opened", as: rest.ImpersonationConfig{UserName: admin}, ns: "default"},
+		{name: "as a cluster admin, in a namespace opened to tenants' restores", as: rest.ImpersonationConfig{UserName: admin}, ns: opened, allowed: true},
+		{name: "as the restore identity, anywhere", as: rest.ImpersonationConfig{UserName: "system:serviceaccount:" + framework.BackstopNamespace + ":backstop-restorer"},
+			ns: "kube-system", allowed: true},
+		{name: "as another service account of its namespace", as: rest.ImpersonationConfig{UserName: "system:serviceaccount:" + framework.BackstopNamespace + ":default"},
+			ns: "kube-system"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := configMap(as(t, tc.as), tc.ns)
+			if tc.allowed && err != nil {
+				t.Errorf("creating a ConfigMap in %s: %v, want it allowed", tc.ns, err)
+			}
+			if !tc.allowed && !apierrors.IsForbidden(err) {
+				t.Errorf("creating a ConfigMap in %s: %v, want Forbidden", tc.ns, err)
+			}
+		})
+	}
+	t.Run("as a user, it reads", func(t *testing.T) {
+		k := as(t, rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:authenticated"},
+			Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=00"}}})
+		if _, err := k.CoreV1().Namespaces().Get(ctx, opened, metav1.GetOptions{}); err != nil && !apierrors.IsForbidden(err) {
+			t.Errorf("reading namespace %s as alice: %v", opened, err)
+		} else if err != nil {
+			t.Logf("reading namespace %s as alice (who may not): %v", opened, err)
+		}
+		k = as(t, rest.ImpersonationConfig{UserName: admin})
+		if _, err := k.CoreV1().Namespaces().Get(ctx, opened, metav1.GetOptions{}); err != nil {
+			t.Errorf("reading namespace %s as a cluster admin: %v", opened, err)
+		}
+	})
+	t.Run("the restore identity never deletes", func(t *testing.T) {
+		restorer := as(t, rest.ImpersonationConfig{UserName: "system:serviceaccount:" + framework.BackstopNamespace + ":backstop-restorer"})
+		err := restorer.CoreV1().ConfigMaps("kube-system").Delete(ctx, "extension-apiserver-authentication", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("deleting as the restore identity: %v, want Forbidden", err)
+		}
+	})
 }

@@ -20,6 +20,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -805,6 +806,21 @@ func (c *Cluster) podVolumes(d *appsv1.Deployment) map[string]string {
 		dirs[m.MountPath] = dir
 	}
 	return dirs
+}
+
+// OpenToTenantRestores lets Backstop write tenants' restores in namespace,
+// as a cluster admin does (artifacts/deploy's 10-rbac.yaml): a RoleBinding
+// of backstop:restore-as-tenant to its ServiceAccount there.
+func (c *Cluster) OpenToTenantRestores(namespace string) {
+	c.t.Helper()
+	_, err := c.Kube.RbacV1().RoleBindings(namespace).Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "backstop-restore-as-tenant", Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "backstop:restore-as-tenant"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: BackstopServiceAccount, Namespace: BackstopNamespace}},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		c.t.Fatalf("opening namespace %s to tenants' restores: %v", namespace, err)
+	}
 }
 
 // BackstopDataDir is the data directory backstop-apiserver runs with (its
