@@ -147,8 +147,10 @@ func TestConfigurationDir(t *testing.T) {
 	step("unreadable", func(t *testing.T) {
 		write(map[string]string{"schedules.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: not-mine}\n"})
 		s.RestartWith(args)
-		// The engines run: a backup completes.
-		createBackup(t, s, "after-a-bad-configuration")
+		// The engines run: a backup completes (of its namespace only: a
+		// backup of every namespace takes in the VMs other suites run on the
+		// shared libvirt, and fails on their disks).
+		createBackup(t, s, "after-a-bad-configuration", ns)
 		waitBackup(t, s, "after-a-bad-configuration", "Completed", func(b *velerov1.Backup) bool { return b.Status.Phase == velerov1.BackupPhaseCompleted })
 		if _, err := v1.Schedules(ns).Get(ctx, "backstop-nightly", metav1.GetOptions{}); err != nil {
 			t.Errorf("the configured schedule after a configuration that does not read: %v, want it kept", err)

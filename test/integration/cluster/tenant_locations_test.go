@@ -10,9 +10,11 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -773,4 +775,104 @@ func readGzip(resp *http.Response) (string, error) {
 	}
 	data, err := io.ReadAll(zr)
 	return string(data), err
+}
+
+// trickler answers every S3 request (a HEAD at once) with its headers and
+// then a byte a second, for as long as the client waits: a tenant's
+// endpoint that holds whoever checks it.
+type trickler struct{ inFlight atomic.Int32 }
+
+func (tr *trickler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	tr.inFlight.Add(1)
+	defer tr.inFlight.Add(-1)
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+			if _, err := w.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// TestSlowTenantEndpoint: a tenant's location at an endpoint that trickles
+// its answers (a loopback server of the test's, which the admin's policy
+// lets tenants reach) holds one of the location engine's workers until its
+// check's deadline (--location-check-timeout): an admin's location made
+// while it waits is checked meanwhile, and the tenant's is Unavailable at
+// its deadline, saying so.
+func TestSlowTenantEndpoint(t *testing.T) {
+	t.Parallel()
+	c := framework.StartClusterWith(t, framework.ClusterOptions{WithoutBackstop: true})
+	c.InstallBackstop("--location-check-timeout=20s")
+	ctx := context.Background()
+	tr := &trickler{}
+	srv := httptest.NewServer(tr)
+	defer srv.Close()
+	alice := tenantOf(t, c, "alice", "tenant-a")
+	oadp := c.Backstop.OadpV1alpha1()
+	if _, err := oadp.DataProtectionApplications(adminNamespace).Create(ctx, &oadpv1alpha1.DataProtectionApplication{
+		ObjectMeta: metav1.ObjectMeta{Name: "dpa"},
+		Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{Enable: ptr(true),
+			AllowedLocationEndpoints: []string{"127.0.0.1"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Kube.CoreV1().Secrets(alice.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
+		Data: map[string][]byte{"cloud": []byte("[default]\naws_access_key_id = a\naws_secret_access_key = b\n")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Client.OadpV1alpha1().NonAdminBackupStorageLocations(alice.Namespace).Create(ctx, &oadpv1alpha1.NonAdminBackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow"},
+		Spec: oadpv1alpha1.NonAdminBackupStorageLocationSpec{BackupStorageLocationSpec: &velerov1.BackupStorageLocationSpec{
+			Provider: "aws", Config: map[string]string{"s3Url": srv.URL, "region": "us-east-1", "s3ForcePathStyle": "true"},
+			Credential:  &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"},
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "slow"}},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the tenant's location checked at its endpoint", 2*time.Minute, func(context.Context) (bool, error) {
+		return tr.inFlight.Load() > 0, nil
+	})
+	t.Run("an admin's location is checked meanwhile", func(t *testing.T) {
+		if err := os.MkdirAll(filepath.Join(c.BackstopDataDir(), "admins"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Create(ctx, &velerov1.BackupStorageLocation{
+			ObjectMeta: metav1.ObjectMeta{Name: "admins"},
+			Spec: velerov1.BackupStorageLocationSpec{Provider: "filesystem",
+				StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: filepath.Join(c.BackstopDataDir(), "admins")}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the admin's location Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, "admins", metav1.GetOptions{})
+			return err == nil && l.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable, nil
+		})
+		if tr.inFlight.Load() == 0 {
+			t.Errorf("the tenant's check ended before the admin's location was Available: the test shows nothing")
+		}
+	})
+	t.Run("the tenant's is Unavailable at its deadline, saying so", func(t *testing.T) {
+		poll(t, "the tenant's location Unavailable", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := oadp.NonAdminBackupStorageLocations(alice.Namespace).Get(ctx, "slow", metav1.GetOptions{})
+			if err != nil || l.Status.VeleroBackupStorageLocation == nil || l.Status.VeleroBackupStorageLocation.NACUUID == "" {
+				return false, nil
+			}
+			bsl, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, l.Status.VeleroBackupStorageLocation.NACUUID, metav1.GetOptions{})
+			return err == nil && bsl.Status.Phase == velerov1.BackupStorageLocationPhaseUnavailable && strings.Contains(bsl.Status.Message, "took longer than 20s"), nil
+		})
+	})
 }

@@ -219,6 +219,20 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 		{"read B's restore log", func(ctx context.Context) error {
 			return rc.Get().Namespace(b.Namespace).Resource("nonadminrestores").Name("bob-nar").SubResource("logs").Do(ctx).Error()
 		}},
+		{"follow B's restore log", func(ctx context.Context) error {
+			return rc.Get().Namespace(b.Namespace).Resource("nonadminrestores").Name("bob-nar").SubResource("log").Param("follow", "true").Do(ctx).Error()
+		}},
+		{"read B's restore preview (the objects of its dry run)", func(ctx context.Context) error {
+			return rc.Get().Namespace(b.Namespace).Resource("nonadminrestores").Name("bob-nar").SubResource("preview").Do(ctx).Error()
+		}},
+		{"rotate the password of a repository", func(ctx context.Context) error {
+			return errOf(velero.BackupRepositories(adminNS).Patch(ctx, "any-kopia", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"backstop.io/rotate-password":"now"}}}`), metav1.PatchOptions{}))
+		}},
+		{"mark an admin's location as Velero's (its shared password)", func(ctx context.Context) error {
+			return errOf(velero.BackupStorageLocations(adminNS).Patch(ctx, "default", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"backstop.io/repository-password":"velero"}}}`), metav1.PatchOptions{}))
+		}},
 		{"create a NonAdminBackup in B's namespace", func(ctx context.Context) error {
 			return errOf(aNABs.Create(ctx, nab(func(*velerov1.BackupSpec) {}), metav1.CreateOptions{}))
 		}},
@@ -488,6 +502,10 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 			attack{"list Secrets of every namespace", func(ctx context.Context) error {
 				return errOf(a.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}))
 			}},
+			attack{"read a repository's password", func(ctx context.Context) error {
+				return errOf(a.Kube.CoreV1().Secrets(adminNS).List(ctx, metav1.ListOptions{LabelSelector: "backstop.io/backup-repository"}))
+			}},
+
 		)
 	}
 
