@@ -505,7 +505,6 @@ func TenantAttacks(t *testing.T, target TenantTarget) {
 			attack{"read a repository's password", func(ctx context.Context) error {
 				return errOf(a.Kube.CoreV1().Secrets(adminNS).List(ctx, metav1.ListOptions{LabelSelector: "backstop.io/backup-repository"}))
 			}},
-
 		)
 	}
 
