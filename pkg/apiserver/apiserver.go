@@ -130,6 +130,9 @@ type ExtraConfig struct {
 	// VMBootDirs are where a VM a restore defines anew may boot from (nil:
 	// the restore engine's default).
 	VMBootDirs []string
+	// VMNetworks are the networks and bridges such a VM may be on (nil:
+	// the restore engine's default).
+	VMNetworks []string
 	// DataDir, when set, holds the default filesystem storage location
 	// (<DataDir>/backups), created at the first start.
 	DataDir string

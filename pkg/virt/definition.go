@@ -3,6 +3,7 @@ package virt
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,7 +17,8 @@ import (
 // domain is defined from a definition rebuilt from what a VM needs and
 // nothing else: RestorableDefinition keeps the machine (memory, CPUs,
 // features, clock), file disks (whose images the restore writes and
-// names), network interfaces on libvirt networks and bridges, serial
+// names), network interfaces on the libvirt networks and bridges the
+// admin allows (Restorable.Networks), serial
 // consoles (on a pty), the guest agent's channel (its socket libvirt's),
 // graphics on loopback, and the devices that name no host resource; a
 // kernel, an initrd or a firmware only from the directories the admin
@@ -28,11 +30,26 @@ import (
 // come from by default: the distributions' firmware.
 var DefaultBootDirs = []string{"/usr/share/OVMF", "/usr/share/AAVMF", "/usr/share/edk2", "/usr/share/qemu", "/usr/share/seabios"}
 
+// DefaultNetworks are the libvirt networks and bridges a restored domain's
+// interfaces may be on by default: libvirt's default network.
+var DefaultNetworks = []string{"default"}
+
+// Restorable says what a restored domain may use of the host.
+type Restorable struct {
+	// BootDirs are the directories its kernel, initrd, device tree and
+	// firmware may be read from (an absolute path whose links resolve
+	// inside one of them).
+	BootDirs []string
+	// Networks are the libvirt networks and bridges its interfaces may be
+	// on (a name elsewhere could be a host's management or storage
+	// network, or hand the guest a host device).
+	Networks []string
+}
+
 // RestorableDefinition rebuilds definition as a restore defines a new
-// domain from it (above), and says what it left out. bootDirs are the
-// directories its kernel, initrd, device tree and firmware may be read
-// from (an absolute path whose links resolve inside one of them).
-func RestorableDefinition(definition string, bootDirs []string) (string, []string, error) {
+// domain from it (above), and says what it left out.
+func RestorableDefinition(definition string, allowed Restorable) (string, []string, error) {
+	bootDirs := allowed.BootDirs
 	in, err := parseDomain(definition)
 	if err != nil {
 		return "", nil, err
@@ -41,6 +58,10 @@ func RestorableDefinition(definition string, bootDirs []string) (string, []strin
 		MaximumMemory: in.MaximumMemory, Memory: in.Memory, CurrentMemory: in.CurrentMemory, VCPU: in.VCPU, VCPUs: in.VCPUs,
 		IOThreads: in.IOThreads, IOThreadIDs: in.IOThreadIDs, CPU: in.CPU, Clock: in.Clock, Features: in.Features,
 		OnPoweroff: in.OnPoweroff, OnReboot: in.OnReboot, OnCrash: in.OnCrash, PM: in.PM}
+	// A crash dumps no memory onto the host's disk.
+	if strings.HasPrefix(out.OnCrash, "coredump") {
+		out.OnCrash = "destroy"
+	}
 	var dropped []string
 	drop := func(format string, args ...any) { dropped = append(dropped, fmt.Sprintf(format, args...)) }
 	for name, present := range map[string]bool{
@@ -58,10 +79,15 @@ func RestorableDefinition(definition string, bootDirs []string) (string, []strin
 	inDirs := func(p string) bool { return p != "" && underDirs(p, bootDirs) }
 	if os := in.OS; os != nil {
 		o := &libvirtxml.DomainOS{Type: os.Type, Firmware: os.Firmware, FirmwareInfo: os.FirmwareInfo, BootDevices: os.BootDevices,
-			BootMenu: os.BootMenu, BIOS: os.BIOS, SMBios: os.SMBios}
+			BootMenu: os.BootMenu, BIOS: os.BIOS}
+		// The host's own SMBIOS data is the host's.
+		if os.SMBios != nil && os.SMBios.Mode != "host" {
+			o.SMBios = os.SMBios
+		}
 		if l := os.Loader; l != nil {
 			if inDirs(l.Path) {
-				o.Loader = &libvirtxml.DomainLoader{Path: l.Path, Readonly: l.Readonly, Secure: l.Secure, Type: l.Type, Format: l.Format}
+				// Read-only: the firmware's file is shared by every domain.
+				o.Loader = &libvirtxml.DomainLoader{Path: l.Path, Readonly: "yes", Secure: l.Secure, Type: l.Type, Format: l.Format}
 			} else {
 				drop("loader %q (not in the allowed boot directories)", l.Path)
 			}
@@ -101,7 +127,7 @@ func RestorableDefinition(definition string, bootDirs []string) (string, []strin
 		out.OS = o
 	}
 	if in.Devices != nil {
-		out.Devices, dropped = restorableDevices(in.Devices, dropped)
+		out.Devices, dropped = restorableDevices(in.Devices, allowed.Networks, dropped)
 	}
 	sort.Strings(dropped)
 	xml, err := out.Marshal()
@@ -112,7 +138,7 @@ func RestorableDefinition(definition string, bootDirs []string) (string, []strin
 }
 
 // restorableDevices keeps the devices a restored domain may have.
-func restorableDevices(in *libvirtxml.DomainDeviceList, dropped []string) (*libvirtxml.DomainDeviceList, []string) {
+func restorableDevices(in *libvirtxml.DomainDeviceList, networks []string, dropped []string) (*libvirtxml.DomainDeviceList, []string) {
 	drop := func(format string, args ...any) { dropped = append(dropped, fmt.Sprintf(format, args...)) }
 	out := &libvirtxml.DomainDeviceList{Controllers: in.Controllers, Videos: in.Videos, Watchdogs: in.Watchdogs, Sounds: in.Sounds,
 		Panics: in.Panics, MemBalloon: in.MemBalloon, IOMMU: in.IOMMU}
@@ -140,16 +166,15 @@ func restorableDevices(in *libvirtxml.DomainDeviceList, dropped []string) (*libv
 	for _, i := range in.Interfaces {
 		src := i.Source
 		var keep *libvirtxml.DomainInterfaceSource
+		// User networking is left out: its gateway is the host's loopback.
 		switch {
-		case src != nil && src.Network != nil:
+		case src != nil && src.Network != nil && slices.Contains(networks, src.Network.Network):
 			keep = &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: src.Network.Network, PortGroup: src.Network.PortGroup}}
-		case src != nil && src.Bridge != nil:
+		case src != nil && src.Bridge != nil && slices.Contains(networks, src.Bridge.Bridge):
 			keep = &libvirtxml.DomainInterfaceSource{Bridge: &libvirtxml.DomainInterfaceSourceBridge{Bridge: src.Bridge.Bridge}}
-		case src != nil && src.User != nil:
-			keep = &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}}
 		}
 		if keep == nil {
-			drop("a network interface that is not on a libvirt network, a bridge or user networking")
+			drop("a network interface that is not on an allowed libvirt network or bridge (--vm-restore-networks)")
 			continue
 		}
 		out.Interfaces = append(out.Interfaces, libvirtxml.DomainInterface{Source: keep, Model: i.Model, Boot: i.Boot, Address: i.Address})

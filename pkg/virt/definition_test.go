@@ -36,7 +36,8 @@ func TestRestorableDefinition(t *testing.T) {
   <memoryBacking><source type='file'/></memoryBacking>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
-    <loader readonly='yes' type='pflash'>` + firmware + `</loader>
+    <smbios mode='host'/>
+    <loader readonly='no' type='pflash'>` + firmware + `</loader>
     <nvram>/etc/shadow</nvram>
     <kernel>` + link + `</kernel>
     <initrd>/etc/ssh/ssh_host_rsa_key</initrd>
@@ -58,6 +59,8 @@ func TestRestorableDefinition(t *testing.T) {
     <hostdev mode='subsystem' type='pci'><source><address domain='0' bus='0' slot='2' function='0'/></source></hostdev>
     <interface type='network'><source network='default'/><model type='virtio'/></interface>
     <interface type='ethernet'><script path='/tmp/evil.sh'/></interface>
+    <interface type='user'/>
+    <interface type='bridge'><source bridge='storage0'/></interface>
     <serial type='file'><source path='/etc/cron.d/evil'/><target port='0'/></serial>
     <console type='pty'><target type='serial' port='0'/></console>
     <channel type='unix'><source mode='bind' path='/run/evil.sock'/><target type='virtio' name='org.qemu.guest_agent.0'/></channel>
@@ -67,15 +70,17 @@ func TestRestorableDefinition(t *testing.T) {
     <input type='evdev'><source dev='/dev/input/event0'/></input>
     <input type='tablet' bus='usb'/>
   </devices>
+  <on_crash>coredump-restart</on_crash>
   <seclabel type='none'/>
   <qemu:commandline><qemu:arg value='-add-fd'/><qemu:arg value='fd=3,set=1'/></qemu:commandline>
 </domain>`
-	got, dropped, err := RestorableDefinition(hostile, []string{boot})
+	got, dropped, err := RestorableDefinition(hostile, Restorable{BootDirs: []string{boot}, Networks: []string{"default"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, gone := range []string{"commandline", "-add-fd", "/etc/shadow", link, "ssh_host", "evil", "/root/.kube", "hostroot", "hostdev",
-		"seclabel", "0.0.0.0", "passwd", "/dev/sda", "event0", "memoryBacking", "encryption", "0a81f5b2", "libvirt-sock", "cdrom"} {
+		"seclabel", "0.0.0.0", "passwd", "/dev/sda", "event0", "memoryBacking", "encryption", "0a81f5b2", "libvirt-sock", "cdrom",
+		`type="user"`, "storage0", "coredump", `mode="host"`, `readonly="no"`} {
 		if strings.Contains(got, gone) {
 			t.Errorf("the restorable definition holds %q:\n%s", gone, got)
 		}

@@ -25,9 +25,9 @@ type DomainRequest struct {
 	Domain string
 	// Definition is the domain XML a new domain is defined from (the
 	// backed-up domain's, as its backup saved it: rebuilt with
-	// virt.RestorableDefinition, its boot files from BootDirs).
+	// virt.RestorableDefinition, with what of the host it may use).
 	Definition string
-	BootDirs   []string
+	Allowed    virt.Restorable
 	// ImageDir is where a new domain's images are written (a directory
 	// of the server's: never one the definition names).
 	ImageDir string
@@ -162,7 +162,7 @@ func intoNewDomain(ctx context.Context, conn virt.Hypervisor, req DomainRequest,
 	if req.ImageDir == "" {
 		return res, fmt.Errorf("domain %s does not exist and no directory is given for its new images", req.Domain)
 	}
-	definition, leftOut, err := virt.RestorableDefinition(req.Definition, req.BootDirs)
+	definition, leftOut, err := virt.RestorableDefinition(req.Definition, req.Allowed)
 	if err != nil {
 		return res, err
 	}

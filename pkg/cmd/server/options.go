@@ -77,6 +77,8 @@ type Options struct {
 	// VMBootDirs are the directories a VM defined anew by a restore may
 	// boot a kernel or firmware from.
 	VMBootDirs []string
+	// VMNetworks are the libvirt networks and bridges such a VM may be on.
+	VMNetworks []string
 	// RestoreScratchDir is where restores and previews spool (default:
 	// the data directory).
 	RestoreScratchDir string
@@ -143,6 +145,7 @@ func NewOptions() *Options {
 		LocationUsageInterval:      location.DefaultUsageInterval,
 		LocationCheckTimeout:       location.DefaultCheckTimeout,
 		VMBootDirs:                 virt.DefaultBootDirs,
+		VMNetworks:                 virt.DefaultNetworks,
 		ClientQPS:                  100,
 		ClientBurst:                100,
 		RestoreItemWorkers:         restore.DefaultItemWorkers,
@@ -207,6 +210,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.VolumeRoot, "volume-root", o.VolumeRoot, "the directory whose <namespace>/<pvcName> subdirectories VirtualMachineBackups push into (default <data-dir>/volumes); QEMU must be able to reach it (every directory on the path world-executable)")
 	fs.DurationVar(&o.LocationUsageInterval, "location-usage-interval", o.LocationUsageInterval, "how often the objects of each available storage location are measured (status.usage, drawn over time by the console; 0: never). Measuring lists every object under the location's prefix")
 	fs.StringSliceVar(&o.VMBootDirs, "vm-boot-dirs", o.VMBootDirs, "the directories a VM that a restore defines anew may read its kernel, initrd, device tree or firmware from (its saved definition is in a volume its namespace writes: a path elsewhere is left out of the domain, and the restore's log says so)")
+	fs.StringSliceVar(&o.VMNetworks, "vm-restore-networks", o.VMNetworks, "the libvirt networks and bridges a VM that a restore defines anew may have interfaces on (its saved definition is in a volume its namespace writes: another network could be a host's management or storage network, or hand the guest a host device); an interface elsewhere, or on user networking, is left out and the restore's log says so")
 	fs.DurationVar(&o.LocationCheckTimeout, "location-check-timeout", o.LocationCheckTimeout, "how long a storage location's check (opening it, probing its endpoint) may take before the location is Unavailable: a tenant's endpoint that answers slowly holds one of the location engine's workers no longer")
 	fs.IntVar(&o.ConcurrentBackups, "concurrent-backups", o.ConcurrentBackups, "how many backups may be ReadyToStart or InProgress at once (Velero's --concurrent-backups)")
 	fs.StringVar(&o.SourceKubeconfig, "source-kubeconfig", o.SourceKubeconfig, "kubeconfig of the cluster whose resources are backed up (default: this server in standalone mode, the host cluster in aggregated mode)")

@@ -165,8 +165,9 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return
 // pooled buffer.
 type writerOnly struct{ io.Writer }
 
-// WriteFile writes a new file (never over anything already there: not
-// through a symlink, not twice) holding exactly the bytes its entry says.
+// WriteFile writes a new file holding exactly the bytes its entry says:
+// what was there (a run cut short wrote it) is replaced, never written
+// through.
 func (o *rootedOutput) WriteFile(ctx context.Context, rel string, e kopiafs.File, progress restore.FileWriteProgress) error {
 	p, err := o.path(rel, e.Name())
 	if err != nil {
@@ -183,6 +184,9 @@ func (o *rootedOutput) WriteFile(ctx context.Context, rel string, e kopiafs.File
 		return fmt.Errorf("reading %q from the snapshot: %w", rel, err)
 	}
 	defer r.Close()
+	if err := o.replace(p, rel); err != nil {
+		return err
+	}
 	f, err := o.root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("creating %q: %w", rel, err)
@@ -204,6 +208,26 @@ func (o *rootedOutput) WriteFile(ctx context.Context, rel string, e kopiafs.File
 		o.privilegedFiles.Add(1)
 	}
 	return o.setAttributes(p, rel, e)
+}
+
+// replace removes what is at p that is not a directory (a file or a
+// symlink a restore run before this one wrote, the run cut short): the
+// symlink itself, never what it leads to. A directory there is not a
+// file's to replace.
+func (o *rootedOutput) replace(p, rel string) error {
+	st, err := o.root.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %q: %w", rel, err)
+	case st.IsDir():
+		return fmt.Errorf("writing %q: a directory is there", rel)
+	}
+	if err := o.root.Remove(p); err != nil {
+		return fmt.Errorf("replacing %q: %w", rel, err)
+	}
+	return nil
 }
 
 // holds says how many bytes a file's data held, when it was not the
@@ -250,6 +274,9 @@ func (o *rootedOutput) CreateSymlink(ctx context.Context, rel string, e kopiafs.
 	}
 	if target == "" || len(target) > maxSymlinkTarget || strings.ContainsRune(target, 0) {
 		return unsafeEntry(rel, fmt.Sprintf("a symlink whose target of %d bytes is empty, too long or holds a NUL", len(target)))
+	}
+	if err := o.replace(p, rel); err != nil {
+		return err
 	}
 	if err := o.root.Symlink(target, p); err != nil {
 		return fmt.Errorf("creating symlink %q: %w", rel, err)

@@ -92,13 +92,33 @@ func TestRestoreForgedSnapshots(t *testing.T) {
 				}
 			},
 			root: func(string) forged { return kt.Dir("", kt.Dir("up", kt.File("escape", "pwned"))) }},
-		{name: "a file over a symlink the volume holds", want: want{failed: true},
+		{name: "a file over a symlink the volume holds (the symlink replaced)",
 			prepare: func(t *testing.T, volume string) {
 				if err := os.Symlink("../outside/escape", filepath.Join(volume, "f")); err != nil {
 					t.Fatal(err)
 				}
 			},
-			root: func(string) forged { return kt.Dir("", kt.File("f", "pwned")) }},
+			root: func(string) forged { return kt.Dir("", kt.File("f", "pwned")) },
+			check: func(t *testing.T, volume string, _ RestoreResult) {
+				if st, err := os.Lstat(filepath.Join(volume, "f")); err != nil || !st.Mode().IsRegular() {
+					t.Errorf("f: %v, %v; want the file written in place of the symlink", st, err)
+				}
+			}},
+		{name: "restored again over what a run cut short wrote",
+			prepare: func(t *testing.T, volume string) {
+				if err := os.MkdirAll(filepath.Join(volume, "d"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(volume, "d", "f"), []byte("half"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			},
+			root: func(string) forged { return kt.Dir("", kt.Dir("d", kt.File("f", "whole"))) },
+			check: func(t *testing.T, volume string, _ RestoreResult) {
+				if got, err := os.ReadFile(filepath.Join(volume, "d", "f")); err != nil || string(got) != "whole" {
+					t.Errorf("d/f: %q, %v; want it written again", got, err)
+				}
+			}},
 		{name: "a file longer than its entry", want: want{unsafe: true, quoted: "big"},
 			root: func(string) forged {
 				f := kt.File("big", "0123456789")

@@ -297,10 +297,14 @@ func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupS
 			StorageCheckInterval: r.cfg.StorageCheckInterval, Create: create})
 	}
 	rep, err := open(pw.current)
-	if errors.Is(err, kopiarepo.ErrWrongPassword) && pw.next != "" {
+	if err != nil && pw.next != "" {
 		// A rotation changed the repository's password and has not
-		// written it as the password yet.
-		rep, err = open(pw.next)
+		// written it as the password yet; or it was cut short between
+		// kopia's two format blobs, which the current password then no
+		// longer reads as a wrong password but as an unreadable blob.
+		if nrep, nerr := open(pw.next); nerr == nil {
+			rep, err = nrep, nil
+		}
 	}
 	if errors.Is(err, kopiarepo.ErrWrongPassword) {
 		return nil, fmt.Errorf("the repository at %s: the password of Secret %s (key %s) does not open it", where, pw.secret, PasswordKey)

@@ -183,9 +183,10 @@ func (r *Repositories) rotatedFor(ctx context.Context, br *velerov1.BackupReposi
 	if r.cfg.Secrets == nil {
 		return "", errNoPasswordStore
 	}
-	s, err := r.cfg.Secrets.Secrets(r.cfg.Namespace).Get(ctx, PasswordSecretName(br.Name), metav1.GetOptions{})
+	name := Name(br.Spec.VolumeNamespace, br.Spec.BackupStorageLocation)
+	s, err := r.cfg.Secrets.Secrets(r.cfg.Namespace).Get(ctx, PasswordSecretName(name), metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("the password of repository %s: %w", br.Name, err)
+		return "", fmt.Errorf("the password of repository %s: %w", name, err)
 	}
 	return s.Annotations[RotatedAnnotation], nil
 }
@@ -210,10 +211,13 @@ func (r *Repositories) rotate(ctx context.Context, br *velerov1.BackupRepository
 	if err != nil {
 		return err
 	}
-	// A rotation cut short left its next password: it may already open
-	// the repository, so it is kept.
+	// The password is the repository's (its name the one openRepository
+	// gives it, whatever the BackupRepository is called). A rotation cut
+	// short left its next password: it may already open the repository,
+	// so it is kept.
+	name := Name(br.Spec.VolumeNamespace, br.Spec.BackupStorageLocation)
 	var next string
-	if err := r.updatePassword(ctx, br.Name, func(s *corev1.Secret) {
+	if err := r.updatePassword(ctx, name, func(s *corev1.Secret) {
 		if next = strings.TrimSpace(string(s.Data[NextPasswordKey])); next == "" {
 			next = fresh
 			s.Data[NextPasswordKey] = []byte(next)
@@ -228,7 +232,7 @@ func (r *Repositories) rotate(ctx context.Context, br *velerov1.BackupRepository
 	if err := rep.ChangePassword(ctx, next); err != nil {
 		return err
 	}
-	return r.updatePassword(ctx, br.Name, func(s *corev1.Secret) {
+	return r.updatePassword(ctx, name, func(s *corev1.Secret) {
 		s.Data[PasswordKey] = []byte(next)
 		delete(s.Data, NextPasswordKey)
 		s.Annotations[RotatedAnnotation] = asked

@@ -107,8 +107,9 @@ type Config struct {
 	Virt       func() (virt.Hypervisor, error)
 	VolumeRoot string
 	// VMBootDirs are where a VM defined anew may boot its kernel or
-	// firmware from (nil: virt.DefaultBootDirs).
-	VMBootDirs []string
+	// firmware from (nil: virt.DefaultBootDirs), and the libvirt networks
+	// and bridges its interfaces may be on (nil: virt.DefaultNetworks).
+	VMBootDirs, VMNetworks []string
 	// VMLocks are shared with the VM backup engine: a VM's disks are
 	// restored while no backup of it runs and its chain is not edited
 	// (nil: not shared).

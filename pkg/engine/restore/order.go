@@ -176,8 +176,8 @@ func (s *spool) add(it *archive.Item) error {
 	if s.bytes += int64(len(it.Data)); s.maxBytes > 0 && s.bytes > s.maxBytes {
 		return fmt.Errorf("%w: its items need more than %d bytes of scratch space (--restore-max-scratch-bytes)", errLimit, s.maxBytes)
 	}
-	if s.bytes-s.checked >= scratchCheckEvery {
-		if err := s.checkSpace(scratchCheckEvery); err != nil {
+	if s.bytes-s.checked >= scratchCheckEvery || int64(len(it.Data)) >= scratchCheckEvery {
+		if err := s.checkSpace(max(int64(len(it.Data)), s.bytes-s.checked)); err != nil {
 			return err
 		}
 	}

@@ -200,12 +200,15 @@ func (run *restoreRun) restoreVM(ctx context.Context, vm vmItem, domain string) 
 	// volume root, by the namespace restored into (a DNS label): never
 	// where the definition's disks were.
 	images := filepath.Join(c.cfg.VolumeRoot, RestoredImagesDir, vm.target)
-	bootDirs := c.cfg.VMBootDirs
-	if bootDirs == nil {
-		bootDirs = virt.DefaultBootDirs
+	allowed := virt.Restorable{BootDirs: c.cfg.VMBootDirs, Networks: c.cfg.VMNetworks}
+	if allowed.BootDirs == nil {
+		allowed.BootDirs = virt.DefaultBootDirs
+	}
+	if allowed.Networks == nil {
+		allowed.Networks = virt.DefaultNetworks
 	}
 	res, err := vmrestore.IntoDomain(ctx, conn, vmrestore.DomainRequest{Chain: chain, Domain: domain, Definition: definition,
-		BootDirs: bootDirs, ImageDir: images})
+		Allowed: allowed, ImageDir: images})
 	if len(res.LeftOut) > 0 {
 		run.log.Warning(vm.target, "", fmt.Sprintf("VirtualMachine %s/%s was defined without what its saved definition names of the host: %s",
 			vm.target, vm.name, strings.Join(res.LeftOut, "; ")))

@@ -149,23 +149,29 @@ func (r *LogsREST) Connect(ctx context.Context, name string, _ runtime.Object, r
 			responder.Error(apierrors.NewBadRequest(fmt.Sprintf("logs of %s: %v", name, err)))
 			return
 		}
-		if tail := r.live.Get(livelog.Key{Kind: string(file.Kind), Namespace: file.Namespace, Name: file.Name}); tail != nil {
-			if lr.follow {
-				user := ""
-				if u, ok := genericrequest.UserFrom(ctx); ok {
-					user = u.GetName()
-				}
-				release, err := r.live.Follow(user)
-				if err != nil {
-					responder.Error(apierrors.NewTooManyRequests(fmt.Sprintf("following the log of %s: %v", name, err), int(r.followFor/time.Second)))
-					return
-				}
-				defer release()
+		// Every followed request counts, the stored log's too: each is
+		// long-running (no seat of priority and fairness bounds it).
+		if lr.follow {
+			user := ""
+			if u, ok := genericrequest.UserFrom(ctx); ok {
+				user = u.GetName()
 			}
+			release, err := r.live.Follow(user)
+			if err != nil {
+				responder.Error(apierrors.NewTooManyRequests(fmt.Sprintf("following the log of %s: %v", name, err), int(r.followFor/time.Second)))
+				return
+			}
+			defer release()
+		}
+		if tail := r.live.Get(livelog.Key{Kind: string(file.Kind), Namespace: file.Namespace, Name: file.Name}); tail != nil {
 			r.serveLive(ctx, w, tail, lr)
 			return
 		}
-		// A reader that reads nothing holds no handler past the deadline.
+		// A stored log is read (from an endpoint of its location's
+		// owner) and written (to a reader that may read nothing) by a
+		// deadline.
+		ctx, cancel := context.WithTimeout(ctx, StoredLogFor)
+		defer cancel()
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(StoredLogFor))
 		f, err := r.locations.OpenTarget(ctx, file.Namespace, file.Location, file.Kind, file.Name)
 		if errors.Is(err, objectstore.ErrNotFound) {
