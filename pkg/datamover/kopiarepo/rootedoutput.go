@@ -88,8 +88,12 @@ type rootedOutput struct {
 
 var _ restore.Output = (*rootedOutput)(nil)
 
-// openRootedOutput opens target (a directory) to restore into.
+// openRootedOutput opens target (a directory of the server's choosing,
+// made when missing, as kopia's own output makes it) to restore into.
 func openRootedOutput(target string) (*rootedOutput, error) {
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		return nil, fmt.Errorf("making %s to restore into: %w", target, err)
+	}
 	root, err := os.OpenRoot(target)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s to restore into: %w", target, err)
