@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -777,35 +776,6 @@ func readGzip(resp *http.Response) (string, error) {
 	return string(data), err
 }
 
-// trickler answers every S3 request (a HEAD at once) with its headers and
-// then a byte a second, for as long as the client waits: a tenant's
-// endpoint that holds whoever checks it.
-type trickler struct{ inFlight atomic.Int32 }
-
-func (tr *trickler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodHead {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	tr.inFlight.Add(1)
-	defer tr.inFlight.Add(-1)
-	w.Header().Set("Content-Type", "application/xml")
-	w.WriteHeader(http.StatusOK)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-			return
-		case <-tick.C:
-			if _, err := w.Write([]byte(" ")); err != nil {
-				return
-			}
-		}
-	}
-}
-
 // TestSlowTenantEndpoint: a tenant's location at an endpoint that trickles
 // its answers (a loopback server of the test's, which the admin's policy
 // lets tenants reach) holds one of the location engine's workers until its
@@ -817,7 +787,7 @@ func TestSlowTenantEndpoint(t *testing.T) {
 	c := framework.StartClusterWith(t, framework.ClusterOptions{WithoutBackstop: true})
 	c.InstallBackstop("--location-check-timeout=20s")
 	ctx := context.Background()
-	tr := &trickler{}
+	tr := &framework.Trickler{}
 	srv := httptest.NewServer(tr)
 	defer srv.Close()
 	alice := tenantOf(t, c, "alice", "tenant-a")
@@ -844,7 +814,7 @@ func TestSlowTenantEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, "the tenant's location checked at its endpoint", 2*time.Minute, func(context.Context) (bool, error) {
-		return tr.inFlight.Load() > 0, nil
+		return tr.InFlight.Load() > 0, nil
 	})
 	t.Run("an admin's location is checked meanwhile", func(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(c.BackstopDataDir(), "admins"), 0o700); err != nil {
@@ -861,7 +831,7 @@ func TestSlowTenantEndpoint(t *testing.T) {
 			l, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, "admins", metav1.GetOptions{})
 			return err == nil && l.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable, nil
 		})
-		if tr.inFlight.Load() == 0 {
+		if tr.InFlight.Load() == 0 {
 			t.Errorf("the tenant's check ended before the admin's location was Available: the test shows nothing")
 		}
 	})
