@@ -3,10 +3,13 @@ package cluster
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -225,11 +228,39 @@ func TestServerRights(t *testing.T) {
 			t.Errorf("reading namespace %s as a cluster admin: %v", opened, err)
 		}
 	})
+	restorer := as(t, rest.ImpersonationConfig{UserName: "system:serviceaccount:" + framework.BackstopNamespace + ":backstop-restorer"})
 	t.Run("the restore identity never deletes", func(t *testing.T) {
-		restorer := as(t, rest.ImpersonationConfig{UserName: "system:serviceaccount:" + framework.BackstopNamespace + ":backstop-restorer"})
 		err := restorer.CoreV1().ConfigMaps("kube-system").Delete(ctx, "extension-apiserver-authentication", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("deleting as the restore identity: %v, want Forbidden", err)
+		}
+	})
+	// Its rules grant "*", which RBAC takes for every subresource too; the
+	// chart's admission policy leaves it objects and their status.
+	t.Run("the restore identity writes no subresource but status", func(t *testing.T) {
+		refusedByPolicy := func(t *testing.T, what string, err error) {
+			t.Helper()
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "the restore identity writes objects and their status only") {
+				t.Errorf("%s as the restore identity: %v, want Forbidden by the chart's policy", what, err)
+			}
+		}
+		_, err := restorer.CoreV1().ServiceAccounts(framework.BackstopNamespace).CreateToken(ctx, framework.BackstopServiceAccount,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600))}}, metav1.CreateOptions{})
+		refusedByPolicy(t, "a token of the server's account", err)
+		// Admission comes before the pod is looked for: without the policy
+		// this is NotFound.
+		err = restorer.CoreV1().RESTClient().Post().Namespace("kube-system").Resource("pods").Name("any").SubResource("exec").
+			Param("command", "id").Param("stdout", "true").Do(ctx).Error()
+		refusedByPolicy(t, "an exec in a pod", err)
+		err = restorer.CoreV1().RESTClient().Post().Namespace(opened).Resource("pods").Name("any").SubResource("eviction").
+			Body(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "any", Namespace: opened}}).Do(ctx).Error()
+		refusedByPolicy(t, "an eviction", err)
+		ns, err := restorer.CoreV1().Namespaces().Get(ctx, opened, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := restorer.CoreV1().Namespaces().UpdateStatus(ctx, ns, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("a namespace's status, as the restore identity: %v, want it written", err)
 		}
 	})
 }
