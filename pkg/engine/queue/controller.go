@@ -91,6 +91,45 @@ func sequence(b *velerov1.Backup) int64 {
 	return n
 }
 
+// inTurns sorts queued backups into the queue's order, the registry
+// index's (status.queuePosition): the owners (velerov1.QueueOwner) take
+// turns, each owner's backups in sequence; among the backups of the same
+// turn, by sequence, and equal sequences (replicas numbering at once) by
+// name.
+func inTurns(queued []*velerov1.Backup) {
+	// Each backup's sequence read once, not at every comparison.
+	type placed struct {
+		turn int
+		seq  int64
+		b    *velerov1.Backup
+	}
+	order := make([]placed, len(queued))
+	for i, b := range queued {
+		order[i] = placed{seq: sequence(b), b: b}
+	}
+	before := func(a, b placed) bool {
+		if a.turn != b.turn {
+			return a.turn < b.turn
+		}
+		if a.seq != b.seq {
+			return a.seq < b.seq
+		}
+		return a.b.Name < b.b.Name
+	}
+	// In sequence first: an owner's n-th is then its turn n.
+	sort.Slice(order, func(i, j int) bool { return before(order[i], order[j]) })
+	turns := map[string]int{}
+	for i := range order {
+		owner := velerov1.QueueOwner(order[i].b)
+		order[i].turn = turns[owner]
+		turns[owner]++
+	}
+	sort.SliceStable(order, func(i, j int) bool { return before(order[i], order[j]) })
+	for i := range order {
+		queued[i] = order[i].b
+	}
+}
+
 // sync queues new backups and starts what may start.
 func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 	defer c.AddAfter(queueKey, ResyncPeriod)
@@ -151,26 +190,7 @@ func (c *Controller) sync(ctx context.Context, _ cache.ObjectName) error {
 		return nil
 	}
 
-	// Each backup's sequence read once, not at every comparison.
-	type numbered struct {
-		seq int64
-		b   *velerov1.Backup
-	}
-	order := make([]numbered, len(queued))
-	for i, b := range queued {
-		order[i] = numbered{sequence(b), b}
-	}
-	// Equal sequences (replicas numbering at once) by name, as the
-	// registry's index orders them.
-	sort.Slice(order, func(i, j int) bool {
-		if order[i].seq != order[j].seq {
-			return order[i].seq < order[j].seq
-		}
-		return order[i].b.Name < order[j].b.Name
-	})
-	for i := range order {
-		queued[i] = order[i].b
-	}
+	inTurns(queued)
 	runningEntries := make([]Entry, 0, len(running))
 	for _, b := range running {
 		runningEntries = append(runningEntries, c.entry(b))

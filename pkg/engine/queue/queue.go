@@ -3,7 +3,11 @@
 // ReadyToStart or InProgress at once, and a queued backup may start only if
 // its namespaces overlap neither a running backup nor any backup queued
 // ahead of it. A backup without a namespace filter (or with "*") overlaps
-// every other backup.
+// every other backup. "Ahead" is the queue's order, in which the owners
+// take turns (a tenant's backups, the admin's): the design's creation
+// order within each owner's backups, so that one tenant queuing a
+// thousand delays another's, or the admin's backup of every namespace,
+// by one of its own rather than by the thousand (inTurns).
 //
 // The package is pure logic: the queue engine feeds it the backups it
 // reads, and writes the phase transitions it returns. Namespaces are

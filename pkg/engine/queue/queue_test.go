@@ -3,7 +3,12 @@ package queue
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
 
 // in interns the namespaces of every test; e makes an entry.
@@ -145,6 +150,55 @@ func TestTenantsQueueFairly(t *testing.T) {
 	t.Run("the flooding tenant's first runs", func(t *testing.T) {
 		if got, want := Runnable(in, []Entry{e("a-0", "tenant-a")}, append(queued[1:1000:1000], queued[1000:]...), 2), []string{"b-1"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("Runnable = %v, want %v", got, want)
+		}
+	})
+}
+
+// TestQueueInTurns: the engine's order of the queued backups is the
+// owners' turns (velerov1.QueueOwner), the order the registry's index
+// numbers them in; with it, the admin's backup of every namespace, queued
+// behind a tenant's thousand, starts once the tenant's first has run.
+func TestQueueInTurns(t *testing.T) {
+	backup := func(name, tenant string, seq int64) *velerov1.Backup {
+		b := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+			velerov1.QueueSequenceAnnotation: strconv.FormatInt(seq, 10)}}}
+		if tenant != "" {
+			b.Annotations[velerov1.TenantOriginNamespaceAnnotation] = tenant
+			b.Spec.IncludedNamespaces = []string{tenant}
+		}
+		return b
+	}
+	var queued []*velerov1.Backup
+	for i := range 1000 {
+		queued = append(queued, backup(fmt.Sprintf("a-%03d", i), "tenant-a", int64(10+i)))
+	}
+	// Shuffled as a lister returns them.
+	queued = append([]*velerov1.Backup{backup("admin-all", "", 5000), backup("b-0", "tenant-b", 5001)}, queued...)
+	queued = append(queued, backup("admin-second", "", 4000), backup("b-1", "tenant-b", 6000))
+	inTurns(queued)
+	var names []string
+	for _, b := range queued[:8] {
+		names = append(names, b.Name)
+	}
+	// Turn 0: a-000 (10), admin-second (4000), b-0 (5001); turn 1: a-001,
+	// admin-all (5000), b-1 (6000); turn 2: a-002, a-003...
+	if want := []string{"a-000", "admin-second", "b-0", "a-001", "admin-all", "b-1", "a-002", "a-003"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("the queue's head: %v, want %v", names, want)
+	}
+	t.Run("the admin's backup of every namespace waits for one of the tenant's", func(t *testing.T) {
+		in := NewInterner()
+		var entries []Entry
+		for _, b := range queued {
+			entries = append(entries, in.Entry(b.Name, b.Spec.IncludedNamespaces))
+		}
+		// a-000, admin-second (every namespace) and b-0 ran, a-001
+		// runs: admin-all is next, after it.
+		running := []Entry{in.Entry("a-001", []string{"tenant-a"})}
+		if got := Runnable(in, running, entries[4:], 2); got != nil {
+			t.Errorf("Runnable = %v while a-001 runs, want nothing (admin-all covers it)", got)
+		}
+		if got, want := Runnable(in, nil, entries[4:], 2), []string{"admin-all"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("Runnable = %v once a-001 ran, want %v, not the tenant's 998 others first", got, want)
 		}
 	})
 }

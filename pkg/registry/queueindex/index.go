@@ -10,7 +10,11 @@
 // therefore writes that object only; those behind it move up without
 // being rewritten, so draining N waiting objects costs N writes, not N².
 //
-// The order is by sequence, then by name. Sequences come from a hybrid
+// The order is by turn, then by sequence, then by name. Each object has an
+// owner (one for all when the index is made with New; the tenant with
+// NewFair): an owner's n-th waiting object takes turn n, so that one
+// owner's many waiting objects come after every other owner's first.
+// Sequences come from a hybrid
 // clock: the larger of the wall clock in microseconds and one more than the
 // largest sequence this index has seen or handed out. One replica's
 // sequences only grow; replicas that hand out sequences at once order their
@@ -37,18 +41,27 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
 
-// Index orders the waiting objects of one namespace by sequence.
+// Index orders the waiting objects of one namespace by turn and sequence.
 type Index[T metav1.Object] struct {
 	namespace string
 	// waiting says whether an object is in the queue.
 	waiting func(T) bool
+	// ownerOf says whose turns an object takes (nil: everyone's the
+	// same).
+	ownerOf func(T) string
 	// now is the clock sequences start from.
 	now func() time.Time
 
-	mu    sync.Mutex
-	seqOf map[string]int64 // waiting object → sequence
-	order []entry          // the waiting objects, sorted
-	next  int64
+	mu     sync.Mutex
+	placed map[string]placed   // waiting object → its place
+	owners map[string]*[]entry // each owner's waiting objects, sorted
+	next   int64
+}
+
+// placed is where a waiting object is kept: its owner and entry.
+type placed struct {
+	owner string
+	entry entry
 }
 
 // entry is a waiting object's place: its sequence, then its name.
@@ -64,10 +77,24 @@ func (e entry) before(o entry) bool {
 	return e.name < o.name
 }
 
-// New returns the index of namespace; waiting says which objects are in
-// the queue. Run keeps it current.
+// New returns the index of namespace, in sequence order; waiting says
+// which objects are in the queue. Run keeps it current.
 func New[T metav1.Object](namespace string, waiting func(T) bool) *Index[T] {
-	return &Index[T]{namespace: namespace, waiting: waiting, now: time.Now, seqOf: map[string]int64{}, next: 1}
+	return NewFair(namespace, waiting, nil)
+}
+
+// NewFair returns the index of namespace whose objects take turns by
+// owner (ownerOf).
+func NewFair[T metav1.Object](namespace string, waiting func(T) bool, ownerOf func(T) string) *Index[T] {
+	return &Index[T]{namespace: namespace, waiting: waiting, ownerOf: ownerOf, now: time.Now,
+		placed: map[string]placed{}, owners: map[string]*[]entry{}, next: 1}
+}
+
+func (x *Index[T]) owner(o T) string {
+	if x.ownerOf == nil {
+		return ""
+	}
+	return x.ownerOf(o)
 }
 
 // SetSequence records seq on o.
@@ -158,12 +185,22 @@ func (x *Index[T]) observe(obj any) {
 	if !ok || !x.waiting(o) || o.GetDeletionTimestamp() != nil {
 		return
 	}
-	x.seqOf[o.GetName()] = seq
-	e := entry{seq, o.GetName()}
-	i := sort.Search(len(x.order), func(i int) bool { return !x.order[i].before(e) })
-	x.order = append(x.order, entry{})
-	copy(x.order[i+1:], x.order[i:])
-	x.order[i] = e
+	owner, e := x.owner(o), entry{seq, o.GetName()}
+	x.placed[o.GetName()] = placed{owner, e}
+	list := x.owners[owner]
+	if list == nil {
+		list = &[]entry{}
+		x.owners[owner] = list
+	}
+	i := search(*list, e)
+	*list = append(*list, entry{})
+	copy((*list)[i+1:], (*list)[i:])
+	(*list)[i] = e
+}
+
+// search is the number of entries of a sorted list before e.
+func search(list []entry, e entry) int {
+	return sort.Search(len(list), func(i int) bool { return !list[i].before(e) })
 }
 
 // forget drops a deleted object (a watch event).
@@ -181,15 +218,18 @@ func (x *Index[T]) forget(obj any) {
 }
 
 func (x *Index[T]) forgetLocked(name string) {
-	seq, ok := x.seqOf[name]
+	p, ok := x.placed[name]
 	if !ok {
 		return
 	}
-	delete(x.seqOf, name)
-	e := entry{seq, name}
-	i := sort.Search(len(x.order), func(i int) bool { return !x.order[i].before(e) })
-	if i < len(x.order) && x.order[i] == e {
-		x.order = append(x.order[:i], x.order[i+1:]...)
+	delete(x.placed, name)
+	list := x.owners[p.owner]
+	i := search(*list, p.entry)
+	if i < len(*list) && (*list)[i] == p.entry {
+		*list = append((*list)[:i], (*list)[i+1:]...)
+	}
+	if len(*list) == 0 {
+		delete(x.owners, p.owner)
 	}
 }
 
@@ -215,7 +255,7 @@ func (x *Index[T]) PositionOf(o T) int {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.positionLocked(entry{seq, o.GetName()})
+	return x.positionLocked(x.owner(o), entry{seq, o.GetName()})
 }
 
 // Position is the place in the queue of the object name of the index's
@@ -223,16 +263,36 @@ func (x *Index[T]) PositionOf(o T) int {
 func (x *Index[T]) Position(name string) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	seq, ok := x.seqOf[name]
+	p, ok := x.placed[name]
 	if !ok {
 		return 0
 	}
-	return x.positionLocked(entry{seq, name})
+	return x.positionLocked(p.owner, p.entry)
 }
 
-// positionLocked is one more than the number of waiting objects before e.
-func (x *Index[T]) positionLocked(e entry) int {
-	return sort.Search(len(x.order), func(i int) bool { return !x.order[i].before(e) }) + 1
+// positionLocked is one more than the number of waiting objects before
+// owner's e: its turn is the number of owner's before it; of every other
+// owner, those of an earlier turn come before it, and the one of the same
+// turn if its sequence is earlier. (A cost in the number of owners, which
+// the one-owner index does not pay beyond a search.)
+func (x *Index[T]) positionLocked(owner string, e entry) int {
+	var own []entry
+	if list := x.owners[owner]; list != nil {
+		own = *list
+	}
+	turn := search(own, e)
+	before := turn
+	for o, list := range x.owners {
+		if o == owner {
+			continue
+		}
+		n := len(*list)
+		before += min(n, turn)
+		if n > turn && (*list)[turn].before(e) {
+			before++
+		}
+	}
+	return before + 1
 }
 
 // KeepSequence carries the stored sequence of old over to o (only the

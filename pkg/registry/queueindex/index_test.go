@@ -1,6 +1,10 @@
 package queueindex
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -98,4 +102,105 @@ func TestPositions(t *testing.T) {
 	other.Namespace = "elsewhere"
 	x.observe(other)
 	check("another namespace's object ignored", map[string]int{"b": 1})
+}
+
+// TestTurns: with owners, the index's positions are the order in which
+// the owners take turns: a tenant's many waiting objects come after every
+// other owner's first, each owner's in sequence. Checked against the
+// order sorted the long way, object by object, as objects come and go.
+func TestTurns(t *testing.T) {
+	clock := time.UnixMicro(1)
+	x := NewFair(ns, func(o *metav1.ObjectMeta) bool { return o.Labels["waiting"] == "yes" },
+		func(o *metav1.ObjectMeta) string { return o.Labels["owner"] })
+	x.now = func() time.Time { return clock }
+	owned := func(name, owner string, seq int64) *metav1.ObjectMeta {
+		o := object(name, seq, true)
+		o.Labels["owner"] = owner
+		return o
+	}
+	waiting := map[string]*metav1.ObjectMeta{}
+	add := func(o *metav1.ObjectMeta) { waiting[o.Name] = o; x.observe(o) }
+	// want is the order sorted the long way: each object's turn is the
+	// number of its owner's with an earlier (sequence, name).
+	want := func() map[string]int {
+		type placed struct {
+			turn int
+			e    entry
+		}
+		var all []placed
+		for _, o := range waiting {
+			seq, _ := strconv.ParseInt(o.Annotations["backstop.io/queue-sequence"], 10, 64)
+			e := entry{seq, o.Name}
+			turn := 0
+			for _, p := range waiting {
+				ps, _ := strconv.ParseInt(p.Annotations["backstop.io/queue-sequence"], 10, 64)
+				if p.Labels["owner"] == o.Labels["owner"] && (entry{ps, p.Name}).before(e) {
+					turn++
+				}
+			}
+			all = append(all, placed{turn, e})
+		}
+		sort.Slice(all, func(i, j int) bool {
+			if all[i].turn != all[j].turn {
+				return all[i].turn < all[j].turn
+			}
+			return all[i].e.before(all[j].e)
+		})
+		out := map[string]int{}
+		for i, p := range all {
+			out[p.e.name] = i + 1
+		}
+		return out
+	}
+	check := func(t *testing.T) {
+		t.Helper()
+		w := want()
+		for name, p := range w {
+			if got := x.Position(name); got != p {
+				t.Errorf("%s: position %d, want %d (of %v)", name, got, p, w)
+			}
+		}
+	}
+	t.Run("a tenant's flood, then another tenant and the admin", func(t *testing.T) {
+		for i := range 20 {
+			add(owned(fmt.Sprintf("a-%02d", i), "tenant-a", int64(10+i)))
+		}
+		add(owned("b-0", "tenant-b", 100))
+		add(owned("admin-0", "", 101))
+		add(owned("admin-1", "", 102))
+		check(t)
+		for name, p := range map[string]int{"a-00": 1, "b-0": 2, "admin-0": 3, "a-01": 4, "admin-1": 5, "a-02": 6, "a-19": 23} {
+			if got := x.Position(name); got != p {
+				t.Errorf("%s: position %d, want %d", name, got, p)
+			}
+		}
+		if p := x.PositionOf(owned("admin-2", "", 103)); p != 7 {
+			t.Errorf("the admin's third, read before its watch event: position %d, want 7 (after a-02)", p)
+		}
+	})
+	t.Run("objects start and go", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		owners := []string{"", "tenant-a", "tenant-b", "tenant-c"}
+		for i := range 300 {
+			if len(waiting) > 0 && rng.IntN(3) == 0 {
+				names := make([]string, 0, len(waiting))
+				for n := range waiting {
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				n := names[rng.IntN(len(names))]
+				o := waiting[n]
+				delete(waiting, n)
+				done := object(n, 1, false)
+				done.Annotations = o.Annotations
+				x.observe(done)
+			} else {
+				add(owned(fmt.Sprintf("r-%03d", i), owners[rng.IntN(len(owners))], int64(200+rng.IntN(50))))
+			}
+			check(t)
+			if t.Failed() {
+				t.Fatalf("after step %d", i)
+			}
+		}
+	})
 }

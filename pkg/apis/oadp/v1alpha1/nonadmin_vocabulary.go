@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 )
 
 // The vocabulary the non-admin kinds share with the upstream OADP
@@ -46,7 +48,7 @@ func MadeFor(labels, annotations map[string]string, linkLabel, namespaceAnnotati
 // Origin annotations: the tenant object's name and namespace.
 const (
 	NabOriginNameAnnotation        = "openshift.io/oadp-nab-origin-name"
-	NabOriginNamespaceAnnotation   = "openshift.io/oadp-nab-origin-namespace"
+	NabOriginNamespaceAnnotation   = velerov1.TenantOriginNamespaceAnnotation
 	NarOriginNameAnnotation        = "openshift.io/oadp-nar-origin-name"
 	NarOriginNamespaceAnnotation   = "openshift.io/oadp-nar-origin-namespace"
 	NabslOriginNameAnnotation      = "openshift.io/oadp-nabsl-origin-name"

@@ -49,6 +49,11 @@ const (
 	// number seen, whichever is larger; equal numbers order by name).
 	// Clients cannot set or change it.
 	QueueSequenceAnnotation = "backstop.io/queue-sequence"
+	// TenantOriginNamespaceAnnotation is the tenant namespace of a backup
+	// made for a NonAdminBackup (OADP's oadp-nab-origin-namespace,
+	// written by the server alone): the backup queue's owner of the
+	// backup (QueueOwner).
+	TenantOriginNamespaceAnnotation = "openshift.io/oadp-nab-origin-namespace"
 	// SyncedFromLocationAnnotation marks a Backup the server created from
 	// the velero-backup.json it found in a storage location (backup sync);
 	// its value is the location. Only the server creates a Backup with a
@@ -311,6 +316,16 @@ func QueueSequence(o metav1.Object) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
+}
+
+// QueueOwner is whose turn a queued backup takes: the tenant namespace
+// of a backup made for a NonAdminBackup, "" (the admin) for any other. The
+// queue takes each owner's backups in sequence and the owners in turns:
+// the n-th waiting backup of every owner comes before the (n+1)-th of any
+// (by sequence among those of the same turn), so that a tenant's thousand
+// queued backups delay another tenant's, or the admin's, by one.
+func QueueOwner(o metav1.Object) string {
+	return o.GetAnnotations()[TenantOriginNamespaceAnnotation]
 }
 
 // VerifyEvery is a location's verification period (VerifyEveryConfigKey in
