@@ -74,9 +74,10 @@ type Config struct {
 	// (default DefaultMaxPerPass): a bucket holding many, or one a tenant
 	// filled, is taken a pass at a time.
 	MaxPerPass int
-	// TenantMaxBackups reads the most Backups a tenant's location may hold
-	// in the admin namespace (the tenant's maxBackupsPerNamespace; 0 or
-	// nil: no limit): a tenant's bucket makes none past it.
+	// TenantMaxBackups reads the most Backups a tenant's locations may
+	// hold together in the admin namespace (the tenant's
+	// maxBackupsPerNamespace; 0 or nil: no limit): a tenant's buckets make
+	// none past it.
 	TenantMaxBackups func() int
 	// PassTimeout bounds a pass over a location, every call to its
 	// endpoint included (default DefaultPassTimeout): one cut short goes
@@ -174,15 +175,16 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	made := 0
 	errAtLimit := errors.New("at the limit")
-	// A tenant's location holds at most its limit of Backups.
+	// A tenant's locations hold at most its limit of Backups, all of
+	// them together.
 	tenantRoom := -1
 	if tenant != "" && c.cfg.TenantMaxBackups != nil {
 		if most := c.cfg.TenantMaxBackups(); most > 0 {
-			held, err := c.backups.Backups(bsl.Namespace).List(labels.SelectorFromSet(labels.Set{velerov1.StorageLocationLabel: velerov1.LabelValue(bsl.Name)}))
+			held, err := c.tenantBackups(bsl.Namespace, tenant)
 			if err != nil {
 				return err
 			}
-			tenantRoom = max(most-len(held), 0)
+			tenantRoom = max(most-held, 0)
 		}
 	}
 	errTenantLimit := errors.New("at the tenant's limit")
@@ -293,6 +295,27 @@ func (c *Controller) create(ctx context.Context, bsl *velerov1.BackupStorageLoca
 	}
 	klog.FromContext(ctx).Info("Synced a backup from its storage location", "backup", name, "location", bsl.Name, "phase", b.Status.Phase)
 	return nil
+}
+
+// tenantBackups counts the Backups of namespace in the storage locations
+// made for tenant (a tenant namespace).
+func (c *Controller) tenantBackups(namespace, tenant string) (int, error) {
+	locations, err := c.locations.BackupStorageLocations(namespace).List(labels.Everything())
+	if err != nil {
+		return 0, err
+	}
+	held := 0
+	for _, l := range locations {
+		if l.Annotations[oadpv1alpha1.NabslOriginNamespaceAnnotation] != tenant {
+			continue
+		}
+		in, err := c.backups.Backups(namespace).List(labels.SelectorFromSet(labels.Set{velerov1.StorageLocationLabel: velerov1.LabelValue(l.Name)}))
+		if err != nil {
+			return 0, err
+		}
+		held += len(in)
+	}
+	return held, nil
 }
 
 // deleteOrphans deletes the Completed Backups of a location whose files

@@ -130,8 +130,9 @@ func TestSyncPass(t *testing.T) {
 }
 
 // TestTenantSyncLimit: a tenant's bucket makes no Backups past the
-// tenant's maxBackupsPerNamespace, whatever it holds; an admin's location
-// is not bounded by it.
+// tenant's maxBackupsPerNamespace, whatever it holds, counting what all
+// the tenant's locations hold (and not another tenant's); an admin's
+// location is not bounded by it.
 func TestTenantSyncLimit(t *testing.T) {
 	const ns = "backstop-system"
 	ctx := context.Background()
@@ -161,10 +162,19 @@ func TestTenantSyncLimit(t *testing.T) {
 		Spec: velerov1.BackupStorageLocationSpec{Provider: objectstore.ProviderFilesystem,
 			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: bucket}}},
 		Status: velerov1.BackupStorageLocationStatus{Phase: velerov1.BackupStorageLocationPhaseAvailable}}
-	// One Backup of the location is there already.
-	held := &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: names[0], Namespace: ns, Labels: map[string]string{velerov1.StorageLocationLabel: "tenant-loc"}},
-		Spec: velerov1.BackupSpec{StorageLocation: "tenant-loc"}, Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted}}
-	w := enginetest.New(t, tenantLocation, held)
+	location := func(name, tenant string) *velerov1.BackupStorageLocation {
+		l := tenantLocation.DeepCopy()
+		l.Name, l.Labels[oadpv1alpha1.NabslOriginNACUUIDLabel], l.Annotations[oadpv1alpha1.NabslOriginNamespaceAnnotation] = name, name, tenant
+		return l
+	}
+	heldIn := func(name, location string) *velerov1.Backup {
+		return &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{velerov1.StorageLocationLabel: location}},
+			Spec: velerov1.BackupSpec{StorageLocation: location}, Status: velerov1.BackupStatus{Phase: velerov1.BackupPhaseCompleted}}
+	}
+	// One Backup of the location is there already, one of the tenant's
+	// other location, and two of another tenant's.
+	w := enginetest.New(t, tenantLocation, location("tenant-loc-2", "tenant-a"), location("tenant-b-loc", "tenant-b"),
+		heldIn(names[0], "tenant-loc"), heldIn("in-the-other", "tenant-loc-2"), heldIn("b-1", "tenant-b-loc"), heldIn("b-2", "tenant-b-loc"))
 	v := w.Factory.Velero().V1()
 	c, err := New(Config{Client: w.Client, Backups: v.Backups(), Locations: v.BackupStorageLocations(), Requests: v.DeleteBackupRequests(),
 		Period: time.Minute, MaxPerPass: 100, TenantPeriod: func() time.Duration { return time.Minute }, TenantMaxBackups: func() int { return 3 }})
@@ -184,7 +194,7 @@ func TestTenantSyncLimit(t *testing.T) {
 			synced++
 		}
 	}
-	if synced != 2 || len(list.Items) != 3 {
-		t.Errorf("%d Backups synced from the tenant's bucket of six (%d in all), want 2: the limit of 3 with one held", synced, len(list.Items))
+	if synced != 1 || len(list.Items) != 5 {
+		t.Errorf("%d Backups synced from the tenant's bucket of six (%d in all), want 1: the limit of 3 with two held in its locations", synced, len(list.Items))
 	}
 }
