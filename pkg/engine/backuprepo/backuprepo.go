@@ -100,6 +100,8 @@ type Repositories struct {
 type entry struct {
 	mu  sync.Mutex
 	rep *kopiarepo.Repository
+	// repDir is rep's directory (<dir>/<generation>).
+	repDir string
 	// fingerprint is what it was opened with (the location's spec, the
 	// passwords): when it changes, it is opened again.
 	fingerprint string
@@ -107,10 +109,56 @@ type entry struct {
 	// (<dir>/<generation>).
 	dir        string
 	generation int
-	// retired are the connections opened before the current one: an
-	// upload or a maintenance may still use one (Open handed it out), so
-	// they are closed with the repositories, not when replaced.
-	retired []*kopiarepo.Repository
+	// users counts, for each connection handed out, those who have not
+	// released it yet.
+	users map[*kopiarepo.Repository]int
+	// retired are the connections replaced by the current one that an
+	// upload or a maintenance still uses: each is closed, and its
+	// directory removed, when its last user releases it.
+	retired map[*kopiarepo.Repository]string
+}
+
+// lease hands rep out to one more user; release is theirs to call once.
+func (e *entry) lease(rep *kopiarepo.Repository) (release func()) {
+	e.users[rep]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if e.users[rep]--; e.users[rep] > 0 {
+				return
+			}
+			delete(e.users, rep)
+			if dir, retired := e.retired[rep]; retired {
+				delete(e.retired, rep)
+				closeConnection(rep, dir)
+			}
+		})
+	}
+}
+
+// retire replaces the current connection: closed now if nobody uses it,
+// else by its last user's release.
+func (e *entry) retire() {
+	if e.rep == nil {
+		return
+	}
+	if e.users[e.rep] == 0 {
+		closeConnection(e.rep, e.repDir)
+	} else {
+		e.retired[e.rep] = e.repDir
+	}
+	e.rep, e.repDir = nil, ""
+}
+
+// closeConnection closes a connection and removes its directory (its
+// configuration holds the location's credentials).
+func closeConnection(rep *kopiarepo.Repository, dir string) {
+	_ = rep.Close(context.Background())
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // New returns the repositories of cfg.
@@ -123,18 +171,20 @@ func New(cfg Config) *Repositories {
 // BackupRepository is made when missing, and the repository engine
 // (Controller: the one creator of repositories) given up to ReadyTimeout
 // to set it up; Open itself never creates a repository. The repository
-// stays open until Close.
-func (r *Repositories) Open(ctx context.Context, location, volumeNamespace string) (*kopiarepo.Repository, error) {
+// stays open until Close; the caller calls release once done with it (a
+// connection replaced meanwhile, for new settings or a new password, is
+// closed then).
+func (r *Repositories) Open(ctx context.Context, location, volumeNamespace string) (rep *kopiarepo.Repository, release func(), err error) {
 	bsl, err := r.cfg.Locations.BackupStorageLocations(r.cfg.Namespace).Get(location)
 	if err != nil {
-		return nil, fmt.Errorf("backup storage location %s: %w", location, err)
+		return nil, nil, fmt.Errorf("backup storage location %s: %w", location, err)
 	}
 	repoObj, err := r.ensureObject(ctx, bsl, volumeNamespace)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := r.waitSetUp(ctx, repoObj); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return r.openRepository(ctx, bsl, volumeNamespace, false)
 }
@@ -164,11 +214,11 @@ func (r *Repositories) waitSetUp(ctx context.Context, br *velerov1.BackupReposit
 }
 
 // setUp opens the repository br describes for the repository engine,
-// creating it when its location holds none.
-func (r *Repositories) setUp(ctx context.Context, br *velerov1.BackupRepository) (*kopiarepo.Repository, error) {
+// creating it when its location holds none; release as for Open.
+func (r *Repositories) setUp(ctx context.Context, br *velerov1.BackupRepository) (*kopiarepo.Repository, func(), error) {
 	bsl, err := r.cfg.Locations.BackupStorageLocations(r.cfg.Namespace).Get(br.Spec.BackupStorageLocation)
 	if err != nil {
-		return nil, fmt.Errorf("backup storage location %s: %w", br.Spec.BackupStorageLocation, err)
+		return nil, nil, fmt.Errorf("backup storage location %s: %w", br.Spec.BackupStorageLocation, err)
 	}
 	return r.openRepository(ctx, bsl, br.Spec.VolumeNamespace, true)
 }
@@ -179,11 +229,13 @@ func (r *Repositories) Close(ctx context.Context) {
 	defer r.mu.Unlock()
 	for key, e := range r.open {
 		e.mu.Lock()
-		for _, rep := range append(e.retired, e.rep) {
-			if rep != nil {
-				_ = rep.Close(ctx)
-			}
+		for rep := range e.retired {
+			_ = rep.Close(ctx)
 		}
+		if e.rep != nil {
+			_ = e.rep.Close(ctx)
+		}
+		e.rep, e.retired = nil, map[*kopiarepo.Repository]string{}
 		_ = os.RemoveAll(e.dir)
 		e.mu.Unlock()
 		delete(r.open, key)
@@ -222,20 +274,21 @@ func (r *Repositories) ensureObject(ctx context.Context, bsl *velerov1.BackupSto
 }
 
 // openRepository opens (or returns the open) repository of ns in bsl,
-// creating it (and its password) if create and its location holds none.
-func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupStorageLocation, ns string, create bool) (*kopiarepo.Repository, error) {
+// creating it (and its password) if create and its location holds none;
+// the caller releases it.
+func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupStorageLocation, ns string, create bool) (*kopiarepo.Repository, func(), error) {
 	name := Name(ns, bsl.Name)
 	pw, err := r.passwordsOf(ctx, bsl, name)
 	missing := errors.Is(err, errNoPassword)
 	if err != nil && !(missing && create) {
 		if missing {
-			return nil, fmt.Errorf("the repository's password: %w (the %s engine makes it with the repository)", err, ControllerName)
+			return nil, nil, fmt.Errorf("the repository's password: %w (the %s engine makes it with the repository)", err, ControllerName)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	spec, err := json.Marshal(bsl.Spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fingerprint := fingerprintOf(spec, pw)
 	key := string(bsl.UID) + "/" + ns
@@ -246,10 +299,11 @@ func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupS
 		// The directory's name is the location's UID (the server's) and
 		// the namespace (a DNS label, checked at admission); what an
 		// earlier process left there is not this one's.
-		e = &entry{dir: filepath.Join(r.cfg.Dir, string(bsl.UID)+"-"+ns)}
+		e = &entry{dir: filepath.Join(r.cfg.Dir, string(bsl.UID)+"-"+ns),
+			users: map[*kopiarepo.Repository]int{}, retired: map[*kopiarepo.Repository]string{}}
 		if err := os.RemoveAll(e.dir); err != nil {
 			r.mu.Unlock()
-			return nil, fmt.Errorf("removing the old connections of repository %s: %w", name, err)
+			return nil, nil, fmt.Errorf("removing the old connections of repository %s: %w", name, err)
 		}
 		r.open[key] = e
 	}
@@ -258,34 +312,31 @@ func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupS
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.rep != nil && e.fingerprint == fingerprint && !missing {
-		return e.rep, nil
+		return e.rep, e.lease(e.rep), nil
 	}
 	// A connection made with other settings or other passwords is not
-	// reused (its configuration holds them), nor closed: it may be in
-	// use.
-	if e.rep != nil {
-		e.retired = append(e.retired, e.rep)
-		e.rep = nil
-	}
+	// reused (its configuration holds them); it is closed once those
+	// using it are done.
+	e.retire()
 	e.generation++
 	connection := filepath.Join(e.dir, strconv.Itoa(e.generation))
 	st, where, err := r.storage(ctx, bsl, ns)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if missing {
 		// A repository already there was made with a password this
 		// server does not have: one made now would not open it.
 		exists, err := kopiarepo.Exists(ctx, st)
 		if err != nil {
-			return nil, fmt.Errorf("the repository at %s: %w", where, err)
+			return nil, nil, fmt.Errorf("the repository at %s: %w", where, err)
 		}
 		if exists {
-			return nil, fmt.Errorf("the repository at %s: Secret %s/%s holds no password for it: put the password it was made with there, under the key %s",
+			return nil, nil, fmt.Errorf("the repository at %s: Secret %s/%s holds no password for it: put the password it was made with there, under the key %s",
 				where, r.cfg.Namespace, pw.secret, PasswordKey)
 		}
 		if pw, err = r.makePassword(ctx, bsl, name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		fingerprint = fingerprintOf(spec, pw)
 	}
@@ -307,13 +358,13 @@ func (r *Repositories) openRepository(ctx context.Context, bsl *velerov1.BackupS
 		}
 	}
 	if errors.Is(err, kopiarepo.ErrWrongPassword) {
-		return nil, fmt.Errorf("the repository at %s: the password of Secret %s (key %s) does not open it", where, pw.secret, PasswordKey)
+		return nil, nil, fmt.Errorf("the repository at %s: the password of Secret %s (key %s) does not open it", where, pw.secret, PasswordKey)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the repository at %s: %w", where, err)
+		return nil, nil, fmt.Errorf("the repository at %s: %w", where, err)
 	}
-	e.rep, e.fingerprint = rep, fingerprint
-	return rep, nil
+	e.rep, e.repDir, e.fingerprint = rep, connection, fingerprint
+	return rep, e.lease(rep), nil
 }
 
 // fingerprintOf is what a connection is made with: the location's spec
@@ -393,7 +444,7 @@ func (r *Repositories) ForgetBackup(ctx context.Context, b *velerov1.Backup, vol
 		if !v.SnapshotDataMoved || m == nil || m.SnapshotHandle == "" || v.PVCNamespace == "" {
 			continue
 		}
-		rep, err := r.Open(ctx, b.Spec.StorageLocation, v.PVCNamespace)
+		forgot, err := r.forgetSnapshot(ctx, b, v.PVCNamespace, m.SnapshotHandle, prefix)
 		if errors.Is(err, errNoPasswordStore) {
 			// No repository is made without passwords: this server made
 			// none of these snapshots.
@@ -402,20 +453,34 @@ func (r *Repositories) ForgetBackup(ctx context.Context, b *velerov1.Backup, vol
 		if err != nil {
 			return n, err
 		}
-		tags, err := rep.TagsOf(ctx, m.SnapshotHandle)
-		if errors.Is(err, kopiarepo.ErrNoSnapshot) {
-			continue
+		if forgot {
+			n++
 		}
-		if err != nil {
-			return n, err
-		}
-		if !strings.HasPrefix(tags[velerov1.AsyncOperationIDLabel], prefix) {
-			return n, fmt.Errorf("snapshot %s of the repository of namespace %s is not an upload of backup %s", m.SnapshotHandle, v.PVCNamespace, b.Name)
-		}
-		if err := rep.Forget(ctx, m.SnapshotHandle); err != nil {
-			return n, err
-		}
-		n++
 	}
 	return n, nil
+}
+
+// forgetSnapshot forgets one snapshot of backup b (whose uploads' IDs
+// start with prefix) in the repository of a volume namespace: false when
+// the repository has no such snapshot.
+func (r *Repositories) forgetSnapshot(ctx context.Context, b *velerov1.Backup, namespace, snapshot, prefix string) (bool, error) {
+	rep, release, err := r.Open(ctx, b.Spec.StorageLocation, namespace)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	tags, err := rep.TagsOf(ctx, snapshot)
+	if errors.Is(err, kopiarepo.ErrNoSnapshot) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !strings.HasPrefix(tags[velerov1.AsyncOperationIDLabel], prefix) {
+		return false, fmt.Errorf("snapshot %s of the repository of namespace %s is not an upload of backup %s", snapshot, namespace, b.Name)
+	}
+	if err := rep.Forget(ctx, snapshot); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -52,22 +52,23 @@ type Controller struct {
 	repos  *Repositories
 	lister listers.BackupRepositoryLister
 	clock  clock.Clock
-	// setUp opens (creating it if needed) the repository br describes
-	// (the repositories'; tests replace it).
-	setUp func(ctx context.Context, br *velerov1.BackupRepository) (maintainer, error)
+	// setUp opens (creating it if needed) the repository br describes,
+	// released by the caller once done (the repositories'; tests replace
+	// it).
+	setUp func(ctx context.Context, br *velerov1.BackupRepository) (maintainer, func(), error)
 }
 
 // NewController returns the repository engine of the repositories
 // informer lists, opened by repos (which it closes when it stops).
 func NewController(repos *Repositories, informer informers.BackupRepositoryInformer, clk clock.Clock) (*Controller, error) {
 	c := &Controller{repos: repos, lister: informer.Lister(), clock: clk}
-	c.setUp = func(ctx context.Context, br *velerov1.BackupRepository) (maintainer, error) {
-		rep, err := repos.setUp(ctx, br)
+	c.setUp = func(ctx context.Context, br *velerov1.BackupRepository) (maintainer, func(), error) {
+		rep, release, err := repos.setUp(ctx, br)
 		if err != nil {
 			// Not a nil *Repository in a non-nil maintainer.
-			return nil, err
+			return nil, nil, err
 		}
-		return rep, nil
+		return rep, release, nil
 	}
 	c.Loop = reconcile.NewLoop("backuprepositories", c.sync)
 	if err := c.Watch(informer.Informer()); err != nil {
@@ -121,9 +122,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return nil
 	}
 	phase, message := velerov1.BackupRepositoryPhaseReady, ""
-	rep, err := c.setUp(ctx, br)
+	rep, release, err := c.setUp(ctx, br)
 	if err != nil {
 		phase, message = velerov1.BackupRepositoryPhaseNotReady, err.Error()
+	} else {
+		defer release()
 	}
 	// Never maintained: due at once, as in Velero.
 	freq, next := frequency(br), time.Duration(0)

@@ -108,17 +108,21 @@ func TestControllerSync(t *testing.T) {
 				t.Fatal(err)
 			}
 			fake := &fakeRepository{mode: tc.repoMode, err: tc.repoErr}
-			c.setUp = func(_ context.Context, br *velerov1.BackupRepository) (maintainer, error) {
+			released := 0
+			c.setUp = func(_ context.Context, br *velerov1.BackupRepository) (maintainer, func(), error) {
 				if br.Name != tc.repo.Name {
 					t.Errorf("set up %s", br.Name)
 				}
 				if tc.openErr != nil {
-					return nil, tc.openErr
+					return nil, nil, tc.openErr
 				}
-				return fake, nil
+				return fake, func() { released++ }, nil
 			}
 			if err := c.sync(ctx, cache.ObjectName{Namespace: "velero", Name: tc.repo.Name}); err != nil {
 				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 0, false: 1}[tc.openErr != nil]; released != want {
+				t.Errorf("the repository released %d times, want %d", released, want)
 			}
 			if len(fake.asked) != len(tc.wantAsked) || (len(fake.asked) == 1 && fake.asked[0] != tc.wantAsked[0]) {
 				t.Errorf("maintenances asked %+v, want %+v", fake.asked, tc.wantAsked)

@@ -225,10 +225,11 @@ func (r *Repositories) rotate(ctx context.Context, br *velerov1.BackupRepository
 	}); err != nil {
 		return err
 	}
-	rep, err := r.openRepository(ctx, bsl, br.Spec.VolumeNamespace, false)
+	rep, release, err := r.openRepository(ctx, bsl, br.Spec.VolumeNamespace, false)
 	if err != nil {
 		return err
 	}
+	defer release()
 	if err := rep.ChangePassword(ctx, next); err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func TestRepositoryPasswords(t *testing.T) {
 
 	t.Run("each repository has its own password in the admin namespace", func(t *testing.T) {
 		for _, l := range []string{"tenant-a", "tenant-b"} {
-			if _, err := pw.repos.setUp(ctx, repository("shop", l)); err != nil {
+			if _, _, err := pw.repos.setUp(ctx, repository("shop", l)); err != nil {
 				t.Fatalf("setting up the repository of %s: %v", l, err)
 			}
 		}
@@ -187,7 +187,7 @@ func TestRepositoryPasswords(t *testing.T) {
 	})
 
 	t.Run("an engine that uses a repository never makes its password", func(t *testing.T) {
-		_, err := pw.repos.openRepository(ctx, mustLocation(t, pw, "tenant-a"), "other", false)
+		_, _, err := pw.repos.openRepository(ctx, mustLocation(t, pw, "tenant-a"), "other", false)
 		if err == nil || !strings.Contains(err.Error(), ControllerName) {
 			t.Errorf("opening a repository without a password: %v, want an error naming the %s engine", err, ControllerName)
 		}
@@ -207,7 +207,7 @@ func TestRepositoryPasswords(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = planted.Close(ctx)
-		_, err = pw.repos.setUp(ctx, repository("planted", "tenant-a"))
+		_, _, err = pw.repos.setUp(ctx, repository("planted", "tenant-a"))
 		if err == nil || !strings.Contains(err.Error(), "holds no password for it") {
 			t.Errorf("setting up a repository found in the bucket: %v, want refused", err)
 		}
@@ -217,7 +217,7 @@ func TestRepositoryPasswords(t *testing.T) {
 	})
 
 	t.Run("Velero's shared password only for an admin's location that says so", func(t *testing.T) {
-		if _, err := pw.repos.setUp(ctx, repository("shop", "velero-made")); err != nil {
+		if _, _, err := pw.repos.setUp(ctx, repository("shop", "velero-made")); err != nil {
 			t.Fatal(err)
 		}
 		if !opens(t, pw.dirOf("shop", "velero-made"), DefaultPassword) {
@@ -227,7 +227,7 @@ func TestRepositoryPasswords(t *testing.T) {
 		if err != nil || string(s.Data[CredentialsKey]) != DefaultPassword {
 			t.Errorf("Secret %s: %v (%v), want Velero's default password", CredentialsSecret, s, err)
 		}
-		if _, err := pw.repos.setUp(ctx, repository("shop", "tenant-says-velero")); err != nil {
+		if _, _, err := pw.repos.setUp(ctx, repository("shop", "tenant-says-velero")); err != nil {
 			t.Fatal(err)
 		}
 		if opens(t, pw.dirOf("shop", "tenant-says-velero"), DefaultPassword) {
@@ -243,7 +243,7 @@ func TestRepositoryPasswords(t *testing.T) {
 		// snapshot in the repository.
 		mover := pw.newRepositories(t)
 		defer mover.Close(ctx)
-		rep, err := mover.openRepository(ctx, mustLocation(t, pw, "tenant-a"), "shop", false)
+		rep, releaseFirst, err := mover.openRepository(ctx, mustLocation(t, pw, "tenant-a"), "shop", false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,16 +290,18 @@ func TestRepositoryPasswords(t *testing.T) {
 		// may be using it); it opens the repository again with the new
 		// password, and its snapshot is there.
 		opened := rep
-		rep, err = mover.openRepository(ctx, mustLocation(t, pw, "tenant-a"), "shop", false)
+		rep, release, err := mover.openRepository(ctx, mustLocation(t, pw, "tenant-a"), "shop", false)
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer release()
 		if rep == opened {
 			t.Errorf("the data mover kept its connection after the password changed")
 		}
 		if all, err := opened.Snapshots(ctx, kopiarepo.SourcePath("shop", "db")); err != nil || len(all) != 1 {
 			t.Errorf("the connection opened before the rotation: %d snapshots, %v", len(all), err)
 		}
+		releaseFirst()
 		if res, err := rep.Restore(ctx, up.SnapshotID, t.TempDir(), nil); err != nil || res.Bytes != 5 {
 			t.Errorf("restoring after the rotation: %+v, %v", res, err)
 		}
@@ -324,8 +326,10 @@ func TestRepositoryPasswords(t *testing.T) {
 			}
 			_ = r.Close(ctx)
 			// Meanwhile the data mover opens it with the next password.
-			if _, err := mover.openRepository(ctx, mustLocation(t, pw, "tenant-a"), "shop", false); err != nil {
+			if _, release, err := mover.openRepository(ctx, mustLocation(t, pw, "tenant-a"), "shop", false); err != nil {
 				t.Errorf("opening a repository mid-rotation: %v", err)
+			} else {
+				release()
 			}
 			br.Annotations[RotatePasswordAnnotation] = "again"
 			pw.w.Put(t, br)
@@ -348,4 +352,77 @@ func mustLocation(t *testing.T, pw *passwordWorld, name string) *velerov1.Backup
 		t.Fatal(err)
 	}
 	return l
+}
+
+// TestRetiredConnections: a connection replaced (the location's settings
+// or the passwords changed) stays open, its directory with it, while those
+// it was handed out to use it, and is closed once the last releases it; a
+// connection nobody uses is closed when replaced.
+func TestRetiredConnections(t *testing.T) {
+	ctx := context.Background()
+	l := location(t, "admins", false, nil)
+	pw := newPasswordWorld(t, l)
+	connections := filepath.Join(pw.repos.cfg.Dir, string(l.UID)+"-shop")
+	present := func(generation string) bool {
+		_, err := os.Stat(filepath.Join(connections, generation))
+		return err == nil
+	}
+	first, releaseSetUp, err := pw.repos.setUp(ctx, repository("shop", l.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseSetUp()
+	// Two users of the first connection (an upload, a maintenance).
+	var releases []func()
+	for range 2 {
+		rep, release, err := pw.repos.openRepository(ctx, l, "shop", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep != first {
+			t.Fatal("the same settings opened another connection")
+		}
+		releases = append(releases, release)
+	}
+	changed := l.DeepCopy()
+	changed.Spec.Config = map[string]string{"a": "change"}
+	second, releaseSecond, err := pw.repos.openRepository(ctx, changed, "shop", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second == first {
+		t.Fatal("new settings reused the connection made with the old")
+	}
+	t.Run("the replaced connection stays while in use", func(t *testing.T) {
+		if !present("1") {
+			t.Error("the first connection's directory went while two users held it")
+		}
+		releases[0]()
+		releases[0]() // a second release of the same lease counts once
+		if !present("1") {
+			t.Error("the first connection's directory went while one user still held it")
+		}
+	})
+	t.Run("closed once the last user is done", func(t *testing.T) {
+		releases[1]()
+		if present("1") {
+			t.Error("the first connection's directory is still there after its last user released it")
+		}
+		if n := len(pw.repos.open[string(l.UID)+"/shop"].retired); n != 0 {
+			t.Errorf("%d connections retired, want none", n)
+		}
+	})
+	t.Run("a connection nobody uses is closed when replaced", func(t *testing.T) {
+		releaseSecond()
+		again := changed.DeepCopy()
+		again.Spec.Config["a"] = "again"
+		_, release, err := pw.repos.openRepository(ctx, again, "shop", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		if present("2") || !present("3") {
+			t.Errorf("connections 2 (unused, replaced) and 3 (current): present %v and %v, want false and true", present("2"), present("3"))
+		}
+	})
 }

@@ -291,10 +291,11 @@ func (c *Controller) download(ctx context.Context, dd *velerov2alpha1.DataDownlo
 	}); err != nil {
 		return 0, err
 	}
-	rep, err := c.cfg.Repositories.Open(ctx, dd.Spec.BackupStorageLocation, dd.Spec.SourceNamespace)
+	rep, release, err := c.cfg.Repositories.Open(ctx, dd.Spec.BackupStorageLocation, dd.Spec.SourceNamespace)
 	if err != nil {
 		return 0, fmt.Errorf("the repository of namespace %s in location %s: %w", dd.Spec.SourceNamespace, dd.Spec.BackupStorageLocation, err)
 	}
+	defer release()
 	// The repository is the source namespace's; the snapshot must be
 	// one of a claim of it.
 	source, err := rep.SourceOf(ctx, dd.Spec.SnapshotID)

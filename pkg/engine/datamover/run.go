@@ -62,6 +62,8 @@ type moved struct {
 	result kopiarepo.UploadResult
 	source string
 	repo   *kopiarepo.Repository
+	// release hands repo back (nil: no repository was opened).
+	release func()
 	// keepBase: a block volume's storage snapshot stays, the base of its
 	// claim's next upload (block.go).
 	keepBase bool
@@ -75,6 +77,9 @@ type moved struct {
 func (c *Controller) execute(engineCtx, ctx context.Context, r *run, du *velerov2alpha1.DataUpload) {
 	log := klog.FromContext(ctx).WithValues("dataUpload", r.key.String())
 	m, err := c.move(ctx, du)
+	if m.release != nil {
+		defer m.release()
+	}
 	cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*cleanUpTimeout)
 	defer cancel()
 	if engineCtx.Err() != nil && !r.canceled() {
@@ -144,17 +149,19 @@ func (c *Controller) move(ctx context.Context, du *velerov2alpha1.DataUpload) (m
 	}); err != nil {
 		return moved{}, err
 	}
-	rep, err := c.cfg.Repositories.Open(ctx, du.Spec.BackupStorageLocation, du.Spec.SourceNamespace)
+	rep, release, err := c.cfg.Repositories.Open(ctx, du.Spec.BackupStorageLocation, du.Spec.SourceNamespace)
 	if err != nil {
 		return moved{}, fmt.Errorf("the repository of namespace %s in location %s: %w", du.Spec.SourceNamespace, du.Spec.BackupStorageLocation, err)
 	}
+	// Released by execute, which may still forget the snapshot.
+	m := moved{repo: rep, release: release}
 	now := metav1.NewTime(c.cfg.Clock.Now())
 	if du, err = c.status.Update(ctx, du, func(d *velerov2alpha1.DataUpload) {
 		if d.Status.Phase == velerov2alpha1.DataUploadPhasePrepared {
 			d.Status.Phase, d.Status.StartTimestamp = velerov2alpha1.DataUploadPhaseInProgress, &now
 		}
 	}); err != nil {
-		return moved{}, err
+		return m, err
 	}
 	c.cfg.Crash.Hit(failpoint.DataUploadInProgress)
 
@@ -180,7 +187,7 @@ func (c *Controller) move(ctx context.Context, du *velerov2alpha1.DataUpload) (m
 		done.Store(d)
 		total.Store(t)
 	}
-	m := moved{source: source, repo: rep}
+	m.source = source
 	if ex.volume.Block {
 		var b blockUpload
 		b, err = c.uploadBlock(ctx, du, rep, pub.Path, source, tags, progress)
