@@ -33,20 +33,25 @@ type Registry struct {
 	maxBytes int
 	mu       sync.Mutex
 	tails    map[Key]*Tail
-	// followers counts the followed logs being served, by user, and in
-	// all (total): each holds a connection and a goroutine for up to a
-	// follow's length, and the request is long-running (no seat of
-	// priority and fairness bounds it).
-	followers map[string]int
-	total     int
-	// MaxFollowers and MaxFollowersPerUser bound them (0: the defaults).
-	MaxFollowers, MaxFollowersPerUser int
+	// followers and inNamespace count the followed logs being served, by
+	// user and by the namespace asked in, and total in all: each holds a
+	// connection and a goroutine for up to a follow's length, and the
+	// request is long-running (no seat of priority and fairness bounds
+	// it).
+	followers, inNamespace map[string]int
+	total                  int
+	// MaxFollowers, MaxFollowersPerUser and MaxFollowersPerNamespace
+	// bound them (0: the defaults).
+	MaxFollowers, MaxFollowersPerUser, MaxFollowersPerNamespace int
 }
 
-// The default bounds of followed logs: at once, in all and by one user.
+// The default bounds of followed logs: at once, in all, by one user and
+// in one namespace (a tenant's users, its service accounts included, the
+// admins in the admin namespace).
 const (
-	DefaultMaxFollowers        = 200
-	DefaultMaxFollowersPerUser = 10
+	DefaultMaxFollowers             = 200
+	DefaultMaxFollowersPerUser      = 10
+	DefaultMaxFollowersPerNamespace = 40
 )
 
 // Followers is how many followed logs are being served.
@@ -62,31 +67,38 @@ func (r *Registry) Followers() int {
 // ErrTooManyFollowers is the error of a follow past the bounds.
 var ErrTooManyFollowers = errors.New("too many logs followed at once")
 
-// Follow counts a followed log of user until release is called; past the
-// bounds it counts nothing and is ErrTooManyFollowers.
-func (r *Registry) Follow(user string) (release func(), err error) {
+// Follow counts a followed log of user, asked in namespace, until release
+// is called; past the bounds it counts nothing and is
+// ErrTooManyFollowers.
+func (r *Registry) Follow(user, namespace string) (release func(), err error) {
 	if r == nil {
 		return func() {}, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	maxAll, maxUser := r.MaxFollowers, r.MaxFollowersPerUser
+	maxAll, maxUser, maxNamespace := r.MaxFollowers, r.MaxFollowersPerUser, r.MaxFollowersPerNamespace
 	if maxAll <= 0 {
 		maxAll = DefaultMaxFollowers
 	}
 	if maxUser <= 0 {
 		maxUser = DefaultMaxFollowersPerUser
 	}
+	if maxNamespace <= 0 {
+		maxNamespace = DefaultMaxFollowersPerNamespace
+	}
 	if r.followers == nil {
-		r.followers = map[string]int{}
+		r.followers, r.inNamespace = map[string]int{}, map[string]int{}
 	}
 	switch {
 	case r.followers[user] >= maxUser:
 		return nil, fmt.Errorf("%w: %d by this user (at most %d)", ErrTooManyFollowers, r.followers[user], maxUser)
+	case r.inNamespace[namespace] >= maxNamespace:
+		return nil, fmt.Errorf("%w: %d in namespace %s (at most %d)", ErrTooManyFollowers, r.inNamespace[namespace], namespace, maxNamespace)
 	case r.total >= maxAll:
 		return nil, fmt.Errorf("%w: %d in all (at most %d)", ErrTooManyFollowers, r.total, maxAll)
 	}
 	r.followers[user]++
+	r.inNamespace[namespace]++
 	r.total++
 	var once sync.Once
 	return func() {
@@ -96,6 +108,9 @@ func (r *Registry) Follow(user string) (release func(), err error) {
 			r.total--
 			if r.followers[user]--; r.followers[user] <= 0 {
 				delete(r.followers, user)
+			}
+			if r.inNamespace[namespace]--; r.inNamespace[namespace] <= 0 {
+				delete(r.inNamespace, namespace)
 			}
 		})
 	}, nil

@@ -2,6 +2,7 @@ package livelog
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +132,52 @@ func TestTailFollow(t *testing.T) {
 			t.Errorf("followed %q from %d, want the kept line from 14", b.String(), began)
 		}
 	})
+}
+
+// TestFollowerBounds: followed logs are counted by user, by the namespace
+// they are asked in (a tenant's many service accounts are one namespace)
+// and in all; each bound refuses past it, saying which, and a release
+// frees the place once.
+func TestFollowerBounds(t *testing.T) {
+	r := NewRegistry(0)
+	r.MaxFollowers, r.MaxFollowersPerUser, r.MaxFollowersPerNamespace = 6, 2, 3
+	follow := func(user, namespace string) (func(), error) { return r.Follow(user, namespace) }
+	var held []func()
+	for _, f := range []struct{ user, namespace string }{{"sa-1", "tenant-a"}, {"sa-2", "tenant-a"}, {"sa-3", "tenant-a"}} {
+		release, err := follow(f.user, f.namespace)
+		if err != nil {
+			t.Fatalf("%s in %s: %v", f.user, f.namespace, err)
+		}
+		held = append(held, release)
+	}
+	if _, err := follow("sa-4", "tenant-a"); !errors.Is(err, ErrTooManyFollowers) || !strings.Contains(err.Error(), "in namespace tenant-a (at most 3)") {
+		t.Errorf("a fourth account of the same tenant: %v, want refused by the namespace's bound", err)
+	}
+	bob1, err := follow("bob", "tenant-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follow("bob", "tenant-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follow("bob", "tenant-c"); !errors.Is(err, ErrTooManyFollowers) || !strings.Contains(err.Error(), "by this user (at most 2)") {
+		t.Errorf("a user's third: %v, want refused by the user's bound", err)
+	}
+	if _, err := follow("carol", "tenant-c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follow("dave", "tenant-d"); !errors.Is(err, ErrTooManyFollowers) || !strings.Contains(err.Error(), "in all (at most 6)") {
+		t.Errorf("the seventh in all: %v, want refused by the bound in all", err)
+	}
+	held[0]()
+	held[0]()
+	bob1()
+	if got := r.Followers(); got != 4 {
+		t.Errorf("%d followers after two releases (one released twice), want 4", got)
+	}
+	if release, err := follow("sa-4", "tenant-a"); err != nil {
+		t.Errorf("the tenant's fourth account once one of its three left: %v", err)
+	} else {
+		release()
+	}
 }

@@ -156,7 +156,7 @@ func (r *LogsREST) Connect(ctx context.Context, name string, _ runtime.Object, r
 			if u, ok := genericrequest.UserFrom(ctx); ok {
 				user = u.GetName()
 			}
-			release, err := r.live.Follow(user)
+			release, err := r.live.Follow(user, namespace)
 			if err != nil {
 				responder.Error(apierrors.NewTooManyRequests(fmt.Sprintf("following the log of %s: %v", name, err), int(r.followFor/time.Second)))
 				return
