@@ -127,6 +127,10 @@ type ExtraConfig struct {
 	// ScratchDir holds the restores' and previews' scratch space (their
 	// spooled items, their logs until stored): "" is DataDir.
 	ScratchDir string
+	// RestoreScratchSize is the scratch space's size when something other
+	// than its disk bounds it (0: nothing does): restores and previews
+	// together spool at most nine tenths of it.
+	RestoreScratchSize int64
 	// VMBootDirs are where a VM a restore defines anew may boot from (nil:
 	// the restore engine's default).
 	VMBootDirs []string
@@ -281,6 +285,8 @@ type CompletedConfig struct {
 	// liveLogs are the logs of the backups and restores running here,
 	// written by the engines, served by the logs subresources.
 	liveLogs *livelog.Registry
+	// scratchBudget is shared by the restores and previews running here.
+	scratchBudget *restoreengine.ScratchBudget
 }
 
 // Complete fills in defaults.
@@ -321,7 +327,8 @@ func (c *Config) Complete() CompletedConfig {
 	// (lazyOpenAPI).
 	c.GenericConfig.SkipOpenAPIInstallation = true
 	c.GenericConfig.LongRunningFunc = followedLogs(c.GenericConfig.LongRunningFunc)
-	return CompletedConfig{generic: c.GenericConfig.Complete(), extra: c.Extra, fence: fence, liveLogs: livelog.NewRegistry(0)}
+	return CompletedConfig{generic: c.GenericConfig.Complete(), extra: c.Extra, fence: fence, liveLogs: livelog.NewRegistry(0),
+		scratchBudget: restoreengine.NewScratchBudget(c.Extra.RestoreScratchSize)}
 }
 
 // New builds the server with every API group installed.

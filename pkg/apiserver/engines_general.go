@@ -150,7 +150,7 @@ func newRestoreEngine(e *engineContext) (engine, error) {
 	}
 	return restore.New(restore.Config{Client: e.client, Restores: e.velero.Restores(), Backups: e.velero.Backups(),
 		Locations: e.velero.BackupStorageLocations(), Target: target, TargetAs: e.targetAs(e.loopback),
-		Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch, LiveLogs: e.liveLogs, Observers: e.observers, Crash: e.crash,
+		Opener: e.opener, Clock: clock.RealClock{}, ScratchDir: e.scratch, ScratchBudget: e.scratchBudget, LiveLogs: e.liveLogs, Observers: e.observers, Crash: e.crash,
 		Virt: e.process.libvirt, VolumeRoot: e.volumes, VMBootDirs: e.extra.VMBootDirs, VMNetworks: e.extra.VMNetworks, VMLocks: e.process.vmLocks, ItemWorkers: e.extra.RestoreItemWorkers, Limits: e.extra.RestoreLimits,
 		Concurrent: e.extra.ConcurrentRestores})
 }

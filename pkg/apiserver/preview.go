@@ -51,7 +51,7 @@ func (c CompletedConfig) restorePreview(loopback *restclient.Config) (restorereg
 		return nil, err
 	}
 	cfg := restoreengine.Config{Client: client, Target: target, TargetAs: c.targetAs(loopback), Opener: c.extra.Opener,
-		Clock: clock.RealClock{}, ScratchDir: scratch, ItemWorkers: c.extra.RestoreItemWorkers, Limits: c.extra.RestoreLimits}
+		Clock: clock.RealClock{}, ScratchDir: scratch, ScratchBudget: c.scratchBudget, ItemWorkers: c.extra.RestoreItemWorkers, Limits: c.extra.RestoreLimits}
 	scheme := c.extra.Scheme
 	return func(ctx context.Context, r *velero.Restore) (*velero.RestorePreview, error) {
 		var restore velerov1.Restore

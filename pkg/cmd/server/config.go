@@ -43,6 +43,10 @@ func (o *Options) Config() (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	scratchSize, err := o.restoreScratchSize()
+	if err != nil {
+		return nil, err
+	}
 	scheme := apischeme.New()
 	c := &Config{Mode: o.Mode, SourceKubeconfig: o.SourceKubeconfig}
 	// Validate allows these two only.
@@ -57,7 +61,7 @@ func (o *Options) Config() (*Config, error) {
 	}
 	c.Extra = apiserver.ExtraConfig{
 		Scheme: scheme, Codecs: serializer.NewCodecFactory(scheme), WatchCache: o.WatchCache, ListsFromStorage: o.ListsFromStorage, GarbageCollection: o.Mode == ModeAggregated,
-		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DownloadSigningKeyFile: o.downloadSigningKeyFile(), DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups, LocationUsageInterval: o.LocationUsageInterval, LocationCheckTimeout: o.LocationCheckTimeout, VMBootDirs: o.VMBootDirs, VMNetworks: o.VMNetworks, ScratchDir: o.RestoreScratchDir, RestoreServiceAccount: o.RestoreServiceAccount,
+		Namespace: o.Namespace, ExternalURL: o.ExternalURL, DownloadSigningKeyFile: o.downloadSigningKeyFile(), DataDir: o.DataDir, ConcurrentBackups: o.ConcurrentBackups, LocationUsageInterval: o.LocationUsageInterval, LocationCheckTimeout: o.LocationCheckTimeout, VMBootDirs: o.VMBootDirs, VMNetworks: o.VMNetworks, ScratchDir: o.RestoreScratchDir, RestoreScratchSize: scratchSize, RestoreServiceAccount: o.RestoreServiceAccount,
 		ClientQPS: o.ClientQPS, ClientBurst: o.ClientBurst, EngineQPS: o.EngineQPS, EngineBurst: o.EngineBurst, ClientPageSize: int64(o.ClientPageSize),
 		RestoreItemWorkers: o.RestoreItemWorkers, ConcurrentRestores: o.ConcurrentRestores, ConfigurationDir: o.ConfigurationDir, RestoreLimits: o.RestoreLimits, BackupSyncMaxPerPass: o.BackupSyncMaxPerPass, DisabledControllers: sets.New(o.DisableControllers...), BackupSyncPeriod: o.BackupSyncPeriod,
 		ItemOperationSyncFrequency: o.ItemOperationSyncFrequency, ScheduleSkipImmediately: o.ScheduleSkipImmediately, EngineGroups: o.EngineGroups,

@@ -81,6 +81,18 @@ func parseMemoryLimit(memoryLimit string) (int64, error) {
 	return q.Value(), nil
 }
 
+// restoreScratchSize is --restore-scratch-size in bytes (0: not given).
+func (o *Options) restoreScratchSize() (int64, error) {
+	if o.RestoreScratchSize == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(o.RestoreScratchSize)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("--restore-scratch-size %q: want a positive quantity such as 20Gi", o.RestoreScratchSize)
+	}
+	return q.Value(), nil
+}
+
 // apply sets what s decides in the runtime.
 func (s memorySettings) apply() {
 	if s.gcPercent >= 0 {

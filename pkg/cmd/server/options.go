@@ -82,6 +82,9 @@ type Options struct {
 	// RestoreScratchDir is where restores and previews spool (default:
 	// the data directory).
 	RestoreScratchDir string
+	// RestoreScratchSize ("": none) is the scratch directory's size when
+	// something other than its disk bounds it (an emptyDir's sizeLimit).
+	RestoreScratchSize string
 	// RestoreServiceAccount is the identity admins' restores write as.
 	RestoreServiceAccount string
 	SourceKubeconfig      string
@@ -221,6 +224,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.RestoreLimits.Bytes, "restore-max-bytes", o.RestoreLimits.Bytes, "the most bytes, uncompressed, a backup's tarball may hold for a restore of it (0: no limit): a gzip bomb ends here")
 	fs.Int64Var(&o.RestoreLimits.ScratchBytes, "restore-max-scratch-bytes", o.RestoreLimits.ScratchBytes, "the most bytes a restore spools on the scratch disk (<restore-scratch-dir>/scratch) for its second pass (0: no limit); whatever this says, a restore stops before the scratch disk has less than 512 MiB or 2% of it free")
 	fs.StringVar(&o.RestoreServiceAccount, "restore-service-account", o.RestoreServiceAccount, "<namespace>/<name> of the ServiceAccount admins' restores (and their previews) write as, impersonated, in the cluster they restore into: its rights are what a restore may write, and the server's own account needs none of them (the chart's backstop-restorer). Empty: the server's own identity. Tenants' restores write as their user, whatever this says")
+	fs.StringVar(&o.RestoreScratchSize, "restore-scratch-size", o.RestoreScratchSize, "the size of --restore-scratch-dir when something other than its disk bounds it (a quantity such as 20Gi: the chart passes its emptyDir's sizeLimit, which kubelet enforces by evicting the pod): the restores and previews running at once spool at most nine tenths of it together")
 	fs.StringVar(&o.RestoreScratchDir, "restore-scratch-dir", o.RestoreScratchDir, "the directory restores and previews spool items into (its scratch and preview subdirectories, emptied at start; default: the data directory). Give it a disk of its own: a backup's tarball in a bucket decides how much a restore spools")
 	fs.DurationVar(&o.RestoreLimits.Duration, "restore-timeout", o.RestoreLimits.Duration, "the longest a restore may run before it fails (0: no limit)")
 	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, fmt.Sprintf("the garbage collector's target heap growth between collections, in percent (Go's GOGC); default %d unless GOGC is set", DefaultGCPercent))
@@ -328,6 +332,9 @@ func (o *Options) Validate() error {
 		if _, err := parseMemoryLimit(o.MemoryLimit); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if _, err := o.restoreScratchSize(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ConcurrentRestores < 1 {
 		errs = append(errs, fmt.Errorf("--concurrent-restores must be at least 1, not %d", o.ConcurrentRestores))

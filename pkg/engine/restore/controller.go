@@ -91,6 +91,9 @@ type Config struct {
 	Opener     objectstore.Opener
 	Clock      clock.Clock
 	ScratchDir string
+	// ScratchBudget is shared by the restores and previews of the process
+	// (nil: the scratch disk alone bounds them).
+	ScratchBudget *ScratchBudget
 	// LiveLogs keeps the logs of the restores running here, for the logs
 	// subresource to serve while they run (nil: none kept).
 	LiveLogs *livelog.Registry

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sync/errgroup"
@@ -107,6 +108,48 @@ type spool struct {
 	// s.bytes at its last reading.
 	space   func() (free, total uint64, err error)
 	checked int64
+	// budget is shared by every restore and preview of the process (nil:
+	// none); s.bytes of it are this spool's until close.
+	budget *ScratchBudget
+}
+
+// ScratchBudget is the scratch space's size when something other than its
+// disk bounds it (--restore-scratch-size: the chart's emptyDir, whose
+// sizeLimit kubelet enforces by evicting the pod): the restores and
+// previews running at once spool at most nine tenths of it together (the
+// rest is their logs').
+type ScratchBudget struct {
+	size int64
+	used atomic.Int64
+}
+
+// NewScratchBudget returns the budget of a scratch space of size bytes (0:
+// none, the disk bounds it).
+func NewScratchBudget(size int64) *ScratchBudget { return &ScratchBudget{size: size} }
+
+// take counts n more bytes spooled, unless they would pass the budget.
+func (b *ScratchBudget) take(n int64) error {
+	if b == nil || b.size <= 0 {
+		return nil
+	}
+	limit := b.size / 10 * 9
+	for {
+		used := b.used.Load()
+		if used+n > limit {
+			return fmt.Errorf("%w: the restores and previews running spool %d bytes, and %d more would pass %d, nine tenths of the scratch space (--restore-scratch-size %d)",
+				errScratchFull, used, n, limit, b.size)
+		}
+		if b.used.CompareAndSwap(used, used+n) {
+			return nil
+		}
+	}
+}
+
+// give returns n bytes a spool took.
+func (b *ScratchBudget) give(n int64) {
+	if b != nil {
+		b.used.Add(-n)
+	}
 }
 
 // The scratch disk keeps at least this much free, whatever a restore
@@ -157,12 +200,12 @@ type spooled struct {
 	path string
 }
 
-func newSpool(scratch string) (*spool, error) {
+func newSpool(scratch string, budget *ScratchBudget) (*spool, error) {
 	dir, err := os.MkdirTemp(scratch, "restore-items-")
 	if err != nil {
 		return nil, fmt.Errorf("spooling the restore's items: %w", err)
 	}
-	s := &spool{dir: dir, items: map[string][]spooled{}, space: scratchSpace(dir)}
+	s := &spool{dir: dir, items: map[string][]spooled{}, space: scratchSpace(dir), budget: budget}
 	// Before the restore begins: a disk already at its reserve takes
 	// none.
 	if err := s.checkSpace(0); err != nil {
@@ -173,9 +216,14 @@ func newSpool(scratch string) (*spool, error) {
 }
 
 func (s *spool) add(it *archive.Item) error {
-	if s.bytes += int64(len(it.Data)); s.maxBytes > 0 && s.bytes > s.maxBytes {
+	n := int64(len(it.Data))
+	if s.maxBytes > 0 && s.bytes+n > s.maxBytes {
 		return fmt.Errorf("%w: its items need more than %d bytes of scratch space (--restore-max-scratch-bytes)", errLimit, s.maxBytes)
 	}
+	if err := s.budget.take(n); err != nil {
+		return err
+	}
+	s.bytes += n
 	if s.bytes-s.checked >= scratchCheckEvery || int64(len(it.Data)) >= scratchCheckEvery {
 		if err := s.checkSpace(max(int64(len(it.Data)), s.bytes-s.checked)); err != nil {
 			return err
@@ -242,4 +290,8 @@ func (s *spool) replay(ctx context.Context, order []string, workers int, fn func
 	return nil
 }
 
-func (s *spool) close() { _ = os.RemoveAll(s.dir) }
+func (s *spool) close() {
+	_ = os.RemoveAll(s.dir)
+	s.budget.give(s.bytes)
+	s.bytes = 0
+}

@@ -52,7 +52,7 @@ func TestRestoreOrder(t *testing.T) {
 // given, in their tarball order within one, and the spool leaves nothing.
 func TestSpoolReplay(t *testing.T) {
 	dir := t.TempDir()
-	s, err := newSpool(dir)
+	s, err := newSpool(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestSpoolReplay(t *testing.T) {
 // the next group resource starts; the first error stops the replay.
 func TestSpoolReplayParallel(t *testing.T) {
 	const workers, configMaps = 4, 10
-	s, err := newSpool(t.TempDir())
+	s, err := newSpool(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestSpoolReplayParallel(t *testing.T) {
 			maxInFlight, workers, servicesEarly, configMapsDone, configMaps)
 	}
 
-	failing, err := newSpool(t.TempDir())
+	failing, err := newSpool(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,4 +204,47 @@ func TestSpoolScratchSpace(t *testing.T) {
 			t.Errorf("the spool took the reserve: %d bytes free, the reserve %d", free, reserve)
 		}
 	})
+}
+
+// TestScratchBudget: the restores and previews running at once share
+// --restore-scratch-size: one spool's items are refused once they would
+// take the spools past nine tenths of it together, with a clear failure,
+// and the space a spool held is given back when it closes.
+func TestScratchBudget(t *testing.T) {
+	budget := NewScratchBudget(10 << 20) // 9 MiB for the spools
+	data := bytes.Repeat([]byte("x"), 1<<20)
+	spoolOf := func(t *testing.T) *spool {
+		t.Helper()
+		s, err := newSpool(t.TempDir(), budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	fill := func(s *spool, n int) (int, error) {
+		for i := range n {
+			if err := s.add(&archive.Item{GroupResource: "configmaps", Namespace: "ns", Name: fmt.Sprintf("cm-%d", i), Data: data}); err != nil {
+				return i, err
+			}
+		}
+		return n, nil
+	}
+	first, second := spoolOf(t), spoolOf(t)
+	if n, err := fill(first, 5); err != nil {
+		t.Fatalf("the first restore's 5 MiB: %v after %d", err, n)
+	}
+	n, err := fill(second, 5)
+	if !errors.Is(err, errScratchFull) || !strings.Contains(err.Error(), "--restore-scratch-size") || n != 4 {
+		t.Errorf("a second restore's 5 MiB beside the first's: %v after %d MiB, want %v naming --restore-scratch-size after 4", err, n, errScratchFull)
+	}
+	first.close()
+	second.close()
+	if used := budget.used.Load(); used != 0 {
+		t.Errorf("%d bytes of the budget held once both spools closed, want 0", used)
+	}
+	third := spoolOf(t)
+	defer third.close()
+	if n, err := fill(third, 9); err != nil {
+		t.Errorf("a restore alone, once the others closed: %v after %d MiB, want its 9 MiB spooled", err, n)
+	}
 }

@@ -271,7 +271,7 @@ func (run *restoreRun) restore(ctx context.Context) error {
 		LabelSelector:           r.Spec.LabelSelector, OrLabelSelectors: r.Spec.OrLabelSelectors,
 	}
 	run.volumes = run.readVolumes(ctx)
-	pending, err := newSpool(c.cfg.ScratchDir)
+	pending, err := newSpool(c.cfg.ScratchDir, c.cfg.ScratchBudget)
 	if err != nil {
 		return err
 	}
