@@ -68,6 +68,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminschedule"
 	rbacregistry "github.com/backstop-io/backstop/pkg/registry/rbac"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backup"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backuprepository"
 	"github.com/backstop-io/backstop/pkg/registry/velero/backupstoragelocation"
@@ -461,7 +462,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	downloadRequests := veleroV1["downloadrequests"].(rest.Getter)
 	// The admin's policy, from the DataProtectionApplications' storage
 	// made below; tenants' locations read the endpoints it allows.
-	var policy nonadminbackup.PolicyFunc
+	var policy tenantlimits.PolicyFunc
 	opener := c.extra.Opener
 	opener.TenantEndpoints = func(ctx context.Context) ([]string, error) {
 		p, err := policy(ctx)
@@ -551,7 +552,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 	}
 
 	vmV1alpha1 := storageSet{}
-	vmBackups, err := virtualmachinebackup.NewREST(scheme, getter)
+	vmBackups, err := virtualmachinebackup.NewREST(scheme, getter, policy)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -559,7 +560,7 @@ func (c CompletedConfig) apiGroups(signer *download.Signer) ([]genericapiserver.
 		return nil, nil, nil, err
 	}
 	vmV1alpha1["virtualmachinebackups/cancel"] = vmBackups.Cancel
-	main, status, err := virtualmachinebackuptracker.NewREST(scheme, getter)
+	main, status, err := virtualmachinebackuptracker.NewREST(scheme, getter, policy)
 	if err := vmV1alpha1.add("virtualmachinebackuptrackers", main, status, err); err != nil {
 		return nil, nil, nil, err
 	}

@@ -144,7 +144,7 @@ func lifeCases() map[string]lifeCase {
 			edit:  func(o runtime.Object) { o.(*velero.DataDownload).Status.Progress.BytesDone++ },
 		},
 		"VirtualMachineBackup": {
-			strategy: virtualmachinebackup.NewStatusStrategy(virtualmachinebackup.NewStrategy(scheme)),
+			strategy: virtualmachinebackup.NewStatusStrategy(virtualmachinebackup.NewStrategy(scheme, nil)),
 			changes:  changesOf(kv.VirtualMachineBackupLifecycle, vmbIn),
 			field:    "status.conditions",
 			edit: func(o runtime.Object) {
@@ -156,7 +156,7 @@ func lifeCases() map[string]lifeCase {
 			},
 		},
 		"VirtualMachineBackupTracker": {
-			strategy: virtualmachinebackuptracker.NewStatusStrategy(virtualmachinebackuptracker.NewStrategy(scheme)),
+			strategy: virtualmachinebackuptracker.NewStatusStrategy(virtualmachinebackuptracker.NewStrategy(scheme, nil)),
 			changes: changesOf(kv.ChangedBlockTrackingLifecycle, func(s kv.ChangedBlockTrackingState) runtime.Object {
 				t := &kubevirtbackup.VirtualMachineBackupTracker{ObjectMeta: meta("t")}
 				if s != "" {

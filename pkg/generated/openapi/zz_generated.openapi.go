@@ -3145,6 +3145,20 @@ func schema_pkg_apis_oadp_v1alpha1_TenantLimits(ref common.ReferenceCallback) co
 							Format:      "int32",
 						},
 					},
+					"maxVirtualMachineBackupsPerNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxVirtualMachineBackupsPerNamespace: the most VirtualMachineBackups (backup.kubevirt.io) a namespace may hold (default 1000; 0: no limit). Those a Velero backup makes count, but are always made.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"maxVirtualMachineBackupTrackersPerNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "maxVirtualMachineBackupTrackersPerNamespace: the most VirtualMachineBackupTrackers a namespace may hold (default 200; 0: no limit): each keeps a VM's checkpoints on its host.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 				},
 			},
 		},

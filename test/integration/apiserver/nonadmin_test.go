@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	utilptr "k8s.io/utils/ptr"
 
+	kvbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	"github.com/backstop-io/backstop/pkg/apis/restoreas"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
@@ -1031,8 +1032,10 @@ func TestAdminRestoreOfTenantBackup(t *testing.T) {
 // default and by the DataProtectionApplication's spec.nonAdmin.tenantLimits:
 // a schedule running more often than minScheduleInterval, a location
 // validated more often than minValidationFrequency, one NonAdminBackup,
-// NonAdminRestore or NonAdminSchedule past the namespace's maximum are
-// refused at admission (422) with the field path and the limit.
+// NonAdminSchedule, NonAdminBackupStorageLocation, NonAdminDownloadRequest,
+// VirtualMachineBackup or VirtualMachineBackupTracker past the namespace's
+// maximum are refused at admission (422) with the field path and the
+// limit.
 func TestTenantLimits(t *testing.T) {
 	t.Parallel()
 	s := framework.Start(t, framework.Options{Args: []string{"--disable-controllers=backup"}})
@@ -1067,7 +1070,8 @@ func TestTenantLimits(t *testing.T) {
 		if _, err := s.Clientset.OadpV1alpha1().DataProtectionApplications(ns).Create(ctx, &oadpv1alpha1.DataProtectionApplication{ObjectMeta: metav1.ObjectMeta{Name: "dpa"},
 			Spec: oadpv1alpha1.DataProtectionApplicationSpec{NonAdmin: &oadpv1alpha1.NonAdmin{TenantLimits: &oadpv1alpha1.TenantLimits{
 				MinScheduleInterval: &metav1.Duration{Duration: 2 * time.Hour}, MaxBackupsPerNamespace: utilptr.To[int32](2), MaxSchedulesPerNamespace: utilptr.To[int32](1),
-				MaxLocationsPerNamespace: utilptr.To[int32](1), MaxDownloadRequestsPerNamespace: utilptr.To[int32](1)}}}}, metav1.CreateOptions{}); err != nil {
+				MaxLocationsPerNamespace: utilptr.To[int32](1), MaxDownloadRequestsPerNamespace: utilptr.To[int32](1),
+				MaxVirtualMachineBackupsPerNamespace: utilptr.To[int32](1), MaxVirtualMachineBackupTrackersPerNamespace: utilptr.To[int32](1)}}}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := schedule("hourly", "@hourly"); !invalidAt(err, "spec.schedule", "2h0m0s") {
@@ -1110,6 +1114,33 @@ func TestTenantLimits(t *testing.T) {
 		}
 		if err := download("d2"); !invalidAt(err, "metadata.namespace", "holds 1 NonAdminDownloadRequests") {
 			t.Errorf("a second download request past maxDownloadRequestsPerNamespace 1: %v, want 422 at metadata.namespace", err)
+		}
+		// VM backups and trackers are made by the namespace's users
+		// directly (edit), and count the same way.
+		vms := alice.client.BackupV1alpha1()
+		tracker := func(name string) error {
+			_, err := vms.VirtualMachineBackupTrackers("tenant-a").Create(ctx, &kvbackupv1alpha1.VirtualMachineBackupTracker{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: kvbackupv1alpha1.VirtualMachineBackupTrackerSpec{Source: corev1.TypedLocalObjectReference{APIGroup: utilptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "vm-" + name}}},
+				metav1.CreateOptions{})
+			return err
+		}
+		if err := tracker("t1"); err != nil {
+			t.Fatalf("a tracker: %v", err)
+		}
+		if err := tracker("t2"); !invalidAt(err, "metadata.namespace", "holds 1 VirtualMachineBackupTrackers") {
+			t.Errorf("a second tracker past maxVirtualMachineBackupTrackersPerNamespace 1: %v, want 422 at metadata.namespace", err)
+		}
+		vmBackup := func(name string) error {
+			_, err := vms.VirtualMachineBackups("tenant-a").Create(ctx, &kvbackupv1alpha1.VirtualMachineBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: kvbackupv1alpha1.VirtualMachineBackupSpec{Source: corev1.TypedLocalObjectReference{APIGroup: utilptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "vm"},
+					Mode: utilptr.To(kvbackupv1alpha1.PushMode), PvcName: utilptr.To("backups")}}, metav1.CreateOptions{})
+			return err
+		}
+		if err := vmBackup("vb1"); err != nil {
+			t.Fatalf("a VM backup: %v", err)
+		}
+		if err := vmBackup("vb2"); !invalidAt(err, "metadata.namespace", "holds 1 VirtualMachineBackups") {
+			t.Errorf("a second VM backup past maxVirtualMachineBackupsPerNamespace 1: %v, want 422 at metadata.namespace", err)
 		}
 	})
 }

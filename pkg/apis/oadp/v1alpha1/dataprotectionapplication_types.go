@@ -155,6 +155,17 @@ type TenantLimits struct {
 	// link expires).
 	// +optional
 	MaxDownloadRequestsPerNamespace *int32 `json:"maxDownloadRequestsPerNamespace,omitempty"`
+	// maxVirtualMachineBackupsPerNamespace: the most
+	// VirtualMachineBackups (backup.kubevirt.io) a namespace may hold
+	// (default 1000; 0: no limit). Those a Velero backup makes count, but
+	// are always made.
+	// +optional
+	MaxVirtualMachineBackupsPerNamespace *int32 `json:"maxVirtualMachineBackupsPerNamespace,omitempty"`
+	// maxVirtualMachineBackupTrackersPerNamespace: the most
+	// VirtualMachineBackupTrackers a namespace may hold (default 200; 0:
+	// no limit): each keeps a VM's checkpoints on its host.
+	// +optional
+	MaxVirtualMachineBackupTrackersPerNamespace *int32 `json:"maxVirtualMachineBackupTrackersPerNamespace,omitempty"`
 }
 
 // EnforceBackupStorageLocationSpec is what the admin may enforce on

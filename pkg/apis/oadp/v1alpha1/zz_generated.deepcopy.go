@@ -1165,6 +1165,16 @@ func (in *TenantLimits) DeepCopyInto(out *TenantLimits) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxVirtualMachineBackupsPerNamespace != nil {
+		in, out := &in.MaxVirtualMachineBackupsPerNamespace, &out.MaxVirtualMachineBackupsPerNamespace
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MaxVirtualMachineBackupTrackersPerNamespace != nil {
+		in, out := &in.MaxVirtualMachineBackupTrackersPerNamespace, &out.MaxVirtualMachineBackupTrackersPerNamespace
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

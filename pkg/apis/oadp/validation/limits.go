@@ -24,21 +24,27 @@ const (
 	// DefaultMaxDownloadRequestsPerNamespace bounds the requests a
 	// namespace holds (each goes when its link expires).
 	DefaultMaxDownloadRequestsPerNamespace = 100
+	// VirtualMachineBackups and their trackers are created by a
+	// namespace's users directly (edit), not through NonAdmin kinds.
+	DefaultMaxVirtualMachineBackupsPerNamespace        = 1000
+	DefaultMaxVirtualMachineBackupTrackersPerNamespace = 200
 )
 
 // Limits are the tenant limits in effect.
 type Limits struct {
-	MinValidationFrequency                                                    time.Duration
-	MinScheduleInterval                                                       time.Duration
-	MaxBackupsPerNamespace, MaxRestoresPerNamespace, MaxSchedulesPerNamespace int
-	MaxLocationsPerNamespace, MaxDownloadRequestsPerNamespace                 int
+	MinValidationFrequency                                                            time.Duration
+	MinScheduleInterval                                                               time.Duration
+	MaxBackupsPerNamespace, MaxRestoresPerNamespace, MaxSchedulesPerNamespace         int
+	MaxLocationsPerNamespace, MaxDownloadRequestsPerNamespace                         int
+	MaxVirtualMachineBackupsPerNamespace, MaxVirtualMachineBackupTrackersPerNamespace int
 }
 
 // Limits returns the policy's tenant limits, defaults filled in.
 func (p *Policy) Limits() Limits {
 	l := Limits{DefaultMinValidationFrequency, DefaultMinScheduleInterval,
 		DefaultMaxBackupsPerNamespace, DefaultMaxRestoresPerNamespace, DefaultMaxSchedulesPerNamespace,
-		DefaultMaxLocationsPerNamespace, DefaultMaxDownloadRequestsPerNamespace}
+		DefaultMaxLocationsPerNamespace, DefaultMaxDownloadRequestsPerNamespace,
+		DefaultMaxVirtualMachineBackupsPerNamespace, DefaultMaxVirtualMachineBackupTrackersPerNamespace}
 	if p == nil || p.NonAdmin == nil || p.NonAdmin.TenantLimits == nil {
 		return l
 	}
@@ -53,7 +59,9 @@ func (p *Policy) Limits() Limits {
 		from *int32
 		to   *int
 	}{{t.MaxBackupsPerNamespace, &l.MaxBackupsPerNamespace}, {t.MaxRestoresPerNamespace, &l.MaxRestoresPerNamespace}, {t.MaxSchedulesPerNamespace, &l.MaxSchedulesPerNamespace},
-		{t.MaxLocationsPerNamespace, &l.MaxLocationsPerNamespace}, {t.MaxDownloadRequestsPerNamespace, &l.MaxDownloadRequestsPerNamespace}} {
+		{t.MaxLocationsPerNamespace, &l.MaxLocationsPerNamespace}, {t.MaxDownloadRequestsPerNamespace, &l.MaxDownloadRequestsPerNamespace},
+		{t.MaxVirtualMachineBackupsPerNamespace, &l.MaxVirtualMachineBackupsPerNamespace},
+		{t.MaxVirtualMachineBackupTrackersPerNamespace, &l.MaxVirtualMachineBackupTrackersPerNamespace}} {
 		if f.from != nil {
 			*f.to = int(*f.from)
 		}
@@ -73,7 +81,8 @@ func validateTenantLimits(t *oadp.TenantLimits, path *field.Path) field.ErrorLis
 		}
 	}
 	for name, n := range map[string]*int32{"maxBackupsPerNamespace": t.MaxBackupsPerNamespace, "maxRestoresPerNamespace": t.MaxRestoresPerNamespace, "maxSchedulesPerNamespace": t.MaxSchedulesPerNamespace,
-		"maxLocationsPerNamespace": t.MaxLocationsPerNamespace, "maxDownloadRequestsPerNamespace": t.MaxDownloadRequestsPerNamespace} {
+		"maxLocationsPerNamespace": t.MaxLocationsPerNamespace, "maxDownloadRequestsPerNamespace": t.MaxDownloadRequestsPerNamespace,
+		"maxVirtualMachineBackupsPerNamespace": t.MaxVirtualMachineBackupsPerNamespace, "maxVirtualMachineBackupTrackersPerNamespace": t.MaxVirtualMachineBackupTrackersPerNamespace} {
 		if n != nil && *n < 0 {
 			errs = append(errs, field.Invalid(path.Child(name), *n, "must not be negative"))
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // Storage is the REST storage of VirtualMachineBackups and their
@@ -18,8 +19,8 @@ type Storage struct {
 
 // NewREST returns the storage of VirtualMachineBackups and of their status
 // and cancel subresources.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*Storage, error) {
-	strategy := NewStrategy(scheme)
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, policy tenantlimits.PolicyFunc) (*Storage, error) {
+	strategy := NewStrategy(scheme, policy)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       kubevirtbackup.Resource("virtualmachinebackups"),
 		Singular:       kubevirtbackup.Resource("virtualmachinebackup"),
@@ -35,5 +36,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*Sto
 	if err != nil {
 		return nil, err
 	}
+	strategy.count.Lister = main
 	return &Storage{Backup: main, Status: status, Cancel: &CancelREST{store: main.Store}}, nil
 }

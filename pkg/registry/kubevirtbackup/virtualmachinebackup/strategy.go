@@ -18,16 +18,23 @@ import (
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	vmvalidation "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/validation"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // Strategy is the VirtualMachineBackup strategy.
-type Strategy struct{ resource.Strategy }
+type Strategy struct {
+	resource.Strategy
+	policy tenantlimits.PolicyFunc
+	// count counts a namespace's VirtualMachineBackups (tenantLimits).
+	count *resource.Counter
+}
 
-// NewStrategy returns the VirtualMachineBackup strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy {
+// NewStrategy returns the VirtualMachineBackup strategy; policy (nil:
+// none) reads the admin's tenant limits.
+func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{kubevirtbackupv1alpha1.CleanupFinalizer}
-	return Strategy{s}
+	return Strategy{Strategy: s, policy: policy, count: &resource.Counter{}}
 }
 
 // PrepareForCreate clears the status and normalizes the spec.
@@ -43,11 +50,15 @@ func (s Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
 	s.Strategy.PrepareForUpdate(ctx, obj, old)
 }
 
-// Validate checks the metadata and the spec.
+// Validate checks the metadata and the spec, and the namespace's total
+// against the admin's tenant limits.
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	b := obj.(*kubevirtbackup.VirtualMachineBackup)
 	errs := append(s.Strategy.Validate(ctx, obj), vmvalidation.ValidateBackupSpec(&b.Spec, field.NewPath("spec"))...)
-	return append(errs, vmvalidation.ValidateBackupAnnotations(b.Annotations, field.NewPath("metadata", "annotations"))...)
+	errs = append(errs, vmvalidation.ValidateBackupAnnotations(b.Annotations, field.NewPath("metadata", "annotations"))...)
+	policy, perrs := s.policy.Policy(ctx)
+	errs = append(errs, perrs...)
+	return append(errs, tenantlimits.CheckCount(ctx, s.count, "VirtualMachineBackup", b.Namespace, policy, policy.Limits().MaxVirtualMachineBackupsPerNamespace)...)
 }
 
 // ValidateUpdate refuses any change of the spec and an un-cancel.

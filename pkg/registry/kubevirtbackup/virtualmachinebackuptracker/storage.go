@@ -6,12 +6,13 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // NewREST returns the storage of VirtualMachineBackupTrackers and their status.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*resource.REST, *resource.StatusREST, error) {
-	strategy := NewStrategy(scheme)
-	return resource.NewStore(optsGetter, resource.Definition{
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, policy tenantlimits.PolicyFunc) (*resource.REST, *resource.StatusREST, error) {
+	strategy := NewStrategy(scheme, policy)
+	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       kubevirtbackup.Resource("virtualmachinebackuptrackers"),
 		Singular:       kubevirtbackup.Resource("virtualmachinebackuptracker"),
 		NewFunc:        func() runtime.Object { return &kubevirtbackup.VirtualMachineBackupTracker{} },
@@ -22,4 +23,9 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*res
 		ShortNames:     []string{"vmbackuptracker"},
 		Categories:     []string{"kubevirt"},
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	strategy.count.Lister = main
+	return main, status, nil
 }

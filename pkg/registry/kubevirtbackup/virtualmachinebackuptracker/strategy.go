@@ -13,21 +13,32 @@ import (
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	vmvalidation "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/validation"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // Strategy is the VirtualMachineBackupTracker strategy.
-type Strategy struct{ resource.Strategy }
-
-// NewStrategy returns the VirtualMachineBackupTracker strategy.
-func NewStrategy(typer runtime.ObjectTyper) Strategy {
-	return Strategy{resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String())}
+type Strategy struct {
+	resource.Strategy
+	policy tenantlimits.PolicyFunc
+	// count counts a namespace's trackers (tenantLimits).
+	count *resource.Counter
 }
 
-// Validate checks the metadata and the spec.
+// NewStrategy returns the VirtualMachineBackupTracker strategy; policy
+// (nil: none) reads the admin's tenant limits.
+func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc) Strategy {
+	return Strategy{Strategy: resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String()), policy: policy, count: &resource.Counter{}}
+}
+
+// Validate checks the metadata and the spec, and the namespace's total
+// against the admin's tenant limits.
 func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	t := obj.(*kubevirtbackup.VirtualMachineBackupTracker)
 	errs := append(s.Strategy.Validate(ctx, obj), vmvalidation.ValidateTrackerSpec(&t.Spec, field.NewPath("spec"))...)
-	return append(errs, vmvalidation.ValidateTrackerAnnotations(t.Annotations, field.NewPath("metadata", "annotations"))...)
+	errs = append(errs, vmvalidation.ValidateTrackerAnnotations(t.Annotations, field.NewPath("metadata", "annotations"))...)
+	policy, perrs := s.policy.Policy(ctx)
+	errs = append(errs, perrs...)
+	return append(errs, tenantlimits.CheckCount(ctx, s.count, "VirtualMachineBackupTracker", t.Namespace, policy, policy.Limits().MaxVirtualMachineBackupTrackersPerNamespace)...)
 }
 
 // ValidateUpdate refuses any change of the spec; annotations may change.

@@ -22,6 +22,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // Backups is what NonAdminBackups reach of the admin namespace's Velero
@@ -52,7 +53,7 @@ type Storage struct {
 
 // NewREST returns the storage of NonAdminBackups, their status, cancel
 // and logs.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backups Backups, policy PolicyFunc) (*Storage, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backups Backups, policy tenantlimits.PolicyFunc) (*Storage, error) {
 	strategy := NewStrategy(scheme, policy, backups.TenantLocations)
 	fill := queueFill(backups.Position)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{

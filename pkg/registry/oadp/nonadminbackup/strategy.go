@@ -23,15 +23,13 @@ import (
 	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/creator"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
-
-// PolicyFunc reads the admin's policy for tenants in effect (nil: none).
-type PolicyFunc func(ctx context.Context) (*oadpvalidation.Policy, error)
 
 // Strategy is the NonAdminBackup strategy.
 type Strategy struct {
 	resource.Strategy
-	policy PolicyFunc
+	policy tenantlimits.PolicyFunc
 	// locations reads the NonAdminBackupStorageLocations a backup may name.
 	locations rest.Getter
 	// count counts a namespace's NonAdminBackups (tenantLimits).
@@ -42,22 +40,10 @@ type Strategy struct {
 // reads the admin's policy. New NonAdminBackups get the engine's
 // finalizer, so that none is deleted before its owner has said what
 // becomes of its backup.
-func NewStrategy(typer runtime.ObjectTyper, policy PolicyFunc, locations rest.Getter) Strategy {
+func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc, locations rest.Getter) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupFinalizer}
 	return Strategy{Strategy: s, policy: policy, locations: locations, count: &resource.Counter{}}
-}
-
-// Policy is the policy in effect (nil: none).
-func (p PolicyFunc) Policy(ctx context.Context) (*oadpvalidation.Policy, field.ErrorList) {
-	if p == nil {
-		return nil, nil
-	}
-	policy, err := p(ctx)
-	if err != nil {
-		return nil, field.ErrorList{field.InternalError(field.NewPath("spec"), fmt.Errorf("reading the non-admin policy: %w", err))}
-	}
-	return policy, nil
 }
 
 // PrepareForCreate records who creates the NonAdminBackup (package creator): the
@@ -87,25 +73,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	if o.Spec.BackupSpec != nil && o.Spec.BackupSpec.StorageLocation != "" {
 		errs = append(errs, ValidateLocation(ctx, s.locations, o.Namespace, o.Spec.BackupSpec.StorageLocation, field.NewPath("spec", "backupSpec", "storageLocation"))...)
 	}
-	return append(errs, CheckCount(ctx, s.count, "NonAdminBackup", o.Namespace, policy, policy.Limits().MaxBackupsPerNamespace)...)
-}
-
-// CheckCount refuses a tenant's object of kind past the policy's limit
-// for its namespace (max); the server's own (a schedule's run, a synced
-// backup) are always made.
-func CheckCount(ctx context.Context, count *resource.Counter, kind, namespace string, policy *oadpvalidation.Policy, max int) field.ErrorList {
-	if resource.FromEngine(ctx) || max <= 0 {
-		return nil
-	}
-	n, err := count.Count(ctx, namespace)
-	if err != nil {
-		return field.ErrorList{field.InternalError(field.NewPath("metadata", "namespace"), err)}
-	}
-	dpa := ""
-	if policy != nil {
-		dpa = policy.DPA
-	}
-	return oadpvalidation.CheckCount(kind, n, max, field.NewPath("metadata", "namespace"), dpa)
+	return append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminBackup", o.Namespace, policy, policy.Limits().MaxBackupsPerNamespace)...)
 }
 
 // ValidateLocation: a backup's storage location (at p) must be a

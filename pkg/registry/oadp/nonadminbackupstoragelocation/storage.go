@@ -5,13 +5,13 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
-	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // NewREST returns the storage of NonAdminBackupStorageLocations and their
 // status.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, policy nonadminbackup.PolicyFunc) (*resource.REST, *resource.StatusREST, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, policy tenantlimits.PolicyFunc) (*resource.REST, *resource.StatusREST, error) {
 	strategy := NewStrategy(scheme, policy)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadminbackupstoragelocations"),

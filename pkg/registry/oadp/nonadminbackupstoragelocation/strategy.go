@@ -15,14 +15,14 @@ import (
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
 	"github.com/backstop-io/backstop/pkg/encryption"
-	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // Strategy is the NonAdminBackupStorageLocation strategy.
 type Strategy struct {
 	resource.Strategy
-	policy nonadminbackup.PolicyFunc
+	policy tenantlimits.PolicyFunc
 	// count counts a namespace's locations (tenantLimits).
 	count *resource.Counter
 }
@@ -30,7 +30,7 @@ type Strategy struct {
 // NewStrategy returns the strategy; policy (nil: none) reads the admin's
 // policy. New locations get the engine's finalizer, so that their admin
 // side (request, Secret copy, Velero location) is removed with them.
-func NewStrategy(typer runtime.ObjectTyper, policy nonadminbackup.PolicyFunc) Strategy {
+func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupStorageLocationFinalizer}
 	return Strategy{Strategy: s, policy: policy, count: &resource.Counter{}}
@@ -48,7 +48,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	if spec := o.Spec.BackupStorageLocationSpec; spec != nil {
 		errs = append(errs, encryption.ValidateConfig(spec.Config, true, field.NewPath("spec", "backupStorageLocationSpec", "config"))...)
 	}
-	return append(errs, nonadminbackup.CheckCount(ctx, s.count, "NonAdminBackupStorageLocation", o.Namespace, policy, policy.Limits().MaxLocationsPerNamespace)...)
+	return append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminBackupStorageLocation", o.Namespace, policy, policy.Limits().MaxLocationsPerNamespace)...)
 }
 
 // ValidateUpdate checks the update: the spec is immutable (what the admin

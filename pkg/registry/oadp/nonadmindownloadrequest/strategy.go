@@ -23,8 +23,8 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
 	"github.com/backstop-io/backstop/pkg/objectstore"
-	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // Strategy is the NonAdminDownloadRequest strategy.
@@ -32,14 +32,14 @@ type Strategy struct {
 	resource.Strategy
 	// nabs and nars read the tenant objects a request may name.
 	nabs, nars rest.Getter
-	policy     nonadminbackup.PolicyFunc
+	policy     tenantlimits.PolicyFunc
 	// count counts a namespace's requests (tenantLimits).
 	count *resource.Counter
 }
 
 // NewStrategy returns the strategy; policy (nil: none) reads the admin's
 // policy.
-func NewStrategy(typer runtime.ObjectTyper, nabs, nars rest.Getter, policy nonadminbackup.PolicyFunc) Strategy {
+func NewStrategy(typer runtime.ObjectTyper, nabs, nars rest.Getter, policy tenantlimits.PolicyFunc) Strategy {
 	return Strategy{Strategy: resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String()), nabs: nabs, nars: nars,
 		policy: policy, count: &resource.Counter{}}
 }
@@ -69,7 +69,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 		errs = append(errs, field.InternalError(name, err))
 	}
 	policy, _ := s.policy.Policy(ctx)
-	return append(errs, nonadminbackup.CheckCount(ctx, s.count, "NonAdminDownloadRequest", o.Namespace, policy, policy.Limits().MaxDownloadRequestsPerNamespace)...)
+	return append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminDownloadRequest", o.Namespace, policy, policy.Limits().MaxDownloadRequestsPerNamespace)...)
 }
 
 // ValidateUpdate checks the update: the target is immutable.
@@ -99,7 +99,7 @@ var Table = resource.NewTableConvertor(
 )
 
 // NewREST returns the storage of requests and their status.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs, nars rest.Getter, policy nonadminbackup.PolicyFunc) (*resource.REST, *resource.StatusREST, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs, nars rest.Getter, policy tenantlimits.PolicyFunc) (*resource.REST, *resource.StatusREST, error) {
 	strategy := NewStrategy(scheme, nabs, nars, policy)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadmindownloadrequests"),

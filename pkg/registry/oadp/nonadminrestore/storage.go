@@ -17,8 +17,8 @@ import (
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/livelog"
 	"github.com/backstop-io/backstop/pkg/objectstore"
-	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // Restores is what NonAdminRestores reach of the admin namespace's
@@ -42,7 +42,7 @@ type Storage struct {
 
 // NewREST returns the storage of NonAdminRestores, their status and logs;
 // nabs reads the NonAdminBackups they name.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs rest.Getter, restores Restores, policy nonadminbackup.PolicyFunc) (*Storage, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs rest.Getter, restores Restores, policy tenantlimits.PolicyFunc) (*Storage, error) {
 	strategy := NewStrategy(scheme, nabs, policy)
 	fill := queueFill(restores.Position)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{

@@ -19,8 +19,8 @@ import (
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/creator"
-	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // Strategy is the NonAdminRestore strategy.
@@ -28,7 +28,7 @@ type Strategy struct {
 	resource.Strategy
 	// nabs reads the NonAdminBackups a restore may name.
 	nabs   rest.Getter
-	policy nonadminbackup.PolicyFunc
+	policy tenantlimits.PolicyFunc
 	// count counts a namespace's NonAdminRestores (tenantLimits).
 	count *resource.Counter
 }
@@ -36,7 +36,7 @@ type Strategy struct {
 // NewStrategy returns the NonAdminRestore strategy; nabs reads
 // NonAdminBackups, policy (nil: none) the admin's policy. New
 // NonAdminRestores get the engine's finalizer.
-func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter, policy nonadminbackup.PolicyFunc) Strategy {
+func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter, policy tenantlimits.PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminRestoreFinalizer}
 	return Strategy{Strategy: s, nabs: nabs, policy: policy, count: &resource.Counter{}}
@@ -65,7 +65,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	policy, perrs := s.policy.Policy(ctx)
 	errs = append(errs, perrs...)
 	errs = append(errs, oadpvalidation.ValidateRestorePolicy(o.Spec.RestoreSpec, policy, field.NewPath("spec", "restoreSpec"))...)
-	errs = append(errs, nonadminbackup.CheckCount(ctx, s.count, "NonAdminRestore", o.Namespace, policy, policy.Limits().MaxRestoresPerNamespace)...)
+	errs = append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminRestore", o.Namespace, policy, policy.Limits().MaxRestoresPerNamespace)...)
 	if o.Spec.RestoreSpec == nil || o.Spec.RestoreSpec.BackupName == "" {
 		return errs
 	}

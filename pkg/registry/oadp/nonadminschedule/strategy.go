@@ -18,12 +18,13 @@ import (
 	"github.com/backstop-io/backstop/pkg/registry/oadp/creator"
 	"github.com/backstop-io/backstop/pkg/registry/oadp/nonadminbackup"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
+	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
 
 // Strategy is the NonAdminSchedule strategy.
 type Strategy struct {
 	resource.Strategy
-	policy    nonadminbackup.PolicyFunc
+	policy    tenantlimits.PolicyFunc
 	locations rest.Getter
 	// count counts a namespace's NonAdminSchedules (tenantLimits).
 	count *resource.Counter
@@ -33,7 +34,7 @@ type Strategy struct {
 // policy, locations the NonAdminBackupStorageLocations a template may
 // name. New schedules get the engine's finalizer (their Velero Schedule
 // goes with them).
-func NewStrategy(typer runtime.ObjectTyper, policy nonadminbackup.PolicyFunc, locations rest.Getter) Strategy {
+func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc, locations rest.Getter) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminScheduleFinalizer}
 	return Strategy{Strategy: s, policy: policy, locations: locations, count: &resource.Counter{}}
@@ -66,7 +67,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	o := obj.(*oadp.NonAdminSchedule)
 	errs := append(s.Strategy.Validate(ctx, obj), s.validateSpec(ctx, o)...)
 	policy, _ := s.policy.Policy(ctx)
-	return append(errs, nonadminbackup.CheckCount(ctx, s.count, "NonAdminSchedule", o.Namespace, policy, policy.Limits().MaxSchedulesPerNamespace)...)
+	return append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminSchedule", o.Namespace, policy, policy.Limits().MaxSchedulesPerNamespace)...)
 }
 
 // ValidateUpdate checks a changed schedule: its spec again when it
@@ -130,7 +131,7 @@ var Table = resource.NewTableConvertor(
 )
 
 // NewREST returns the storage of schedules and their status.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, policy nonadminbackup.PolicyFunc, locations rest.Getter) (*resource.REST, *resource.StatusREST, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, policy tenantlimits.PolicyFunc, locations rest.Getter) (*resource.REST, *resource.StatusREST, error) {
 	strategy := NewStrategy(scheme, policy, locations)
 	main, status, err := resource.NewStore(optsGetter, resource.Definition{
 		Resource:       oadp.Resource("nonadminschedules"),

@@ -53,6 +53,15 @@ type TenantLimitsApplyConfiguration struct {
 	// namespace may hold (default 100; 0: no limit; each goes when its
 	// link expires).
 	MaxDownloadRequestsPerNamespace *int32 `json:"maxDownloadRequestsPerNamespace,omitempty"`
+	// maxVirtualMachineBackupsPerNamespace: the most
+	// VirtualMachineBackups (backup.kubevirt.io) a namespace may hold
+	// (default 1000; 0: no limit). Those a Velero backup makes count, but
+	// are always made.
+	MaxVirtualMachineBackupsPerNamespace *int32 `json:"maxVirtualMachineBackupsPerNamespace,omitempty"`
+	// maxVirtualMachineBackupTrackersPerNamespace: the most
+	// VirtualMachineBackupTrackers a namespace may hold (default 200; 0:
+	// no limit): each keeps a VM's checkpoints on its host.
+	MaxVirtualMachineBackupTrackersPerNamespace *int32 `json:"maxVirtualMachineBackupTrackersPerNamespace,omitempty"`
 }
 
 // TenantLimitsApplyConfiguration constructs a declarative configuration of the TenantLimits type for use with
@@ -114,5 +123,21 @@ func (b *TenantLimitsApplyConfiguration) WithMaxLocationsPerNamespace(value int3
 // If called multiple times, the MaxDownloadRequestsPerNamespace field is set to the value of the last call.
 func (b *TenantLimitsApplyConfiguration) WithMaxDownloadRequestsPerNamespace(value int32) *TenantLimitsApplyConfiguration {
 	b.MaxDownloadRequestsPerNamespace = &value
+	return b
+}
+
+// WithMaxVirtualMachineBackupsPerNamespace sets the MaxVirtualMachineBackupsPerNamespace field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxVirtualMachineBackupsPerNamespace field is set to the value of the last call.
+func (b *TenantLimitsApplyConfiguration) WithMaxVirtualMachineBackupsPerNamespace(value int32) *TenantLimitsApplyConfiguration {
+	b.MaxVirtualMachineBackupsPerNamespace = &value
+	return b
+}
+
+// WithMaxVirtualMachineBackupTrackersPerNamespace sets the MaxVirtualMachineBackupTrackersPerNamespace field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxVirtualMachineBackupTrackersPerNamespace field is set to the value of the last call.
+func (b *TenantLimitsApplyConfiguration) WithMaxVirtualMachineBackupTrackersPerNamespace(value int32) *TenantLimitsApplyConfiguration {
+	b.MaxVirtualMachineBackupTrackersPerNamespace = &value
 	return b
 }
