@@ -93,7 +93,9 @@ const DefaultPassTimeout = 5 * time.Minute
 
 // Workers is how many locations are synced at once: a location's endpoint
 // is its owner's (a tenant's) to choose, and one that answers slowly
-// holds a worker until its pass's deadline, never all of them.
+// holds a worker until its pass's deadline, never all of them (one
+// tenant's locations hold one worker at a time, tenants' all but one: the
+// admin's locations always find one).
 const Workers = 4
 
 // Controller is the backup sync engine.
@@ -103,6 +105,9 @@ type Controller struct {
 	backups   listers.BackupLister
 	locations listers.BackupStorageLocationLister
 	requests  listers.DeleteBackupRequestLister
+	// gate shares the workers between tenants' locations and keeps one
+	// for the admin's.
+	gate *reconcile.OwnerGate
 	// tenantSynced is when each tenant's location was last read: their
 	// status changes do not bring them back sooner than TenantPeriod.
 	mu           sync.Mutex
@@ -114,7 +119,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Period <= 0 {
 		cfg.Period = DefaultPeriod
 	}
-	c := &Controller{cfg: cfg, backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister(), requests: cfg.Requests.Lister(),
+	c := &Controller{cfg: cfg, backups: cfg.Backups.Lister(), locations: cfg.Locations.Lister(), requests: cfg.Requests.Lister(), gate: reconcile.NewOwnerGate(Workers),
 		tenantSynced: map[string]time.Time{}}
 	c.Loop = reconcile.NewLoop("backup-sync", c.sync)
 	if err := c.Watch(cfg.Locations.Informer()); err != nil {
@@ -146,6 +151,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			c.AddAfter(key, time.Minute) // off: the policy is read again
 			return nil
 		}
+		release, err := c.gate.Enter(tenant)
+		if err != nil {
+			c.AddAfter(key, reconcile.OwnerRetry)
+			return nil
+		}
+		defer release()
 		if wait := c.tenantWait(bsl.Name, period); wait > 0 {
 			c.AddAfter(key, wait)
 			return nil

@@ -2,12 +2,14 @@ package location
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -75,4 +77,89 @@ func TestCheckDeadline(t *testing.T) {
 			t.Errorf("location slow: %s %q, want Unavailable, its check past its deadline", l.Status.Phase, l.Status.Message)
 		}
 	})
+}
+
+// TestTenantsShareWorkers: tenants' locations whose endpoints answer
+// slowly hold one worker per tenant and, together, all but one: of four
+// tenants' eight slow locations synced at once, three checks wait on
+// their endpoints, one per tenant; the others return at once, holding no
+// worker (they are added again for later); the admin's location is
+// checked meanwhile.
+func TestTenantsShareWorkers(t *testing.T) {
+	ctx := context.Background()
+	tenants := []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d"}
+	tricklers := map[string]*framework.Trickler{}
+	var objects []runtime.Object
+	for _, tenant := range tenants {
+		tr := &framework.Trickler{}
+		srv := httptest.NewServer(tr)
+		defer srv.Close()
+		tricklers[tenant] = tr
+		for i := range 2 {
+			objects = append(objects, &velerov1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", tenant, i), Namespace: "velero",
+				Annotations: map[string]string{velerov1.TenantLocationNamespaceAnnotation: tenant}},
+				Spec: velerov1.BackupStorageLocationSpec{Provider: "aws", Config: map[string]string{"s3Url": srv.URL, "region": "us-east-1", "s3ForcePathStyle": "true"},
+					StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "trickle"}}}})
+		}
+	}
+	objects = append(objects, &velerov1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: "admins", Namespace: "velero"},
+		Spec: velerov1.BackupStorageLocationSpec{Provider: objectstore.ProviderFilesystem,
+			StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: t.TempDir()}}}})
+	w := enginetest.New(t, objects...)
+	c, err := New(w.Client, w.Factory.Velero().V1().BackupStorageLocations(), objectstore.Opener{}, clocktesting.NewFakeClock(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CheckTimeout = 5 * time.Second
+	inFlight := func() (all, most int32) {
+		for _, tr := range tricklers {
+			n := tr.InFlight.Load()
+			all += n
+			most = max(most, n)
+		}
+		return all, most
+	}
+	done := make(chan error, 2*len(tenants))
+	for _, tenant := range tenants {
+		for i := range 2 {
+			go func() {
+				done <- c.sync(ctx, cache.ObjectName{Namespace: "velero", Name: fmt.Sprintf("%s-%d", tenant, i)})
+			}()
+		}
+	}
+	// Five of the eight return at once; three wait on their endpoints.
+	for range 5 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(c.CheckTimeout / 2):
+			t.Fatalf("the syncs of locations whose owner's share is in use did not return at once")
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		all, _ := inFlight()
+		return all == 3, nil
+	}); err != nil {
+		all, most := inFlight()
+		t.Fatalf("checks at the endpoints: %d (at most %d for one tenant), want 3", all, most)
+	}
+	if all, most := inFlight(); all != 3 || most != 1 {
+		t.Errorf("checks at the endpoints: %d, at most %d for one tenant; want 3, one each", all, most)
+	}
+	t.Run("the admin's location meanwhile", func(t *testing.T) {
+		if err := c.sync(ctx, cache.ObjectName{Namespace: "velero", Name: "admins"}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := w.Client.VeleroV1().BackupStorageLocations("velero").Get(ctx, "admins", metav1.GetOptions{})
+		if err != nil || l.Status.Phase != velerov1.BackupStorageLocationPhaseAvailable {
+			t.Errorf("the admin's location: %v %+v, want Available", err, l.Status)
+		}
+	})
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -82,6 +82,9 @@ type Controller struct {
 	lister listers.BackupStorageLocationLister
 	opener objectstore.Opener
 	clock  clock.Clock
+	// gate shares the workers between tenants' locations and keeps one
+	// for the admin's.
+	gate *reconcile.OwnerGate
 
 	mu sync.Mutex
 	// probed is the generation of each location at its last probe by this
@@ -106,7 +109,9 @@ const DefaultCheckTimeout = 30 * time.Second
 // Workers is how many locations are checked at once: a location's
 // endpoint is its owner's (a tenant's) to choose, and one that answers
 // slowly holds a worker until its check's deadline, never all of them
-// (a location is checked by one worker at a time).
+// (a location is checked by one worker at a time; one tenant's locations
+// by one worker at a time, and tenants' by all but one: the admin's
+// locations always find one).
 const Workers = 4
 
 // DefaultUsageInterval is how often locations are measured by default.
@@ -118,7 +123,8 @@ const UsageTimeout = 30 * time.Second
 
 // New returns the availability controller.
 func New(client versioned.Interface, informer informers.BackupStorageLocationInformer, opener objectstore.Opener, clk clock.Clock) (*Controller, error) {
-	c := &Controller{client: client, lister: informer.Lister(), opener: opener, clock: clk, probed: map[cache.ObjectName]int64{}}
+	c := &Controller{client: client, lister: informer.Lister(), opener: opener, clock: clk, probed: map[cache.ObjectName]int64{},
+		gate: reconcile.NewOwnerGate(Workers)}
 	c.Loop = reconcile.NewLoop("backupstoragelocations", c.sync)
 	if err := c.Watch(informer.Informer()); err != nil {
 		return nil, err
@@ -184,6 +190,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			return nil
 		}
 	}
+	release, err := c.gate.Enter(l.Annotations[velerov1.TenantLocationNamespaceAnnotation])
+	if err != nil {
+		c.AddAfter(key, reconcile.OwnerRetry)
+		return nil
+	}
+	defer release()
 	phase, message := velerov1.BackupStorageLocationPhaseAvailable, ""
 	store, layout, err := c.check(ctx, l)
 	if err != nil {

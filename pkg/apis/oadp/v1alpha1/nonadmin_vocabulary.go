@@ -52,7 +52,7 @@ const (
 	NarOriginNameAnnotation        = "openshift.io/oadp-nar-origin-name"
 	NarOriginNamespaceAnnotation   = "openshift.io/oadp-nar-origin-namespace"
 	NabslOriginNameAnnotation      = "openshift.io/oadp-nabsl-origin-name"
-	NabslOriginNamespaceAnnotation = "openshift.io/oadp-nabsl-origin-namespace"
+	NabslOriginNamespaceAnnotation = velerov1.TenantLocationNamespaceAnnotation
 	NadrOriginNameAnnotation       = "openshift.io/oadp-nadr-origin-name"
 	NadrOriginNamespaceAnnotation  = "openshift.io/oadp-nadr-origin-namespace"
 )

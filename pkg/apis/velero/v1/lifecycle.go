@@ -54,6 +54,11 @@ const (
 	// written by the server alone): the backup queue's owner of the
 	// backup (QueueOwner).
 	TenantOriginNamespaceAnnotation = "openshift.io/oadp-nab-origin-namespace"
+	// TenantLocationNamespaceAnnotation is the tenant namespace of a
+	// storage location made for a NonAdminBackupStorageLocation (OADP's
+	// oadp-nabsl-origin-namespace, written by the server alone): engines
+	// that wait on a location's endpoint share their workers by it.
+	TenantLocationNamespaceAnnotation = "openshift.io/oadp-nabsl-origin-namespace"
 	// SyncedFromLocationAnnotation marks a Backup the server created from
 	// the velero-backup.json it found in a storage location (backup sync);
 	// its value is the location. Only the server creates a Backup with a
