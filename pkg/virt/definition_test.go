@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"libvirt.org/go/libvirtxml"
 )
 
 // TestRestorableDefinition: a definition written by whoever writes the
@@ -102,4 +104,36 @@ func TestRestorableDefinition(t *testing.T) {
 		t.Errorf("the restorable definition does not parse: %v", err)
 	}
 	t.Logf("left out:\n%s", said)
+}
+
+// TestFitsMemory: a domain defined from a restored definition may not ask
+// for more memory than the host has, in any of libvirt's units; a
+// quantity that overflows or has no unit libvirt knows is refused.
+func TestFitsMemory(t *testing.T) {
+	const host = 8 << 20 // 8 GiB, in KiB
+	for _, tc := range []struct {
+		name    string
+		memory  *libvirtxml.DomainMemory
+		current *libvirtxml.DomainCurrentMemory
+		refused string
+	}{
+		{name: "1 GiB in KiB, libvirt's default unit", memory: &libvirtxml.DomainMemory{Value: 1 << 20}},
+		{name: "the host's whole memory", memory: &libvirtxml.DomainMemory{Value: 8, Unit: "GiB"}},
+		{name: "1 TiB", memory: &libvirtxml.DomainMemory{Value: 1, Unit: "TiB"}, refused: "more than the host's"},
+		{name: "9 GB in bytes", memory: &libvirtxml.DomainMemory{Value: 9_000_000_000, Unit: "b"}, refused: "more than the host's"},
+		{name: "a current memory past the host's", memory: &libvirtxml.DomainMemory{Value: 1, Unit: "GiB"},
+			current: &libvirtxml.DomainCurrentMemory{Value: 16, Unit: "G"}, refused: "current memory"},
+		{name: "an overflowing quantity", memory: &libvirtxml.DomainMemory{Value: 1 << 40, Unit: "EiB"}, refused: "more than any host has"},
+		{name: "an unknown unit", memory: &libvirtxml.DomainMemory{Value: 1, Unit: "pages"}, refused: "unknown unit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := fitsMemory(&libvirtxml.Domain{Memory: tc.memory, CurrentMemory: tc.current}, host)
+			if tc.refused == "" && err != nil {
+				t.Errorf("refused: %v", err)
+			}
+			if tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)) {
+				t.Errorf("%v, want refused saying %q", err, tc.refused)
+			}
+		})
+	}
 }

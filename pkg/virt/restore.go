@@ -3,12 +3,14 @@ package virt
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
 )
 
 // Restoring a domain's disks: the domain is stopped (its disks are being
@@ -107,6 +109,20 @@ func (c *Conn) DefineFrom(definition, name string, disks map[string]string) erro
 		setDiskSource(disk, "qcow2", file)
 		disk.BackingStore = nil
 	}
+	// The definition is read from a volume others may write: a domain
+	// larger than the host is not defined (started, it would take the
+	// host's memory from every other guest).
+	conn, err := c.lv()
+	if err != nil {
+		return err
+	}
+	info, err := conn.GetNodeInfo()
+	if err != nil {
+		return fmt.Errorf("defining domain %s: the host's memory: %w", name, err)
+	}
+	if err := fitsMemory(dx, uint64(info.Memory)); err != nil {
+		return fmt.Errorf("defining domain %s: %w", name, err)
+	}
 	desc, err := dx.Marshal()
 	if err != nil {
 		return fmt.Errorf("defining domain %s: %w", name, err)
@@ -115,6 +131,49 @@ func (c *Conn) DefineFrom(definition, name string, disks map[string]string) erro
 		return fmt.Errorf("defining domain %s: %w", name, err)
 	}
 	return nil
+}
+
+// fitsMemory refuses a domain whose memory (or current memory) is more
+// than the host's, hostKiB.
+func fitsMemory(dx *libvirtxml.Domain, hostKiB uint64) error {
+	type quantity struct {
+		what  string
+		value uint
+		unit  string
+	}
+	var asked []quantity
+	if m := dx.Memory; m != nil {
+		asked = append(asked, quantity{"memory", m.Value, m.Unit})
+	}
+	if m := dx.CurrentMemory; m != nil {
+		asked = append(asked, quantity{"current memory", m.Value, m.Unit})
+	}
+	for _, q := range asked {
+		kib, err := kibibytes(q.value, q.unit)
+		if err != nil {
+			return fmt.Errorf("its %s: %w", q.what, err)
+		}
+		if kib > hostKiB {
+			return fmt.Errorf("its %s, %d KiB, is more than the host's %d KiB", q.what, kib, hostKiB)
+		}
+	}
+	return nil
+}
+
+// kibibytes is a libvirt quantity in KiB (libvirt's units; none is KiB),
+// refusing one that overflows.
+func kibibytes(value uint, unit string) (uint64, error) {
+	factors := map[string]uint64{"b": 1, "bytes": 1, "KB": 1000, "k": 1024, "KiB": 1024, "MB": 1000 * 1000, "M": 1 << 20, "MiB": 1 << 20,
+		"GB": 1000 * 1000 * 1000, "G": 1 << 30, "GiB": 1 << 30, "TB": 1000 * 1000 * 1000 * 1000, "T": 1 << 40, "TiB": 1 << 40,
+		"PB": 1000 * 1000 * 1000 * 1000 * 1000, "P": 1 << 50, "PiB": 1 << 50, "EB": 1000 * 1000 * 1000 * 1000 * 1000 * 1000, "E": 1 << 60, "EiB": 1 << 60, "": 1024}
+	factor, ok := factors[unit]
+	if !ok {
+		return 0, fmt.Errorf("unknown unit %q", unit)
+	}
+	if value != 0 && uint64(value) > math.MaxUint64/factor {
+		return 0, fmt.Errorf("%d %s is more than any host has", value, unit)
+	}
+	return uint64(value) * factor / 1024, nil
 }
 
 // DiskTargets lists the target devices (vda) of a domain definition's
