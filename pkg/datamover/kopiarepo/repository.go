@@ -26,7 +26,6 @@ import (
 	"github.com/kopia/kopia/repo/blob/filesystem"
 	"github.com/kopia/kopia/repo/blob/s3"
 	"github.com/kopia/kopia/repo/blob/throttling"
-	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/format"
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/snapshot"
@@ -148,10 +147,18 @@ var ErrNoRepository = errors.New("the storage holds no repository")
 // encryption and splitter, as Velero creates it) when the storage holds
 // none and cfg.Create, and setting it up as Velero does (setUpForVelero).
 func Open(ctx context.Context, cfg Config) (*Repository, error) {
+	// Absolute: kopia resolves its local paths against the configuration
+	// file's directory, and a relative one (a relative --data-dir) would
+	// put them under the process's working directory.
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("the repository's local directory: %w", err)
+	}
+	cfg.Dir = dir
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the repository's local directory: %w", err)
 	}
-	_, err := cfg.Storage.GetMetadata(ctx, format.KopiaRepositoryBlobID)
+	_, err = cfg.Storage.GetMetadata(ctx, format.KopiaRepositoryBlobID)
 	switch {
 	case errors.Is(err, blob.ErrBlobNotFound) && !cfg.Create:
 		return nil, ErrNoRepository
@@ -164,10 +171,13 @@ func Open(ctx context.Context, cfg Config) (*Repository, error) {
 	}
 	configFile := filepath.Join(cfg.Dir, "repository.config")
 	if _, err := os.Stat(configFile); errors.Is(err, os.ErrNotExist) {
+		// No cache on disk (kopia keeps none without cache sizes): its
+		// file names would come from the bucket's listing, which kopia
+		// does not check, and the index blobs' cache holds a blob's
+		// bytes before they are authenticated.
 		err := repo.Connect(ctx, configFile, cfg.Storage, cfg.Password, &repo.ConnectOptions{
 			ClientOptions: repo.ClientOptions{Hostname: clientHost, Username: clientUser,
 				Throttling: &throttling.Limits{UploadBytesPerSecond: cfg.UploadBytesPerSecond}},
-			CachingOptions: content.CachingOptions{CacheDirectory: filepath.Join(cfg.Dir, "cache")},
 		})
 		if errors.Is(err, format.ErrInvalidPassword) {
 			return nil, ErrWrongPassword

@@ -260,3 +260,49 @@ func TestConnectionsSeeEachOther(t *testing.T) {
 		t.Errorf("the uploading connection lists %d snapshots after the other forgot it (%v), want none", len(all), err)
 	}
 }
+
+// TestConnectionKeepsNoCache: a connection keeps its configuration, and
+// nothing else, in its own directory, made absolute when given relative
+// (a relative --data-dir), and no cache on disk: kopia's caches take file
+// names from the bucket's listing unchecked, and would put them under the
+// process's working directory for a relative one.
+func TestConnectionKeepsNoCache(t *testing.T) {
+	ctx := context.Background()
+	work := t.TempDir()
+	t.Chdir(work)
+	st, err := FilesystemStorage(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, Config{Storage: st, Password: "static-passw0rd", Dir: filepath.Join("connections", "1"), Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	volume := t.TempDir()
+	writeTree(t, volume, map[string][]byte{"a": []byte("data")})
+	up, err := r.Upload(ctx, volume, SourcePath("ns", "claim"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Restore(ctx, up.SnapshotID, t.TempDir(), nil); err != nil {
+		t.Fatal(err)
+	}
+	files := readTree(t, work)
+	var names []string
+	for name := range files {
+		names = append(names, name)
+	}
+	if len(files) != 1 || files[filepath.Join("connections", "1", "repository.config")] == nil {
+		t.Fatalf("the working directory holds %v, want the connection's configuration only", names)
+	}
+	var config struct {
+		Caching map[string]any `json:"caching"`
+	}
+	if err := json.Unmarshal(files[filepath.Join("connections", "1", "repository.config")], &config); err != nil {
+		t.Fatal(err)
+	}
+	if len(config.Caching) != 0 {
+		t.Errorf("the connection's caching: %v, want none", config.Caching)
+	}
+}
