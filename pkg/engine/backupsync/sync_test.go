@@ -5,21 +5,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/pkg/engine/enginetest"
 	"github.com/backstop-io/backstop/pkg/objectstore"
+	"github.com/backstop-io/backstop/test/integration/framework"
 )
 
 // TestSyncPass: one pass over a filesystem location makes the Backups it
@@ -196,5 +200,87 @@ func TestTenantSyncLimit(t *testing.T) {
 	}
 	if synced != 1 || len(list.Items) != 5 {
 		t.Errorf("%d Backups synced from the tenant's bucket of six (%d in all), want 1: the limit of 3 with two held in its locations", synced, len(list.Items))
+	}
+}
+
+// TestTenantsShareSyncWorkers: tenants' locations whose endpoints answer
+// slowly hold one sync worker per tenant and, together, all but one: of
+// four tenants' eight trickling locations synced at once, three passes
+// wait on their endpoints, one per tenant, and the others return at once
+// (added again for later), holding no worker.
+func TestTenantsShareSyncWorkers(t *testing.T) {
+	const ns = "backstop-system"
+	ctx := context.Background()
+	tenants := []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d"}
+	tricklers := map[string]*framework.Trickler{}
+	var objects []runtime.Object
+	for _, tenant := range tenants {
+		tr := &framework.Trickler{}
+		srv := httptest.NewServer(tr)
+		defer srv.Close()
+		tricklers[tenant] = tr
+		for i := range 2 {
+			name := fmt.Sprintf("%s-%d", tenant, i)
+			objects = append(objects, &velerov1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Labels:      map[string]string{oadpv1alpha1.NabslOriginNACUUIDLabel: name},
+				Annotations: map[string]string{oadpv1alpha1.NabslOriginNamespaceAnnotation: tenant}},
+				Spec: velerov1.BackupStorageLocationSpec{Provider: "aws", Config: map[string]string{"s3Url": srv.URL, "region": "us-east-1", "s3ForcePathStyle": "true"},
+					Credential:  &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "cloud"},
+					StorageType: velerov1.StorageType{ObjectStorage: &velerov1.ObjectStorageLocation{Bucket: "trickle"}}},
+				Status: velerov1.BackupStorageLocationStatus{Phase: velerov1.BackupStorageLocationPhaseAvailable}})
+		}
+	}
+	w := enginetest.New(t, objects...)
+	v := w.Factory.Velero().V1()
+	// The tenants' keys; their endpoints, on loopback, allowed.
+	opener := objectstore.Opener{
+		Secrets: func(context.Context, string, string, string) ([]byte, error) {
+			return []byte("[default]\naws_access_key_id = a\naws_secret_access_key = b\n"), nil
+		},
+		TenantEndpoints: func(context.Context) ([]string, error) { return []string{"127.0.0.0/8"}, nil },
+	}
+	c, err := New(Config{Client: w.Client, Backups: v.Backups(), Locations: v.BackupStorageLocations(), Requests: v.DeleteBackupRequests(), Opener: opener,
+		Period: time.Minute, TenantPeriod: func() time.Duration { return time.Minute }, PassTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight := func() (all, most int32) {
+		for _, tr := range tricklers {
+			n := tr.InFlight.Load()
+			all += n
+			most = max(most, n)
+		}
+		return all, most
+	}
+	done := make(chan error, 2*len(tenants))
+	for _, tenant := range tenants {
+		for i := range 2 {
+			go func() { done <- c.sync(ctx, cache.ObjectName{Namespace: ns, Name: fmt.Sprintf("%s-%d", tenant, i)}) }()
+		}
+	}
+	for range 5 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("the syncs of locations whose owner's share is in use did not return at once")
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		all, _ := inFlight()
+		return all == 3, nil
+	}); err != nil {
+		all, most := inFlight()
+		t.Fatalf("passes at the endpoints: %d (at most %d for one tenant), want 3", all, most)
+	}
+	if all, most := inFlight(); all != 3 || most != 1 {
+		t.Errorf("passes at the endpoints: %d, at most %d for one tenant; want 3, one each", all, most)
+	}
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
