@@ -147,7 +147,7 @@ func (b *ScratchBudget) take(n int64) error {
 
 // give returns n bytes a spool took.
 func (b *ScratchBudget) give(n int64) {
-	if b != nil {
+	if b != nil && b.size > 0 {
 		b.used.Add(-n)
 	}
 }
