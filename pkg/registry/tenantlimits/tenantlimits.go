@@ -29,14 +29,30 @@ func (p PolicyFunc) Policy(ctx context.Context) (*oadpvalidation.Policy, field.E
 	return policy, nil
 }
 
-// CheckCount refuses a user's object of kind past the policy's limit for
-// its namespace (max; 0: none); the server's own (a schedule's run, a
-// synced backup) are always made.
-func CheckCount(ctx context.Context, count *resource.Counter, kind, namespace string, policy *oadpvalidation.Policy, max int) field.ErrorList {
+// Total is one per-namespace total of a kind that admission checks on
+// create: the store's objects of the namespace (Counter, whose Lister
+// NewREST sets once the store exists) against the policy's limit (Max).
+type Total struct {
+	Kind string
+	Max  func(oadpvalidation.Limits) int
+	resource.Counter
+}
+
+// NewTotal returns the total of kind, limited by max of the policy's
+// limits.
+func NewTotal(kind string, max func(oadpvalidation.Limits) int) *Total {
+	return &Total{Kind: kind, Max: max}
+}
+
+// Check refuses a user's object past the policy's limit for its namespace
+// (0: none); the server's own (a schedule's run, a synced backup) are
+// always made.
+func (t *Total) Check(ctx context.Context, namespace string, policy *oadpvalidation.Policy) field.ErrorList {
+	max := t.Max(policy.Limits())
 	if resource.FromEngine(ctx) || max <= 0 {
 		return nil
 	}
-	n, err := count.Count(ctx, namespace)
+	n, err := t.Count(ctx, namespace)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("metadata", "namespace"), err)}
 	}
@@ -44,5 +60,5 @@ func CheckCount(ctx context.Context, count *resource.Counter, kind, namespace st
 	if policy != nil {
 		dpa = policy.DPA
 	}
-	return oadpvalidation.CheckCount(kind, n, max, field.NewPath("metadata", "namespace"), dpa)
+	return oadpvalidation.CheckCount(t.Kind, n, max, field.NewPath("metadata", "namespace"), dpa)
 }

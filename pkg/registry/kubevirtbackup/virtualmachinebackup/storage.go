@@ -36,6 +36,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, polic
 	if err != nil {
 		return nil, err
 	}
-	strategy.count.Lister = main
+	strategy.total.Lister = main
 	return &Storage{Backup: main, Status: status, Cancel: &CancelREST{store: main.Store}}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	vmvalidation "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/validation"
+	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
@@ -25,8 +26,8 @@ import (
 type Strategy struct {
 	resource.Strategy
 	policy tenantlimits.PolicyFunc
-	// count counts a namespace's VirtualMachineBackups (tenantLimits).
-	count *resource.Counter
+	// total bounds a namespace's objects (tenantLimits).
+	total *tenantlimits.Total
 }
 
 // NewStrategy returns the VirtualMachineBackup strategy; policy (nil:
@@ -34,7 +35,7 @@ type Strategy struct {
 func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{kubevirtbackupv1alpha1.CleanupFinalizer}
-	return Strategy{Strategy: s, policy: policy, count: &resource.Counter{}}
+	return Strategy{Strategy: s, policy: policy, total: tenantlimits.NewTotal("VirtualMachineBackup", func(l oadpvalidation.Limits) int { return l.MaxVirtualMachineBackupsPerNamespace })}
 }
 
 // PrepareForCreate clears the status and normalizes the spec.
@@ -58,7 +59,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	errs = append(errs, vmvalidation.ValidateBackupAnnotations(b.Annotations, field.NewPath("metadata", "annotations"))...)
 	policy, perrs := s.policy.Policy(ctx)
 	errs = append(errs, perrs...)
-	return append(errs, tenantlimits.CheckCount(ctx, s.count, "VirtualMachineBackup", b.Namespace, policy, policy.Limits().MaxVirtualMachineBackupsPerNamespace)...)
+	return append(errs, s.total.Check(ctx, b.Namespace, policy)...)
 }
 
 // ValidateUpdate refuses any change of the spec and an un-cancel.

@@ -26,6 +26,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, polic
 	if err != nil {
 		return nil, nil, err
 	}
-	strategy.count.Lister = main
+	strategy.total.Lister = main
 	return main, status, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/backstop-io/backstop/pkg/apis/kubevirtbackup"
 	kubevirtbackupv1alpha1 "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/v1alpha1"
 	vmvalidation "github.com/backstop-io/backstop/pkg/apis/kubevirtbackup/validation"
+	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
 	"github.com/backstop-io/backstop/pkg/registry/resource"
 	"github.com/backstop-io/backstop/pkg/registry/tenantlimits"
 )
@@ -20,14 +21,14 @@ import (
 type Strategy struct {
 	resource.Strategy
 	policy tenantlimits.PolicyFunc
-	// count counts a namespace's trackers (tenantLimits).
-	count *resource.Counter
+	// total bounds a namespace's objects (tenantLimits).
+	total *tenantlimits.Total
 }
 
 // NewStrategy returns the VirtualMachineBackupTracker strategy; policy
 // (nil: none) reads the admin's tenant limits.
 func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc) Strategy {
-	return Strategy{Strategy: resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String()), policy: policy, count: &resource.Counter{}}
+	return Strategy{Strategy: resource.NewStrategy(typer, kubevirtbackupv1alpha1.SchemeGroupVersion.String()), policy: policy, total: tenantlimits.NewTotal("VirtualMachineBackupTracker", func(l oadpvalidation.Limits) int { return l.MaxVirtualMachineBackupTrackersPerNamespace })}
 }
 
 // Validate checks the metadata and the spec, and the namespace's total
@@ -38,7 +39,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	errs = append(errs, vmvalidation.ValidateTrackerAnnotations(t.Annotations, field.NewPath("metadata", "annotations"))...)
 	policy, perrs := s.policy.Policy(ctx)
 	errs = append(errs, perrs...)
-	return append(errs, tenantlimits.CheckCount(ctx, s.count, "VirtualMachineBackupTracker", t.Namespace, policy, policy.Limits().MaxVirtualMachineBackupTrackersPerNamespace)...)
+	return append(errs, s.total.Check(ctx, t.Namespace, policy)...)
 }
 
 // ValidateUpdate refuses any change of the spec; annotations may change.

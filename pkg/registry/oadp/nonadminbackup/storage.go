@@ -72,7 +72,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, backu
 	if err != nil {
 		return nil, err
 	}
-	strategy.count.Lister = main
+	strategy.total.Lister = main
 	decorated := &resource.DecoratedREST{REST: main, Fill: fill}
 	return &Storage{
 		NonAdminBackup: decorated,

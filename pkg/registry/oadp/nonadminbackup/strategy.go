@@ -32,8 +32,8 @@ type Strategy struct {
 	policy tenantlimits.PolicyFunc
 	// locations reads the NonAdminBackupStorageLocations a backup may name.
 	locations rest.Getter
-	// count counts a namespace's NonAdminBackups (tenantLimits).
-	count *resource.Counter
+	// total bounds a namespace's objects (tenantLimits).
+	total *tenantlimits.Total
 }
 
 // NewStrategy returns the NonAdminBackup strategy; policy (nil: none)
@@ -43,7 +43,7 @@ type Strategy struct {
 func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc, locations rest.Getter) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupFinalizer}
-	return Strategy{Strategy: s, policy: policy, locations: locations, count: &resource.Counter{}}
+	return Strategy{Strategy: s, policy: policy, locations: locations, total: tenantlimits.NewTotal("NonAdminBackup", func(l oadpvalidation.Limits) int { return l.MaxBackupsPerNamespace })}
 }
 
 // PrepareForCreate records who creates the NonAdminBackup (package creator): the
@@ -73,7 +73,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	if o.Spec.BackupSpec != nil && o.Spec.BackupSpec.StorageLocation != "" {
 		errs = append(errs, ValidateLocation(ctx, s.locations, o.Namespace, o.Spec.BackupSpec.StorageLocation, field.NewPath("spec", "backupSpec", "storageLocation"))...)
 	}
-	return append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminBackup", o.Namespace, policy, policy.Limits().MaxBackupsPerNamespace)...)
+	return append(errs, s.total.Check(ctx, o.Namespace, policy)...)
 }
 
 // ValidateLocation: a backup's storage location (at p) must be a

@@ -23,8 +23,8 @@ import (
 type Strategy struct {
 	resource.Strategy
 	policy tenantlimits.PolicyFunc
-	// count counts a namespace's locations (tenantLimits).
-	count *resource.Counter
+	// total bounds a namespace's objects (tenantLimits).
+	total *tenantlimits.Total
 }
 
 // NewStrategy returns the strategy; policy (nil: none) reads the admin's
@@ -33,7 +33,7 @@ type Strategy struct {
 func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminBackupStorageLocationFinalizer}
-	return Strategy{Strategy: s, policy: policy, count: &resource.Counter{}}
+	return Strategy{Strategy: s, policy: policy, total: tenantlimits.NewTotal("NonAdminBackupStorageLocation", func(l oadpvalidation.Limits) int { return l.MaxLocationsPerNamespace })}
 }
 
 // Validate checks the metadata and the spec: what the admin enforces, then
@@ -48,7 +48,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	if spec := o.Spec.BackupStorageLocationSpec; spec != nil {
 		errs = append(errs, encryption.ValidateConfig(spec.Config, true, field.NewPath("spec", "backupStorageLocationSpec", "config"))...)
 	}
-	return append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminBackupStorageLocation", o.Namespace, policy, policy.Limits().MaxLocationsPerNamespace)...)
+	return append(errs, s.total.Check(ctx, o.Namespace, policy)...)
 }
 
 // ValidateUpdate checks the update: the spec is immutable (what the admin

@@ -19,6 +19,7 @@ import (
 
 	"github.com/backstop-io/backstop/pkg/apis/oadp"
 	oadpv1alpha1 "github.com/backstop-io/backstop/pkg/apis/oadp/v1alpha1"
+	oadpvalidation "github.com/backstop-io/backstop/pkg/apis/oadp/validation"
 	"github.com/backstop-io/backstop/pkg/apis/velero"
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	velerovalidation "github.com/backstop-io/backstop/pkg/apis/velero/validation"
@@ -33,15 +34,15 @@ type Strategy struct {
 	// nabs and nars read the tenant objects a request may name.
 	nabs, nars rest.Getter
 	policy     tenantlimits.PolicyFunc
-	// count counts a namespace's requests (tenantLimits).
-	count *resource.Counter
+	// total bounds a namespace's objects (tenantLimits).
+	total *tenantlimits.Total
 }
 
 // NewStrategy returns the strategy; policy (nil: none) reads the admin's
 // policy.
 func NewStrategy(typer runtime.ObjectTyper, nabs, nars rest.Getter, policy tenantlimits.PolicyFunc) Strategy {
 	return Strategy{Strategy: resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String()), nabs: nabs, nars: nars,
-		policy: policy, count: &resource.Counter{}}
+		policy: policy, total: tenantlimits.NewTotal("NonAdminDownloadRequest", func(l oadpvalidation.Limits) int { return l.MaxDownloadRequestsPerNamespace })}
 }
 
 // Validate checks a new request: a known kind, and a target of the
@@ -69,7 +70,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 		errs = append(errs, field.InternalError(name, err))
 	}
 	policy, _ := s.policy.Policy(ctx)
-	return append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminDownloadRequest", o.Namespace, policy, policy.Limits().MaxDownloadRequestsPerNamespace)...)
+	return append(errs, s.total.Check(ctx, o.Namespace, policy)...)
 }
 
 // ValidateUpdate checks the update: the target is immutable.
@@ -115,6 +116,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs,
 	if err != nil {
 		return nil, nil, err
 	}
-	strategy.count.Lister = main
+	strategy.total.Lister = main
 	return main, status, nil
 }

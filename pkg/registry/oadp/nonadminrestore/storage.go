@@ -61,7 +61,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, nabs 
 	if err != nil {
 		return nil, err
 	}
-	strategy.count.Lister = main
+	strategy.total.Lister = main
 	logs := resource.NewLogsREST(oadp.Resource("nonadminrestores"), main.New, func(ctx context.Context, _, name string) (resource.LogFile, error) {
 		r, err := restoreOf(ctx, main, restores, name)
 		if err != nil {

@@ -29,8 +29,8 @@ type Strategy struct {
 	// nabs reads the NonAdminBackups a restore may name.
 	nabs   rest.Getter
 	policy tenantlimits.PolicyFunc
-	// count counts a namespace's NonAdminRestores (tenantLimits).
-	count *resource.Counter
+	// total bounds a namespace's objects (tenantLimits).
+	total *tenantlimits.Total
 }
 
 // NewStrategy returns the NonAdminRestore strategy; nabs reads
@@ -39,7 +39,7 @@ type Strategy struct {
 func NewStrategy(typer runtime.ObjectTyper, nabs rest.Getter, policy tenantlimits.PolicyFunc) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminRestoreFinalizer}
-	return Strategy{Strategy: s, nabs: nabs, policy: policy, count: &resource.Counter{}}
+	return Strategy{Strategy: s, nabs: nabs, policy: policy, total: tenantlimits.NewTotal("NonAdminRestore", func(l oadpvalidation.Limits) int { return l.MaxRestoresPerNamespace })}
 }
 
 // PrepareForCreate records who creates the NonAdminRestore (package
@@ -65,7 +65,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	policy, perrs := s.policy.Policy(ctx)
 	errs = append(errs, perrs...)
 	errs = append(errs, oadpvalidation.ValidateRestorePolicy(o.Spec.RestoreSpec, policy, field.NewPath("spec", "restoreSpec"))...)
-	errs = append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminRestore", o.Namespace, policy, policy.Limits().MaxRestoresPerNamespace)...)
+	errs = append(errs, s.total.Check(ctx, o.Namespace, policy)...)
 	if o.Spec.RestoreSpec == nil || o.Spec.RestoreSpec.BackupName == "" {
 		return errs
 	}

@@ -26,8 +26,8 @@ type Strategy struct {
 	resource.Strategy
 	policy    tenantlimits.PolicyFunc
 	locations rest.Getter
-	// count counts a namespace's NonAdminSchedules (tenantLimits).
-	count *resource.Counter
+	// total bounds a namespace's objects (tenantLimits).
+	total *tenantlimits.Total
 }
 
 // NewStrategy returns the strategy; policy (nil: none) reads the admin's
@@ -37,7 +37,7 @@ type Strategy struct {
 func NewStrategy(typer runtime.ObjectTyper, policy tenantlimits.PolicyFunc, locations rest.Getter) Strategy {
 	s := resource.NewStrategy(typer, oadpv1alpha1.SchemeGroupVersion.String())
 	s.Finalizers = []string{oadpv1alpha1.NonAdminScheduleFinalizer}
-	return Strategy{Strategy: s, policy: policy, locations: locations, count: &resource.Counter{}}
+	return Strategy{Strategy: s, policy: policy, locations: locations, total: tenantlimits.NewTotal("NonAdminSchedule", func(l oadpvalidation.Limits) int { return l.MaxSchedulesPerNamespace })}
 }
 
 // PrepareForCreate records who creates the NonAdminSchedule (package creator): the
@@ -67,7 +67,7 @@ func (s Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	o := obj.(*oadp.NonAdminSchedule)
 	errs := append(s.Strategy.Validate(ctx, obj), s.validateSpec(ctx, o)...)
 	policy, _ := s.policy.Policy(ctx)
-	return append(errs, tenantlimits.CheckCount(ctx, s.count, "NonAdminSchedule", o.Namespace, policy, policy.Limits().MaxSchedulesPerNamespace)...)
+	return append(errs, s.total.Check(ctx, o.Namespace, policy)...)
 }
 
 // ValidateUpdate checks a changed schedule: its spec again when it
@@ -147,6 +147,6 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, polic
 	if err != nil {
 		return nil, nil, err
 	}
-	strategy.count.Lister = main
+	strategy.total.Lister = main
 	return main, status, nil
 }
