@@ -212,7 +212,7 @@ func TestTenantsShareSyncWorkers(t *testing.T) {
 	const ns = "backstop-system"
 	ctx := context.Background()
 	tenants := []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d"}
-	tricklers := map[string]*framework.Trickler{}
+	tricklers := framework.Tricklers{}
 	var objects []runtime.Object
 	for _, tenant := range tenants {
 		tr := &framework.Trickler{}
@@ -244,14 +244,6 @@ func TestTenantsShareSyncWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inFlight := func() (all, most int32) {
-		for _, tr := range tricklers {
-			n := tr.InFlight.Load()
-			all += n
-			most = max(most, n)
-		}
-		return all, most
-	}
 	done := make(chan error, 2*len(tenants))
 	for _, tenant := range tenants {
 		for i := range 2 {
@@ -269,13 +261,13 @@ func TestTenantsShareSyncWorkers(t *testing.T) {
 		}
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		all, _ := inFlight()
+		all, _ := tricklers.InFlight()
 		return all == 3, nil
 	}); err != nil {
-		all, most := inFlight()
+		all, most := tricklers.InFlight()
 		t.Fatalf("passes at the endpoints: %d (at most %d for one tenant), want 3", all, most)
 	}
-	if all, most := inFlight(); all != 3 || most != 1 {
+	if all, most := tricklers.InFlight(); all != 3 || most != 1 {
 		t.Errorf("passes at the endpoints: %d, at most %d for one tenant; want 3, one each", all, most)
 	}
 	for range 3 {

@@ -88,7 +88,7 @@ func TestCheckDeadline(t *testing.T) {
 func TestTenantsShareWorkers(t *testing.T) {
 	ctx := context.Background()
 	tenants := []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d"}
-	tricklers := map[string]*framework.Trickler{}
+	tricklers := framework.Tricklers{}
 	var objects []runtime.Object
 	for _, tenant := range tenants {
 		tr := &framework.Trickler{}
@@ -111,14 +111,6 @@ func TestTenantsShareWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.CheckTimeout = 5 * time.Second
-	inFlight := func() (all, most int32) {
-		for _, tr := range tricklers {
-			n := tr.InFlight.Load()
-			all += n
-			most = max(most, n)
-		}
-		return all, most
-	}
 	done := make(chan error, 2*len(tenants))
 	for _, tenant := range tenants {
 		for i := range 2 {
@@ -139,13 +131,13 @@ func TestTenantsShareWorkers(t *testing.T) {
 		}
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		all, _ := inFlight()
+		all, _ := tricklers.InFlight()
 		return all == 3, nil
 	}); err != nil {
-		all, most := inFlight()
+		all, most := tricklers.InFlight()
 		t.Fatalf("checks at the endpoints: %d (at most %d for one tenant), want 3", all, most)
 	}
-	if all, most := inFlight(); all != 3 || most != 1 {
+	if all, most := tricklers.InFlight(); all != 3 || most != 1 {
 		t.Errorf("checks at the endpoints: %d, at most %d for one tenant; want 3, one each", all, most)
 	}
 	t.Run("the admin's location meanwhile", func(t *testing.T) {

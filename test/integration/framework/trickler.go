@@ -35,3 +35,17 @@ func (tr *Trickler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// Tricklers are tricklers by owner (each tenant's endpoint).
+type Tricklers map[string]*Trickler
+
+// InFlight is how many requests they hold in all, and the most one of
+// them holds.
+func (ts Tricklers) InFlight() (all, most int32) {
+	for _, tr := range ts {
+		n := tr.InFlight.Load()
+		all += n
+		most = max(most, n)
+	}
+	return all, most
+}
