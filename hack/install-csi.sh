@@ -9,13 +9,20 @@
 #   csi-snapshotter      -> VolumeSnapshotContent -> the driver's snapshot;
 #   csi-provisioner      kubernetes-csi/external-provisioner: claims ->
 #                        volumes, also from a snapshot;
+#   csi-attacher         kubernetes-csi/external-attacher: VolumeAttachments
+#                        -> the driver's ControllerPublishVolume, for a
+#                        driver that says attachRequired (the nodes' tests);
+#   csi-registrar        hack/tools/csi-registrar: registers the driver
+#                        with a node's kubelet, node-driver-registrar's job
+#                        (the Go module proxy does not serve that module);
 #   csi-snapshot-metadata kubernetes-csi/external-snapshot-metadata: the
 #                        SnapshotMetadata API (a block volume's changed
 #                        blocks) over TLS, with its SnapshotMetadataService
 #                        CRD (from the project's client module).
 #
-# external-snapshotter and external-provisioner are built inside this module
-# (hack/tools.go pins their commands, go.mod their versions), as
+# external-snapshotter, external-provisioner and external-attacher are built
+# inside this module (hack/tools.go pins their commands, go.mod their
+# versions), as
 # hack/install-kube.sh builds kube-apiserver: they share the module's
 # Kubernetes libraries and the packages the server's build compiled. Their
 # own go.mod files carry replace directives that only matter to their own
@@ -56,6 +63,7 @@ hostpath_sha256=a50c3a01c6618ae4f27d10a114be4743894c3d02299751fd2782b19d7d6c58ec
 
 snapshotter_module=github.com/kubernetes-csi/external-snapshotter/v8
 provisioner_module=github.com/kubernetes-csi/external-provisioner/v6
+attacher_module=github.com/kubernetes-csi/external-attacher/v4
 client_module=github.com/kubernetes-csi/external-snapshotter/client/v8
 metadata_module=github.com/kubernetes-csi/external-snapshot-metadata
 metadata_client_module=github.com/kubernetes-csi/external-snapshot-metadata/client
@@ -154,6 +162,9 @@ build_sidecars() {
   build_in_module snapshot-controller "${snapshotter_module}" "${snapshotter_module}/cmd/snapshot-controller"
   build_in_module csi-snapshotter "${snapshotter_module}" "${snapshotter_module}/cmd/csi-snapshotter"
   build_in_module csi-provisioner "${provisioner_module}" "${provisioner_module}/cmd/csi-provisioner"
+  build_in_module csi-attacher "${attacher_module}" "${attacher_module}/cmd/csi-attacher"
+  echo "install-csi: building csi-registrar (hack/tools/csi-registrar)"
+  go build -ldflags "-s -w" -o "${bin_dir}/csi-registrar" ./hack/tools/csi-registrar
 
   # The CRDs of the snapshot API, at the client module's version (the one
   # the snapshot-controller is built with).

@@ -65,6 +65,7 @@ func (s clusterSlot) etcdClientPort() int    { return 2379 + 10*int(s) }
 func (s clusterSlot) etcdPeerPort() int      { return 2380 + 10*int(s) }
 func (s clusterSlot) kubeAPIServerPort() int { return 6443 + int(s) }
 func (s clusterSlot) controllerPort() int    { return 10257 + int(s) }
+func (s clusterSlot) schedulerPort() int     { return 10400 + int(s) }
 
 // snapshotMetadataPort is where the CSI stack's external-snapshot-metadata
 // sidecar serves.
@@ -92,8 +93,8 @@ const (
 // (namespace deletion, garbage collection, service accounts and their
 // tokens, endpoint slices, clusterrole aggregation, the workload
 // controllers (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job,
-// CronJob), volume binding and protection; no scheduler or kubelet: pods
-// stay Pending), with Backstop
+// CronJob), volume binding and protection; no scheduler or kubelet, so
+// pods stay Pending, unless ClusterOptions.Nodes asks for nodes), with Backstop
 // registered by the manifests of artifacts/deploy exactly as a user applies
 // them and run as the pod of their Deployment would run: with its
 // arguments and its ServiceAccount's token.
@@ -130,6 +131,10 @@ type Cluster struct {
 	slot clusterSlot
 	// CSI is the CSI stack (ClusterOptions.CSI), else nil.
 	CSI *CSI
+	// Nodes are the cluster's nodes (ClusterOptions.Nodes).
+	Nodes []*Node
+	// afterStop run, last first, once every process has stopped.
+	afterStop []func()
 }
 
 // process is one control plane binary the harness runs.
@@ -155,6 +160,11 @@ type ClusterOptions struct {
 	// CSI: the CSI stack too (hostpath driver, snapshot-controller,
 	// csi-snapshotter, csi-provisioner), before Backstop.
 	CSI bool
+	// Nodes: this many nodes (kubelet, containerd) and kube-scheduler,
+	// so that pods run; kube-controller-manager then also runs the node
+	// lifecycle controller and publishes kube-root-ca.crt for the pods'
+	// service account tokens.
+	Nodes int
 }
 
 // StartClusterWith starts the control plane, and Backstop unless told
@@ -170,7 +180,10 @@ func StartClusterWith(t testing.TB, opts ClusterOptions) *Cluster {
 	c.pki()
 	c.startEtcd()
 	c.startKubeAPIServer()
-	c.startKubeControllerManager()
+	c.startKubeControllerManager(opts.Nodes > 0)
+	if opts.Nodes > 0 {
+		c.startNodes(opts.Nodes)
+	}
 	if opts.CSI {
 		c.startCSI()
 	}
@@ -221,6 +234,9 @@ func (c *Cluster) pki() {
 	c.write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
 	c.AdminKubeconfig = c.UserKubeconfig("cluster-admin", "system:masters")
 	c.writeKubeconfig("kube-controller-manager.kubeconfig", c.clientAuth("system:kube-controller-manager"))
+	// kube-apiserver's identity towards kubelets (exec, logs), as
+	// kubeadm's apiserver-kubelet-client.
+	c.clientCert(c.ca, "kubelet-client", "kube-apiserver-kubelet-client", "system:masters")
 }
 
 func (c *Cluster) write(name string, data []byte) string {
@@ -267,15 +283,22 @@ func (c *Cluster) URL() string {
 
 func (c *Cluster) writeKubeconfig(name string, auth *clientcmdapi.AuthInfo) string {
 	c.t.Helper()
+	return c.writeKubeconfigFile(c.path(name), auth)
+}
+
+// writeKubeconfigFile writes a kubeconfig of kube-apiserver and auth at
+// path, and returns path.
+func (c *Cluster) writeKubeconfigFile(path string, auth *clientcmdapi.AuthInfo) string {
+	c.t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["kube"] = &clientcmdapi.Cluster{Server: c.URL(), CertificateAuthority: pki.New(c.path("kube-ca")).CAFile()}
 	cfg.AuthInfos["user"] = auth
 	cfg.Contexts["kube"] = &clientcmdapi.Context{Cluster: "kube", AuthInfo: "user"}
 	cfg.CurrentContext = "kube"
-	if err := clientcmd.WriteToFile(*cfg, c.path(name)); err != nil {
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		c.t.Fatal(err)
 	}
-	return c.path(name)
+	return path
 }
 
 // UserKubeconfig writes a kubeconfig with a client certificate of the
@@ -313,6 +336,13 @@ func (c *Cluster) start(name, bin string, args ...string) *process {
 // startEnv is start with more environment variables.
 func (c *Cluster) startEnv(name, bin string, env []string, args ...string) *process {
 	c.t.Helper()
+	return c.startProc(name, bin, env, 0, args...)
+}
+
+// startProc is startEnv in new namespaces (cloneflags: CLONE_NEWNS and
+// so on; 0 for none).
+func (c *Cluster) startProc(name, bin string, env []string, cloneflags uintptr, args ...string) *process {
+	c.t.Helper()
 	if err := os.MkdirAll(c.path("logs"), 0o700); err != nil {
 		c.t.Fatal(err)
 	}
@@ -322,6 +352,7 @@ func (c *Cluster) startEnv(name, bin string, env []string, args ...string) *proc
 		c.t.Fatal(err)
 	}
 	cmd := diesWithTest(exec.Command(bin, args...))
+	cmd.SysProcAttr.Cloneflags = cloneflags
 	cmd.Dir = c.Dir
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
@@ -361,6 +392,14 @@ func (p *process) stop(sig syscall.Signal) {
 func (c *Cluster) stopAll() {
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].stop(syscall.SIGTERM)
+	}
+	if c.t.Failed() {
+		for _, n := range c.Nodes {
+			n.dumpLogs()
+		}
+	}
+	for i := len(c.afterStop) - 1; i >= 0; i-- {
+		c.afterStop[i]()
 	}
 	unmountUnder(c.t, c.Dir)
 	if c.t.Failed() {
@@ -444,7 +483,11 @@ func (c *Cluster) startKubeAPIServer() {
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=" + c.path("sa.pub"),
 		"--service-account-signing-key-file=" + c.path("sa.key"),
-		"--authorization-mode=RBAC",
+		// Kubelets are authorized as nodes, and reached at their
+		// InternalIP with a client certificate (exec, logs).
+		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+		"--kubelet-client-certificate=" + c.path("kubelet-client.crt"), "--kubelet-client-key=" + c.path("kubelet-client.key"),
+		"--kubelet-preferred-address-types=InternalIP",
 		// Aggregated servers are reached at their endpoints (there is no
 		// kube-proxy to route a Service's cluster IP).
 		"--enable-aggregator-routing=true",
@@ -527,12 +570,18 @@ func (c *Cluster) BackstopRunning() bool {
 	}
 }
 
-func (c *Cluster) startKubeControllerManager() {
+func (c *Cluster) startKubeControllerManager(nodes bool) {
 	kubeconfig := c.path("kube-controller-manager.kubeconfig")
+	controllers := "namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,endpointslice-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,job-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,statefulset-controller,daemonset-controller,cronjob-controller,persistentvolume-binder-controller"
+	if nodes {
+		// Nodes' taints follow their conditions; pods' service account
+		// token volumes carry the cluster CA (kube-root-ca.crt).
+		controllers += ",node-lifecycle-controller,root-ca-certificate-publisher-controller"
+	}
 	p := c.start("kube-controller-manager", Binary(c.t, "kube-controller-manager"),
 		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.slot.controllerPort()), "--leader-elect=false",
-		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,endpointslice-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,job-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,statefulset-controller,daemonset-controller,cronjob-controller,persistentvolume-binder-controller",
+		"--controllers="+controllers,
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+c.path("sa.key"), "--root-ca-file="+pki.New(c.path("kube-ca")).CAFile(),
 		"--service-cluster-ip-range="+ServiceCIDR)
