@@ -6,11 +6,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -136,4 +138,156 @@ func waitPodReady(t *testing.T, c *framework.Cluster, namespace, name string) *c
 		t.Fatalf("pod %s/%s Ready: %v (last: %s)", namespace, name, err, last)
 	}
 	return pod
+}
+
+// TestPodsOnAttachedVolumes: the CSI driver as a cluster runs it, on a
+// node, registered with kubelet, and requiring attach. A pod's claim is
+// attached to its node (a VolumeAttachment, csi-attacher, the driver's
+// ControllerPublishVolume, without which the driver refuses to stage),
+// then staged and published by kubelet; what the pod wrote is there for
+// the next pod after the first is gone, and when the last is gone the
+// volume is detached and nothing of it stays mounted on the node.
+func TestPodsOnAttachedVolumes(t *testing.T) {
+	t.Parallel()
+	c := framework.StartClusterWith(t, framework.ClusterOptions{WithoutBackstop: true, Nodes: 1, CSI: true})
+	node := c.Nodes[0]
+	ctx := context.Background()
+	const ns = "default"
+
+	t.Run("the driver is registered with kubelet", func(t *testing.T) {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			csiNode, err := c.Kube.StorageV1().CSINodes().Get(ctx, node.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			for _, d := range csiNode.Spec.Drivers {
+				if d.Name == framework.CSIDriver && d.NodeID == node.Name {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("CSINode %s lists driver %s: %v", node.Name, framework.CSIDriver, err)
+		}
+	})
+
+	claim := c.CSI.CreateClaim(ns, "data", "16Mi", nil)
+	mountedOnNode := func() []string {
+		t.Helper()
+		mounts, err := node.Mounts("/var/lib/kubelet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ours []string
+		for _, m := range mounts {
+			if strings.Contains(m, claim.Spec.VolumeName) {
+				ours = append(ours, m)
+			}
+		}
+		return ours
+	}
+
+	t.Run("a pod's volume is attached, then mounted by kubelet", func(t *testing.T) {
+		runPodOnClaim(t, c, ns, "writer", claim.Name, "echo written-by-writer > /data/f")
+		attachment := volumeAttachment(t, c, claim.Spec.VolumeName)
+		if attachment == nil || !attachment.Status.Attached || attachment.Spec.NodeName != node.Name || attachment.Spec.Attacher != framework.CSIDriver {
+			t.Fatalf("VolumeAttachment of %s: %+v, want one attached to %s by %s", claim.Spec.VolumeName, attachment, node.Name, framework.CSIDriver)
+		}
+		pod, err := c.Kube.CoreV1().Pods(ns).Get(ctx, "writer", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The hostpath driver stages a filesystem volume without a
+		// mount; kubelet publishes it into the pod's directory.
+		want := filepath.Join("/var/lib/kubelet/pods", string(pod.UID), "volumes/kubernetes.io~csi", claim.Spec.VolumeName, "mount")
+		if mounts := mountedOnNode(); !slices.Contains(mounts, want) {
+			t.Errorf("mounts of %s on the node: %v, want %s", claim.Spec.VolumeName, mounts, want)
+		}
+	})
+
+	t.Run("the next pod reads what the first wrote", func(t *testing.T) {
+		deletePodAndWait(t, c, ns, "writer")
+		runPodOnClaim(t, c, ns, "reader", claim.Name, "true")
+		out, err := c.Kubectl(c.AdminKubeconfig, nil, "exec", "-n", ns, "reader", "--", "cat", "/data/f")
+		if err != nil || out != "written-by-writer\n" {
+			t.Errorf("the reader's /data/f: %q (%v)", out, err)
+		}
+	})
+
+	t.Run("the last pod gone, the volume is detached and unmounted", func(t *testing.T) {
+		deletePodAndWait(t, c, ns, "reader")
+		var left string
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			if a := volumeAttachment(t, c, claim.Spec.VolumeName); a != nil {
+				left = fmt.Sprintf("VolumeAttachment %s (attached %t)", a.Name, a.Status.Attached)
+				return false, nil
+			}
+			if mounts := mountedOnNode(); len(mounts) > 0 {
+				left = fmt.Sprintf("mounts %v", mounts)
+				return false, nil
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("%v; left: %s", err, left)
+		}
+	})
+}
+
+// runPodOnClaim runs a pod of the shell image with a claim at /data,
+// running script and then sleeping, and waits until it is Ready.
+func runPodOnClaim(t *testing.T, c *framework.Cluster, namespace, name, claim, script string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: new(int64(1)),
+			Containers: []corev1.Container{{
+				Name: "shell", Image: framework.ShellImage, ImagePullPolicy: corev1.PullNever,
+				Command:      []string{"sh", "-c", script + " && exec sleep 3600"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		},
+	}
+	if _, err := c.Kube.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating pod %s: %v", name, err)
+	}
+	waitPodReady(t, c, namespace, name)
+}
+
+// deletePodAndWait deletes a pod and waits until it is gone.
+func deletePodAndWait(t *testing.T, c *framework.Cluster, namespace, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Kube.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting pod %s: %v", name, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s gone: %v", namespace, name, err)
+	}
+}
+
+// volumeAttachment is the VolumeAttachment of a PersistentVolume, or nil.
+func volumeAttachment(t *testing.T, c *framework.Cluster, pv string) *storagev1.VolumeAttachment {
+	t.Helper()
+	list, err := c.Kube.StorageV1().VolumeAttachments().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing VolumeAttachments: %v", err)
+	}
+	for i, a := range list.Items {
+		if a.Spec.Source.PersistentVolumeName != nil && *a.Spec.Source.PersistentVolumeName == pv {
+			return &list.Items[i]
+		}
+	}
+	return nil
 }

@@ -158,7 +158,8 @@ type ClusterOptions struct {
 	// peer such as Velero first).
 	WithoutBackstop bool
 	// CSI: the CSI stack too (hostpath driver, snapshot-controller,
-	// csi-snapshotter, csi-provisioner), before Backstop.
+	// csi-snapshotter, csi-provisioner), before Backstop; with Nodes, the
+	// driver runs in the first node and requires attach (CSI.OnNode).
 	CSI bool
 	// Nodes: this many nodes (kubelet, containerd) and kube-scheduler,
 	// so that pods run; kube-controller-manager then also runs the node
@@ -181,6 +182,9 @@ func StartClusterWith(t testing.TB, opts ClusterOptions) *Cluster {
 	c.startEtcd()
 	c.startKubeAPIServer()
 	c.startKubeControllerManager(opts.Nodes > 0)
+	if opts.CSI {
+		c.CSI = c.newCSI(opts.Nodes > 0)
+	}
 	if opts.Nodes > 0 {
 		c.startNodes(opts.Nodes)
 	}
@@ -575,8 +579,9 @@ func (c *Cluster) startKubeControllerManager(nodes bool) {
 	controllers := "namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,endpointslice-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,job-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,statefulset-controller,daemonset-controller,cronjob-controller,persistentvolume-binder-controller"
 	if nodes {
 		// Nodes' taints follow their conditions; pods' service account
-		// token volumes carry the cluster CA (kube-root-ca.crt).
-		controllers += ",node-lifecycle-controller,root-ca-certificate-publisher-controller"
+		// token volumes carry the cluster CA (kube-root-ca.crt); their
+		// volumes are attached to their nodes (VolumeAttachments).
+		controllers += ",node-lifecycle-controller,root-ca-certificate-publisher-controller,persistentvolume-attach-detach-controller"
 	}
 	p := c.start("kube-controller-manager", Binary(c.t, "kube-controller-manager"),
 		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,

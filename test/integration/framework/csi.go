@@ -46,11 +46,18 @@ const (
 // service in one process, its volumes and snapshots under StateDir),
 // csi-provisioner and csi-snapshotter talking to it over its socket,
 // snapshot-controller, the snapshot.storage.k8s.io CRDs, a StorageClass and
-// a VolumeSnapshotClass. Processes, not pods: there is no kubelet; a test
-// reaches a volume's files as kubelet would, through the node service
-// (WriteFiles, ReadFiles).
+// a VolumeSnapshotClass. Processes, not pods. Without nodes, there is no
+// kubelet: a test reaches a volume's files as kubelet would, through the
+// node service (WriteFiles, ReadFiles). With nodes (OnNode), the driver
+// runs in the first node, registered with its kubelet (csi-registrar),
+// and requires attach, as most production drivers do: csi-attacher and
+// kube-controller-manager's attach/detach controller attach a pod's
+// volume before kubelet mounts it.
 type CSI struct {
 	c *Cluster
+	// OnNode is the node the driver runs in, else nil (the driver a
+	// process of the test's namespaces, without attach).
+	OnNode *Node
 	// Socket is the driver's endpoint (a unix socket).
 	Socket string
 	// StateDir holds the driver's state: its volumes and snapshots.
@@ -64,6 +71,8 @@ type CSI struct {
 	// snapshotMetadataService is the driver's SnapshotMetadataService
 	// (WithoutSnapshotMetadata, WithSnapshotMetadata).
 	snapshotMetadataService string
+	// onNode: the driver runs in node-0 (OnNode once it runs).
+	onNode bool
 }
 
 // SnapshotMetadataAudience is the audience of the tokens the CSI stack's
@@ -94,8 +103,9 @@ type sidecar struct {
 	proc      *process
 }
 
-// startCSI installs the snapshot CRDs and starts the stack.
-func (c *Cluster) startCSI() {
+// newCSI prepares the CSI stack: its socket, state and the driver's
+// arguments. On nodes (onNode), node-0 runs the driver (nodeDaemons).
+func (c *Cluster) newCSI(onNode bool) *CSI {
 	t := c.t
 	// A unix socket's path is short (108 bytes): not under the test's
 	// directory, whose name carries the test's.
@@ -103,13 +113,45 @@ func (c *Cluster) startCSI() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	s := &CSI{c: c, Socket: filepath.Join(sockDir, "csi.sock"), StateDir: c.path("csi-data")}
-	c.CSI = s
+	c.afterStop = append(c.afterStop, func() { _ = os.RemoveAll(sockDir) })
+	s := &CSI{c: c, Socket: filepath.Join(sockDir, "csi.sock"), StateDir: c.path("csi-data"), onNode: onNode}
 	// The driver attaches a loop device to each block volume and leaves
 	// it attached when the volume goes: detached once the driver has
-	// stopped (cleanups run last first).
-	t.Cleanup(func() { detachLoops(t, s.StateDir) })
+	// stopped.
+	c.afterStop = append(c.afterStop, func() { detachLoops(t, s.StateDir) })
+	nodeID := HarnessNode
+	if onNode {
+		nodeID = nodeName(0)
+	}
+	s.driverArgs = []string{"--endpoint=unix://" + s.Socket, "--drivername=" + CSIDriver, "--nodeid=" + nodeID,
+		"--statedir=" + s.StateDir, "--enable-topology=false", "--enable-snapshot-metadata", "--v=4"}
+	if onNode {
+		// ControllerPublishVolume before a node may stage the volume.
+		s.driverArgs = append(s.driverArgs, "--enable-attach")
+	}
+	return s
+}
+
+// nodeDaemons are what node i runs of the stack besides kubelet: node-0
+// the driver and its registration with kubelet.
+func (s *CSI) nodeDaemons(i int) [][]string {
+	if !s.onNode || i != 0 {
+		return nil
+	}
+	return [][]string{
+		append([]string{"hostpathplugin", Binary(s.c.t, "hostpathplugin")}, s.driverArgs...),
+		{"csi-registrar", Binary(s.c.t, "csi-registrar"), "-driver", CSIDriver, "-endpoint", s.Socket},
+	}
+}
+
+// startCSI installs the snapshot CRDs and starts the stack (the driver
+// itself, when it runs in a node, started with the node).
+func (c *Cluster) startCSI() {
+	t := c.t
+	s := c.CSI
+	if s.onNode {
+		s.OnNode = c.Nodes[0]
+	}
 
 	root, err := moduleRoot()
 	if err != nil {
@@ -118,7 +160,7 @@ func (c *Cluster) startCSI() {
 	// The binaries first: without BACKSTOP_BIN_DIR this runs
 	// hack/install-csi.sh, which also copies the CRDs.
 	bins := map[string]string{}
-	for _, name := range []string{"hostpathplugin", "snapshot-controller", "csi-snapshotter", "csi-provisioner", "csi-snapshot-metadata"} {
+	for _, name := range []string{"hostpathplugin", "snapshot-controller", "csi-snapshotter", "csi-provisioner", "csi-snapshot-metadata", "csi-attacher"} {
 		bins[name] = Binary(t, name)
 	}
 	crds := filepath.Join(root, "_output", "csi", "crd")
@@ -128,9 +170,6 @@ func (c *Cluster) startCSI() {
 	if out, err := c.Kubectl(c.AdminKubeconfig, nil, "wait", "--for=condition=Established", "--timeout=60s", "-f", crds); err != nil {
 		t.Fatalf("the snapshot CRDs established: %v\n%s", err, out)
 	}
-
-	s.driverArgs = []string{"--endpoint=unix://" + s.Socket, "--drivername=" + CSIDriver, "--nodeid=" + HarnessNode,
-		"--statedir=" + s.StateDir, "--enable-topology=false", "--enable-snapshot-metadata", "--v=4"}
 	s.startDriver()
 
 	kubeconfig := c.AdminKubeconfig
@@ -168,6 +207,10 @@ func (c *Cluster) startCSI() {
 	s.sidecars = append(s.sidecars, &sidecar{name: "csi-snapshot-metadata", bin: bins["csi-snapshot-metadata"],
 		args: []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + s.Socket, "--tls-cert=" + mdCert, "--tls-key=" + mdKey,
 			fmt.Sprintf("--port=%d", c.slot.snapshotMetadataPort()), "--v=4"}})
+	if s.onNode {
+		s.sidecars = append(s.sidecars, &sidecar{name: "csi-attacher", bin: bins["csi-attacher"], env: []string{"KUBECONFIG="},
+			args: []string{"--kubeconfig=" + kubeconfig, "--csi-address=" + s.Socket, retry, "--v=4"}})
+	}
 	for _, sc := range s.sidecars {
 		sc.proc = c.startEnv(sc.name, sc.bin, sc.env, sc.args...)
 	}
@@ -186,7 +229,7 @@ kind: CSIDriver
 metadata:
   name: %[1]s
 spec:
-  attachRequired: false
+  attachRequired: %[5]t
   podInfoOnMount: true
   volumeLifecycleModes: [Persistent]
   fsGroupPolicy: File
@@ -208,17 +251,22 @@ metadata:
     %[4]s: "true"
 driver: %[1]s
 deletionPolicy: Delete
-`, CSIDriver, CSIStorageClass, CSISnapshotClass, VolumeSnapshotClassLabel)
+`, CSIDriver, CSIStorageClass, CSISnapshotClass, VolumeSnapshotClassLabel, s.onNode)
 	if out, err := c.Kubectl(c.AdminKubeconfig, []byte(objects), "apply", "-f", "-"); err != nil {
 		t.Fatalf("the CSIDriver, StorageClass and VolumeSnapshotClass: %v\n%s", err, out)
 	}
 }
 
-// startDriver starts hostpathplugin and waits until it answers a probe.
+// startDriver starts hostpathplugin (in a node, it started with the
+// node) and waits until it answers a probe.
 func (s *CSI) startDriver() {
 	c := s.c
-	_ = os.Remove(s.Socket)
-	s.driver = c.start("hostpathplugin", Binary(c.t, "hostpathplugin"), s.driverArgs...)
+	if s.OnNode != nil {
+		s.driver = s.OnNode.init
+	} else {
+		_ = os.Remove(s.Socket)
+		s.driver = c.start("hostpathplugin", Binary(c.t, "hostpathplugin"), s.driverArgs...)
+	}
 	if s.conn == nil {
 		conn, err := grpc.NewClient("unix://"+s.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -248,6 +296,7 @@ func (s *CSI) startDriver() {
 // Snapshots and volumes wait until StartDriver; snapshot-controller runs
 // on.
 func (s *CSI) StopDriver(kill bool) {
+	s.requireProcess("StopDriver")
 	sig := syscall.SIGTERM
 	if kill {
 		sig = syscall.SIGKILL
@@ -262,9 +311,19 @@ func (s *CSI) StopDriver(kill bool) {
 // and its sidecars.
 func (s *CSI) StartDriver() {
 	s.c.t.Helper()
+	s.requireProcess("StartDriver")
 	s.startDriver()
 	for _, sc := range s.sidecars {
 		sc.proc = s.c.startEnv(sc.name, sc.bin, sc.env, sc.args...)
+	}
+}
+
+// requireProcess fails the test when the driver runs in a node, whose
+// daemons live and die with it.
+func (s *CSI) requireProcess(what string) {
+	s.c.t.Helper()
+	if s.OnNode != nil {
+		s.c.t.Fatalf("%s: the driver runs in node %s, with it", what, s.OnNode.Name)
 	}
 }
 

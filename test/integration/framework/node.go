@@ -46,7 +46,9 @@ type Node struct {
 	// cluster's logs directory.
 	Dir string
 	// PodCIDR is the range of the node's pod IPs, on its bridge.
-	PodCIDR    string
+	PodCIDR string
+	// index is the node's place among the cluster's (nodeName).
+	index      int
 	bridge     string
 	cgroupRoot string
 	// logs holds the node's daemons' logs (<name>.log).
@@ -84,7 +86,7 @@ func (c *Cluster) startKubeScheduler() {
 // (node-init.sh) in new PID and mount namespaces.
 func (c *Cluster) startNode(i int) *Node {
 	t := c.t
-	n := &Node{c: c, Name: fmt.Sprintf("node-%d", i), IP: c.slot.nodeIP(i), PodCIDR: c.slot.podCIDR(i),
+	n := &Node{c: c, index: i, Name: nodeName(i), IP: c.slot.nodeIP(i), PodCIDR: c.slot.podCIDR(i),
 		bridge: fmt.Sprintf("bs%dn%d", int(c.slot), i)}
 	// Short: kubelet's and containerd's unix sockets live under it.
 	dir, err := os.MkdirTemp("", "node")
@@ -121,7 +123,7 @@ func (c *Cluster) startNode(i int) *Node {
 		"cni/net.conflist": n.cniConfig(),
 		"kubelet.yaml":     n.kubeletConfig(),
 		"kubelet-flags":    fmt.Sprintf("--hostname-override=%s --node-ip=%s --v=2", n.Name, n.IP),
-		"daemons":          "",
+		"daemons":          n.daemons(),
 		"node-init.sh":     nodeInit,
 	}
 	for name, data := range files {
@@ -141,6 +143,32 @@ func (c *Cluster) startNode(i int) *Node {
 	n.init = c.startProc("node-init-"+n.Name, "bash", nil, syscall.CLONE_NEWNS|syscall.CLONE_NEWPID,
 		filepath.Join(dir, "node-init.sh"), dir, n.cgroupRoot, n.logs)
 	return n
+}
+
+// nodeName is the name of a cluster's i-th node.
+func nodeName(i int) string { return fmt.Sprintf("node-%d", i) }
+
+// daemons are the lines of the node's daemons file: what it runs besides
+// containerd and kubelet (the CSI driver and its registration, on the
+// node that runs them), started by node-init.sh after kubelet.
+func (n *Node) daemons() string {
+	var b strings.Builder
+	if n.c.CSI == nil {
+		return ""
+	}
+	for _, argv := range n.c.CSI.nodeDaemons(n.index) {
+		b.WriteString("start")
+		for _, arg := range argv {
+			b.WriteString(" " + shellQuote(arg))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for bash: in single quotes, each ' as '\”.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // imagesDir is _output/images of this module, where
