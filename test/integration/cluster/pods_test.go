@@ -23,9 +23,10 @@ import (
 // TestPods: the harness's node runs pods as a cluster does. A pod with an
 // emptyDir, placed by kube-scheduler, runs on the node with an IP of its
 // pod range and its service account's token; kubectl exec (stdin too) and
-// logs reach it through kube-apiserver and kubelet; its volume is on the
-// node where kubelet put it; deleted, it leaves no container and no
-// volume behind.
+// logs reach it through kube-apiserver and kubelet; it reaches
+// kube-apiserver at the kubernetes Service; its volume is on the node
+// where kubelet put it; deleted, it leaves no container and no volume
+// behind.
 func TestPods(t *testing.T) {
 	t.Parallel()
 	c := framework.StartClusterWith(t, framework.ClusterOptions{WithoutBackstop: true, Nodes: 1})
@@ -73,6 +74,19 @@ func TestPods(t *testing.T) {
 		}
 		if out, err := c.Kubectl(c.AdminKubeconfig, nil, "logs", "-n", ns, pod.Name); err != nil || out != "started\n" {
 			t.Errorf("kubectl logs: %q (%v), want %q", out, err, "started\n")
+		}
+	})
+
+	t.Run("reaches kube-apiserver at the kubernetes Service", func(t *testing.T) {
+		// No proxy: the Service's cluster IP is kube-apiserver's own
+		// address, which the pod reaches through its node's bridge. Plain
+		// HTTP to its TLS port is answered by its TLS server (busybox's
+		// TLS speaks none of kube-apiserver's cipher suites).
+		out, err := c.Kubectl(c.AdminKubeconfig, nil, "exec", "-n", ns, pod.Name, "--", "sh", "-c",
+			`echo "service ${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}"; wget -O- "http://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/" 2>&1; true`)
+		want := "service " + strings.TrimPrefix(c.URL(), "https://") + ":443\n"
+		if err != nil || !strings.HasPrefix(out, want) || !strings.Contains(out, "400 Bad Request") {
+			t.Errorf("plain HTTP from the pod to the kubernetes Service: %v\n%s\nwant %q, then kube-apiserver's 400", err, out, want)
 		}
 	})
 

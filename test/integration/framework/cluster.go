@@ -61,11 +61,20 @@ var clusterSlots = func() chan clusterSlot {
 	return free
 }()
 
-func (s clusterSlot) etcdClientPort() int    { return 2379 + 10*int(s) }
-func (s clusterSlot) etcdPeerPort() int      { return 2380 + 10*int(s) }
-func (s clusterSlot) kubeAPIServerPort() int { return 6443 + int(s) }
-func (s clusterSlot) controllerPort() int    { return 10257 + int(s) }
-func (s clusterSlot) schedulerPort() int     { return 10400 + int(s) }
+func (s clusterSlot) etcdClientPort() int { return 2379 + 10*int(s) }
+func (s clusterSlot) etcdPeerPort() int   { return 2380 + 10*int(s) }
+func (s clusterSlot) controllerPort() int { return 10257 + int(s) }
+func (s clusterSlot) schedulerPort() int  { return 10400 + int(s) }
+
+// kubeIP is where the cluster's kube-apiserver serves, on port 443, and
+// what it advertises: the first address of the cluster's service range,
+// the `kubernetes` Service's cluster IP, so that pods reach it there
+// without a proxy (RunInNetNS puts every slot's on lo; a pod's packets
+// reach lo through its node's bridge).
+func (s clusterSlot) kubeIP() string { return fmt.Sprintf("10.96.%d.1", int(s)) }
+
+// serviceCIDR is the cluster's service IP range.
+func (s clusterSlot) serviceCIDR() string { return fmt.Sprintf("10.96.%d.0/24", int(s)) }
 
 // snapshotMetadataPort is where the CSI stack's external-snapshot-metadata
 // sidecar serves.
@@ -219,7 +228,7 @@ func (c *Cluster) pki() {
 		t.Fatal(err)
 	}
 	if _, _, err := pki.New(c.path("kube-ca")).EnsureServing(c.ca,
-		[]string{"127.0.0.1", KubeAdvertiseIP, "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}); err != nil {
+		[]string{"127.0.0.1", c.slot.kubeIP(), "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}); err != nil {
 		t.Fatal(err)
 	}
 	if c.frontProxy, err = pki.New(c.path("front-proxy-ca")).EnsureCA(); err != nil {
@@ -282,7 +291,7 @@ func (c *Cluster) clientAuth(user string, groups ...string) *clientcmdapi.AuthIn
 
 // URL is kube-apiserver's address.
 func (c *Cluster) URL() string {
-	return fmt.Sprintf("https://127.0.0.1:%d", c.slot.kubeAPIServerPort())
+	return "https://" + c.slot.kubeIP()
 }
 
 func (c *Cluster) writeKubeconfig(name string, auth *clientcmdapi.AuthInfo) string {
@@ -481,10 +490,10 @@ func (c *Cluster) startKubeAPIServer() {
 	frontProxyCA := pki.New(c.path("front-proxy-ca"))
 	c.kubeAPIServerArgs = []string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.slot.etcdClientPort()),
-		"--bind-address=127.0.0.1", "--advertise-address=" + KubeAdvertiseIP, fmt.Sprintf("--secure-port=%d", c.slot.kubeAPIServerPort()),
+		"--bind-address=" + c.slot.kubeIP(), "--advertise-address=" + c.slot.kubeIP(), "--secure-port=443",
 		"--tls-cert-file=" + filepath.Join(kubeCA.Path, "serving.crt"), "--tls-private-key-file=" + filepath.Join(kubeCA.Path, "serving.key"),
 		"--client-ca-file=" + kubeCA.CAFile(),
-		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-cluster-ip-range=" + c.slot.serviceCIDR(),
 		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=" + c.path("sa.pub"),
 		"--service-account-signing-key-file=" + c.path("sa.key"),
 		// Kubelets are authorized as nodes, and reached at their
@@ -589,7 +598,7 @@ func (c *Cluster) startKubeControllerManager(nodes bool) {
 		"--controllers="+controllers,
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+c.path("sa.key"), "--root-ca-file="+pki.New(c.path("kube-ca")).CAFile(),
-		"--service-cluster-ip-range="+ServiceCIDR)
+		"--service-cluster-ip-range="+c.slot.serviceCIDR())
 	// Service accounts exist once its controllers run.
 	c.waitFor("the default ServiceAccount (kube-controller-manager)", p, 2*time.Minute, func(ctx context.Context) error {
 		_, err := c.Kube.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})

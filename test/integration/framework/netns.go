@@ -13,11 +13,6 @@ const netnsEnv = "BACKSTOP_TEST_NETNS"
 
 // Addresses inside the test network namespace (on lo; nothing routes out).
 const (
-	// KubeAdvertiseIP is kube-apiserver's advertise address: the first IP
-	// of the service range, the `kubernetes` Service's cluster IP.
-	KubeAdvertiseIP = "10.96.0.1"
-	// ServiceCIDR is the cluster's service IP range.
-	ServiceCIDR = "10.96.0.0/24"
 	// backstopPodNet and backstopPodHost: the first cluster's Backstop
 	// serves on 10.244.0.10, the next on .11, and so on (clusterSlot).
 	backstopPodNet  = "10.244.0"
@@ -58,10 +53,10 @@ func RunInNetNS(m *testing.M) int {
 	}
 	setup := [][]string{
 		{"link", "set", "lo", "up"},
-		{"addr", "add", KubeAdvertiseIP + "/32", "dev", "lo"},
 	}
 	for slot := range clusterSlot(maxClusters) {
-		setup = append(setup, []string{"addr", "add", slot.backstopPodIP() + "/32", "dev", "lo"})
+		setup = append(setup, []string{"addr", "add", slot.kubeIP() + "/32", "dev", "lo"},
+			[]string{"addr", "add", slot.backstopPodIP() + "/32", "dev", "lo"})
 	}
 	for _, args := range setup {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
