@@ -1,5 +1,7 @@
 # The server's image, as artifacts/deploy/40-deployment.yaml names it
 # (backstop-apiserver:latest): the binary `make build` makes, on Debian.
+# Without Docker, `make image` packs the same binary with the libraries it
+# links (hack/build-image.sh); that image is the one the tests run as pods.
 # libvirt is loaded at run time (libvirt_dlopen), only where VM disk
 # backups run, so the image does not carry it.
 FROM golang:1.26-trixie AS build

@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/backstop-io/backstop/pkg/version.Version=$(VERSION)
 # server builds and starts without libvirt installed.
 export GOFLAGS := -tags=libvirt_dlopen
 
-.PHONY: all build tools console-screenshots dashboard-picture test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers bench-api bench-watch bench-restore-queue bench-scale bench-idle run setup
+.PHONY: all build image tools console-screenshots dashboard-picture test test-unit unit vet fmt-check verify-codegen codegen bench bench-backup bench-vm bench-cluster bench-snapshots bench-datamover bench-encryption bench-verification bench-authz bench-nonadmin bench-scaleout bench-peers bench-api bench-watch bench-restore-queue bench-scale bench-idle run setup
 
 all: build
 
@@ -44,6 +44,14 @@ build:
 # lanes side by side: what builds inside this module, and the rest.
 tools: setup
 	bash hack/install-tools.sh
+
+# The server's image without a container engine (hack/build-image.sh):
+# the binary and the libraries it links, one layer packed with
+# go-containerregistry, in _output/images/backstop-apiserver.tar for
+# `ctr images import` (or `docker load`). The Dockerfile builds the same on
+# a machine with Docker.
+image: build
+	bash hack/build-image.sh
 
 # Standalone server on https://127.0.0.1:8443, data under ./data; then
 #   kubectl --kubeconfig data/admin.kubeconfig get backups -A

@@ -140,10 +140,8 @@ func waitPodReady(t *testing.T, c *framework.Cluster, namespace, name string) *c
 			return false, err
 		}
 		pod = got
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-				return true, nil
-			}
+		if podReady(got) {
+			return true, nil
 		}
 		last = fmt.Sprintf("phase %s, conditions %v, containers %v", got.Status.Phase, got.Status.Conditions, got.Status.ContainerStatuses)
 		return false, nil

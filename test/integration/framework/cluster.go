@@ -170,6 +170,9 @@ type ClusterOptions struct {
 	// csi-snapshotter, csi-provisioner), before Backstop; with Nodes, the
 	// driver runs in the first node and requires attach (CSI.OnNode).
 	CSI bool
+	// BackstopImage: the nodes also import the server's image
+	// (BackstopImage, hack/build-image.sh of the binary the tests run).
+	BackstopImage bool
 	// Nodes: this many nodes (kubelet, containerd) and kube-scheduler,
 	// so that pods run; kube-controller-manager then also runs the node
 	// lifecycle controller and publishes kube-root-ca.crt for the pods'
@@ -195,7 +198,11 @@ func StartClusterWith(t testing.TB, opts ClusterOptions) *Cluster {
 		c.CSI = c.newCSI(opts.Nodes > 0)
 	}
 	if opts.Nodes > 0 {
-		c.startNodes(opts.Nodes)
+		var extra []string
+		if opts.BackstopImage {
+			extra = append(extra, backstopImage(t))
+		}
+		c.startNodes(opts.Nodes, extra...)
 	}
 	if opts.CSI {
 		c.startCSI()
@@ -895,7 +902,15 @@ func (c *Cluster) BackstopDataDir() string { return c.path("backstop-data") }
 func (c *Cluster) StartBackstop() {
 	c.t.Helper()
 	c.backstop = c.startEnv("backstop-apiserver", Binary(c.t, "backstop-apiserver"), c.BackstopEnv, c.BackstopArgs...)
-	c.waitFor("Backstop's APIServices Available", c.backstop, 2*time.Minute, func(ctx context.Context) error {
+	c.WaitBackstopServing(c.backstop)
+}
+
+// WaitBackstopServing waits until kube-apiserver reports Backstop's
+// APIServices Available and serves its groups, failing the test if p (the
+// server's process, or nil when a pod runs it) exits first.
+func (c *Cluster) WaitBackstopServing(p *process) {
+	c.t.Helper()
+	c.waitFor("Backstop's APIServices Available", p, 3*time.Minute, func(ctx context.Context) error {
 		for _, name := range apiServiceNames {
 			if cond := c.APIServiceAvailable(ctx, name); cond.Status != "True" {
 				return fmt.Errorf("APIService %s: Available=%s %s: %s", name, cond.Status, cond.Reason, cond.Message)

@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +29,45 @@ const (
 
 // nodeImages are the image tarballs under _output/images a node imports.
 var nodeImages = []string{"pause.tar", "busybox.tar"}
+
+// BackstopImage is the server's image the nodes import with
+// ClusterOptions.BackstopImage: the binary the tests run, packed by
+// hack/build-image.sh.
+const BackstopImage = "localhost/backstop-apiserver:harness"
+
+var backstopImageOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// backstopImage packs the server's image once per test process and
+// returns its tarball.
+func backstopImage(t testing.TB) string {
+	t.Helper()
+	bin := Binary(t, "backstop-apiserver")
+	backstopImageOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			backstopImageOnce.err = err
+			return
+		}
+		// Beside the nodes' other images, replaced by each test process
+		// (mkimage renames a complete tarball into place).
+		out := filepath.Join(imagesDir(t), "backstop-apiserver-harness.tar")
+		cmd := exec.Command("bash", filepath.Join(root, "hack", "build-image.sh"), bin, BackstopImage, out)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			backstopImageOnce.err = fmt.Errorf("hack/build-image.sh: %w\n%s", err, b)
+			return
+		}
+		backstopImageOnce.path = out
+	})
+	if backstopImageOnce.err != nil {
+		t.Fatal(backstopImageOnce.err)
+	}
+	return backstopImageOnce.path
+}
 
 //go:embed node-init.sh
 var nodeInit string
@@ -64,11 +105,11 @@ func (s clusterSlot) podCIDR(i int) string {
 }
 
 // startNodes starts n nodes and kube-scheduler, and waits until every
-// node is Ready.
-func (c *Cluster) startNodes(n int) {
+// node is Ready. The nodes import the image tarballs extra too.
+func (c *Cluster) startNodes(n int, extra ...string) {
 	c.startKubeScheduler()
 	for i := range n {
-		c.Nodes = append(c.Nodes, c.startNode(i))
+		c.Nodes = append(c.Nodes, c.startNode(i, extra))
 	}
 	for _, node := range c.Nodes {
 		node.waitReady()
@@ -84,7 +125,7 @@ func (c *Cluster) startKubeScheduler() {
 
 // startNode writes the node's configuration and starts its init
 // (node-init.sh) in new PID and mount namespaces.
-func (c *Cluster) startNode(i int) *Node {
+func (c *Cluster) startNode(i int, extraImages []string) *Node {
 	t := c.t
 	n := &Node{c: c, index: i, Name: nodeName(i), IP: c.slot.nodeIP(i), PodCIDR: c.slot.podCIDR(i),
 		bridge: fmt.Sprintf("bs%dn%d", int(c.slot), i)}
@@ -115,6 +156,9 @@ func (c *Cluster) startNode(i int) *Node {
 	images := ""
 	for _, image := range nodeImages {
 		images += filepath.Join(imagesDir(t), image) + "\n"
+	}
+	for _, image := range extraImages {
+		images += image + "\n"
 	}
 	files := map[string]string{
 		"bin-dir":          bin,

@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
+	"github.com/backstop-io/backstop/test/integration/framework"
+)
+
+// TestChartOnNodes: the chart installed with helm as a cluster runs it,
+// the server a pod of its Deployment on the harness's node, from its
+// image (hack/build-image.sh), its database on a claim of the node's
+// attach-requiring CSI driver: the pod is Ready by its probes,
+// kube-apiserver routes Backstop's APIServices to it, and a namespace is
+// backed up into a location on its data volume and restored after the
+// namespace is gone.
+func TestChartOnNodes(t *testing.T) {
+	t.Parallel()
+	c := framework.StartClusterWith(t, framework.ClusterOptions{WithoutBackstop: true, Nodes: 1, CSI: true, BackstopImage: true})
+	ctx := context.Background()
+	step := inOrder(t)
+	const ns = "shop"
+
+	step("install", func(t *testing.T) {
+		repo, tag, _ := cutTag(framework.BackstopImage)
+		out, err := c.Helm("install", framework.HelmRelease, framework.ChartDir(t), "--namespace", framework.BackstopNamespace, "--create-namespace",
+			"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
+			"--set", "persistence.storageClass="+framework.CSIStorageClass, "--set", "persistence.size=256Mi",
+			"--set", "configuration.backupStorageLocation[0].name=primary",
+			"--set", "configuration.backupStorageLocation[0].provider=filesystem",
+			"--set", "configuration.backupStorageLocation[0].bucket=/var/lib/backstop/backups",
+			"--set", "configuration.backupStorageLocation[0].default=true")
+		if err != nil {
+			t.Fatalf("helm install: %v\n%s", err, out)
+		}
+		c.WaitBackstopServing(nil)
+		pods, err := c.Kube.CoreV1().Pods(framework.BackstopNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=backstop-apiserver"})
+		if err != nil || len(pods.Items) != 1 {
+			t.Fatalf("the server's pods: %v (%d, want 1)", err, len(pods.Items))
+		}
+		if pod := pods.Items[0]; pod.Spec.NodeName != c.Nodes[0].Name || !podReady(&pod) {
+			t.Errorf("the server's pod %s on %q, ready %t", pod.Name, pod.Spec.NodeName, podReady(&pod))
+		}
+	})
+
+	step("backup and restore", func(t *testing.T) {
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"},
+			Data: map[string]string{"currency": "EUR"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the location primary Available", time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := c.Backstop.VeleroV1().BackupStorageLocations(adminNamespace).Get(ctx, "primary", metav1.GetOptions{})
+			return err == nil && l.Status.Phase == velerov1.BackupStorageLocationPhaseAvailable, nil
+		})
+		b := runBackup(t, c, &velerov1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "shop-1", Namespace: adminNamespace},
+			Spec: velerov1.BackupSpec{IncludedNamespaces: []string{ns}}})
+		if b.Status.Phase != velerov1.BackupPhaseCompleted || b.Status.Progress == nil || b.Status.Progress.ItemsBackedUp == 0 {
+			t.Fatalf("backup %s: %s, %+v", b.Name, b.Status.Phase, b.Status.Progress)
+		}
+		if err := c.Kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "namespace "+ns+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := c.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return err != nil, nil
+		})
+		r := runRestore(t, c, &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Name: "shop-1", Namespace: adminNamespace},
+			Spec: velerov1.RestoreSpec{BackupName: b.Name}})
+		if r.Status.Phase != velerov1.RestorePhaseCompleted {
+			t.Fatalf("restore %s: %s (%s)", r.Name, r.Status.Phase, r.Status.FailureReason)
+		}
+		cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+		if err != nil || cm.Data["currency"] != "EUR" {
+			t.Errorf("the restored ConfigMap: %v, %v", cm, err)
+		}
+	})
+}
+
+// podReady reports whether a pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// cutTag splits an image reference into its repository and tag.
+func cutTag(ref string) (repository, tag string, err error) {
+	for i := len(ref) - 1; i >= 0 && ref[i] != '/'; i-- {
+		if ref[i] == ':' {
+			return ref[:i], ref[i+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("image %q has no tag", ref)
+}
