@@ -3,6 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +20,9 @@ import (
 // TestChartOnNodes: the chart installed with helm as a cluster runs it,
 // the server a pod of its Deployment on the harness's node, from its
 // image (hack/build-image.sh), its database on a claim of the node's
-// attach-requiring CSI driver: the pod is Ready by its probes,
+// attach-requiring CSI driver: the pod is Ready by its probes, its process
+// runs as the chart's security context says (a user without rights, no
+// capabilities, no new privileges, seccomp, a read-only root),
 // kube-apiserver routes Backstop's APIServices to it, and a namespace is
 // backed up into a location on its data volume and restored after the
 // namespace is gone.
@@ -44,8 +50,21 @@ func TestChartOnNodes(t *testing.T) {
 		if err != nil || len(pods.Items) != 1 {
 			t.Fatalf("the server's pods: %v (%d, want 1)", err, len(pods.Items))
 		}
-		if pod := pods.Items[0]; pod.Spec.NodeName != c.Nodes[0].Name || !podReady(&pod) {
+		pod := pods.Items[0]
+		if pod.Spec.NodeName != c.Nodes[0].Name || !podReady(&pod) {
 			t.Errorf("the server's pod %s on %q, ready %t", pod.Name, pod.Spec.NodeName, podReady(&pod))
+		}
+		// The chart's security context, as the kernel applies it to the
+		// server's process: its user, no capabilities, a read-only root.
+		status, root := serverProcess(t, string(pod.UID))
+		for _, want := range []string{"Uid:\t65532\t65532\t65532\t65532", "Gid:\t65532\t65532\t65532\t65532",
+			"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+			if !strings.Contains(status, want) {
+				t.Errorf("the server's process status lacks %q:\n%s", want, status)
+			}
+		}
+		if !slices.Contains(strings.Split(root, ","), "ro") {
+			t.Errorf("the server's root is mounted %s, want ro", root)
 		}
 	})
 
@@ -83,6 +102,41 @@ func TestChartOnNodes(t *testing.T) {
 			t.Errorf("the restored ConfigMap: %v, %v", cm, err)
 		}
 	})
+}
+
+// serverProcess finds the server's process of the pod with UID uid (in
+// the pod's cgroup) and returns its /proc status and the mount options of
+// its root.
+func serverProcess(t *testing.T, uid string) (status, rootOptions string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, comm := range procs {
+		dir := filepath.Dir(comm)
+		name, err := os.ReadFile(comm)
+		if err != nil || strings.TrimSpace(string(name)) != "backstop-apiser" {
+			continue
+		}
+		cgroup, err := os.ReadFile(filepath.Join(dir, "cgroup"))
+		if err != nil || !strings.Contains(string(cgroup), "pod"+uid) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mounts, err := os.ReadFile(filepath.Join(dir, "mountinfo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(mounts), "\n") {
+			if f := strings.Fields(line); len(f) > 5 && f[4] == "/" {
+				rootOptions = f[5]
+			}
+		}
+		return string(data), rootOptions
+	}
+	t.Fatalf("no process of the server in pod %s", uid)
+	return "", ""
 }
 
 // podReady reports whether a pod's Ready condition is True.

@@ -10,9 +10,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -798,16 +800,24 @@ ports: [{name: %q, port: %d, protocol: TCP}]
 	// The pod's volume is a directory here; its address, the slot's; its
 	// ConfigMaps' and Secrets' volumes, directories of their data as the
 	// kubelet writes them, at the paths the arguments name.
+	// One pass over each argument, the longest mount path first: a
+	// directory put in is not rewritten again (the test's directories are
+	// under /tmp, which the pod mounts too).
 	mounts := c.podVolumes(d)
+	paths := slices.SortedFunc(maps.Keys(mounts), func(a, b string) int { return len(b) - len(a) })
+	var pairs []string
+	for _, p := range paths {
+		pairs = append(pairs, p, mounts[p])
+	}
+	toHere := strings.NewReplacer(pairs...)
 	for i, a := range args {
 		switch {
 		case strings.HasPrefix(a, "--data-dir="):
 			args[i] = "--data-dir=" + c.BackstopDataDir()
 		case strings.HasPrefix(a, "--bind-address="):
 			args[i] = "--bind-address=" + c.slot.backstopPodIP()
-		}
-		for mountPath, dir := range mounts {
-			args[i] = strings.ReplaceAll(args[i], mountPath, dir)
+		default:
+			args[i] = toHere.Replace(a)
 		}
 	}
 	c.BackstopArgs = append(append(args,
