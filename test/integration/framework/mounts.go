@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"fmt"
 	"os"
 	"sort"
 	"strconv"
@@ -13,9 +14,19 @@ import (
 // deepest first.
 func MountsUnder(t testing.TB, dir string) []string {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	under, err := mountsUnder("/proc/self/mountinfo", dir)
 	if err != nil {
-		t.Fatalf("reading the mounts: %v", err)
+		t.Fatal(err)
+	}
+	return under
+}
+
+// mountsUnder are the mount points a mountinfo file lists under dir (not
+// dir itself), the deepest first.
+func mountsUnder(mountinfo, dir string) ([]string, error) {
+	data, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return nil, fmt.Errorf("reading the mounts: %w", err)
 	}
 	var under []string
 	for _, line := range strings.Split(string(data), "\n") {
@@ -31,7 +42,7 @@ func MountsUnder(t testing.TB, dir string) []string {
 		}
 	}
 	sort.Slice(under, func(i, j int) bool { return len(under[i]) > len(under[j]) })
-	return under
+	return under, nil
 }
 
 // unmountUnder detaches every mount under dir, the deepest first: what a

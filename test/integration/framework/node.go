@@ -97,8 +97,8 @@ type Node struct {
 	init *process
 }
 
-// nodeSlot numbers a cluster's nodes: the i-th node of the cluster in a
-// slot has its IP, bridge and pod range from both.
+// nodeIP and podCIDR are the i-th node's of the cluster in a slot (its
+// bridge is named after both too).
 func (s clusterSlot) nodeIP(i int) string { return fmt.Sprintf("10.250.%d.%d", int(s), i+1) }
 func (s clusterSlot) podCIDR(i int) string {
 	return fmt.Sprintf("10.%d.%d.0/24", 200+int(s), i)
@@ -129,7 +129,8 @@ func (c *Cluster) startNode(i int, extraImages []string) *Node {
 	t := c.t
 	n := &Node{c: c, index: i, Name: nodeName(i), IP: c.slot.nodeIP(i), PodCIDR: c.slot.podCIDR(i),
 		bridge: fmt.Sprintf("bs%dn%d", int(c.slot), i)}
-	// Short: kubelet's and containerd's unix sockets live under it.
+	// Not under the test's directory, whose name carries the test's: the
+	// paths of containerd's snapshots and kubelet's volumes stay short.
 	dir, err := os.MkdirTemp("", "node")
 	if err != nil {
 		t.Fatal(err)
@@ -337,21 +338,11 @@ func (n *Node) waitReady() {
 }
 
 // Mounts are the mount points in the node's mount namespace (kubelet's,
-// containerd's, the CSI driver's) under dir.
+// containerd's, the CSI driver's) under dir, the deepest first.
 func (n *Node) Mounts(dir string) ([]string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", n.init.cmd.Process.Pid))
+	under, err := mountsUnder(fmt.Sprintf("/proc/%d/mountinfo", n.init.cmd.Process.Pid), dir)
 	if err != nil {
-		return nil, fmt.Errorf("node %s: its mounts: %w", n.Name, err)
-	}
-	var under []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		if point := unescapeMountinfo(fields[4]); strings.HasPrefix(point, dir+"/") {
-			under = append(under, point)
-		}
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	return under, nil
 }
