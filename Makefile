@@ -27,10 +27,13 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/backstop-apiserver ./cmd/backstop-apiserver
 
 # The control plane the aggregated-mode tests serve Backstop through: etcd,
-# kube-apiserver and kube-controller-manager at the release of go.mod's
-# k8s.io/apiserver (hack/install-etcd.sh, hack/install-kube.sh); the CSI
-# stack the volume tests run (hack/install-csi.sh: the hostpath driver,
-# snapshot-controller, csi-snapshotter, csi-provisioner). The clients the
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubelet at the
+# release of go.mod's k8s.io/apiserver (hack/install-etcd.sh,
+# hack/install-kube.sh); what its nodes run besides kubelet
+# (hack/install-node.sh: containerd, the CNI plugins, runc, the pause and
+# busybox images); the CSI stack the volume tests run (hack/install-csi.sh:
+# the hostpath driver, snapshot-controller, csi-snapshotter,
+# csi-provisioner, csi-attacher, csi-registrar). The clients the
 # tests drive the server with: kubectl (k8s.io/kubectl at the client-go
 # version of go.mod) and the velero CLI and server (v1.18.3, with
 # velero-plugin-for-aws v1.14.3, module proxy); the S3 server the S3

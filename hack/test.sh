@@ -6,11 +6,13 @@
 # the cores meanwhile.
 #
 #  1. Vet, the generated code, the server's build, and the tools built
-#     inside this module (kube-apiserver, kube-controller-manager, the CSI
-#     sidecars: they reuse the packages vet compiled). Beside them from the
-#     start, the peers' lane (hack/install-tools.sh peers: the Debian
-#     packages, the guest, etcd, the hostpath driver, velero, versitygw):
-#     modules of their own, whose downloads wait on the network.
+#     inside this module (kube-apiserver, kube-controller-manager,
+#     kube-scheduler, kubelet, the CSI sidecars: they reuse the packages vet
+#     compiled). Beside them from the start, the peers' lane
+#     (hack/install-tools.sh peers: the Debian packages, the guest, the
+#     nodes' containerd, CNI plugins and images, etcd, the hostpath driver,
+#     velero, kopia, versitygw): modules of their own, whose downloads wait
+#     on the network.
 #  2. The main pass: every package's tests against the real processes.
 #     Beside it from its start: the apiserver suite again on etcd3 (one
 #     etcd its servers share; the tests the storage backend cannot change
