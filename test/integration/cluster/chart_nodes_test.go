@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	velerov1 "github.com/backstop-io/backstop/pkg/apis/velero/v1"
 	"github.com/backstop-io/backstop/test/integration/framework"
@@ -34,9 +34,8 @@ func TestChartOnNodes(t *testing.T) {
 	const ns = "shop"
 
 	step("install", func(t *testing.T) {
-		repo, tag, _ := cutTag(framework.BackstopImage)
 		out, err := c.Helm("install", framework.HelmRelease, framework.ChartDir(t), "--namespace", framework.BackstopNamespace, "--create-namespace",
-			"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
+			"--set", "image.repository="+framework.BackstopImageRepository, "--set", "image.tag="+framework.BackstopImageTag, "--set", "image.pullPolicy=Never",
 			"--set", "persistence.storageClass="+framework.CSIStorageClass, "--set", "persistence.size=256Mi",
 			"--set", "configuration.backupStorageLocation[0].name=primary",
 			"--set", "configuration.backupStorageLocation[0].provider=filesystem",
@@ -51,8 +50,8 @@ func TestChartOnNodes(t *testing.T) {
 			t.Fatalf("the server's pods: %v (%d, want 1)", err, len(pods.Items))
 		}
 		pod := pods.Items[0]
-		if pod.Spec.NodeName != c.Nodes[0].Name || !podReady(&pod) {
-			t.Errorf("the server's pod %s on %q, ready %t", pod.Name, pod.Spec.NodeName, podReady(&pod))
+		if pod.Spec.NodeName != c.Nodes[0].Name || !podutils.IsPodReady(&pod) {
+			t.Errorf("the server's pod %s on %q, ready %t", pod.Name, pod.Spec.NodeName, podutils.IsPodReady(&pod))
 		}
 		// The chart's security context, as the kernel applies it to the
 		// server's process: its user, no capabilities, a read-only root.
@@ -137,24 +136,4 @@ func serverProcess(t *testing.T, uid string) (status, rootOptions string) {
 	}
 	t.Fatalf("no process of the server in pod %s", uid)
 	return "", ""
-}
-
-// podReady reports whether a pod's Ready condition is True.
-func podReady(pod *corev1.Pod) bool {
-	for _, cond := range pod.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// cutTag splits an image reference into its repository and tag.
-func cutTag(ref string) (repository, tag string, err error) {
-	for i := len(ref) - 1; i >= 0 && ref[i] != '/'; i-- {
-		if ref[i] == ':' {
-			return ref[:i], ref[i+1:], nil
-		}
-	}
-	return "", "", fmt.Errorf("image %q has no tag", ref)
 }

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/backstop-io/backstop/test/integration/framework"
 )
@@ -140,7 +141,7 @@ func waitPodReady(t *testing.T, c *framework.Cluster, namespace, name string) *c
 			return false, err
 		}
 		pod = got
-		if podReady(got) {
+		if podutils.IsPodReady(got) {
 			return true, nil
 		}
 		last = fmt.Sprintf("phase %s, conditions %v, containers %v", got.Status.Phase, got.Status.Conditions, got.Status.ContainerStatuses)
@@ -167,7 +168,7 @@ func TestPodsOnAttachedVolumes(t *testing.T) {
 	const ns = "default"
 
 	t.Run("the driver is registered with kubelet", func(t *testing.T) {
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		poll(t, "CSINode "+node.Name+" listing driver "+framework.CSIDriver, time.Minute, func(ctx context.Context) (bool, error) {
 			csiNode, err := c.Kube.StorageV1().CSINodes().Get(ctx, node.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil
@@ -182,9 +183,6 @@ func TestPodsOnAttachedVolumes(t *testing.T) {
 			}
 			return false, nil
 		})
-		if err != nil {
-			t.Fatalf("CSINode %s lists driver %s: %v", node.Name, framework.CSIDriver, err)
-		}
 	})
 
 	claim := c.CSI.CreateClaim(ns, "data", "16Mi", nil)
@@ -276,17 +274,13 @@ func runPodOnClaim(t *testing.T, c *framework.Cluster, namespace, name, claim, s
 // deletePodAndWait deletes a pod and waits until it is gone.
 func deletePodAndWait(t *testing.T, c *framework.Cluster, namespace, name string) {
 	t.Helper()
-	ctx := context.Background()
-	if err := c.Kube.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	if err := c.Kube.CoreV1().Pods(namespace).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting pod %s: %v", name, err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	poll(t, "pod "+namespace+"/"+name+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := c.Kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	if err != nil {
-		t.Fatalf("pod %s/%s gone: %v", namespace, name, err)
-	}
 }
 
 // volumeAttachment is the VolumeAttachment of a PersistentVolume, or nil.

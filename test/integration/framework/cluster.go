@@ -440,19 +440,24 @@ func (c *Cluster) stopAll() {
 }
 
 func (c *Cluster) dumpLog(p *process) {
-	data, err := os.ReadFile(p.log)
-	if err != nil {
-		return
-	}
 	keep := 8
 	if p.name == "backstop-apiserver" {
 		keep = 25
+	}
+	c.dumpLogFile(p.name, p.log, keep)
+}
+
+// dumpLogFile shows the last keep lines of the log of name at path.
+func (c *Cluster) dumpLogFile(name, path string, keep int) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	if len(lines) > keep {
 		lines = lines[len(lines)-keep:]
 	}
-	c.t.Logf("last lines of %s (all of it in %s):\n%s", p.name, p.log, strings.Join(lines, "\n"))
+	c.t.Logf("last lines of %s (all of it in %s):\n%s", name, path, strings.Join(lines, "\n"))
 }
 
 // waitFor polls cond until it holds, failing the test after timeout or

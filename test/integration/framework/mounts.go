@@ -24,25 +24,48 @@ func MountsUnder(t testing.TB, dir string) []string {
 // mountsUnder are the mount points a mountinfo file lists under dir (not
 // dir itself), the deepest first.
 func mountsUnder(mountinfo, dir string) ([]string, error) {
-	data, err := os.ReadFile(mountinfo)
+	mounts, err := readMountinfo(mountinfo)
+	if err != nil {
+		return nil, err
+	}
+	var under []string
+	for _, m := range mounts {
+		if strings.HasPrefix(m.point, dir+"/") {
+			under = append(under, m.point)
+		}
+	}
+	sort.Slice(under, func(i, j int) bool { return len(under[i]) > len(under[j]) })
+	return under, nil
+}
+
+// mount is a line of a mountinfo file: where, and of which filesystem.
+type mount struct{ point, fsType string }
+
+// readMountinfo reads a process's mountinfo file (/proc/<pid>/mountinfo).
+func readMountinfo(file string) ([]mount, error) {
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("reading the mounts: %w", err)
 	}
-	var under []string
+	var mounts []mount
 	for _, line := range strings.Split(string(data), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 5 {
 			continue
 		}
 		// The mount point is the fifth field, with space, tab, newline
-		// and backslash escaped in octal.
-		point := unescapeMountinfo(fields[4])
-		if strings.HasPrefix(point, dir+"/") {
-			under = append(under, point)
+		// and backslash escaped in octal; the filesystem's type follows
+		// the "-" that ends the optional fields.
+		m := mount{point: unescapeMountinfo(fields[4])}
+		for i := 6; i+1 < len(fields); i++ {
+			if fields[i] == "-" {
+				m.fsType = fields[i+1]
+				break
+			}
 		}
+		mounts = append(mounts, m)
 	}
-	sort.Slice(under, func(i, j int) bool { return len(under[i]) > len(under[j]) })
-	return under, nil
+	return mounts, nil
 }
 
 // unmountUnder detaches every mount under dir, the deepest first: what a

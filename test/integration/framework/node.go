@@ -33,7 +33,14 @@ var nodeImages = []string{"pause.tar", "busybox.tar"}
 // BackstopImage is the server's image the nodes import with
 // ClusterOptions.BackstopImage: the binary the tests run, packed by
 // hack/build-image.sh.
-const BackstopImage = "localhost/backstop-apiserver:harness"
+const BackstopImage = BackstopImageRepository + ":" + BackstopImageTag
+
+// BackstopImageRepository and BackstopImageTag are BackstopImage's parts,
+// as the chart's image values name them.
+const (
+	BackstopImageRepository = "localhost/backstop-apiserver"
+	BackstopImageTag        = "harness"
+)
 
 var backstopImageOnce struct {
 	sync.Once
@@ -218,7 +225,7 @@ func shellQuote(s string) string {
 
 // imagesDir is _output/images of this module, where
 // hack/install-node.sh puts the node images.
-func imagesDir(t interface{ Fatal(...any) }) string {
+func imagesDir(t testing.TB) string {
 	if dir := os.Getenv("BACKSTOP_BIN_DIR"); dir != "" {
 		return filepath.Join(filepath.Dir(dir), "images")
 	}
@@ -378,23 +385,22 @@ func (n *Node) dumpLogs() {
 		return
 	}
 	for _, e := range entries {
-		n.c.dumpLog(&process{name: n.Name + "/" + strings.TrimSuffix(e.Name(), ".log"), log: filepath.Join(n.logs, e.Name())})
+		n.c.dumpLogFile(n.Name+"/"+strings.TrimSuffix(e.Name(), ".log"), filepath.Join(n.logs, e.Name()), 8)
 	}
 }
 
 // removeCgroups removes the node's cgroup root from every hierarchy, the
 // deepest first (what kubelet and runc made under it).
 func (n *Node) removeCgroups() {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := readMountinfo("/proc/self/mountinfo")
 	if err != nil {
 		return
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if fsType := mountinfoType(fields); fsType != "cgroup" && fsType != "cgroup2" {
+	for _, m := range mounts {
+		if m.fsType != "cgroup" && m.fsType != "cgroup2" {
 			continue
 		}
-		root := unescapeMountinfo(fields[4]) + n.cgroupRoot
+		root := m.point + n.cgroupRoot
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -408,15 +414,4 @@ func (n *Node) removeCgroups() {
 			}
 		}
 	}
-}
-
-// mountinfoType is the filesystem type of a mountinfo line's fields: the
-// one after the "-" that ends the optional fields.
-func mountinfoType(fields []string) string {
-	for i := 6; i+1 < len(fields); i++ {
-		if fields[i] == "-" {
-			return fields[i+1]
-		}
-	}
-	return ""
 }
