@@ -195,7 +195,7 @@ bench-vm:
 bench-authz: build
 	BACKSTOP_BIN_DIR=$(BIN) $(GO) test -tags=libvirt_dlopen,bench ./test/authzbench -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m
 
-# The picture of the shipped Grafana dashboard in the README (docs/images/dashboard.png):
+# The picture of the shipped Grafana dashboard in docs/monitoring.md (docs/images/dashboard.png):
 # TestPrometheusMixins draws its graphs from its Prometheus' data.
 # The console's screenshots in docs/images, from the browser tests.
 console-screenshots: build tools

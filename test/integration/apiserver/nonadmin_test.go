@@ -219,7 +219,7 @@ func TestNonAdminBackupAndRestore(t *testing.T) {
 		if err != nil || len(body) == 0 {
 			t.Errorf("nonadminbackups/nab1/logs: %v %.300q", err, body)
 		}
-		// As the README has the tenant type it.
+		// As docs/tenants.md has the tenant type it.
 		if out := kubectlOK(t, s, alice.kubeconfig, nil, "get", "--raw", "/apis/oadp.openshift.io/v1alpha1/namespaces/tenant-a/nonadminbackups/nab1/logs"); out != string(body) {
 			t.Errorf("kubectl get --raw .../nab1/logs: %.300q, want the subresource's %.300q", out, body)
 		}
@@ -543,7 +543,7 @@ func TestNonAdminQueueCancelAndRecovery(t *testing.T) {
 		if b, err := s.Clientset.VeleroV1().Backups(ns).Get(ctx, q2, metav1.GetOptions{}); err != nil || b.Spec.Cancel {
 			t.Fatalf("q2's backup after bob's attempt: cancel=%v %v", b.Spec.Cancel, err)
 		}
-		// As the README has the tenant type it.
+		// As docs/tenants.md has the tenant type it.
 		kubectlOK(t, s, alice.kubeconfig, nil, "create", "--raw", "/apis/oadp.openshift.io/v1alpha1/namespaces/tenant-a/nonadminbackups/q2/cancel", "-f", "/dev/null")
 		waitNAB(t, s, "tenant-a", "q2", "its backup cancelled", func(n *oadpv1alpha1.NonAdminBackup) bool {
 			vb := n.Status.VeleroBackup

@@ -25,7 +25,7 @@ import (
 
 // dashboardPictureEnv names the file the picture of the shipped dashboard
 // is also written to (make dashboard-picture: docs/images/dashboard.png, in
-// the README's Monitoring section).
+// docs/monitoring.md).
 const dashboardPictureEnv = "BACKSTOP_DASHBOARD_PICTURE"
 
 // panelTargets is a dashboard panel with its queries and their legends.

@@ -430,7 +430,7 @@ func TestPrometheusMixins(t *testing.T) {
 
 	t.Run("picture", func(t *testing.T) {
 		// The shipped dashboard's graphs drawn from this Prometheus' data
-		// (the README's picture: make dashboard-picture).
+		// (docs/monitoring.md's picture: make dashboard-picture).
 		picture := filepath.Join(t.TempDir(), "dashboard.png")
 		dashboard := filepath.Join(monitoringDir(t), shippedDashboard)
 		panels := len(graphPanels(t, dashboard))

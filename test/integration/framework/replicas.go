@@ -11,7 +11,7 @@ import (
 // after --storage-backend=etcd3 and the members of etcd) on etcd, each
 // with a data directory of its own; replicas after the first get a copy
 // of its pki directory (CA, serving certificate, download signing key),
-// as the README's "Scale out" tells operators to.
+// as docs/storage.md's "Scale out" tells operators to.
 func StartReplicas(t testing.TB, etcd *Etcd, args [][]string) []*Server {
 	t.Helper()
 	common := []string{"--storage-backend=etcd3", "--etcd-servers=" + etcd.Endpoints()}

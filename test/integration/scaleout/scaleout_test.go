@@ -2,7 +2,7 @@
 // cluster of three members (processes on loopback): every replica serves
 // the API, the engines run on the holder of the Lease, and the replicas
 // share one CA (the first replica's <data-dir>/pki, copied to the others,
-// as the README's "Scale out" tells operators to).
+// as docs/storage.md's "Scale out" tells operators to).
 package scaleout
 
 import (
