@@ -9,7 +9,6 @@ package main
 
 import (
 	"archive/tar"
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
@@ -49,11 +48,14 @@ func run(root, tag, out, entrypoint, cmd, user string) error {
 	if err != nil {
 		return fmt.Errorf("the tag %q: %w", tag, err)
 	}
-	data, err := layerTar(root)
-	if err != nil {
+	// The layer goes through a file beside out, not memory: the server's
+	// binary alone is about 170 MiB.
+	layerFile := out + ".layer"
+	defer os.Remove(layerFile)
+	if err := layerTar(root, layerFile); err != nil {
 		return fmt.Errorf("packing %s: %w", root, err)
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	layer, err := tarball.LayerFromFile(layerFile)
 	if err != nil {
 		return err
 	}
@@ -79,12 +81,16 @@ func run(root, tag, out, entrypoint, cmd, user string) error {
 	return os.Rename(tmp, out)
 }
 
-// layerTar is the tree under root as a tar stream (WalkDir goes in name
-// order), symbolic links kept as links.
-func layerTar(root string) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+// layerTar writes the tree under root as a tar file at out (WalkDir goes
+// in name order), symbolic links kept as links.
+func layerTar(root, out string) error {
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -118,19 +124,19 @@ func layerTar(root string) ([]byte, error) {
 		if !info.Mode().IsRegular() {
 			return nil
 		}
-		f, err := os.Open(p)
+		src, err := os.Open(p)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
+		defer src.Close()
+		_, err = io.Copy(tw, src)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := tw.Close(); err != nil {
-		return nil, err
+		return err
 	}
-	return buf.Bytes(), nil
+	return f.Close()
 }
